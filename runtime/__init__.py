@@ -1,0 +1,29 @@
+"""hlo-magic's compiler and runtime: HLO text in, buffer assignment and OpenCL execution out.
+
+This package never imports IPython; the notebook layer (``hlo_magic``) sits on top of the
+public names exported here.
+"""
+
+from .errors import (
+    CustomCallError, DeviceError, DonatedBufferError, HloArgumentError, HloError, HloParseError,
+    HloUnsupportedError, HloVerifyError,
+)
+from .hlo import HloModule
+from .hlo.parser import parse as _parse_unverified
+
+
+def parse(text: str, *, verify: bool = True) -> HloModule:
+    """Parse HLO text into an ``HloModule``; by default also verify it (shapes, aliasing)."""
+    module = _parse_unverified(text)
+    if verify:
+        from .hlo.verifier import verify as _verify
+        _verify(module)
+    return module
+
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "parse", "HloModule", "HloError", "HloParseError", "HloVerifyError", "HloUnsupportedError",
+    "HloArgumentError", "DonatedBufferError", "CustomCallError", "DeviceError", "__version__",
+]

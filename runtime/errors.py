@@ -1,0 +1,124 @@
+"""Exceptions that form part of the public interface.
+
+Every user mistake surfaces as an ``HloError`` subclass whose message names what was being
+processed, where (line and column when there is source text) and what was expected.
+``_render_traceback_`` is the hook IPython and Jupyter use to replace a long traceback through
+our internals with a few readable lines: the location, the source line, a caret, an optional
+hint, and last the ``ClassName: message`` line that notebook runners report as the failure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A 1-based line and column in HLO text, with the text of that line for carets."""
+
+    line: int
+    column: int
+    source_line: str = ""
+
+    def caret_lines(self) -> list[str]:
+        if not self.source_line:
+            return []
+        text = self.source_line.expandtabs(1)
+        return ["  " + text, "  " + " " * max(self.column - 1, 0) + "^"]
+
+
+class HloError(Exception):
+    """Base of every error the runtime reports about a user's program or its use."""
+
+    def __init__(self, message: str, *, location: SourceLocation | None = None,
+                 instruction: str | None = None, computation: str | None = None,
+                 hint: str | None = None) -> None:
+        self.message = message
+        self.location = location
+        self.instruction = instruction
+        self.computation = computation
+        self.hint = hint
+        super().__init__(self._full_message())
+
+    @property
+    def line(self) -> int | None:
+        return self.location.line if self.location else None
+
+    @property
+    def column(self) -> int | None:
+        return self.location.column if self.location else None
+
+    @property
+    def source_line(self) -> str | None:
+        return self.location.source_line if self.location else None
+
+    def _where(self) -> str:
+        parts = []
+        if self.location is not None:
+            parts.append(f"line {self.location.line}:{self.location.column}")
+        if self.computation:
+            parts.append(f"in computation {self.computation}")
+        return ", ".join(parts)
+
+    def _full_message(self) -> str:
+        where = self._where()
+        text = f"{where}: {self.message}" if where else self.message
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+    def _render_traceback_(self) -> list[str]:
+        lines = []
+        where = self._where()
+        if where:
+            lines.append(where)
+        if self.location is not None:
+            lines.extend(self.location.caret_lines())
+        if self.hint:
+            lines.append(f"hint: {self.hint}")
+        lines.append(f"{type(self).__name__}: {self.message}")
+        return lines
+
+
+class HloParseError(HloError):
+    """The text is not well-formed HLO (lexing, syntax, undefined names, bad literals)."""
+
+
+class HloVerifyError(HloError):
+    """The module parses but is not valid: shapes, arities, aliasing, numbering."""
+
+    def __init__(self, message: str, *, expected: str | None = None, got: str | None = None,
+                 **kwargs) -> None:
+        self.expected = expected
+        self.got = got
+        super().__init__(message, **kwargs)
+
+
+class HloUnsupportedError(HloError):
+    """A valid construct this runtime cannot compile or run (named precisely)."""
+
+
+class HloArgumentError(HloError):
+    """Arguments passed to an executable do not match its entry signature."""
+
+
+class DonatedBufferError(HloError):
+    """A device array was used after a run consumed it by donation."""
+
+
+class CustomCallError(HloError):
+    """A custom call is unknown, malformed, or signalled failure while running."""
+
+    def __init__(self, message: str, *, target: str | None = None, **kwargs) -> None:
+        self.target = target
+        super().__init__(message, **kwargs)
+
+
+class DeviceError(HloError):
+    """OpenCL trouble: no device, a build failure (with its log), out of device memory."""
+
+
+__all__ = [
+    "SourceLocation", "HloError", "HloParseError", "HloVerifyError", "HloUnsupportedError",
+    "HloArgumentError", "DonatedBufferError", "CustomCallError", "DeviceError",
+]

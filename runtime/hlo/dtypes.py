@@ -1,0 +1,126 @@
+"""The HLO element types, as one table.
+
+Each row says how wide the type is, what family it belongs to (which decides the default
+comparison type, which ops accept it, how literals are read) and which numpy dtype carries it
+across the API (ml_dtypes for bf16, f8 and sub-byte types, as JAX does).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import ml_dtypes
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ElementType:
+    name: str
+    bits: int
+    kind: str  # "pred" | "sint" | "uint" | "float" | "complex" | "token" | "opaque"
+    numpy_name: str | None
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "float"
+
+    @property
+    def is_integer(self) -> bool:
+        return self.kind in ("sint", "uint")
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "sint"
+
+    @property
+    def is_complex(self) -> bool:
+        return self.kind == "complex"
+
+    @property
+    def is_pred(self) -> bool:
+        return self.kind == "pred"
+
+    @property
+    def is_array_type(self) -> bool:
+        """Types that can be array elements (token and opaque cannot)."""
+        return self.kind not in ("token", "opaque")
+
+    @property
+    def unpacked_bytes(self) -> int:
+        """Bytes per element when not packed (sub-byte types take a whole byte)."""
+        return max(1, (self.bits + 7) // 8) if self.bits else 0
+
+    @property
+    def numpy(self) -> np.dtype:
+        if self.numpy_name is None:
+            raise TypeError(f"element type {self.name} has no numpy dtype")
+        return _numpy_dtype(self.numpy_name)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def _numpy_dtype(name: str) -> np.dtype:
+    if hasattr(np, name) and name not in ("int4", "uint4", "int2", "uint2"):
+        return np.dtype(getattr(np, name))
+    return np.dtype(getattr(ml_dtypes, name))
+
+
+_ROWS = [
+    # name, bits, kind, numpy
+    ("pred", 8, "pred", "bool_"),
+    ("s1", 1, "sint", None), ("s2", 2, "sint", "int2"), ("s4", 4, "sint", "int4"),
+    ("s8", 8, "sint", "int8"), ("s16", 16, "sint", "int16"), ("s32", 32, "sint", "int32"),
+    ("s64", 64, "sint", "int64"),
+    ("u1", 1, "uint", None), ("u2", 2, "uint", "uint2"), ("u4", 4, "uint", "uint4"),
+    ("u8", 8, "uint", "uint8"), ("u16", 16, "uint", "uint16"), ("u32", 32, "uint", "uint32"),
+    ("u64", 64, "uint", "uint64"),
+    ("f16", 16, "float", "float16"), ("bf16", 16, "float", "bfloat16"),
+    ("f32", 32, "float", "float32"), ("f64", 64, "float", "float64"),
+    ("c64", 64, "complex", "complex64"), ("c128", 128, "complex", "complex128"),
+    ("f8e5m2", 8, "float", "float8_e5m2"), ("f8e4m3fn", 8, "float", "float8_e4m3fn"),
+    ("f8e4m3b11fnuz", 8, "float", "float8_e4m3b11fnuz"),
+    ("f8e5m2fnuz", 8, "float", "float8_e5m2fnuz"), ("f8e4m3fnuz", 8, "float", "float8_e4m3fnuz"),
+    ("f8e4m3", 8, "float", "float8_e4m3"), ("f8e3m4", 8, "float", "float8_e3m4"),
+    ("f8e8m0fnu", 8, "float", "float8_e8m0fnu"),
+    ("f6e2m3fn", 6, "float", "float6_e2m3fn"), ("f6e3m2fn", 6, "float", "float6_e3m2fn"),
+    ("f4e2m1fn", 4, "float", "float4_e2m1fn"),
+    ("token", 0, "token", None), ("opaque", 0, "opaque", None),
+]
+
+ELEMENT_TYPES: dict[str, ElementType] = {
+    name: ElementType(name, bits, kind, np_name) for name, bits, kind, np_name in _ROWS
+}
+
+PRED = ELEMENT_TYPES["pred"]
+S32 = ELEMENT_TYPES["s32"]
+U32 = ELEMENT_TYPES["u32"]
+S64 = ELEMENT_TYPES["s64"]
+U64 = ELEMENT_TYPES["u64"]
+F32 = ELEMENT_TYPES["f32"]
+TOKEN = ELEMENT_TYPES["token"]
+
+
+def element_type(name: str) -> ElementType:
+    return ELEMENT_TYPES[name]
+
+
+def is_element_type_name(name: str) -> bool:
+    return name in ELEMENT_TYPES
+
+
+def from_numpy(dtype: np.dtype) -> ElementType:
+    """The element type carried by a numpy dtype (bool -> pred, bfloat16 -> bf16, ...)."""
+    dtype = np.dtype(dtype)
+    for et in ELEMENT_TYPES.values():
+        if et.numpy_name is not None and et.bits >= 8 and et.numpy == dtype:
+            return et
+    for et in ELEMENT_TYPES.values():
+        if et.numpy_name is not None and et.numpy == dtype:
+            return et
+    raise KeyError(f"no HLO element type for numpy dtype {dtype}")
+
+
+def complex_component(et: ElementType) -> ElementType:
+    """The real type of a complex type's parts (c64 -> f32, c128 -> f64)."""
+    return {"c64": ELEMENT_TYPES["f32"], "c128": ELEMENT_TYPES["f64"]}[et.name]

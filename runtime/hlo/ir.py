@@ -1,0 +1,202 @@
+"""The HLO IR: modules, computations and instructions as plain dataclasses.
+
+Instructions hold their operands as object references and their attributes in one ordered
+dict (text order, so printing keeps the author's order). Computation references inside
+attributes are ``HloComputation`` objects (or tuples of them), so renaming or cloning a
+computation needs no string fix-ups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterator
+
+from ..errors import SourceLocation
+from .literal import Literal
+from .shape import Shape, ShapeIndex, TupleShape
+
+
+@dataclass(eq=False)
+class HloInstruction:
+    name: str
+    opcode: str
+    shape: Shape
+    operands: list[HloInstruction] = field(default_factory=list)
+    attrs: dict[str, object] = field(default_factory=dict)
+    literal: Literal | None = None
+    parameter_number: int | None = None
+    location: SourceLocation | None = None
+    parent: HloComputation | None = field(default=None, repr=False)
+
+    def __repr__(self) -> str:
+        return f"<{self.opcode} {self.name}: {self.shape}>"
+
+    @property
+    def called_computations(self) -> list[HloComputation]:
+        """Computations this instruction calls, in attribute order."""
+        out: list[HloComputation] = []
+        for value in self.attrs.values():
+            if isinstance(value, HloComputation):
+                out.append(value)
+            elif isinstance(value, tuple) and value and isinstance(value[0], HloComputation):
+                out.extend(value)
+        return out
+
+    @property
+    def control_predecessors(self) -> list[HloInstruction]:
+        value = self.attrs.get("control-predecessors")
+        return list(value) if value else []
+
+    def attr(self, name: str, default=None):
+        return self.attrs.get(name, default)
+
+    def operand_index(self, operand: HloInstruction) -> int:
+        for i, op in enumerate(self.operands):
+            if op is operand:
+                return i
+        raise ValueError(f"{operand.name} is not an operand of {self.name}")
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent is not None and self.parent.root is self
+
+
+@dataclass(eq=False)
+class HloComputation:
+    name: str
+    instructions: list[HloInstruction] = field(default_factory=list)
+    root: HloInstruction | None = None
+    is_entry: bool = False
+    execution_thread: str | None = None
+    location: SourceLocation | None = None
+
+    def __repr__(self) -> str:
+        return f"<computation {self.name}: {len(self.instructions)} instructions>"
+
+    @property
+    def parameters(self) -> list[HloInstruction]:
+        params = [i for i in self.instructions if i.opcode == "parameter"]
+        return sorted(params, key=lambda i: i.parameter_number or 0)
+
+    def parameter(self, number: int) -> HloInstruction:
+        for i in self.instructions:
+            if i.opcode == "parameter" and i.parameter_number == number:
+                return i
+        raise ValueError(f"computation {self.name} has no parameter {number}")
+
+    @property
+    def parameter_shapes(self) -> list[Shape]:
+        return [p.shape for p in self.parameters]
+
+    @property
+    def result_shape(self) -> Shape:
+        assert self.root is not None
+        return self.root.shape
+
+    def signature_text(self) -> str:
+        params = ", ".join(f"{p.name}: {p.shape.to_text(False)}" for p in self.parameters)
+        return f"({params}) -> {self.result_shape.to_text(False)}"
+
+    def post_order(self) -> list[HloInstruction]:
+        """Operands (and control predecessors) before users; text order breaks ties."""
+        order: list[HloInstruction] = []
+        state: dict[int, int] = {}
+        for start in self.instructions:
+            if id(start) in state:
+                continue
+            stack: list[tuple[HloInstruction, Iterator[HloInstruction]]] = [
+                (start, iter(start.operands + start.control_predecessors))]
+            state[id(start)] = 1
+            while stack:
+                node, it = stack[-1]
+                nxt = next(it, None)
+                if nxt is None:
+                    stack.pop()
+                    state[id(node)] = 2
+                    order.append(node)
+                elif id(nxt) not in state:
+                    state[id(nxt)] = 1
+                    stack.append((nxt, iter(nxt.operands + nxt.control_predecessors)))
+        return order
+
+    def users(self) -> dict[int, list[HloInstruction]]:
+        """id(instruction) -> its users in this computation (one entry per use)."""
+        out: dict[int, list[HloInstruction]] = {id(i): [] for i in self.instructions}
+        for inst in self.instructions:
+            for op in inst.operands:
+                out.setdefault(id(op), []).append(inst)
+        return out
+
+
+@dataclass(frozen=True)
+class AliasEntry:
+    """``input_output_alias`` entry: output leaf ``output_index`` may (or must) share the
+    buffer of parameter ``parameter_number`` at ``parameter_index``."""
+
+    output_index: ShapeIndex
+    parameter_number: int
+    parameter_index: ShapeIndex
+    kind: str = "may-alias"   # "may-alias" | "must-alias"
+    location: SourceLocation | None = field(default=None, compare=False)
+    short_form: bool = field(default=False, compare=False)
+
+
+@dataclass(frozen=True)
+class BufferDonor:
+    parameter_number: int
+    parameter_index: ShapeIndex
+    location: SourceLocation | None = field(default=None, compare=False)
+
+
+@dataclass(eq=False)
+class HloModule:
+    name: str
+    computations: list[HloComputation] = field(default_factory=list)
+    entry: HloComputation | None = None
+    is_scheduled: bool = False
+    input_output_alias: list[AliasEntry] = field(default_factory=list)
+    buffer_donors: list[BufferDonor] = field(default_factory=list)
+    entry_computation_layout: tuple[tuple[Shape, ...], Shape] | None = None
+    header_attrs: dict[str, object] = field(default_factory=dict)   # the rest, verbatim
+    stack_frames: str = ""          # FileNames/FunctionNames/FileLocations/StackFrames block
+    source_lines: list[str] = field(default_factory=list, repr=False)
+    warnings: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        return f"<HloModule {self.name}: {len(self.computations)} computations>"
+
+    def computation(self, name: str) -> HloComputation:
+        for c in self.computations:
+            if c.name == name:
+                return c
+        raise ValueError(f"module {self.name} has no computation {name}")
+
+    def instructions(self) -> Iterator[HloInstruction]:
+        for c in self.computations:
+            yield from c.instructions
+
+    def to_text(self) -> str:
+        from .printer import module_to_text
+        return module_to_text(self)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    @property
+    def result_shape(self) -> Shape:
+        assert self.entry is not None
+        return self.entry.result_shape
+
+    @property
+    def parameter_shapes(self) -> list[Shape]:
+        assert self.entry is not None
+        return self.entry.parameter_shapes
+
+    def source_line(self, line: int) -> str:
+        if 1 <= line <= len(self.source_lines):
+            return self.source_lines[line - 1]
+        return ""
+
+
+def is_tuple_shape(shape: Shape) -> bool:
+    return isinstance(shape, TupleShape)

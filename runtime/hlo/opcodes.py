@@ -1,0 +1,267 @@
+"""The opcode table: the single source of truth for what each HLO opcode accepts.
+
+One row per opcode: how many operands, which attributes it allows and requires, whether its
+result shape may be omitted in text, whether it is elementwise, and its shape rule. The parser,
+verifier, passes and code generator all read this table; adding an opcode adds a row.
+
+``ATTRIBUTE_KINDS`` says how each attribute's value is written, so the parser and printer have
+one reader and one writer per kind rather than one per attribute.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from . import shape_inference as rules
+
+# --- attribute value syntaxes -------------------------------------------------------------
+
+ATTRIBUTE_KINDS: dict[str, str] = {
+    # structural
+    "dimensions": "int_list", "index": "int", "iota_dimension": "int", "slice": "slice",
+    "dynamic_slice_sizes": "int_list", "padding": "padding", "window": "window",
+    "dim_labels": "dim_labels", "feature_group_count": "int", "batch_group_count": "int",
+    "lhs_contracting_dims": "int_list", "rhs_contracting_dims": "int_list",
+    "lhs_batch_dims": "int_list", "rhs_batch_dims": "int_list",
+    "lhs_ragged_dims": "int_list", "rhs_group_dims": "int_list",
+    "operand_precision": "identifier_list", "algorithm": "identifier",
+    "direction": "identifier", "type": "identifier", "kind": "identifier",
+    "distribution": "identifier", "api_version": "identifier", "schedule": "identifier",
+    "padding_type": "identifier", "fft_type": "identifier", "transpose_a": "identifier",
+    # computations
+    "to_apply": "computation", "calls": "computation", "condition": "computation",
+    "body": "computation", "true_computation": "computation", "false_computation": "computation",
+    "select": "computation", "scatter": "computation",
+    "branch_computations": "computation_list", "called_computations": "computation_list",
+    # custom call
+    "custom_call_target": "string", "custom_call_has_side_effect": "bool",
+    "output_to_operand_aliasing": "operand_aliasing", "operand_layout_constraints": "shape_list",
+    "literal": "shaped_literal",
+    # misc scalars
+    "delta": "int", "exponent_bits": "int", "mantissa_bits": "int", "is_stable": "bool",
+    "k": "int", "largest": "bool", "index_vector_dim": "int", "indices_are_sorted": "bool",
+    "unique_indices": "bool", "epsilon": "float", "feature_index": "int", "left_side": "bool",
+    "lower": "bool", "unit_diagonal": "bool", "is_composite": "bool",
+    "inferred_dimension": "int", "channel_id": "int", "use_global_device_ids": "bool",
+    "constrain_layout": "bool", "is_host_transfer": "bool", "cross_program_prefetch_index": "int",
+    "fft_length": "int_list", "infeed_config": "string", "outfeed_config": "string",
+    "outfeed_shape": "shape", "async_execution_thread": "string", "is_reverse": "bool",
+    # gather / scatter
+    "offset_dims": "int_list", "collapsed_slice_dims": "int_list", "start_index_map": "int_list",
+    "slice_sizes": "int_list", "operand_batching_dims": "int_list",
+    "start_indices_batching_dims": "int_list", "update_window_dims": "int_list",
+    "inserted_window_dims": "int_list", "scatter_dims_to_operand_dims": "int_list",
+    "input_batching_dims": "int_list", "scatter_indices_batching_dims": "int_list",
+    # kept verbatim
+    "sharding": "raw", "frontend_attributes": "raw", "statistics": "raw", "origin": "raw",
+    "parameter_replication": "raw", "replica_groups": "raw", "source_target_pairs": "raw",
+    "result_accuracy": "raw", "domain": "raw", "split_dims": "raw",
+    "metadata": "metadata", "backend_config": "backend_config",
+    "control-predecessors": "instruction_list",
+}
+
+#: attributes any instruction may carry
+COMMON_ATTRIBUTES = frozenset({
+    "sharding", "frontend_attributes", "statistics", "control-predecessors", "origin",
+    "metadata", "backend_config", "parameter_replication",
+})
+
+#: attributes whose values are computations (used to walk the call graph)
+COMPUTATION_ATTRIBUTES = frozenset(
+    name for name, kind in ATTRIBUTE_KINDS.items() if kind in ("computation", "computation_list"))
+
+
+@dataclass(frozen=True)
+class OpcodeSpec:
+    name: str
+    min_operands: int
+    max_operands: int | None            # None: any number
+    shape_rule: Callable
+    attrs: frozenset[str] = frozenset()
+    required: frozenset[str] = frozenset()
+    shape_required: bool = False        # the text must write the result shape
+    elementwise: bool = False
+    family: str = "other"               # coarse grouping for codegen and reports
+    side_effect: bool = False
+
+    @property
+    def arity_text(self) -> str:
+        if self.max_operands == self.min_operands:
+            return str(self.min_operands)
+        if self.max_operands is None:
+            return f"at least {self.min_operands}"
+        return f"{self.min_operands} to {self.max_operands}"
+
+
+OPCODES: dict[str, OpcodeSpec] = {}
+
+
+def _op(name: str, arity, rule: Callable, attrs=(), required=(), *, shape_required=False,
+        elementwise=False, family="other", side_effect=False) -> None:
+    lo, hi = (arity, arity) if isinstance(arity, int) else arity
+    OPCODES[name] = OpcodeSpec(name, lo, hi, rule, frozenset(attrs) | frozenset(required),
+                               frozenset(required), shape_required, elementwise, family,
+                               side_effect)
+
+
+_ACCURACY = ("result_accuracy",)
+
+# elementwise unary: same shape
+for _n in ("abs", "negate", "sign", "floor", "ceil", "round-nearest-afz", "round-nearest-even",
+           "exponential", "exponential-minus-one", "log", "log-plus-one", "sqrt", "rsqrt",
+           "cbrt", "sine", "cosine", "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan",
+           "asinh", "acosh", "atanh", "logistic", "erf", "not", "popcnt",
+           "count-leading-zeros", "real", "imag", "is-finite", "copy"):
+    _op(_n, 1, rules.unary, _ACCURACY if _n not in ("not", "popcnt", "count-leading-zeros", "copy")
+        else (), elementwise=True, family="elementwise")
+
+_op("convert", 1, rules.convert, shape_required=True, elementwise=True, family="elementwise")
+_op("bitcast-convert", 1, rules.bitcast_convert, shape_required=True, family="elementwise")
+_op("reduce-precision", 1, rules.reduce_precision, ("exponent_bits", "mantissa_bits"),
+    ("exponent_bits", "mantissa_bits"), elementwise=True, family="elementwise")
+_op("stochastic-convert", 2, rules.stochastic_convert, shape_required=True,
+    elementwise=True, family="elementwise")
+
+for _n in ("add", "subtract", "multiply", "divide", "remainder", "power", "maximum", "minimum",
+           "atan2", "complex", "and", "or", "xor", "shift-left", "shift-right-logical",
+           "shift-right-arithmetic", "mulhi"):
+    _op(_n, 2, rules.binary, elementwise=True, family="elementwise")
+
+_op("compare", 2, rules.compare, ("direction", "type"), ("direction",), elementwise=True,
+    family="elementwise")
+_op("select", 3, rules.select, elementwise=True, family="elementwise")
+_op("clamp", 3, rules.clamp, elementwise=True, family="elementwise")
+
+# shape manipulation
+_op("parameter", 0, rules.declared, shape_required=True, family="leaf")
+_op("constant", 0, rules.declared, shape_required=True, family="leaf")
+_op("iota", 0, rules.iota, ("iota_dimension",), ("iota_dimension",), shape_required=True,
+    family="data-movement")
+_op("broadcast", 1, rules.broadcast, ("dimensions",), family="data-movement")
+_op("reshape", 1, rules.reshape, ("inferred_dimension",), shape_required=True,
+    family="data-movement")
+_op("dynamic-reshape", (1, None), rules.declared, shape_required=True, family="data-movement")
+_op("transpose", 1, rules.transpose, ("dimensions",), ("dimensions",), family="data-movement")
+_op("bitcast", 1, rules.bitcast, shape_required=True, family="data-movement")
+_op("slice", 1, rules.slice_, ("slice",), ("slice",), family="data-movement")
+_op("dynamic-slice", (2, None), rules.dynamic_slice, ("dynamic_slice_sizes",),
+    ("dynamic_slice_sizes",), family="data-movement")
+_op("dynamic-update-slice", (3, None), rules.dynamic_update_slice, family="data-movement")
+_op("concatenate", (1, None), rules.concatenate, ("dimensions",), ("dimensions",),
+    family="data-movement")
+_op("pad", 2, rules.pad, ("padding",), ("padding",), family="data-movement")
+_op("reverse", 1, rules.reverse, ("dimensions",), ("dimensions",), family="data-movement")
+_op("get-tuple-element", 1, rules.get_tuple_element, ("index",), ("index",), family="tuple")
+_op("tuple", (0, None), rules.tuple_, family="tuple")
+_op("get-dimension-size", 1, rules.get_dimension_size, ("dimensions",), ("dimensions",))
+_op("set-dimension-size", 2, rules.set_dimension_size, ("dimensions",), ("dimensions",))
+_op("gather", 2, rules.gather,
+    ("offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim", "slice_sizes",
+     "operand_batching_dims", "start_indices_batching_dims", "indices_are_sorted"),
+    ("offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim",
+     "slice_sizes"), family="gather")
+_op("scatter", (3, None), rules.scatter,
+    ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
+     "index_vector_dim", "input_batching_dims", "scatter_indices_batching_dims",
+     "indices_are_sorted", "unique_indices", "to_apply"),
+    ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
+     "index_vector_dim", "to_apply"), family="scatter")
+
+# reductions, windows, contractions
+_op("reduce", (2, None), rules.reduce, ("dimensions", "to_apply"), ("dimensions", "to_apply"),
+    family="reduce")
+_op("reduce-window", (2, None), rules.reduce_window, ("window", "to_apply"),
+    ("window", "to_apply"), family="reduce-window")
+_op("select-and-scatter", 3, rules.select_and_scatter, ("window", "select", "scatter"),
+    ("window", "select", "scatter"), family="select-and-scatter")
+_op("map", (1, None), rules.map_, ("dimensions", "to_apply"), ("to_apply",), family="map")
+_op("dot", 2, rules.dot,
+    ("lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims",
+     "operand_precision", "algorithm"), family="dot")
+_op("ragged-dot", 3, rules.declared,
+    ("lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims",
+     "lhs_ragged_dims", "rhs_group_dims", "operand_precision"), shape_required=True, family="dot")
+_op("scaled-dot", 4, rules.declared,
+    ("lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims",
+     "operand_precision"), shape_required=True, family="dot")
+_op("convolution", 2, rules.convolution,
+    ("window", "dim_labels", "feature_group_count", "batch_group_count", "operand_precision"),
+    ("dim_labels",), family="convolution")
+_op("sort", (1, None), rules.sort, ("dimensions", "is_stable", "to_apply"),
+    ("dimensions", "to_apply"), family="sort")
+_op("topk", 1, rules.topk, ("k", "largest"), ("k",), family="sort")
+_op("fft", 1, rules.fft, ("fft_type", "fft_length"), ("fft_type", "fft_length"))
+_op("cholesky", 1, rules.unary_floating, ("lower",))
+_op("triangular-solve", 2, rules.triangular_solve,
+    ("left_side", "lower", "unit_diagonal", "transpose_a"))
+_op("batch-norm-training", 3, rules.batch_norm_training, ("epsilon", "feature_index"),
+    ("epsilon", "feature_index"))
+_op("batch-norm-inference", 5, rules.batch_norm_inference, ("epsilon", "feature_index"),
+    ("epsilon", "feature_index"))
+_op("batch-norm-grad", 5, rules.batch_norm_grad, ("epsilon", "feature_index"),
+    ("epsilon", "feature_index"))
+
+# control flow and calls
+_op("while", 1, rules.while_, ("condition", "body"), ("condition", "body"), family="control")
+_op("conditional", (1, None), rules.conditional,
+    ("branch_computations", "true_computation", "false_computation"), family="control")
+_op("call", (0, None), rules.call, ("to_apply", "is_composite"), ("to_apply",), family="control")
+_op("fusion", (0, None), rules.fusion, ("kind", "calls", "output_to_operand_aliasing"),
+    ("kind", "calls"), family="fusion")
+_op("custom-call", (0, None), rules.declared,
+    ("custom_call_target", "api_version", "custom_call_has_side_effect",
+     "output_to_operand_aliasing", "operand_layout_constraints", "called_computations",
+     "to_apply", "window", "dim_labels", "feature_group_count", "batch_group_count",
+     "padding_type", "literal", "schedule", "operand_precision"),
+    ("custom_call_target",), shape_required=True, family="custom-call")
+_op("opt-barrier", 1, rules.identity)
+_op("domain", 1, rules.identity, ("domain",))
+_op("add-dependency", 2, rules.add_dependency)
+_op("after-all", (0, None), rules.token, side_effect=True)
+
+# random numbers
+_op("rng", 2, rules.rng, ("distribution",), ("distribution",), shape_required=True,
+    family="rng", side_effect=True)
+_op("rng-bit-generator", 1, rules.rng_bit_generator, ("algorithm",), ("algorithm",),
+    shape_required=True, family="rng")
+_op("rng-get-and-update-state", 0, rules.declared, ("delta",), ("delta",),
+    shape_required=True, family="rng", side_effect=True)
+
+# single-device I/O and collectives: parsed so every printed module reads; shapes as written
+for _n, _a in (
+        ("infeed", ("infeed_config",)), ("outfeed", ("outfeed_config", "outfeed_shape")),
+        ("send", ("channel_id", "is_host_transfer")), ("send-done", ("channel_id", "is_host_transfer")),
+        ("recv", ("channel_id", "is_host_transfer")), ("recv-done", ("channel_id", "is_host_transfer"))):
+    _op(_n, (0, None), rules.declared, _a, shape_required=True, family="io", side_effect=True)
+_op("replica-id", 0, rules.u32_scalar, family="collective")
+_op("partition-id", 0, rules.u32_scalar, family="collective")
+_COLLECTIVE = ("replica_groups", "channel_id", "use_global_device_ids", "constrain_layout")
+for _n, _a in (
+        ("all-reduce", _COLLECTIVE + ("to_apply",)), ("all-gather", _COLLECTIVE + ("dimensions",)),
+        ("reduce-scatter", _COLLECTIVE + ("dimensions", "to_apply")),
+        ("all-to-all", _COLLECTIVE + ("dimensions", "split_dims")),
+        ("ragged-all-to-all", _COLLECTIVE),
+        ("collective-permute", ("source_target_pairs", "channel_id", "slice_sizes")),
+        ("collective-broadcast", _COLLECTIVE)):
+    _op(_n, (0, None), rules.declared, _a, shape_required=True, family="collective")
+    if _n in ("all-reduce", "all-gather", "collective-permute"):
+        _op(_n + "-start", (0, None), rules.declared, _a, shape_required=True, family="collective")
+        _op(_n + "-done", 1, rules.declared, shape_required=True, family="collective")
+_op("copy-start", 1, rules.declared, ("cross_program_prefetch_index",), shape_required=True,
+    family="async")
+_op("copy-done", 1, rules.declared, shape_required=True, family="async")
+_op("async-start", (0, None), rules.declared,
+    ("calls", "async_execution_thread", "output_to_operand_aliasing"), ("calls",),
+    shape_required=True, family="async")
+_op("async-update", 1, rules.declared, shape_required=True, family="async")
+_op("async-done", 1, rules.declared, shape_required=True, family="async")
+
+
+def spec(opcode: str) -> OpcodeSpec:
+    return OPCODES[opcode]
+
+
+def is_elementwise(opcode: str) -> bool:
+    s = OPCODES.get(opcode)
+    return bool(s and s.elementwise)

@@ -1,0 +1,1119 @@
+"""Recursive-descent parser from HLO text to ``HloModule``.
+
+Accepts everything XLA and JAX print (optimised dumps with stack-frame tables, metadata,
+backend configs, layouts with tiling; JAX's pre-optimisation text without ``%``) plus the
+hand-written forms people use: the aliasing doc's ``input_output_alias={ {}: 0 }``, forward
+references to computations, omitted result and operand shapes, nested operand instructions.
+Every problem is an ``HloParseError`` located at the offending token.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+
+import numpy as np
+
+from ..errors import HloError, HloParseError, SourceLocation
+from . import lexer as L
+from .attributes import (
+    BackendConfig, ComputationRef, Identifier, IdentifierList, Metadata, OperandAlias,
+    OperandAliasing, PadDim, PaddingConfig, RawText, ShapedLiteral, SliceDim, SliceSpec, Window,
+    WindowDim, parse_dim_labels, unquote_string,
+)
+from .dtypes import ELEMENT_TYPES, ElementType
+from .ir import AliasEntry, BufferDonor, HloComputation, HloInstruction, HloModule
+from .literal import Literal, nan_with_payload
+from .opcodes import ATTRIBUTE_KINDS, COMMON_ATTRIBUTES, OPCODES
+from .shape import ArrayShape, Layout, Shape, TupleShape, compatible
+
+_MAX_NESTING = 200
+_KNOWN_HEADER = {"is_scheduled", "entry_computation_layout", "input_output_alias", "buffer_donor",
+                 "alias_passthrough_params", "replica_count", "num_partitions",
+                 "frontend_attributes", "allow_spmd_sharding_propagation_to_parameters",
+                 "allow_spmd_sharding_propagation_to_output", "origin_recovery_table"}
+
+
+class _PendingComputation:
+    """A computation named in an attribute before (or without) its definition."""
+
+    def __init__(self, name: str, location: SourceLocation) -> None:
+        self.name = name
+        self.location = location
+
+
+class Parser:
+    def __init__(self, text: str) -> None:
+        if not isinstance(text, str):
+            raise HloParseError(f"HLO text must be a str, got {type(text).__name__}")
+        self.text = text
+        self.lx = L.Lexer(text)
+        self.computations: dict[str, HloComputation] = {}
+        self.order: list[HloComputation] = []
+        self.pending: list[tuple[HloInstruction, str]] = []
+        self.depth = 0
+        self.anon_counter = 0
+
+    # --- small helpers ----------------------------------------------------------------------
+    def error(self, message: str, offset: int | None = None, hint: str | None = None) -> HloParseError:
+        return self.lx.error(message, offset, hint)
+
+    def expect_punct(self, p: str, context: str = "") -> int:
+        lx = self.lx
+        if not lx.at_punct(p):
+            where = f" {context}" if context else ""
+            raise self.error(f"expects '{p}'{where} but sees {lx.describe()}")
+        start = lx.start
+        lx.advance()
+        return start
+
+    def accept_punct(self, p: str) -> bool:
+        if self.lx.at_punct(p):
+            self.lx.advance()
+            return True
+        return False
+
+    def expect_int(self, what: str = "integer") -> int:
+        lx = self.lx
+        if lx.kind != L.INT:
+            raise self.error(f"expects {what} but sees {lx.describe()}")
+        v = int(lx.value)
+        lx.advance()
+        return v
+
+    def next_char(self) -> str:
+        """The first non-blank character after the current token (for one-char lookahead)."""
+        m = L._SKIP.match(self.text, self.lx.end)
+        i = m.end() if m else self.lx.end
+        return self.text[i] if i < len(self.text) else ""
+
+    def enter(self) -> None:
+        self.depth += 1
+        if self.depth > _MAX_NESTING:
+            raise self.error(f"nesting deeper than {_MAX_NESTING} levels")
+
+    def leave(self) -> None:
+        self.depth -= 1
+
+    # --- module -----------------------------------------------------------------------------
+    def parse_module(self) -> HloModule:
+        lx = self.lx
+        module = HloModule(name="")
+        module.source_lines = self.text.splitlines()
+        if lx.kind == L.EOF:
+            raise self.error("expects 'HloModule' or a computation, but the text is empty")
+        if lx.at(L.IDENT, "HloModule"):
+            lx.advance()
+            if lx.kind not in (L.IDENT, L.NAME, L.STRING):
+                raise self.error(f"expects the module name after 'HloModule' but sees {lx.describe()}")
+            module.name = unquote_string(lx.value[1:-1]) if lx.kind == L.STRING else lx.value
+            if lx.kind == L.NAME and self.text[lx.end - 1] == ":":
+                raise self.error("expects the module name, not a 'name:'")
+            lx.advance()
+            while self.accept_punct(","):
+                self.parse_header_attribute(module)
+        if lx.at(L.IDENT, "FileNames"):
+            module.stack_frames = self.parse_stack_frames()
+        entry: HloComputation | None = None
+        while lx.kind != L.EOF:
+            comp = self.parse_computation()
+            if comp.is_entry:
+                if entry is not None:
+                    raise HloParseError("expects only one ENTRY computation", location=comp.location)
+                entry = comp
+        if not self.order:
+            raise self.error("expects at least one computation")
+        if entry is None:
+            entry = self.order[-1]
+            entry.is_entry = True
+        module.entry = entry
+        if not module.name:
+            module.name = f"module_{entry.name}"
+        self.resolve_pending()
+        module.computations = _callees_first(self.order, entry)
+        _infer_omitted_shapes(module)
+        return module
+
+    def parse_header_attribute(self, module: HloModule) -> None:
+        lx = self.lx
+        if lx.kind != L.ATTR:
+            raise self.error(f"expects a module attribute (name=value) but sees {lx.describe()}")
+        name, at = lx.value, lx.start
+        lx.advance()
+        if name in module.header_attrs or (name == "input_output_alias" and module.input_output_alias) \
+                or (name == "buffer_donor" and module.buffer_donors):
+            raise self.error(f"attribute {name} already exists", at)
+        if name == "is_scheduled":
+            module.is_scheduled = self.parse_bool()
+        elif name == "entry_computation_layout":
+            module.entry_computation_layout = self.parse_program_layout()
+        elif name == "input_output_alias":
+            module.input_output_alias = self.parse_input_output_alias()
+        elif name == "buffer_donor":
+            module.buffer_donors = self.parse_buffer_donors()
+        elif name in ("replica_count", "num_partitions"):
+            module.header_attrs[name] = self.expect_int()
+        elif name == "alias_passthrough_params":
+            module.header_attrs[name] = self.parse_bool()
+        else:
+            module.header_attrs[name] = RawText(lx.take_raw_value())
+            if name not in _KNOWN_HEADER:
+                module.warnings.append(f"line {self.lx.location(at).line}: unknown module attribute "
+                                       f"{name!r} kept verbatim and ignored")
+
+    def parse_program_layout(self) -> tuple[tuple[Shape, ...], Shape]:
+        self.expect_punct("{", "to open entry_computation_layout")
+        self.expect_punct("(", "before the parameter layouts")
+        params: list[Shape] = []
+        if not self.lx.at_punct(")"):
+            params.append(self.parse_shape())
+            while self.accept_punct(","):
+                params.append(self.parse_shape())
+        self.expect_punct(")", "after the parameter layouts")
+        self.expect_punct("->", "between parameter and result layouts")
+        result = self.parse_shape()
+        self.expect_punct("}", "to close entry_computation_layout")
+        return tuple(params), result
+
+    def parse_input_output_alias(self) -> list[AliasEntry]:
+        lx = self.lx
+        self.expect_punct("{", "to open input_output_alias")
+        entries: list[AliasEntry] = []
+        while not lx.at_punct("}"):
+            at = lx.start
+            out_index = self.parse_shape_index()
+            self.expect_punct(":", "after the output index")
+            if lx.kind == L.INT:
+                entries.append(AliasEntry(out_index, self.expect_int(), (), "may-alias",
+                                          lx.location(at), short_form=True))
+            elif lx.at_punct("("):
+                lx.advance()
+                param = self.expect_int("parameter number")
+                self.expect_punct(",", "after the parameter number")
+                param_index = self.parse_shape_index()
+                kind = "may-alias"
+                if self.accept_punct(","):
+                    if lx.kind != L.IDENT or lx.value not in ("may-alias", "must-alias"):
+                        raise self.error(f"expects may-alias or must-alias but sees {lx.describe()}")
+                    kind = lx.value
+                    lx.advance()
+                self.expect_punct(")", "to close the alias entry")
+                entries.append(AliasEntry(out_index, param, param_index, kind, lx.location(at)))
+            else:
+                raise self.error(
+                    f"unexpected {lx.describe()} in input_output_alias. Expected format: "
+                    "<output_shape_index>: (<input_param>, <input_param_shape_index>) OR "
+                    "<output_shape_index>: <input_param>")
+            if not self.accept_punct(","):
+                break
+        self.expect_punct("}", "to close input_output_alias")
+        return entries
+
+    def parse_buffer_donors(self) -> list[BufferDonor]:
+        lx = self.lx
+        self.expect_punct("{", "to open buffer_donor")
+        donors: list[BufferDonor] = []
+        while not lx.at_punct("}"):
+            at = lx.start
+            self.expect_punct("(", "to open a buffer donor")
+            param = self.expect_int("parameter number")
+            self.expect_punct(",", "after the parameter number")
+            index = self.parse_shape_index()
+            self.expect_punct(")", "to close the buffer donor")
+            donors.append(BufferDonor(param, index, lx.location(at)))
+            if not self.accept_punct(","):
+                break
+        self.expect_punct("}", "to close buffer_donor")
+        return donors
+
+    def parse_shape_index(self) -> tuple[int, ...]:
+        self.expect_punct("{", "to open a shape index")
+        out: list[int] = []
+        if not self.lx.at_punct("}"):
+            out.append(self.expect_int("shape index"))
+            while self.accept_punct(","):
+                out.append(self.expect_int("shape index"))
+        self.expect_punct("}", "to close a shape index")
+        return tuple(out)
+
+    def parse_stack_frames(self) -> str:
+        lx = self.lx
+        begin = lx.start
+        end = begin
+        for table, entry_kind in (("FileNames", L.STRING), ("FunctionNames", L.STRING),
+                                  ("FileLocations", "{"), ("StackFrames", "{")):
+            if not lx.at(L.IDENT, table):
+                raise self.error(f"expects the {table} table but sees {lx.describe()}")
+            end = lx.end
+            lx.advance()
+            while lx.kind == L.INT:
+                lx.advance()
+                if entry_kind == L.STRING:
+                    if lx.kind != L.STRING:
+                        raise self.error(f"expects a string in {table} but sees {lx.describe()}")
+                    end = lx.end
+                    lx.advance()
+                else:
+                    if not lx.at_punct("{"):
+                        raise self.error(f"expects '{{' in {table} but sees {lx.describe()}")
+                    lx.take_balanced()
+                    end = self._last_consumed_end()
+        return self.text[begin:end]
+
+    def _last_consumed_end(self) -> int:
+        """Offset just after the text consumed before the current token."""
+        i = self.lx.start
+        while i > 0 and self.text[i - 1] in " \t\r\n":
+            i -= 1
+        return i
+
+    # --- computations -----------------------------------------------------------------------
+    def parse_computation(self) -> HloComputation:
+        lx = self.lx
+        at = lx.start
+        is_entry = False
+        if lx.at(L.IDENT, "ENTRY"):
+            is_entry = True
+            lx.advance()
+        if lx.kind not in (L.NAME, L.IDENT):
+            raise self.error(f"expects a computation name but sees {lx.describe()}")
+        name_at = lx.start
+        name = lx.value
+        colon_form = lx.kind == L.NAME and self.text[lx.end - 1] == ":"
+        lx.advance()
+        if colon_form:
+            raise self.error(f"expects a computation name but sees '{name}:'", name_at)
+        if name in self.computations:
+            raise self.error(f"computation already exists: {name}", name_at)
+        if lx.at_punct("("):
+            self.parse_signature()
+        comp = HloComputation(name=name, is_entry=is_entry, location=lx.location(at))
+        self.computations[name] = comp
+        self.parse_body(comp)
+        if self.accept_punct(","):
+            if not lx.at(L.ATTR, "execution_thread"):
+                raise self.error(f"expects execution_thread= but sees {lx.describe()}")
+            lx.advance()
+            if lx.kind != L.STRING:
+                raise self.error(f"expects a string but sees {lx.describe()}")
+            comp.execution_thread = unquote_string(lx.value[1:-1])
+            lx.advance()
+        self.order.append(comp)
+        return comp
+
+    def parse_signature(self) -> None:
+        """The printed signature is informational: parameters come from parameter(N)."""
+        lx = self.lx
+        self.expect_punct("(")
+        while not lx.at_punct(")"):
+            if lx.kind != L.NAME:
+                raise self.error(f"expects a parameter name in the signature but sees {lx.describe()}")
+            is_colon = self.text[lx.end - 1] == ":"
+            lx.advance()
+            if not is_colon:
+                self.expect_punct(":", "after the parameter name")
+            self.parse_shape()
+            if not self.accept_punct(","):
+                break
+        self.expect_punct(")", "to close the signature")
+        self.expect_punct("->", "before the result shape")
+        self.parse_shape()
+
+    def parse_body(self, comp: HloComputation) -> None:
+        lx = self.lx
+        self.expect_punct("{", f"to open the body of {comp.name}")
+        names: dict[str, HloInstruction] = {}
+        root: HloInstruction | None = None
+        root_at = 0
+        while not lx.at_punct("}"):
+            if lx.kind == L.EOF:
+                raise self.error(f"expects '}}' to close computation {comp.name} but the text ends")
+            is_root = False
+            if lx.at(L.IDENT, "ROOT"):
+                is_root = True
+                at = lx.start
+                lx.advance()
+            inst = self.parse_instruction(comp, names)
+            if is_root:
+                if root is not None:
+                    raise self.error("one computation should have only one ROOT", at,
+                                     hint=f"ROOT was already given to {root.name}")
+                root, root_at = inst, at
+        lx.advance()
+        if not comp.instructions:
+            raise HloParseError(f"computation {comp.name} has no instructions",
+                                location=comp.location)
+        comp.root = root if root is not None else comp.instructions[-1]
+
+    # --- instructions -----------------------------------------------------------------------
+    def parse_instruction(self, comp: HloComputation, names: dict[str, HloInstruction]) -> HloInstruction:
+        lx = self.lx
+        at = lx.start
+        if lx.kind == L.ATTR:          # "x=f32[] ..." written without spaces
+            name = lx.value
+            lx.advance()
+        elif lx.kind in (L.NAME, L.IDENT):
+            name = lx.value
+            if lx.kind == L.NAME and self.text[lx.end - 1] == ":":
+                raise self.error(f"expects an instruction name but sees '{name}:'")
+            lx.advance()
+            self.expect_punct("=", "in instruction")
+        else:
+            raise self.error(f"expects an instruction name but sees {lx.describe()}")
+        if name in names:
+            prev = names[name]
+            raise self.error(f"instruction already exists: {name}", at,
+                             hint=f"first defined on line {prev.location.line}" if prev.location else None)
+        return self.parse_instruction_rest(comp, names, name, at, allow_attributes=True)
+
+    def parse_instruction_rest(self, comp: HloComputation, names: dict[str, HloInstruction],
+                               name: str, at: int, allow_attributes: bool) -> HloInstruction:
+        lx = self.lx
+        shape: Shape | None = None
+        if self.at_shape_start():
+            shape = self.parse_shape()
+        if lx.kind != L.IDENT:
+            raise self.error(f"expects opcode but sees {lx.describe()}")
+        opcode_at = lx.start
+        opcode = lx.value
+        spec = OPCODES.get(opcode)
+        if spec is None:
+            guess = difflib.get_close_matches(opcode, list(OPCODES), n=1)
+            raise self.error(f"unknown opcode: {opcode}", opcode_at,
+                             hint=f"did you mean {guess[0]}?" if guess else None)
+        lx.advance()
+        inst = HloInstruction(name=name, opcode=opcode, shape=shape,  # type: ignore[arg-type]
+                              location=lx.location(at), parent=comp)
+        self.expect_punct("(", f"after opcode {opcode}")
+        if opcode == "parameter":
+            inst.parameter_number = self.expect_int("parameter number")
+            if inst.parameter_number < 0:
+                raise self.error("parameter number must be non-negative", opcode_at)
+        elif opcode == "constant":
+            if shape is None:
+                raise self.error("constant needs its shape written before the opcode", opcode_at)
+            inst.literal = self.parse_literal(shape)
+        else:
+            inst.operands = self.parse_operands(comp, names, opcode)
+        self.expect_punct(")", f"to close the operands of {opcode}")
+        n = len(inst.operands)
+        if n < spec.min_operands or (spec.max_operands is not None and n > spec.max_operands):
+            raise self.error(f"{opcode} expects {spec.arity_text} operands, but has {n} operands",
+                             opcode_at)
+        if allow_attributes:
+            while lx.at_punct(","):
+                lx.advance()
+                self.parse_attribute(inst, names)
+        for req in spec.required:
+            if req not in inst.attrs and not (opcode == "conditional"):
+                raise self.error(f"attribute {req} is expected but not seen", opcode_at,
+                                 hint=f"instruction {name}")
+        if shape is None and spec.shape_required:
+            raise self.error(f"{opcode} needs its result shape written before the opcode", opcode_at)
+        if opcode == "broadcast" and "dimensions" not in inst.attrs and n == 1 \
+                and not inst.operands[0].shape.is_tuple and inst.operands[0].shape.rank == 0:
+            inst.attrs["dimensions"] = ()
+        names[name] = inst
+        comp.instructions.append(inst)
+        return inst
+
+    def at_shape_start(self) -> bool:
+        lx = self.lx
+        if lx.kind == L.IDENT and lx.value in ELEMENT_TYPES:
+            return self.next_char() == "["
+        return lx.at_punct("(")
+
+    def parse_operands(self, comp: HloComputation, names: dict[str, HloInstruction],
+                       opcode: str) -> list[HloInstruction]:
+        lx = self.lx
+        operands: list[HloInstruction] = []
+        if lx.at_punct(")"):
+            return operands
+        while True:
+            operands.append(self.parse_operand(comp, names))
+            if not self.accept_punct(","):
+                break
+        return operands
+
+    def parse_operand(self, comp: HloComputation, names: dict[str, HloInstruction]) -> HloInstruction:
+        lx = self.lx
+        shape_at = lx.start
+        declared: Shape | None = None
+        if self.at_shape_start():
+            declared = self.parse_shape()
+        at = lx.start
+        if lx.kind == L.IDENT and lx.value in OPCODES and self.next_char() == "(":
+            self.enter()
+            self.anon_counter += 1
+            anon = f"{lx.value}.anon"
+            while anon in names:
+                anon = f"{lx.value}.anon.{self.anon_counter}"
+                self.anon_counter += 1
+            if declared is not None:
+                lx.skip_to_offset(shape_at)   # let the nested instruction read its own shape
+            inst = self.parse_instruction_rest(comp, names, anon, at, allow_attributes=False)
+            self.leave()
+            return inst
+        if lx.kind not in (L.NAME, L.IDENT):
+            raise self.error(f"expects an operand name but sees {lx.describe()}")
+        name = lx.value
+        inst = names.get(name)
+        if inst is None:
+            guess = difflib.get_close_matches(name, list(names), n=1)
+            raise self.error(f"instruction does not exist: {name}", at,
+                             hint=f"did you mean {guess[0]}?" if guess else None)
+        lx.advance()
+        if declared is not None and inst.shape is not None and not compatible(declared, inst.shape):
+            raise self.error(f"the declared operand shape {declared.to_text(False)} is not "
+                             f"compatible with the shape of {name}, {inst.shape.to_text(False)}",
+                             shape_at)
+        return inst
+
+    # --- attributes -------------------------------------------------------------------------
+    def parse_attribute(self, inst: HloInstruction, names: dict[str, HloInstruction]) -> None:
+        lx = self.lx
+        if lx.kind != L.ATTR:
+            raise self.error(f"expects an attribute (name=value) but sees {lx.describe()}")
+        name, at = lx.value, lx.start
+        spec = OPCODES[inst.opcode]
+        if name not in spec.attrs and name not in COMMON_ATTRIBUTES:
+            allowed = ", ".join(sorted(spec.attrs | COMMON_ATTRIBUTES))
+            hint = None
+            guess = difflib.get_close_matches(name, list(spec.attrs | COMMON_ATTRIBUTES), n=1)
+            if guess:
+                hint = f"did you mean {guess[0]}?"
+            raise self.error(f'unexpected attribute "{name}" for {inst.opcode}. Allowed attributes: '
+                             f"{allowed}", at, hint=hint)
+        if name in inst.attrs:
+            raise self.error(f"attribute {name} already exists", at)
+        lx.advance()
+        kind = ATTRIBUTE_KINDS[name]
+        reader = getattr(self, "attr_" + kind)
+        try:
+            value = reader(inst, names) if kind in ("instruction_list",) else reader(inst)
+        except HloParseError:
+            raise
+        inst.attrs[name] = value
+
+    def attr_int(self, inst) -> int:
+        return self.expect_int()
+
+    def attr_float(self, inst) -> float:
+        lx = self.lx
+        if lx.kind not in (L.INT, L.FLOAT):
+            raise self.error(f"expects a number but sees {lx.describe()}")
+        v = float(lx.value)
+        lx.advance()
+        return v
+
+    def attr_bool(self, inst) -> bool:
+        return self.parse_bool()
+
+    def parse_bool(self) -> bool:
+        lx = self.lx
+        if lx.kind == L.IDENT and lx.value in ("true", "false"):
+            v = lx.value == "true"
+            lx.advance()
+            return v
+        raise self.error(f"expects true or false but sees {lx.describe()}")
+
+    def attr_string(self, inst) -> str:
+        lx = self.lx
+        if lx.kind != L.STRING:
+            raise self.error(f"expects a quoted string but sees {lx.describe()}")
+        v = unquote_string(lx.value[1:-1])
+        lx.advance()
+        return v
+
+    def attr_identifier(self, inst) -> Identifier:
+        lx = self.lx
+        if lx.kind not in (L.IDENT, L.INT):
+            raise self.error(f"expects a keyword but sees {lx.describe()}")
+        v = Identifier(lx.value)
+        lx.advance()
+        return v
+
+    def attr_identifier_list(self, inst) -> IdentifierList:
+        lx = self.lx
+        self.expect_punct("{")
+        out: list[str] = []
+        while lx.kind == L.IDENT:
+            out.append(lx.value)
+            lx.advance()
+            if not self.accept_punct(","):
+                break
+        self.expect_punct("}")
+        return IdentifierList(tuple(out))
+
+    def attr_int_list(self, inst) -> tuple[int, ...]:
+        lx = self.lx
+        self.expect_punct("{", "to open a list of integers")
+        out: list[int] = []
+        if not lx.at_punct("}"):
+            out.append(self.expect_int())
+            while self.accept_punct(","):
+                out.append(self.expect_int())
+        self.expect_punct("}", "to close a list of integers")
+        return tuple(out)
+
+    def attr_slice(self, inst) -> SliceSpec:
+        self.expect_punct("{", "to open slice")
+        dims: list[SliceDim] = []
+        while self.lx.at_punct("["):
+            self.lx.advance()
+            start = self.expect_int("slice start")
+            self.expect_punct(":", "in slice range")
+            limit = self.expect_int("slice limit")
+            stride = 1
+            if self.accept_punct(":"):
+                stride = self.expect_int("slice stride")
+            self.expect_punct("]", "to close a slice range")
+            dims.append(SliceDim(start, limit, stride))
+            if not self.accept_punct(","):
+                break
+        self.expect_punct("}", "to close slice")
+        return SliceSpec(tuple(dims))
+
+    def attr_padding(self, inst) -> PaddingConfig:
+        lx = self.lx
+        if lx.at_punct("{") and self.next_char() == "}":
+            lx.advance()
+            lx.advance()
+            return PaddingConfig(())
+        if lx.kind != L.PAD:
+            raise self.error(f"expects a padding pattern like 0_0x1_1 but sees {lx.describe()}")
+        dims = []
+        for part in lx.value.split("x"):
+            nums = [int(v) for v in re.findall(r"-?\d+", part)]
+            dims.append(PadDim(nums[0], nums[1], nums[2] if len(nums) > 2 else 0))
+        lx.advance()
+        return PaddingConfig(tuple(dims))
+
+    def attr_window(self, inst) -> Window:
+        lx = self.lx
+        self.expect_punct("{", "to open window")
+        fields: dict[str, list] = {}
+        while lx.kind == L.ATTR:
+            key, at = lx.value, lx.start
+            lx.advance()
+            if key in fields:
+                raise self.error(f"window attribute {key} already exists", at)
+            if key == "pad":
+                if lx.kind != L.PAD:
+                    raise self.error(f"expects a padding pattern like 1_1x0_0 but sees {lx.describe()}")
+                fields[key] = [tuple(int(v) for v in re.findall(r"-?\d+", p)) for p in lx.value.split("x")]
+            elif key in ("size", "stride", "lhs_dilate", "rhs_dilate", "rhs_reversal"):
+                if lx.kind == L.DXD:
+                    fields[key] = [int(v) for v in lx.value.split("x")]
+                elif lx.kind == L.INT:
+                    fields[key] = [int(lx.value)]
+                else:
+                    raise self.error(f"expects a window {key} like 3x3 but sees {lx.describe()}")
+            else:
+                raise self.error(f"unknown window attribute {key}; expected size, stride, pad, "
+                                 "lhs_dilate, rhs_dilate or rhs_reversal", at)
+            lx.advance()
+        end = lx.start
+        self.expect_punct("}", "to close window")
+        if not fields:
+            return Window(())
+        if "size" not in fields:
+            raise self.error("window attribute size is expected but not seen", end)
+        rank = len(fields["size"])
+        for key, vals in fields.items():
+            if len(vals) != rank:
+                raise self.error(f"window {key} has {len(vals)} dimensions, but size has {rank}", end)
+        dims = []
+        for i in range(rank):
+            pad = fields.get("pad", [(0, 0)] * rank)[i]
+            if len(pad) != 2:
+                raise self.error("window pad entries are low_high pairs", end)
+            dims.append(WindowDim(
+                size=fields["size"][i], stride=fields.get("stride", [1] * rank)[i],
+                pad_low=pad[0], pad_high=pad[1],
+                lhs_dilation=fields.get("lhs_dilate", [1] * rank)[i],
+                rhs_dilation=fields.get("rhs_dilate", [1] * rank)[i],
+                reversal=bool(fields.get("rhs_reversal", [0] * rank)[i])))
+        return Window(tuple(dims))
+
+    def attr_dim_labels(self, inst):
+        lx = self.lx
+        if lx.kind != L.DIM_LABELS:
+            raise self.error(f"expects dim_labels like b01f_01io->b01f but sees {lx.describe()}")
+        try:
+            value = parse_dim_labels(lx.value)
+        except ValueError as e:
+            raise self.error(str(e)) from None
+        lx.advance()
+        return value
+
+    def attr_computation(self, inst) -> object:
+        lx = self.lx
+        if lx.at_punct("{"):
+            return self.parse_inline_computation()
+        if lx.kind not in (L.NAME, L.IDENT):
+            raise self.error(f"expects a computation name but sees {lx.describe()}")
+        value = self.computations.get(lx.value)
+        if value is None:
+            value = _PendingComputation(lx.value, lx.location(lx.start))   # type: ignore[assignment]
+            self.pending.append((inst, lx.value))
+        lx.advance()
+        return value
+
+    def attr_computation_list(self, inst) -> tuple:
+        self.expect_punct("{", "to open a list of computations")
+        out = []
+        while not self.lx.at_punct("}"):
+            out.append(self.attr_computation(inst))
+            if not self.accept_punct(","):
+                break
+        self.expect_punct("}", "to close a list of computations")
+        return tuple(out)
+
+    def parse_inline_computation(self) -> HloComputation:
+        self.enter()
+        name = "_"
+        k = 1
+        while name in self.computations:
+            name = f"_.{k}"
+            k += 1
+        comp = HloComputation(name=name, location=self.lx.location(self.lx.start))
+        self.computations[name] = comp
+        self.parse_body(comp)
+        self.order.append(comp)
+        self.leave()
+        return comp
+
+    def attr_operand_aliasing(self, inst) -> OperandAliasing:
+        self.expect_punct("{", "to open output_to_operand_aliasing")
+        entries = []
+        while not self.lx.at_punct("}"):
+            out = self.parse_shape_index()
+            self.expect_punct(":", "after the output index")
+            self.expect_punct("(", "to open an alias entry")
+            operand = self.expect_int("operand number")
+            self.expect_punct(",", "after the operand number")
+            idx = self.parse_shape_index()
+            self.expect_punct(")", "to close the alias entry")
+            entries.append(OperandAlias(out, operand, idx))
+            if not self.accept_punct(","):
+                break
+        self.expect_punct("}", "to close output_to_operand_aliasing")
+        return OperandAliasing(tuple(entries))
+
+    def attr_shape_list(self, inst) -> tuple[Shape, ...]:
+        self.expect_punct("{", "to open a list of shapes")
+        out: list[Shape] = []
+        while not self.lx.at_punct("}"):
+            out.append(self.parse_shape())
+            if not self.accept_punct(","):
+                break
+        self.expect_punct("}", "to close a list of shapes")
+        return tuple(out)
+
+    def attr_shape(self, inst) -> Shape:
+        return self.parse_shape()
+
+    def attr_shaped_literal(self, inst) -> ShapedLiteral:
+        shape = self.parse_shape()
+        return ShapedLiteral(self.parse_literal(shape))
+
+    def attr_raw(self, inst) -> RawText:
+        return RawText(self.lx.take_raw_value())
+
+    def attr_metadata(self, inst) -> Metadata:
+        lx = self.lx
+        if not lx.at_punct("{"):
+            raise self.error(f"expects '{{' to open metadata but sees {lx.describe()}")
+        return Metadata(lx.take_balanced())
+
+    def attr_backend_config(self, inst) -> BackendConfig:
+        lx = self.lx
+        if lx.kind == L.STRING:
+            v = BackendConfig(unquote_string(lx.value[1:-1]), quoted=True)
+            lx.advance()
+            return v
+        if lx.at_punct("{"):
+            return BackendConfig(lx.take_balanced(), quoted=False)
+        raise self.error(f"expects a quoted string or '{{' for backend_config but sees {lx.describe()}")
+
+    def attr_instruction_list(self, inst, names) -> tuple[HloInstruction, ...]:
+        lx = self.lx
+        self.expect_punct("{", "to open a list of instructions")
+        out = []
+        while lx.kind in (L.NAME, L.IDENT):
+            target = names.get(lx.value)
+            if target is None:
+                raise self.error(f"instruction does not exist: {lx.value}")
+            out.append(target)
+            lx.advance()
+            if not self.accept_punct(","):
+                break
+        self.expect_punct("}", "to close a list of instructions")
+        return tuple(out)
+
+    # --- shapes -----------------------------------------------------------------------------
+    def parse_shape(self) -> Shape:
+        lx = self.lx
+        if lx.at_punct("("):
+            self.enter()
+            lx.advance()
+            elements: list[Shape] = []
+            if not lx.at_punct(")"):
+                elements.append(self.parse_shape())
+                while self.accept_punct(","):
+                    elements.append(self.parse_shape())
+            self.expect_punct(")", "to close a tuple shape")
+            self.leave()
+            return TupleShape(tuple(elements))
+        if lx.kind != L.IDENT or lx.value not in ELEMENT_TYPES:
+            raise self.error(f"expects a shape (like f32[4,8]) but sees {lx.describe()}")
+        et = ELEMENT_TYPES[lx.value]
+        lx.advance()
+        self.expect_punct("[", f"after element type {et.name}")
+        dims: list[int] = []
+        dynamic: list[bool] = []
+        if not lx.at_punct("]"):
+            while True:
+                if lx.at_punct("?"):
+                    lx.advance()
+                    dims.append(-1)
+                    dynamic.append(True)
+                else:
+                    is_dyn = self.accept_punct("<=")
+                    d = self.expect_int("dimension size")
+                    if d < 0:
+                        raise self.error(f"dimension size must be non-negative, got {d}")
+                    dims.append(d)
+                    dynamic.append(is_dyn)
+                if not self.accept_punct(","):
+                    break
+        self.expect_punct("]", "to close the dimensions")
+        layout = None
+        if lx.at_punct("{"):
+            c = self.next_char()
+            if c.isdigit() or c == ":":     # as XLA: anything else after '{' opens a body
+                layout = self.parse_layout(len(dims))
+        return ArrayShape(et, tuple(dims), tuple(dynamic), layout)
+
+    def parse_layout(self, rank: int) -> Layout:
+        lx = self.lx
+        open_at = lx.start
+        lx.advance()
+        m2m: list[int] = []
+        while lx.kind == L.INT:
+            m2m.append(int(lx.value))
+            lx.advance()
+            if not self.accept_punct(","):
+                break
+        tail = ""
+        if lx.at_punct(":"):
+            start = lx.end
+            depth = 0
+            i = start
+            while i < len(self.text):
+                ch = self.text[i]
+                if ch == "(":
+                    depth += 1
+                elif ch == ")":
+                    depth -= 1
+                elif ch == "}" and depth == 0:
+                    break
+                i += 1
+            else:
+                raise self.error("unterminated layout", open_at)
+            tail = self.text[start:i].strip()
+            lx.skip_to_offset(i)
+        self.expect_punct("}", "to close the layout")
+        if m2m and len(m2m) != rank:
+            raise self.error(f"Dimensions size is {rank}, but minor to major size is {len(m2m)}",
+                             open_at)
+        if m2m and sorted(m2m) != list(range(rank)):
+            raise self.error(f"layout {{{','.join(map(str, m2m))}}} is not a permutation of the "
+                             f"{rank} dimensions", open_at)
+        return Layout(tuple(m2m), tail)
+
+    # --- literals ---------------------------------------------------------------------------
+    def parse_literal(self, shape: Shape) -> Literal:
+        lx = self.lx
+        if shape.is_tuple:
+            self.enter()
+            self.expect_punct("(", "to open a tuple literal")
+            elements = []
+            for i, sub in enumerate(shape.elements):
+                if i:
+                    self.expect_punct(",", "between tuple literal elements")
+                elements.append(self.parse_literal(sub))
+            self.expect_punct(")", "to close the tuple literal")
+            self.leave()
+            return Literal(shape, elements=tuple(elements))
+        assert isinstance(shape, ArrayShape)
+        if not shape.is_array:
+            raise self.error(f"a constant cannot have shape {shape}")
+        if shape.is_unbounded:
+            raise self.error(f"a constant cannot have the unbounded shape {shape}")
+        et = shape.element_type
+        if shape.rank == 0:
+            value = self.parse_scalar(et)
+            return Literal(shape, data=np.array(value, dtype=et.numpy))
+        if not lx.at_punct("{"):
+            raise self.error(f"expects '{{' to open an array literal of shape {shape.to_text(False)} "
+                             f"but sees {lx.describe()}")
+        open_at = lx.start
+        if self.next_char() == ".":
+            lx.advance()
+            if lx.kind != L.DOTS:
+                raise self.error(f"expects '...' but sees {lx.describe()}")
+            lx.advance()
+            self.expect_punct("}", "after '...'")
+            return Literal(shape, data=np.zeros(shape.dims, dtype=et.numpy), elided=True)
+        raw = lx.take_balanced()
+        return Literal(shape, data=_ArrayLiteralReader(self, raw, open_at, shape).read())
+
+    def parse_scalar(self, et: ElementType, token: tuple[str, str, int] | None = None):
+        lx = self.lx
+        if et.is_complex:
+            self.expect_punct("(", "to open a complex value (re, im)")
+            re_ = self.parse_scalar(_complex_part(et))
+            self.expect_punct(",", "between the real and imaginary parts")
+            im = self.parse_scalar(_complex_part(et))
+            self.expect_punct(")", "to close the complex value")
+            return complex(re_, im)
+        if lx.kind not in (L.INT, L.FLOAT, L.IDENT):
+            raise self.error(f"unexpected token type in a literal: {lx.describe()}")
+        try:
+            value = convert_scalar_text(lx.value, et)
+        except ValueError as e:
+            raise self.error(str(e)) from None
+        lx.advance()
+        return value
+
+    # --- computation references -------------------------------------------------------------
+    def resolve_pending(self) -> None:
+        for inst, _name in self.pending:
+            for key, value in list(inst.attrs.items()):
+                if isinstance(value, _PendingComputation):
+                    inst.attrs[key] = self._resolve(value)
+                elif isinstance(value, tuple) and any(isinstance(v, _PendingComputation) for v in value):
+                    inst.attrs[key] = tuple(self._resolve(v) if isinstance(v, _PendingComputation)
+                                            else v for v in value)
+
+    def _resolve(self, ref: _PendingComputation) -> HloComputation:
+        comp = self.computations.get(ref.name)
+        if comp is None:
+            guess = difflib.get_close_matches(ref.name, list(self.computations), n=1)
+            raise HloParseError(f"computation does not exist: {ref.name}", location=ref.location,
+                                hint=f"did you mean {guess[0]}?" if guess else None)
+        return comp
+
+
+def _complex_part(et: ElementType) -> ElementType:
+    return ELEMENT_TYPES["f32" if et.name == "c64" else "f64"]
+
+
+_NAN = re.compile(r"^(-?)nan(?:\(0x([0-9a-fA-F]+)\))?$")
+
+
+def convert_scalar_text(text: str, et: ElementType):
+    """One literal element: range-checked integers, pred, floats with inf/nan payloads."""
+    if et.is_pred:
+        if text in ("true", "1"):
+            return True
+        if text in ("false", "0"):
+            return False
+        raise ValueError(f"expects true or false for a pred literal but sees '{text}'")
+    if et.is_integer:
+        if text in ("true", "false"):
+            return 1 if text == "true" else 0
+        try:
+            v = int(text)
+        except ValueError:
+            raise ValueError(f"expects an integer for a {et.name} literal but sees '{text}'") from None
+        lo, hi = (-(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1) if et.is_signed else (0, (1 << et.bits) - 1)
+        if not lo <= v <= hi:
+            raise ValueError(f"value {v} is out of range for literal's primitive type "
+                             f"{et.name.upper()} namely [{lo}, {hi}].")
+        return v
+    if et.is_float:
+        m = _NAN.match(text)
+        if m:
+            payload = int(m.group(2), 16) if m.group(2) else None
+            return nan_with_payload(et, payload, bool(m.group(1)))
+        if text in ("inf", "-inf"):
+            return float(text)
+        if text in ("true", "false"):
+            raise ValueError(f"expects a number for a {et.name} literal but sees '{text}'")
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"expects a number for a {et.name} literal but sees '{text}'") from None
+    raise ValueError(f"literals of type {et.name} are not supported")
+
+
+_LIT_TOKEN = re.compile(r"\s*(?:(//[^\n]*|/\*.*?\*/)|([{}(),])|([^\s{}(),/]+))", re.S)
+
+
+class _ArrayLiteralReader:
+    """Reads a nested-brace array literal from its raw text, checking counts per level."""
+
+    def __init__(self, parser: Parser, raw: str, offset: int, shape: ArrayShape) -> None:
+        self.parser = parser
+        self.raw = raw
+        self.offset = offset
+        self.shape = shape
+        self.et = shape.element_type
+        self.tokens = [(m.start(2) if m.group(2) else m.start(3), m.group(2) or m.group(3))
+                       for m in _LIT_TOKEN.finditer(raw) if not m.group(1)]
+        self.i = 0
+
+    def error(self, message: str, pos: int) -> HloParseError:
+        return self.parser.error(message, self.offset + pos)
+
+    def read(self) -> np.ndarray:
+        values: list = []
+        self.read_level(0, values, ())
+        if self.i != len(self.tokens):
+            pos, text = self.tokens[self.i]
+            raise self.error(f"unexpected '{text}' after the array literal", pos)
+        et = self.et
+        if et.is_float and any(isinstance(v, np.generic) for v in values):
+            arr = np.empty(len(values), dtype=et.numpy)
+            for k, v in enumerate(values):
+                arr[k] = v
+        else:
+            with np.errstate(over="ignore"):
+                arr = np.array(values, dtype=et.numpy) if values else np.zeros(0, dtype=et.numpy)
+        return arr.reshape(self.shape.dims)
+
+    def next(self) -> tuple[int, str]:
+        if self.i >= len(self.tokens):
+            return len(self.raw), ""
+        tok = self.tokens[self.i]
+        self.i += 1
+        return tok
+
+    def read_level(self, level: int, out: list, index: tuple[int, ...]) -> None:
+        dims = self.shape.dims
+        pos, tok = self.next()
+        if tok != "{":
+            raise self.error(f"expects nested array in rank {len(dims)}, but sees {level}" if tok
+                             else "unterminated array literal", pos)
+        want = dims[level]
+        count = 0
+        pos, tok = self.tokens[self.i] if self.i < len(self.tokens) else (len(self.raw), "")
+        if tok == "}":
+            self.i += 1
+        else:
+            while True:
+                if level + 1 < len(dims):
+                    self.read_level(level + 1, out, index + (count,))
+                else:
+                    pos, tok = self.next()
+                    if tok in ("{", "}", ",", ")", ""):
+                        if tok == "{":
+                            raise self.error(f"expects nested array in rank {len(dims)}, but sees "
+                                             f"{len(dims) + 1}", pos)
+                        raise self.error(f"unexpected '{tok}' in array literal" if tok else
+                                         "unterminated array literal", pos)
+                    if tok == "(":
+                        raise self.error("parenthesised values are only valid for complex types", pos)
+                    out.append(self.element(tok, pos))
+                count += 1
+                pos, tok = self.next()
+                if tok == "}":
+                    break
+                if tok != ",":
+                    raise self.error(f"expects ',' or '}}' in array literal but sees "
+                                     f"'{tok}'" if tok else "unterminated array literal", pos)
+        if count != want:
+            idx = ",".join(str(i) for i in index)
+            raise self.error(f"expects {want} elements in the [{idx}]th element, but sees {count}", pos)
+
+    def element(self, tok: str, pos: int):
+        et = self.et
+        if et.is_complex:
+            raise self.error("complex array literals must write each value as (re, im)", pos)
+        try:
+            return convert_scalar_text(tok, et)
+        except ValueError as e:
+            raise self.error(str(e), pos) from None
+
+
+# --- module post-processing -----------------------------------------------------------------
+
+def _callees_first(order: list[HloComputation], entry: HloComputation) -> list[HloComputation]:
+    """Computations ordered so that every callee precedes its callers, entry last."""
+    out: list[HloComputation] = []
+    state: dict[int, int] = {}
+
+    def visit(c: HloComputation) -> None:
+        stack = [(c, iter(_callees(c)))]
+        state[id(c)] = 1
+        while stack:
+            node, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                state[id(node)] = 2
+                out.append(node)
+            elif state.get(id(nxt)) == 1:
+                raise HloParseError(f"computation {nxt.name} calls itself (directly or "
+                                    f"indirectly); HLO has no recursion", location=nxt.location)
+            elif id(nxt) not in state:
+                state[id(nxt)] = 1
+                stack.append((nxt, iter(_callees(nxt))))
+
+    for c in order:
+        if c is not entry and id(c) not in state:
+            visit(c)
+    if id(entry) not in state:
+        visit(entry)
+    else:
+        out.remove(entry)
+        out.append(entry)
+    return out
+
+
+def _callees(c: HloComputation) -> list[HloComputation]:
+    seen: list[HloComputation] = []
+    for inst in c.instructions:
+        for callee in inst.called_computations:
+            if all(callee is not s for s in seen):
+                seen.append(callee)
+    return seen
+
+
+def _infer_omitted_shapes(module: HloModule) -> None:
+    """Fill in result shapes the text left out, callees first, from the opcode table's rules."""
+    from .shape_inference import ShapeError
+    for comp in module.computations:
+        for inst in comp.instructions:
+            if inst.shape is None:
+                try:
+                    inst.shape = OPCODES[inst.opcode].shape_rule(inst)
+                except ShapeError as e:
+                    raise HloParseError(f"cannot infer the shape of {inst.name}: {e.message}",
+                                        location=inst.location) from None
+                except HloError:
+                    raise
+                except (AttributeError, KeyError, TypeError, IndexError, ValueError) as e:
+                    raise HloParseError(f"cannot infer the shape of {inst.name} ({inst.opcode}): "
+                                        f"its operands or attributes are malformed",
+                                        location=inst.location) from e
+
+
+def parse(text: str) -> HloModule:
+    """Parse HLO text into a module (no verification; see ``runtime.hlo.verifier``)."""
+    try:
+        return Parser(text).parse_module()
+    except RecursionError:
+        raise HloParseError("the text nests too deeply to parse") from None
+
+
+def parse_shape(text: str) -> Shape:
+    p = Parser(text)
+    shape = p.parse_shape()
+    if p.lx.kind != L.EOF:
+        raise p.error(f"unexpected {p.lx.describe()} after the shape")
+    return shape
+
