@@ -29,8 +29,11 @@ DOTS = "dots"
 PUNCT = "punct"
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_.\-]*"
+# Blanks and comments before a token. Possessive, so a comment is never given back to be lexed
+# as tokens when what follows it does not match (``// c`` at the end of the text).
+_BLANKS = r"(?:[ \t\r\n]++|//[^\n]*+|/\*.*?\*/)*+"
 _TOKEN = re.compile(
-    r"(?:[ \t\r\n]+|//[^\n]*|/\*.*?\*/)*"
+    _BLANKS +
     r"(?:"
     r"(?P<dots>\.\.\.)"
     r"|(?P<dim_labels>[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,})"
@@ -46,7 +49,10 @@ _TOKEN = re.compile(
     r")",
     re.S,
 )
-_SKIP = re.compile(r"(?:[ \t\r\n]+|//[^\n]*|/\*.*?\*/)*", re.S)
+_SKIP = re.compile(_BLANKS, re.S)
+_CLOSERS = {"{": "}", "[": "]", "(": ")"}
+_BRACKET_OR_QUOTE = re.compile(r"[{}\[\]()\"'/]")
+_QUOTED = {'"': re.compile(r'"(?:[^"\\]|\\.)*"', re.S), "'": re.compile(r"'(?:[^'\\]|\\.)*'", re.S)}
 
 
 class Lexer:
@@ -58,6 +64,9 @@ class Lexer:
         self.value = ""
         self.start = 0
         self.end = 0
+        # what the parser is inside, so every error can name it
+        self.computation: str | None = None
+        self.instruction: str | None = None
         self.advance()
 
     # --- positions ------------------------------------------------------------------------
@@ -70,7 +79,7 @@ class Lexer:
 
     def error(self, message: str, offset: int | None = None, hint: str | None = None) -> HloParseError:
         return HloParseError(message, location=self.location(self.start if offset is None else offset),
-                             hint=hint)
+                             hint=hint, computation=self.computation, instruction=self.instruction)
 
     # --- tokens -----------------------------------------------------------------------------
     def advance(self) -> None:
@@ -141,9 +150,7 @@ class Lexer:
         """Return the ``{...}``, ``[...]`` or ``(...)`` group starting at the current token,
         verbatim (strings respected), and continue lexing after it."""
         open_at = self.start
-        opener = self.text[open_at]
-        pairs = {"{": "}", "[": "]", "(": ")"}
-        if opener not in pairs:
+        if self.text[open_at] not in _CLOSERS:
             raise self.error(f"expects '{{' but sees {self.describe()}")
         end = self._scan_balanced(open_at)
         self.pos = end
@@ -151,54 +158,66 @@ class Lexer:
         return self.text[open_at:end]
 
     def _scan_balanced(self, open_at: int) -> int:
+        """Offset just after the bracket that closes the one at ``open_at``."""
         text = self.text
-        closers = {"{": "}", "[": "]", "(": ")", "<": ">"}
-        stack = [closers[text[open_at]]]
+        stack = [_CLOSERS[text[open_at]]]
         i = open_at + 1
-        n = len(text)
-        while i < n:
+        while True:
+            m = _BRACKET_OR_QUOTE.search(text, i)
+            if m is None:
+                raise self.error(f"unterminated '{text[open_at]}': no matching "
+                                 f"'{_CLOSERS[text[open_at]]}'", open_at)
+            i = m.start()
             ch = text[i]
-            if ch in "\"'":
-                j = i + 1
-                while j < n and text[j] != ch:
-                    j += 2 if text[j] == "\\" else 1
-                if j >= n:
-                    raise self.error("unterminated string literal", i)
-                i = j + 1
+            if ch in "\"'/":
+                i = self._skip_string_or_comment(i)
                 continue
-            if ch in "{[(":
-                stack.append(closers[ch])
-            elif ch in "}])":
+            if ch in _CLOSERS:
+                stack.append(_CLOSERS[ch])
+            else:
                 if ch != stack[-1]:
                     raise self.error(f"unbalanced '{ch}': expected '{stack[-1]}'", i)
                 stack.pop()
                 if not stack:
                     return i + 1
             i += 1
-        raise self.error(f"unterminated '{text[open_at]}': no matching '{closers[text[open_at]]}'",
-                         open_at)
+
+    def _skip_string_or_comment(self, i: int) -> int:
+        """Offset after the string or comment starting at ``i`` (a lone '/' is one character),
+        so brackets inside them do not count when capturing raw text."""
+        text = self.text
+        ch = text[i]
+        if ch == "/":
+            if text.startswith("//", i):
+                stop = text.find("\n", i)
+                return len(text) if stop < 0 else stop
+            if text.startswith("/*", i):
+                stop = text.find("*/", i + 2)
+                if stop < 0:
+                    raise self.error("unterminated block comment: '/*' has no matching '*/'", i)
+                return stop + 2
+            return i + 1
+        m = _QUOTED[ch].match(text, i)
+        if m is None:
+            raise self.error("unterminated string literal", i)
+        return m.end()
 
     def take_raw_value(self) -> str:
         """An attribute value of free form: a balanced group, or text up to the next comma,
         newline or closing bracket at nesting depth zero (``replica_groups=[2,2]<=[4]``)."""
         text = self.text
-        i = self.start
+        begin = i = self.start
         n = len(text)
-        begin = i
         while i < n:
             ch = text[i]
             if ch in "{[(":
                 i = self._scan_balanced(i)
-                continue
-            if ch in ",\n)}]":
+            elif ch in ",\n)}]" or text.startswith(("//", "/*"), i):
                 break
-            if ch in "\"'":
-                j = i + 1
-                while j < n and text[j] != ch:
-                    j += 2 if text[j] == "\\" else 1
-                i = j + 1
-                continue
-            i += 1
+            elif ch in "\"'/":
+                i = self._skip_string_or_comment(i)
+            else:
+                i += 1
         raw = text[begin:i].rstrip()
         if not raw:
             raise self.error("expects an attribute value")

@@ -10,7 +10,7 @@ one reader and one writer per kind rather than one per attribute.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from . import shape_inference as rules

@@ -10,7 +10,6 @@ instruction's name and location.
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING, Sequence
 
 from ..errors import HloVerifyError
@@ -46,8 +45,8 @@ def _declared(inst: HloInstruction) -> Shape:
 
 def _declared_array(inst: HloInstruction) -> ArrayShape:
     s = _declared(inst)
-    if s.is_tuple:
-        fail(f"{inst.opcode} produces an array, but the declared shape is the tuple {s}")
+    if s.is_tuple or not s.is_array:
+        fail(f"{inst.opcode} produces an array, but the declared shape is {s}")
     return s  # type: ignore[return-value]
 
 
@@ -360,6 +359,8 @@ def bitcast(inst: HloInstruction) -> Shape:
     out = _declared(inst)
     if x.is_tuple or out.is_tuple:
         fail("bitcast works on arrays only")
+    if x.is_unbounded or out.is_unbounded:
+        fail("bitcast needs sized shapes, but an unbounded dimension '?' has no size")
     if x.byte_size != out.byte_size:
         fail(f"bitcast from {x} ({x.byte_size} bytes) to {out} ({out.byte_size} bytes) changes "
              f"the byte size", expected=f"{x.byte_size} bytes", got=f"{out.byte_size} bytes")
@@ -621,25 +622,31 @@ def reduce(inst: HloInstruction) -> Shape:
     inputs = [_array(inst, i) for i in range(n)]
     inits = [_array(inst, n + i) for i in range(n)]
     dims = _dims_list(inst, "dimensions")
-    for s in inputs[1:]:
-        if s.dims != inputs[0].dims:
-            fail(f"reduce inputs must have the same dimensions: {inputs[0].to_text(False)} vs "
-                 f"{s.to_text(False)}")
-    for i, v in enumerate(inits):
-        if v.rank != 0:
-            fail(f"reduce init value {i} must be a scalar, but is {v}")
+    types = _reducer_types(inst, inputs, inits)
     _check_dims_in_range(dims, inputs[0].rank, "reduce dimension")
-    comp = inst.attrs["to_apply"]
-    params = [_scalar_of(v) for v in inits] + [_scalar_of(a) for a in inputs]
-    root = check_computation_signature(comp, params, "reducer")  # type: ignore[arg-type]
-    types = [root.element_type] if not root.is_tuple else [e.element_type for e in root.elements]
-    if len(types) != n:
-        fail(f"reducer returns {len(types)} values for {n} reduced inputs")
     kept = [d for i, d in enumerate(inputs[0].dims) if i not in dims]
     if n == 1:
         return _shape(types[0], kept, inst.shape)
     like = inst.shape.elements if inst.shape is not None and inst.shape.is_tuple else [None] * n
     return TupleShape(tuple(_shape(t, kept, l) for t, l in zip(types, like)))
+
+
+def _reducer_types(inst: HloInstruction, inputs: list[ArrayShape],
+                   inits: list[ArrayShape]) -> list[ElementType]:
+    """Check a reduce/reduce-window reducer ``(acc..., x...) -> acc`` and return the
+    accumulator types, which are the result's element types."""
+    for i, v in enumerate(inits):
+        if v.rank != 0:
+            fail(f"{inst.opcode} init value {i} must be a scalar, but is {v}")
+    for s in inputs[1:]:
+        if s.dims != inputs[0].dims:
+            fail(f"{inst.opcode} inputs must have the same dimensions: {inputs[0].to_text(False)} "
+                 f"vs {s.to_text(False)}", expected=inputs[0].to_text(False), got=s.to_text(False))
+    accumulators = [_scalar_of(v) for v in inits]
+    want = accumulators[0] if len(inits) == 1 else TupleShape(tuple(accumulators))
+    check_computation_signature(inst.attrs["to_apply"], accumulators + [_scalar_of(a) for a in inputs],  # type: ignore[arg-type]
+                                "reducer", want)
+    return [v.element_type for v in inits]
 
 
 def _window_output(in_dims: Sequence[int], window, what: str) -> list[int]:
@@ -665,10 +672,7 @@ def reduce_window(inst: HloInstruction) -> Shape:
     inputs = [_array(inst, i) for i in range(n)]
     inits = [_array(inst, n + i) for i in range(n)]
     out_dims = _window_output(inputs[0].dims, inst.attrs["window"], "reduce-window")
-    comp = inst.attrs["to_apply"]
-    params = [_scalar_of(v) for v in inits] + [_scalar_of(a) for a in inputs]
-    root = check_computation_signature(comp, params, "reducer")  # type: ignore[arg-type]
-    types = [root.element_type] if not root.is_tuple else [e.element_type for e in root.elements]
+    types = _reducer_types(inst, inputs, inits)
     if n == 1:
         return _shape(types[0], out_dims, inst.shape)
     return TupleShape(tuple(ArrayShape(t, tuple(out_dims)) for t in types))
@@ -945,7 +949,3 @@ def rng_bit_generator(inst: HloInstruction) -> Shape:
     if bits.is_tuple or not (bits.element_type.is_integer and not bits.element_type.is_signed):
         fail(f"rng-bit-generator bits must be an unsigned integer array, got {bits}")
     return out
-
-
-def element_count(shape: Shape) -> int:
-    return 0 if shape.is_tuple else math.prod(shape.dims)
