@@ -32,23 +32,29 @@ _IDENT = r"[A-Za-z_][A-Za-z0-9_.\-]*"
 # Blanks and comments before a token. Possessive, so a comment is never given back to be lexed
 # as tokens when what follows it does not match (``// c`` at the end of the text).
 _BLANKS = r"(?:[ \t\r\n]++|//[^\n]*+|/\*.*?\*/)*+"
+# Each alternative's group is named after the token kind it produces (``_KIND_OF``).
 _TOKEN = re.compile(
     _BLANKS +
     r"(?:"
     r"(?P<dots>\.\.\.)"
     r"|(?P<dim_labels>[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,})"
-    r"|(?P<special>-?nan(?:\(0x[0-9a-fA-F]+\))?(?![A-Za-z0-9_.\-])|-inf(?![A-Za-z0-9_.\-]))"
-    r"|(?P<float>-?(?:\d+\.\d*|\.\d+|\d+)[eE][+-]?\d+|-?(?:\d+\.\d*|\.\d+))"
+    r"|(?P<float>-?nan(?:\(0x[0-9a-fA-F]+\))?(?![A-Za-z0-9_.\-])|-inf(?![A-Za-z0-9_.\-])"
+    r"|-?(?:\d+\.\d*|\.\d+|\d+)[eE][+-]?\d+|-?(?:\d+\.\d*|\.\d+))"
     r"|(?P<dxd>\d+(?:x\d+)+(?![A-Za-z0-9_]))"
     r"|(?P<pad>-?\d+_-?\d+(?:_-?\d+)?(?:x-?\d+_-?\d+(?:_-?\d+)?)*)"
     r"|(?P<int>-?\d+)"
-    r"|(?P<pname>%[A-Za-z0-9_.\-]+)"
-    r"|(?P<ident>" + _IDENT + r")(?P<suffix>[=:](?![=]))?"
+    r"|%(?P<pname>[A-Za-z0-9_.\-]+)"
+    r"|(?P<attr>" + _IDENT + r")(?==(?!=))"
+    r"|(?P<cname>" + _IDENT + r")(?=:)"
+    r"|(?P<ident>" + _IDENT + r")"
     r'|(?P<string>"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\')'
     r"|(?P<punct>->|<=|[=,:*#+~?\[\]{}()<>!])"
     r")",
     re.S,
 )
+_KIND_OF = {"dots": DOTS, "dim_labels": DIM_LABELS, "float": FLOAT, "dxd": DXD, "pad": PAD,
+            "int": INT, "pname": NAME, "attr": ATTR, "cname": NAME, "ident": IDENT,
+            "string": STRING, "punct": PUNCT}
 _SKIP = re.compile(_BLANKS, re.S)
 _CLOSERS = {"{": "}", "[": "]", "(": ")"}
 _BRACKET_OR_QUOTE = re.compile(r"[{}\[\]()\"'/]")
@@ -84,7 +90,8 @@ class Lexer:
     # --- tokens -----------------------------------------------------------------------------
     def advance(self) -> None:
         m = _TOKEN.match(self.text, self.pos)
-        if m is None or m.lastgroup is None:
+        group = m.lastgroup if m is not None else None
+        if group is None:
             skip = _SKIP.match(self.text, self.pos)
             at = skip.end() if skip else self.pos
             if at >= len(self.text):
@@ -92,27 +99,14 @@ class Lexer:
                 self.pos = len(self.text)
                 return
             raise self._bad_character(at)
-        group = m.lastgroup
-        if group == "suffix":
-            group = "ident"
-        self.start = m.start(group)
-        self.end = m.end()
-        self.pos = self.end
-        text = m.group(group)
-        if group == "ident":
-            suffix = m.group("suffix")
-            if suffix == "=":
-                self.kind, self.value = ATTR, text
-            elif suffix == ":":
-                self.kind, self.value = NAME, text
-            else:
-                self.kind, self.value = IDENT, text
-        elif group == "pname":
-            self.kind, self.value = NAME, text[1:]
-        elif group == "special":
-            self.kind, self.value = FLOAT, text
-        else:
-            self.kind, self.value = group, text
+        start, end = m.span(group)
+        self.kind = _KIND_OF[group]
+        self.value = self.text[start:end]
+        if group == "pname":
+            start -= 1                    # the token starts at its '%'
+        elif group == "attr" or group == "cname":
+            end += 1                      # the '=' or ':' belongs to the token
+        self.start, self.end, self.pos = start, end, end
 
     def _bad_character(self, at: int) -> HloParseError:
         text = self.text

@@ -61,6 +61,23 @@ ATTRIBUTE_KINDS: dict[str, str] = {
     "control-predecessors": "instruction_list",
 }
 
+#: the words an enum-valued attribute may take (the parser checks them at the token, the
+#: verifier on instructions built in code)
+ATTRIBUTE_VALUES: dict[str, frozenset[str]] = {
+    name: frozenset(words.split()) for name, words in {
+        "direction": "EQ NE LT LE GT GE",
+        "type": "FLOAT TOTALORDER SIGNED UNSIGNED",
+        "kind": "kLoop kInput kOutput kCustom",
+        "api_version": "API_VERSION_ORIGINAL API_VERSION_STATUS_RETURNING "
+                       "API_VERSION_STATUS_RETURNING_UNIFIED API_VERSION_TYPED_FFI",
+        "distribution": "rng_uniform rng_normal",
+        "fft_type": "FFT IFFT RFFT IRFFT",
+        "schedule": "SCHEDULE_NONE SCHEDULE_LATEST SCHEDULE_EARLIEST",
+        "padding_type": "PADDING_VALID PADDING_SAME",
+        "transpose_a": "NO_TRANSPOSE TRANSPOSE ADJOINT",
+    }.items()
+}
+
 #: attributes any instruction may carry
 COMMON_ATTRIBUTES = frozenset({
     "sharding", "frontend_attributes", "statistics", "control-predecessors", "origin",

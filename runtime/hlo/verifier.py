@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..errors import HloVerifyError
 from .ir import HloComputation, HloInstruction, HloModule
-from .opcodes import OPCODES
+from .opcodes import ATTRIBUTE_VALUES, OPCODES
 from .shape import ArrayShape, Shape, compatible, index_text, is_valid_index, subshape
 from .shape_inference import ShapeError
 
@@ -110,6 +110,11 @@ def verify_instruction(inst: HloInstruction) -> None:
     for op in inst.operands:
         if op.parent is not inst.parent:
             raise _located(inst, f"operand {op.name} belongs to another computation")
+    for name, value in inst.attrs.items():
+        allowed = ATTRIBUTE_VALUES.get(name)
+        if allowed is not None and str(value) not in allowed:
+            raise _located(inst, f"{name}={value} is not one of {', '.join(sorted(allowed))}",
+                           expected=" | ".join(sorted(allowed)), got=str(value))
     inferred = infer_shape(inst)
     if not compatible(inferred, inst.shape):
         raise _located(inst,
