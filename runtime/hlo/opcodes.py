@@ -155,7 +155,7 @@ _op("parameter", 0, rules.declared, shape_required=True, family="leaf")
 _op("constant", 0, rules.declared, shape_required=True, family="leaf")
 _op("iota", 0, rules.iota, ("iota_dimension",), ("iota_dimension",), shape_required=True,
     family="data-movement")
-_op("broadcast", 1, rules.broadcast, ("dimensions",), family="data-movement")
+_op("broadcast", 1, rules.broadcast, ("dimensions",), shape_required=True, family="data-movement")
 _op("reshape", 1, rules.reshape, ("inferred_dimension",), shape_required=True,
     family="data-movement")
 _op("dynamic-reshape", (1, None), rules.declared, shape_required=True, family="data-movement")

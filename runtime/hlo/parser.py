@@ -119,7 +119,8 @@ class Parser:
         module = HloModule(name="")
         module.source_lines = self.text.splitlines()
         if lx.kind == L.EOF:
-            raise self.error("expects 'HloModule' or a computation, but the text is empty")
+            raise self.error("expects 'HloModule' or a computation, but the text has neither "
+                             "(it is empty or only comments)")
         if lx.at(L.IDENT, "HloModule"):
             lx.advance()
             if lx.kind not in (L.IDENT, L.NAME, L.STRING):
