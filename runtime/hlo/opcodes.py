@@ -209,7 +209,7 @@ _op("sort", (1, None), rules.sort, ("dimensions", "is_stable", "to_apply"),
     ("dimensions", "to_apply"), family="sort")
 _op("topk", 1, rules.topk, ("k", "largest"), ("k",), family="sort")
 _op("fft", 1, rules.fft, ("fft_type", "fft_length"), ("fft_type", "fft_length"))
-_op("cholesky", 1, rules.unary_floating, ("lower",))
+_op("cholesky", 1, rules.cholesky, ("lower",))
 _op("triangular-solve", 2, rules.triangular_solve,
     ("left_side", "lower", "unit_diagonal", "transpose_a"))
 _op("batch-norm-training", 3, rules.batch_norm_training, ("epsilon", "feature_index"),

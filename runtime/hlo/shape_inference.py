@@ -137,10 +137,12 @@ def unary(inst: HloInstruction) -> Shape:
     return _shape(et, x.dims, inst.shape)
 
 
-def unary_floating(inst: HloInstruction) -> Shape:
+def cholesky(inst: HloInstruction) -> Shape:
     x = _array(inst, 0)
     if not (x.element_type.is_float or x.element_type.is_complex):
-        fail(f"{inst.opcode} expects a floating-point operand, but got {x}")
+        fail(f"cholesky expects a floating-point operand, but got {x}")
+    if x.rank < 2 or x.dims[-1] != x.dims[-2]:
+        fail(f"cholesky needs square matrices, got {x}")
     return _shape(x.element_type, x.dims, inst.shape)
 
 
@@ -839,22 +841,43 @@ def triangular_solve(inst: HloInstruction) -> Shape:
     return _shape(b.element_type, b.dims, inst.shape)
 
 
-def batch_norm_training(inst: HloInstruction) -> Shape:
+def _batch_norm_operands(inst: HloInstruction, per_feature: Sequence[int],
+                         like_operand: Sequence[int] = ()) -> tuple[ArrayShape, ArrayShape]:
+    """The operand and its per-feature vector shape; checks the operands that must be such
+    vectors (scale, offset, mean, variance) and those that must match the operand."""
     x = _array(inst, 0)
+    if not x.element_type.is_float:
+        fail(f"{inst.opcode} expects a floating-point operand, but got {x}")
     f = inst.attrs.get("feature_index")
     if not isinstance(f, int) or not 0 <= f < x.rank:
         fail(f"feature_index {f} is out of range for rank {x.rank}")
     v = ArrayShape(x.element_type, (x.dims[f],))
-    return TupleShape((ArrayShape(x.element_type, x.dims), v, v))
+    for i in per_feature:
+        if not compatible(_array(inst, i), v):
+            fail(f"{inst.opcode} operand {i} must be {v.to_text(False)} (one value per feature), "
+                 f"but is {inst.operands[i].shape.to_text(False)}",
+                 expected=v.to_text(False), got=inst.operands[i].shape.to_text(False))
+    for i in like_operand:
+        if not compatible(_array(inst, i), x):
+            fail(f"{inst.opcode} operand {i} must have the operand's shape {x.to_text(False)}, "
+                 f"but is {inst.operands[i].shape.to_text(False)}",
+                 expected=x.to_text(False), got=inst.operands[i].shape.to_text(False))
+    return x, v
+
+
+def batch_norm_training(inst: HloInstruction) -> Shape:
+    x, v = _batch_norm_operands(inst, per_feature=(1, 2))
+    return TupleShape((_shape(x.element_type, x.dims), v, v))
 
 
 def batch_norm_inference(inst: HloInstruction) -> Shape:
-    x = _array(inst, 0)
+    x, _ = _batch_norm_operands(inst, per_feature=(1, 2, 3, 4))
     return _shape(x.element_type, x.dims, inst.shape)
 
 
 def batch_norm_grad(inst: HloInstruction) -> Shape:
-    return batch_norm_training(inst)
+    x, v = _batch_norm_operands(inst, per_feature=(1, 2, 3), like_operand=(4,))
+    return TupleShape((_shape(x.element_type, x.dims), v, v))
 
 
 # --- control flow ---------------------------------------------------------------------------

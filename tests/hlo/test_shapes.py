@@ -189,6 +189,11 @@ INFERRED = [
     ("cholesky", "a: f64[3,3]", "cholesky(%a), lower=true", "f64[3,3]"),
     ("batch-norm-training", "x: f32[2,4]; s: f32[4]; o: f32[4]",
      "batch-norm-training(%x, %s, %o), epsilon=0.001, feature_index=1", "(f32[2,4], f32[4], f32[4])"),
+    ("batch-norm-inference", "x: f32[2,4]; s: f32[4]; o: f32[4]; m: f32[4]; v: f32[4]",
+     "batch-norm-inference(%x, %s, %o, %m, %v), epsilon=0.001, feature_index=1", "f32[2,4]"),
+    ("batch-norm-grad", "x: f32[2,4]; s: f32[4]; m: f32[4]; v: f32[4]; g: f32[2,4]",
+     "batch-norm-grad(%x, %s, %m, %v, %g), epsilon=0.001, feature_index=1",
+     "(f32[2,4], f32[4], f32[4])"),
     # control flow and calls
     ("while", "i: s32[]; x: f32[4]; s: (s32[], f32[4])", "while(%s), condition=%cond, body=%body",
      "(s32[], f32[4])"),
@@ -319,6 +324,12 @@ INVALID = [
      "exponent_bits must be at least 1"),
     ("bitcast-convert-token", "x: f32[4]", "token[] bitcast-convert(%x)",
      "bitcast-convert produces an array, but the declared shape is token[]"),
+    ("batch-norm-scale", "x: f32[2,4]; s: f32[2]", "(f32[2,4], f32[4], f32[4]) batch-norm-training("
+     "%x, %s, %s), epsilon=0.001, feature_index=1", "operand 1 must be f32[4] (one value per feature)"),
+    ("batch-norm-grad-output", "x: f32[2,4]; s: f32[4]; g: f32[4,2]", "(f32[2,4], f32[4], f32[4]) "
+     "batch-norm-grad(%x, %s, %s, %s, %g), epsilon=0.001, feature_index=1",
+     "operand 4 must have the operand's shape f32[2,4]"),
+    ("cholesky-square", "a: f32[3,2]", "f32[3,2] cholesky(%a)", "cholesky needs square matrices"),
     ("bitcast-unbounded", "x: f32[?]", "f32[4] bitcast(%x)", "an unbounded dimension '?' has no size"),
 ]
 
