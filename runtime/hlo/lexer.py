@@ -64,7 +64,7 @@ _QUOTED = {'"': re.compile(r'"(?:[^"\\]|\\.)*"', re.S), "'": re.compile(r"'(?:[^
 class Lexer:
     def __init__(self, text: str) -> None:
         self.text = text
-        self.pos = 0                 # offset just after the current token
+        self.pos = 1 if text.startswith("\ufeff") else 0   # after the current token (and a BOM)
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
         self.kind = EOF
         self.value = ""

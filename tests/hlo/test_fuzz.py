@@ -41,30 +41,26 @@ def _parse_raises_only_located_hlo_errors(text: str) -> None:
         assert e.column >= 1
 
 
-def _mutate_tokens(rnd: random.Random, text: str) -> str:
-    tokens = _TOKEN.findall(text) or [""]
-    i, j = rnd.randrange(len(tokens)), rnd.randrange(len(tokens))
+def _edit(rnd: random.Random, items: list[str]) -> list[str]:
+    """Delete, duplicate or swap items of a sequence (tokens or lines)."""
+    items = items or [""]
+    i, j = rnd.randrange(len(items)), rnd.randrange(len(items))
     how = rnd.choice(["delete", "duplicate", "swap"])
     if how == "delete":
-        del tokens[i]
+        del items[i]
     elif how == "duplicate":
-        tokens.insert(i, tokens[j])
+        items.insert(i, items[j])
     else:
-        tokens[i], tokens[j] = tokens[j], tokens[i]
-    return "".join(tokens)
+        items[i], items[j] = items[j], items[i]
+    return items
+
+
+def _mutate_tokens(rnd: random.Random, text: str) -> str:
+    return "".join(_edit(rnd, _TOKEN.findall(text)))
 
 
 def _mutate_lines(rnd: random.Random, text: str) -> str:
-    lines = text.split("\n")
-    i, j = rnd.randrange(len(lines)), rnd.randrange(len(lines))
-    how = rnd.choice(["delete", "duplicate", "swap"])
-    if how == "delete":
-        del lines[i]
-    elif how == "duplicate":
-        lines.insert(i, lines[j])
-    else:
-        lines[i], lines[j] = lines[j], lines[i]
-    return "\n".join(lines)
+    return "\n".join(_edit(rnd, text.split("\n")))
 
 
 def _change_number(rnd: random.Random, text: str) -> str:

@@ -185,6 +185,16 @@ def test_comments_are_skipped_everywhere():
     assert [i.name for i in m.entry.instructions] == ["p", "t"]
 
 
+def test_windows_line_ends_tabs_and_byte_order_mark():
+    m = runtime.parse("\ufeffHloModule m\r\n\r\nENTRY %e {\r\n\t%p = f32[] parameter(0)\r\n"
+                      "\tROOT %n = f32[] negate(%p)\r\n}\r\n")
+    assert m.entry.root.location.line == 5
+    with pytest.raises(HloParseError) as info:
+        runtime.parse("HloModule m\r\nENTRY %e {\r\n\t%p = f32[] paramter(0)\r\n}")
+    assert (info.value.line, info.value.column, info.value.source_line) == (
+        3, 13, "\t%p = f32[] paramter(0)")
+
+
 def test_names_without_percent_and_without_spaces():
     m = runtime.parse("ENTRY e {\n  x=f32[4] parameter(0)\n  ROOT y=f32[4] negate(x)\n}")
     assert [(i.name, i.opcode) for i in m.entry.instructions] == [("x", "parameter"), ("y", "negate")]
