@@ -1,7 +1,7 @@
 """Whatever text comes in, ``runtime.parse`` raises only located ``HloError``s.
 
 Hypothesis mutates real corpus modules (delete, duplicate and swap tokens and lines, change a
-number, truncate, insert random bytes, splice in very deep nesting) and checks that parsing and verifying either
+number or an element type, truncate, insert random bytes, splice in very deep nesting) and checks that parsing and verifying either
 succeeds or fails with an ``HloError`` subclass pointing at a line and column of the text.
 A Python internal exception (IndexError, KeyError, RecursionError...) fails the test.
 """
@@ -20,9 +20,11 @@ import runtime
 from runtime.errors import HloError
 
 from ..conftest import corpus_hlo_files
+from .test_shapes import COMPUTATIONS, DECLARED, INFERRED, INVALID, module
 
 _TOKEN = re.compile(r"\s+|[A-Za-z0-9_.%\-]+|.", re.S)
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.%\-])[0-9]+(?![A-Za-z_])")
+_ELEMENT_TYPE = re.compile(r"\b(?:pred|s4|s32|u8|u64|bf16|f32|f64|c64|token)\b")
 FUZZ = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
@@ -73,6 +75,14 @@ def _change_number(rnd: random.Random, text: str) -> str:
     return text[:m.start()] + str(new) + text[m.end():]
 
 
+def _change_element_type(rnd: random.Random, text: str) -> str:
+    types = list(_ELEMENT_TYPE.finditer(text))
+    if not types:
+        return text
+    m = rnd.choice(types)
+    return text[:m.start()] + rnd.choice(["pred", "s4", "s32", "u8", "bf16", "f64", "c64", "token"]) + text[m.end():]
+
+
 def _truncate(rnd: random.Random, text: str) -> str:
     return text[:rnd.randint(0, len(text))]
 
@@ -117,3 +127,17 @@ def test_arbitrary_text_raises_only_located_hlo_errors(text):
 @given(st.binary(max_size=300))
 def test_binary_garbage_raises_only_located_hlo_errors(blob):
     _parse_raises_only_located_hlo_errors(blob.decode("latin-1"))
+
+
+SMALL_MODULES = [module(c[1], c[2], COMPUTATIONS) for c in INFERRED + DECLARED + INVALID]
+
+
+@settings(FUZZ, max_examples=150)
+@given(text=st.sampled_from(SMALL_MODULES), data=st.data())
+def test_shape_rules_raise_only_located_errors_for_changed_numbers_and_types(text, data):
+    """Every opcode family's rule meets dimensions, attribute values and element types it
+    was not written for."""
+    rnd = data.draw(st.randoms(use_true_random=True), label="positions")
+    for _ in range(data.draw(st.integers(1, 3), label="edits")):
+        text = rnd.choice([_change_number, _change_element_type])(rnd, text)
+    _parse_raises_only_located_hlo_errors(text)
