@@ -1,7 +1,8 @@
 """Whatever text comes in, ``runtime.parse`` raises only located ``HloError``s.
 
 Hypothesis mutates real corpus modules (delete, duplicate and swap tokens and lines, change a
-number or an element type, truncate, insert random bytes, splice in very deep nesting) and checks that parsing and verifying either
+number, truncate, insert random bytes, splice in very deep nesting) and the small modules of
+test_shapes (change numbers and element types), and checks that parsing and verifying either
 succeeds or fails with an ``HloError`` subclass pointing at a line and column of the text.
 A Python internal exception (IndexError, KeyError, RecursionError...) fails the test.
 """
