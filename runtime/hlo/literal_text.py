@@ -29,8 +29,9 @@ class LiteralTextError(ValueError):
 _NAN = re.compile(r"^(-?)nan(?:\(0x([0-9a-fA-F]+)\))?$")
 
 
-def scalar_value(text: str, et: ElementType):
-    """One real element: range-checked integers, pred, floats with inf and NaN payloads."""
+def scalar_value(text: str, et: ElementType) -> bool | int | float | np.generic:
+    """One real element: range-checked integers, pred, floats with inf and NaN payloads (a NaN
+    comes back as a numpy scalar of ``et`` so its payload bits survive)."""
     if et.is_pred:
         if text in ("true", "1"):
             return True
@@ -60,7 +61,7 @@ def _integer_value(text: str, et: ElementType) -> int:
     return v
 
 
-def _float_value(text: str, et: ElementType):
+def _float_value(text: str, et: ElementType) -> float | np.generic:
     m = _NAN.match(text)
     if m:
         payload = int(m.group(2), 16) if m.group(2) else None
