@@ -119,6 +119,11 @@ def read_array(raw: str, shape: ArrayShape) -> np.ndarray:
     return _ArrayReader(raw, shape).read()
 
 
+def read_scalar(raw: str, shape: ArrayShape) -> np.ndarray:
+    """The rank-0 value written as ``raw`` (one number, or ``(re, im)`` for complex types)."""
+    return _ArrayReader(raw, shape).read_scalar()
+
+
 class _ArrayReader:
     """Checks the element count at every level, as XLA does, so a short row is reported
     where it is rather than as a size mismatch at the end."""
@@ -138,10 +143,18 @@ class _ArrayReader:
 
     def read(self) -> np.ndarray:
         self.level(0, ())
+        self.end()
+        return to_array(self.values, self.et, self.dims)
+
+    def read_scalar(self) -> np.ndarray:
+        self.element()
+        self.end()
+        return to_array(self.values, self.et, ())
+
+    def end(self) -> None:
         if self.i != len(self.tokens):
             pos, text = self.tokens[self.i]
-            raise LiteralTextError(f"unexpected '{text}' after the array literal", pos)
-        return to_array(self.values, self.et, self.dims)
+            raise LiteralTextError(f"unexpected '{text}' after the literal", pos)
 
     def peek(self) -> tuple[int, str]:
         return self.tokens[self.i] if self.i < len(self.tokens) else (len(self.raw), "")

@@ -21,13 +21,13 @@ from .attributes import (
     PaddingConfig, RawText, ShapedLiteral, SliceDim, SliceSpec, Window, WindowDim,
     parse_dim_labels, unquote_string,
 )
-from .dtypes import ELEMENT_TYPES, F64, ElementType
+from .dtypes import ELEMENT_TYPES, F64
 from .ir import (
     AliasEntry, BufferDonor, ComputationSignature, HloComputation, HloInstruction, HloModule,
     SignatureEntry,
 )
 from .literal import Literal
-from .literal_text import LiteralTextError, complex_part, read_array, scalar_value, to_array
+from .literal_text import LiteralTextError, read_array, read_scalar, scalar_value
 from .opcodes import ATTRIBUTE_KINDS, ATTRIBUTE_VALUES, COMMON_ATTRIBUTES, OPCODES
 from .shape import ArrayShape, Layout, Shape, TupleShape, compatible
 from .verifier import infer_shape
@@ -919,7 +919,7 @@ class Parser:
             raise self.error(f"a constant cannot have the unbounded shape {shape}")
         et = shape.element_type
         if shape.rank == 0:
-            return Literal(shape, data=to_array([self.parse_scalar(et)], et, ()))
+            return Literal(shape, data=self.parse_scalar(shape))
         if not lx.at_punct("{"):
             raise self.error(f"expects '{{' to open an array literal of shape {shape.to_text(False)} "
                              f"but sees {lx.describe()}")
@@ -939,23 +939,21 @@ class Parser:
         except LiteralTextError as e:
             raise self.error(e.message, open_at + e.pos) from None
 
-    def parse_scalar(self, et: ElementType):
+    def parse_scalar(self, shape: ArrayShape):
+        """A rank-0 value: one token, or a parenthesised ``(re, im)`` for complex types."""
         lx = self.lx
-        if et.is_complex:
-            self.expect_punct("(", "to open a complex value (re, im)")
-            re_ = self.parse_scalar(complex_part(et))
-            self.expect_punct(",", "between the real and imaginary parts")
-            im = self.parse_scalar(complex_part(et))
-            self.expect_punct(")", "to close the complex value")
-            return re_, im
-        if lx.kind not in (L.INT, L.FLOAT, L.IDENT):
+        at = lx.start
+        if lx.at_punct("("):
+            raw = lx.take_balanced()
+        elif lx.kind in (L.INT, L.FLOAT, L.IDENT):
+            raw = lx.value
+            lx.advance()
+        else:
             raise self.error(f"unexpected token type in a literal: {lx.describe()}")
         try:
-            value = scalar_value(lx.value, et)
+            return read_scalar(raw, shape)
         except LiteralTextError as e:
-            raise self.error(e.message) from None
-        lx.advance()
-        return value
+            raise self.error(e.message, at + e.pos) from None
 
     # --- computation references -------------------------------------------------------------
     def resolve_pending(self) -> None:
