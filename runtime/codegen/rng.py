@@ -1,0 +1,2 @@
+"""Random bit generation (rng-bit-generator), bit-exact with XLA."""
+HELPERS = ()
