@@ -52,18 +52,19 @@ class ClType:
 
     @property
     def unsigned(self) -> str:
-        """The unsigned C type of the same width (integers wrap through it)."""
-        return _UNSIGNED[self.storage] if self.family != "float" else _UNSIGNED_OF_FLOAT[self.bits]
-
-    @property
-    def signed(self) -> str:
-        return _SIGNED[self.unsigned]
+        """The unsigned C type of the same width (bit patterns and wrapping go through it)."""
+        return C_UNSIGNED[self.storage]
 
 
-_UNSIGNED = {"uchar": "uchar", "char": "uchar", "short": "ushort", "ushort": "ushort",
-             "int": "uint", "uint": "uint", "long": "ulong", "ulong": "ulong"}
-_SIGNED = {"uchar": "char", "ushort": "short", "uint": "int", "ulong": "long"}
-_UNSIGNED_OF_FLOAT = {16: "ushort", 32: "uint", 64: "ulong"}
+# OpenCL C scalar types: width, and the unsigned / signed type of the same width.
+C_BITS = {"char": 8, "uchar": 8, "short": 16, "ushort": 16, "int": 32, "uint": 32,
+          "long": 64, "ulong": 64, "float": 32, "double": 64}
+C_UNSIGNED = {"char": "uchar", "uchar": "uchar", "short": "ushort", "ushort": "ushort",
+              "int": "uint", "uint": "uint", "long": "ulong", "ulong": "ulong",
+              "float": "uint", "double": "ulong"}
+C_SIGNED = {"char": "char", "uchar": "char", "short": "short", "ushort": "short",
+            "int": "int", "uint": "int", "long": "long", "ulong": "long",
+            "float": "int", "double": "long"}
 
 
 def _plain(name: str, family: str, bits: int, c_type: str) -> ClType:
@@ -94,11 +95,11 @@ CL_TYPES: dict[str, ClType] = {t.name: t for t in (
     _plain("f64", "float", 64, "double"),
 )}
 
+_PACKED = ("sub-byte integers are stored packed, two or more per byte, which one-element-per-"
+           "work-item kernels cannot write without races")
 _UNSUPPORTED_REASONS = {
-    "sint": "sub-byte integers are stored packed, two or more per byte, which one-element-per-"
-            "work-item kernels cannot write without races",
-    "uint": "sub-byte integers are stored packed, two or more per byte, which one-element-per-"
-            "work-item kernels cannot write without races",
+    "sint": _PACKED,
+    "uint": _PACKED,
     "complex": "complex numbers are not implemented by the OpenCL backend",
     "float": "this narrow float format is not implemented by the OpenCL backend",
 }
@@ -290,7 +291,7 @@ def prelude_for(names: Iterable[str]) -> str:
 
 
 __all__ = [
-    "ClType", "CL_TYPES", "Helper", "HELPERS", "FP64_PRAGMA", "cl_type", "storage_type",
+    "ClType", "CL_TYPES", "C_BITS", "C_UNSIGNED", "C_SIGNED", "Helper", "HELPERS", "FP64_PRAGMA", "cl_type", "storage_type",
     "compute_type", "load", "store", "round_to_storage", "needs_fp64", "literal",
     "helper_library", "helpers_used", "prelude_for",
 ]

@@ -27,32 +27,23 @@ from typing import Sequence
 
 from ..errors import HloUnsupportedError
 from ..hlo.dtypes import ElementType
-from .cltypes import ClType, Helper, cl_type, round_to_storage
+from .cltypes import C_BITS, C_SIGNED, C_UNSIGNED, ClType, Helper, cl_type, round_to_storage
 
 FP_CONTRACT_OFF = "#pragma OPENCL FP_CONTRACT OFF"
 
 _FLOAT_C = ("float", "double")
 _INT_C = ("char", "short", "int", "long", "uchar", "ushort", "uint", "ulong")
-_BITS = {"char": 8, "uchar": 8, "short": 16, "ushort": 16, "int": 32, "uint": 32,
-         "long": 64, "ulong": 64, "float": 32, "double": 64}
-_UNSIGNED = {"char": "uchar", "short": "ushort", "int": "uint", "long": "ulong",
-             "uchar": "uchar", "ushort": "ushort", "uint": "uint", "ulong": "ulong",
-             "float": "uint", "double": "ulong"}
-_SIGNED = {u: s for s, u in (("char", "uchar"), ("short", "ushort"), ("int", "uint"),
-                             ("long", "ulong"))}
-_SIGNED.update({"char": "char", "short": "short", "int": "int", "long": "long",
-                "float": "int", "double": "long"})
 _MIN = {"char": "CHAR_MIN", "short": "SHRT_MIN", "int": "INT_MIN", "long": "LONG_MIN"}
 
 
 def _wrap_type(c_type: str) -> str:
-    return "ulong" if _BITS[c_type] == 64 else "uint"
+    return "ulong" if C_BITS[c_type] == 64 else "uint"
 
 
 def _placeholders(c_type: str) -> dict[str, str]:
-    return {"T": c_type, "U": _UNSIGNED[c_type], "S": _SIGNED[c_type],
-            "W": _wrap_type(c_type), "bits": str(_BITS[c_type]),
-            "pad": str(max(32 - _BITS[c_type], 0)), "MIN": _MIN.get(c_type, "0"),
+    return {"T": c_type, "U": C_UNSIGNED[c_type], "S": C_SIGNED[c_type],
+            "W": _wrap_type(c_type), "bits": str(C_BITS[c_type]),
+            "pad": str(max(32 - C_BITS[c_type], 0)), "MIN": _MIN.get(c_type, "0"),
             "HUGE_EXP": "512" if c_type == "double" else "64"}
 
 

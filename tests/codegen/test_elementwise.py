@@ -295,3 +295,14 @@ def test_f16_and_bf16_results_are_rounded_after_each_op_but_exact_ops_are_not():
     assert ew.binary("add", "f32", "a", "b") == "(a + b)"
     assert ew.unary("negate", "f16", "f16", "x") == "(-x)"
     assert ew.binary("maximum", "bf16", "a", "b") == "xla_fmax_float(a, b)"
+
+
+@pytest.mark.parametrize("et", INT_TYPES)
+def test_mulhi_is_the_high_half_of_the_full_product(et):
+    """jax 0.10.2 cannot emit mulhi, so the reference is the definition itself."""
+    a, b = GOLDEN[f"in/int/{et}/a"], GOLDEN[f"in/int/{et}/b"]
+    got = run_cases([et, et], et, {"mulhi": ew.binary("mulhi", et, "x0", "x1")}, [a, b])
+    bits = numpy_type(et).itemsize * 8
+    want = [(int(x) * int(y)) >> bits for x, y in zip(a, b)]
+    wrapped = np.array([w & ((1 << bits) - 1) for w in want], np.uint64).astype(numpy_type(et))
+    np.testing.assert_array_equal(got["mulhi"], wrapped)
