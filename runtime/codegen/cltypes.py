@@ -71,11 +71,9 @@ def _plain(name: str, family: str, bits: int, c_type: str) -> ClType:
     return ClType(name, family, bits, c_type, c_type, "$ptr[$index]", "$ptr[$index] = $value;")
 
 
-def _half_like(name: str, storage_name: str) -> ClType:
-    return ClType(name, "float", 16, "ushort", "float",
-                  f"xla_{storage_name}_to_float($ptr[$index])",
-                  f"$ptr[$index] = xla_float_to_{storage_name}($value);",
-                  f"xla_round_{storage_name}($x)")
+def _half_like(name: str) -> ClType:
+    return ClType(name, "float", 16, "ushort", "float", f"xla_{name}_to_float($ptr[$index])",
+                  f"$ptr[$index] = xla_float_to_{name}($value);", f"xla_round_{name}($x)")
 
 
 CL_TYPES: dict[str, ClType] = {t.name: t for t in (
@@ -89,8 +87,8 @@ CL_TYPES: dict[str, ClType] = {t.name: t for t in (
     _plain("u16", "uint", 16, "ushort"),
     _plain("u32", "uint", 32, "uint"),
     _plain("u64", "uint", 64, "ulong"),
-    _half_like("f16", "f16"),
-    _half_like("bf16", "bf16"),
+    _half_like("f16"),
+    _half_like("bf16"),
     _plain("f32", "float", 32, "float"),
     _plain("f64", "float", 64, "double"),
 )}
@@ -149,7 +147,7 @@ def literal(et: ElementType | str, value: object) -> str:
     """An exact, deterministic C literal of ``et``'s compute type for a scalar value."""
     row = cl_type(et)
     numpy_type = ELEMENT_TYPES[row.name].numpy
-    scalar = np.asarray(value).astype(numpy_type) if not _is_of(value, numpy_type) else value
+    scalar = np.asarray(value).astype(numpy_type)
     if row.family == "pred":
         return "((uchar)1)" if bool(scalar) else "((uchar)0)"
     if row.family in ("sint", "uint"):
@@ -158,10 +156,6 @@ def literal(et: ElementType | str, value: object) -> str:
         return _float_literal(float(scalar), "double", int(np.float64(scalar).view(np.uint64)))
     as_float = np.float32(scalar)
     return _float_literal(float(as_float), "float", int(as_float.view(np.uint32)))
-
-
-def _is_of(value: object, numpy_type: np.dtype) -> bool:
-    return isinstance(value, np.generic) and value.dtype == numpy_type
 
 
 _INTEGER_SUFFIX = {"int": "", "uint": "u", "long": "L", "ulong": "UL"}
@@ -186,7 +180,7 @@ def _float_literal(value: float, c_type: str, bits: int) -> str:
         text = "INFINITY" if c_type == "float" else "((double)INFINITY)"
         return text if value > 0 else f"(-{text})"
     if value == 0:
-        return f"-0.0{suffix}" if math.copysign(1.0, value) < 0 else f"0.0{suffix}"
+        return f"(-0.0{suffix})" if math.copysign(1.0, value) < 0 else f"0.0{suffix}"
     exact_integer_limit = 2 ** 24 if c_type == "float" else 2 ** 53
     if value.is_integer() and abs(value) < exact_integer_limit:
         text = f"{int(value)}.0{suffix}"

@@ -53,7 +53,7 @@ def test_unsupported_element_types_raise_naming_the_type(name, reason):
     ("s64", -9223372036854775808, "(-9223372036854775807L - 1L)"),
     ("u64", 18446744073709551615, "18446744073709551615UL"),
     ("f32", 1.0, "1.0f"),
-    ("f32", -0.0, "-0.0f"),
+    ("f32", -0.0, "(-0.0f)"),
     ("f32", 0.1, "0x1.99999ap-4f"),
     ("f32", -3.0, "(-3.0f)"),
     ("f32", np.inf, "INFINITY"),
@@ -90,6 +90,16 @@ def test_literals_compile_to_the_same_bits():
             values.itemsize])
         for k in range(len(values)):
             assert got[str(k)].view(bits.dtype)[0] == bits[k], f"{et} literal {values[k]!r}"
+
+
+def test_negative_literals_are_safe_operands():
+    """A negative literal is parenthesised, so templates like (-$x) cannot form "--"."""
+    values = np.zeros(1, np.float32)
+    exprs = {k: ew.unary("negate", "f32", "f32", ct.literal("f32", v))
+             for k, v in (("zero", -0.0), ("three", -3.0), ("inf", -np.inf))}
+    got = run_cases(["f32"], "f32", exprs, [values])
+    assert [got[k][0] for k in exprs] == [0.0, 3.0, np.inf]
+    assert not np.signbit(got["zero"][0])
 
 
 def _all_16_bit_patterns() -> np.ndarray:
