@@ -405,29 +405,21 @@ def convert(et_from: ElementType | str, et_to: ElementType | str, x: str) -> str
     return round_to_storage(dst, x if src.compute == "float" else f"((float)({x}))")
 
 
+# A compute value's storage bits (as the same-width unsigned type), and back.
+_TO_BITS = {"f32": "as_uint($x)", "f64": "as_ulong($x)", "f16": "xla_float_to_f16($x)",
+            "bf16": "xla_float_to_bf16($x)"}
+_FROM_BITS = {"f32": "as_float((uint)($x))", "f64": "as_double((ulong)($x))",
+              "f16": "xla_f16_to_float((ushort)($x))", "bf16": "xla_bf16_to_float((ushort)($x))",
+              "pred": "((uchar)(($x) != 0))"}
+
+
 def _to_bits(row: ClType, x: str) -> str:
-    """The raw bits of compute value ``x`` as ``row.unsigned``."""
-    if row.compute == "float" and row.bits == 32:
-        return f"as_uint({x})"
-    if row.compute == "double":
-        return f"as_ulong({x})"
-    if row.name == "f16":
-        return f"xla_float_to_f16({x})"
-    if row.name == "bf16":
-        return f"xla_float_to_bf16({x})"
-    return f"(({row.unsigned})({x}))"
+    return Template(_TO_BITS.get(row.name, "(($U)($x))")).substitute(U=row.unsigned, x=x)
 
 
 def _from_bits(row: ClType, bits: str) -> str:
-    if row.compute == "float" and row.bits == 32:
-        return f"as_float(({row.unsigned})({bits}))"
-    if row.compute == "double":
-        return f"as_double(({row.unsigned})({bits}))"
-    if row.name in ("f16", "bf16"):
-        return f"xla_{row.name}_to_float(({row.unsigned})({bits}))"
-    if row.family == "pred":
-        return f"((uchar)(({bits}) != 0))"
-    return f"(({row.compute})({row.unsigned})({bits}))"
+    template = _FROM_BITS.get(row.name, "(($T)($U)($x))")
+    return Template(template).substitute(T=row.compute, U=row.unsigned, x=bits)
 
 
 def bitcast_convert(et_from: ElementType | str, et_to: ElementType | str, x: str) -> str:
