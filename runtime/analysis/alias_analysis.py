@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from ..hlo.ir import AliasEntry, HloInstruction
 from .call_graph import sequential_callees
@@ -41,7 +42,7 @@ class HloBuffer:
     id: int
     values: list[HloValue] = field(default_factory=list)
 
-    @property
+    @cached_property
     def size(self) -> int:
         return max(v.size for v in self.values)
 

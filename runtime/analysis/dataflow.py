@@ -16,6 +16,7 @@ computed inside fusions and reducers never reach memory.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Callable
 
 from ..errors import HloUnsupportedError
@@ -59,7 +60,7 @@ class HloValue:
         """Whether defining this value writes bytes (phi values only name a buffer)."""
         return self.kind in WRITING_KINDS
 
-    @property
+    @cached_property
     def size(self) -> int:
         try:
             return self.shape.byte_size
@@ -193,10 +194,19 @@ class Dataflow:
             self._visit(branch)
         return self._define_all(inst, "conditional")
 
+    def operand_values(self, inst: HloInstruction, k: int) -> list[tuple[ShapeIndex, HloValue]]:
+        """The (index, value) pairs of operand ``k`` that ``inst`` touches: a
+        get-tuple-element touches only the element it extracts."""
+        values = self._sets[inst.operands[k]]
+        if inst.opcode == "get-tuple-element":
+            element = inst.attrs["index"]
+            return [(i, v) for i, v in values.items() if i and i[0] == element]
+        return list(values.items())
+
     def _record_uses(self) -> None:
         for inst in self._sets:
-            for k, op in enumerate(inst.operands):
-                for index, value in self._sets[op].items():
+            for k in range(len(inst.operands)):
+                for index, value in self.operand_values(inst, k):
                     value.uses.append(Use(inst, k, index))
 
 

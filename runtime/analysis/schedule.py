@@ -98,7 +98,7 @@ def _list_schedule(comp: HloComputation, flow: Dataflow) -> list[HloInstruction]
     users: dict[HloValue, set[HloInstruction]] = {}
     operand_values: dict[HloInstruction, set[HloValue]] = {}
     for inst in comp.instructions:
-        held = {v for op in inst.operands for v in flow.value_set(op).values()}
+        held = {v for k in range(len(inst.operands)) for _, v in flow.operand_values(inst, k)}
         operand_values[inst] = held
         for v in held:
             if v.writes and v.kind == "def" and v not in root_values:

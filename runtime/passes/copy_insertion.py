@@ -32,7 +32,7 @@ from ..hlo.attributes import RawText, quote_string, unquote_string
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.shape import ShapeIndex, index_text
-from .dce import dce
+from .dce import remove_dead_code
 
 REASON_KEY = "copy_insertion"
 _REASON = re.compile(REASON_KEY + r'="((?:[^"\\]|\\.)*)"')
@@ -58,32 +58,45 @@ def inserted_copies(module: HloModule) -> list[InsertedCopy]:
 
 def copy_insertion(module: HloModule) -> HloModule:
     new, _ = clone_module(module)
-    roles = _add_copies_everywhere(new)
-    kept = _remove_unneeded_copies(new, roles)
+    everywhere = _CopiesEverywhere(new)
+    kept = _remove_unneeded_copies(new, everywhere.roles)
     for copy, reason in kept.items():
         copy.attrs["frontend_attributes"] = RawText("{" + f"{REASON_KEY}={quote_string(reason)}" + "}")
-    return dce(new)
+    everywhere.restore_untouched_tuples()
+    remove_dead_code(new)
+    return new
 
 
 # --- phase 1: copies everywhere ----------------------------------------------------------
 
+class _Names:
+    """Fresh instruction names (``copy.0``, ``copy.1``...) unused anywhere in the module."""
+
+    def __init__(self, module: HloModule) -> None:
+        self.taken = {inst.name for inst in module.instructions()}
+        self.next: dict[str, int] = {}
+
+    def fresh(self, base: str) -> str:
+        n = self.next.get(base, 0)
+        while f"{base}.{n}" in self.taken:
+            n += 1
+        self.next[base] = n + 1
+        self.taken.add(f"{base}.{n}")
+        return f"{base}.{n}"
+
+
 class _Inserter:
     """Adds instructions to a computation at a fixed place in its (scheduled) order."""
 
-    def __init__(self, comp: HloComputation, at: int, names: set[str]) -> None:
+    def __init__(self, comp: HloComputation, at: int, names: _Names) -> None:
         self.comp = comp
         self.at = at
         self.names = names
 
     def add(self, opcode: str, shape, operands: list[HloInstruction],
             attrs: dict | None = None) -> HloInstruction:
-        n = 0
-        while f"{opcode}.{n}" in self.names:
-            n += 1
-        name = f"{opcode}.{n}"
-        self.names.add(name)
-        inst = HloInstruction(name, opcode, shape, list(operands), dict(attrs or {}),
-                              parent=self.comp)
+        inst = HloInstruction(self.names.fresh(opcode), opcode, shape, list(operands),
+                              dict(attrs or {}), parent=self.comp)
         self.comp.instructions.insert(self.at, inst)
         self.at += 1
         return inst
@@ -93,88 +106,106 @@ def _array_leaves(inst: HloInstruction) -> set[ShapeIndex]:
     return {index for index, shape in inst.shape.leaves() if shape.is_array}
 
 
-def _rebuild(ins: _Inserter, source: HloInstruction, leaves: set[ShapeIndex],
-             roles: dict[HloInstruction, str], role: str) -> HloInstruction:
-    """``source``'s value with a fresh copy at each index in ``leaves`` (tuples above them are
-    rebuilt, so they get fresh pointer tables too)."""
-    def build(node: HloInstruction, index: ShapeIndex) -> HloInstruction:
-        if not any(leaf[:len(index)] == index for leaf in leaves):
-            return node
-        if not node.shape.is_tuple:
-            copy = ins.add("copy", node.shape, [node])
-            roles[copy] = role.replace("{index}", index_text(index))
-            return copy
-        children = []
-        for k, element in enumerate(node.shape.elements):
-            child = node.operands[k] if node.opcode == "tuple" else ins.add(
-                "get-tuple-element", element, [node], {"index": k})
-            children.append(build(child, index + (k,)))
-        return ins.add("tuple", node.shape, children)
+class _CopiesEverywhere:
+    """Phase 1: a copy wherever a constraint meets a value. ``roles`` says what each copy is
+    for (the start of its reason); ``rebuilt`` maps each new tuple to the tuple it replaced."""
 
-    return build(source, ())
+    def __init__(self, module: HloModule) -> None:
+        self.module = module
+        self.names = _Names(module)
+        self.roles: dict[HloInstruction, str] = {}
+        self.rebuilt: dict[HloInstruction, HloInstruction] = {}
+        entry = module.entry
+        assert entry is not None
+        graph = CallGraph(module)
+        self._copy_aliased_parameters()
+        for comp in graph.sequential:
+            for inst in list(comp.instructions):
+                self._copy_around(comp, inst)
+        self._replace_root(entry, "output {index}")
 
+    def _copy_around(self, comp: HloComputation, inst: HloInstruction) -> None:
+        if inst.opcode == "while":
+            _, body = sequential_callees(inst)
+            ins = _Inserter(comp, comp.instructions.index(inst), self.names)
+            inst.operands[0] = self._rebuild(ins, inst.operands[0], _array_leaves(inst),
+                                             f"initial loop state {{index}} of {inst.name}")
+            # two stages, so that every element is read before any is overwritten (swaps)
+            for _ in range(2):
+                self._replace_root(body, f"loop state {{index}} computed by the body of {inst.name}")
+        elif inst.opcode == "conditional":
+            for k, branch in enumerate(sequential_callees(inst)):
+                self._replace_root(branch, f"output {{index}} of branch {k} of {inst.name}")
+        for pair in in_place_pairs(inst):
+            ins = _Inserter(comp, comp.instructions.index(inst), self.names)
+            inst.operands[pair.operand_number] = self._rebuild(
+                ins, inst.operands[pair.operand_number], {pair.operand_index},
+                f"operand {pair.operand_number} {{index}} of {inst.name}, which {inst.opcode} "
+                "overwrites in place")
 
-def _add_copies_everywhere(module: HloModule) -> dict[HloInstruction, str]:
-    """Phase 1. Returns each added copy with the role it plays (for its reason text)."""
-    roles: dict[HloInstruction, str] = {}
-    names = {inst.name for inst in module.instructions()}
-    graph = CallGraph(module)
-    entry = module.entry
-    assert entry is not None and entry.root is not None
-    _copy_aliased_parameters(module, names, roles)
-    for comp in graph.sequential:
-        for inst in list(comp.instructions):
-            if inst.opcode == "while":
-                condition, body = sequential_callees(inst)
-                ins = _Inserter(comp, comp.instructions.index(inst), names)
-                inst.operands[0] = _rebuild(ins, inst.operands[0], _array_leaves(inst),
-                                            roles, f"initial loop state {{index}} of {inst.name}")
-                # two stages, so that every element is read before any is overwritten (swaps)
-                role = f"loop state {{index}} computed by the body of {inst.name}"
-                for _ in range(2):
-                    _replace_root(body, names, roles, role)
-            elif inst.opcode == "conditional":
-                for k, branch in enumerate(sequential_callees(inst)):
-                    _replace_root(branch, names, roles,
-                                  f"output {{index}} of branch {k} of {inst.name}")
-            for pair in in_place_pairs(inst):
-                ins = _Inserter(comp, comp.instructions.index(inst), names)
-                operand = inst.operands[pair.operand_number]
-                inst.operands[pair.operand_number] = _rebuild(
-                    ins, operand, {pair.operand_index}, roles,
-                    f"operand {pair.operand_number} {{index}} of {inst.name}, which {inst.opcode} "
-                    "overwrites in place")
-    _replace_root(entry, names, roles, "output {index}")
-    return roles
+    def _rebuild(self, ins: _Inserter, source: HloInstruction, leaves: set[ShapeIndex],
+                 role: str) -> HloInstruction:
+        """``source``'s value with a fresh copy at each index in ``leaves`` (tuples above them
+        are rebuilt, so they get fresh pointer tables too)."""
+        def build(node: HloInstruction, index: ShapeIndex) -> HloInstruction:
+            if not any(leaf[:len(index)] == index for leaf in leaves):
+                return node
+            if not node.shape.is_tuple:
+                copy = ins.add("copy", node.shape, [node])
+                self.roles[copy] = role.replace("{index}", index_text(index))
+                return copy
+            children = []
+            for k, element in enumerate(node.shape.elements):
+                child = node.operands[k] if node.opcode == "tuple" else ins.add(
+                    "get-tuple-element", element, [node], {"index": k})
+                children.append(build(child, index + (k,)))
+            rebuilt = ins.add("tuple", node.shape, children)
+            if node.opcode == "tuple":
+                self.rebuilt[rebuilt] = node
+            return rebuilt
 
+        return build(source, ())
 
-def _replace_root(comp: HloComputation, names: set[str], roles: dict[HloInstruction, str],
-                  role: str) -> None:
-    assert comp.root is not None
-    ins = _Inserter(comp, len(comp.instructions), names)
-    comp.root = _rebuild(ins, comp.root, _array_leaves(comp.root), roles, role)
+    def _replace_root(self, comp: HloComputation, role: str) -> None:
+        assert comp.root is not None
+        ins = _Inserter(comp, len(comp.instructions), self.names)
+        comp.root = self._rebuild(ins, comp.root, _array_leaves(comp.root), role)
 
+    def _copy_aliased_parameters(self) -> None:
+        """Readers of an aliased parameter read a copy taken first, so the output may be
+        written into the parameter's bytes at any time."""
+        entry = self.module.entry
+        assert entry is not None
+        by_parameter: dict[int, dict[ShapeIndex, ShapeIndex]] = {}
+        for alias in self.module.input_output_alias:
+            by_parameter.setdefault(alias.parameter_number, {})[alias.parameter_index] = \
+                alias.output_index
+        for number, outputs in sorted(by_parameter.items()):
+            param = entry.parameter(number)
+            readers = [i for i in entry.instructions if any(op is param for op in i.operands)]
+            ins = _Inserter(entry, entry.instructions.index(param) + 1, self.names)
+            role = (f"parameter {number} {{index}}, aliased with output "
+                    f"{', '.join(index_text(o) for o in outputs.values())}")
+            replacement = self._rebuild(ins, param, set(outputs), role)
+            for reader in readers:
+                reader.operands = [replacement if op is param else op for op in reader.operands]
+            if entry.root is param:
+                entry.root = replacement
 
-def _copy_aliased_parameters(module: HloModule, names: set[str],
-                             roles: dict[HloInstruction, str]) -> None:
-    """Readers of an aliased parameter read a copy taken first, so the output may be written
-    into the parameter's bytes at any time."""
-    entry = module.entry
-    assert entry is not None and entry.root is not None
-    by_parameter: dict[int, dict[ShapeIndex, ShapeIndex]] = {}
-    for alias in module.input_output_alias:
-        by_parameter.setdefault(alias.parameter_number, {})[alias.parameter_index] = alias.output_index
-    for number, outputs in sorted(by_parameter.items()):
-        param = entry.parameter(number)
-        readers = [i for i in entry.instructions if any(op is param for op in i.operands)]
-        ins = _Inserter(entry, entry.instructions.index(param) + 1, names)
-        role = (f"parameter {number} {{index}}, aliased with output "
-                f"{', '.join(index_text(o) for o in outputs.values())}")
-        replacement = _rebuild(ins, param, set(outputs), roles, role)
-        for reader in readers:
-            reader.operands = [replacement if op is param else op for op in reader.operands]
-        if entry.root is param:
-            entry.root = replacement
+    def restore_untouched_tuples(self) -> None:
+        """Where no copy survived under a rebuilt tuple, put the original tuple back (if
+        nothing else used it), so the module keeps its own names and shape."""
+        for new, original in self.rebuilt.items():
+            comp = new.parent
+            assert comp is not None
+            if not all(a is b for a, b in zip(new.operands, original.operands)):
+                continue
+            if any(original in i.operands for i in comp.instructions) or comp.root is original:
+                continue
+            for inst in comp.instructions:
+                inst.operands = [original if op is new else op for op in inst.operands]
+            if comp.root is new:
+                comp.root = original
 
 
 # --- phase 2: remove what is not needed ---------------------------------------------------
@@ -238,8 +269,8 @@ class _Merger:
         def names(v: HloValue) -> set[HloValue]:
             return self.names(v) | self.names(removed) if v is source else self.names(v)
 
-        reason = (self._output_conflict(merged, outputs) or self._read_only_conflict(merged)
-                  or self._write_conflict(merged, live, names))
+        reason = (self._read_only_conflict(merged) or self._write_conflict(merged, live, names)
+                  or self._output_conflict(merged, outputs))
         if reason is None:
             if b_copy is not b_source:
                 self.group[b_copy] = b_source

@@ -17,12 +17,17 @@ from ..hlo.ir import HloComputation, HloInstruction, HloModule
 
 def dce(module: HloModule) -> HloModule:
     new, _ = clone_module(module)
-    assert new.entry is not None
-    memo: dict[HloComputation, bool] = {}
-    for comp in new.computations:
-        _remove_dead_instructions(comp, memo)
-    new.computations = _reachable_computations(new)
+    remove_dead_code(new)
     return new
+
+
+def remove_dead_code(module: HloModule) -> None:
+    """DCE in place, for passes that work on a clone they own."""
+    assert module.entry is not None
+    memo: dict[HloComputation, bool] = {}
+    for comp in module.computations:
+        _remove_dead_instructions(comp, memo)
+    module.computations = _reachable_computations(module)
 
 
 def _remove_dead_instructions(comp: HloComputation, memo: dict[HloComputation, bool]) -> None:
