@@ -104,7 +104,8 @@ def _list_schedule(comp: HloComputation, flow: Dataflow) -> list[HloInstruction]
             if v.writes and v.kind == "def" and v not in root_values:
                 users.setdefault(v, set()).add(inst)
     remaining = {v: len(u) for v, u in users.items()}
-    defined = {inst: sum(v.size for v in flow.defined_by(inst)) for inst in comp.instructions}
+    defined = {inst: sum(v.size for v in flow.defined_by(inst) if v.kind == "def")
+               for inst in comp.instructions}
 
     def priority(inst: HloInstruction) -> int:
         freed = sum(v.size for v in operand_values[inst] if remaining.get(v) == 1)

@@ -27,13 +27,14 @@ from ..analysis.liveness import LiveRange, Liveness, peak_of
 from ..analysis.memory_scheduler import choose_schedule
 from ..analysis.schedule import Schedule, build_schedule, text_order
 from ..errors import HloArgumentError, HloError
+from ..hlo.clone import clone_module
 from ..hlo.ir import AliasEntry, HloInstruction, HloModule
 from ..hlo.shape import ShapeIndex, index_text
 from ..hlo.verifier import _verify_aliasing as verify_aliasing
-from ..passes.apply_schedule import apply_schedule
+from ..passes.apply_schedule import schedule_in_place
 from ..passes.copy_insertion import InsertedCopy, copy_insertion, inserted_copies
-from ..passes.dce import dce
-from ..passes.flatten_call_graph import flatten_call_graph
+from ..passes.dce import remove_dead_code
+from ..passes.flatten_call_graph import flatten_in_place
 from .donation import UnusedDonor, plan_aliasing
 from .heap import Interval, align_up, pack
 
@@ -116,16 +117,17 @@ def assign_buffers(module: HloModule, *, alignment: int = 128,
     assert module.entry is not None
     verify_aliasing(module)
     plan = plan_aliasing(module, donated)
-    prepared = dce(module)
+    prepared, _ = clone_module(module)
+    remove_dead_code(prepared)
     prepared.input_output_alias = plan.aliases
     unused = {(d.parameter_number, d.parameter_index) for d in plan.unused_donors}
     prepared.buffer_donors = [d for d in prepared.buffer_donors
                               if (d.parameter_number, d.parameter_index) in unused]
-    prepared = flatten_call_graph(prepared)
+    flatten_in_place(prepared)
     flow = Dataflow(prepared)
     chosen = choose_schedule(flow, AliasAnalysis(flow, prepared.input_output_alias))
-    scheduled = apply_schedule(prepared, chosen.sequences)
-    final = copy_insertion(scheduled)
+    schedule_in_place(prepared, chosen.sequences)
+    final = copy_insertion(prepared)
     flow = Dataflow(final)
     aliasing = AliasAnalysis(flow, final.input_output_alias)
     schedule = build_schedule(final, text_order(flow.call_graph), chosen.scheduler, chosen.peaks)
@@ -352,13 +354,30 @@ class BufferAssignment:
 
 def _aligned_lower_bound(intervals: list[Interval], steps: int, alignment: int) -> int:
     """max over steps of the live blocks' sizes rounded up to ``alignment``, less the largest
-    rounding: every live block starts aligned, so only the topmost one may skip its padding."""
-    if not intervals:
-        return 0
-    padding = max(align_up(iv.size, alignment) - iv.size for iv in intervals)
-    aligned = [(iv.start, iv.end, align_up(iv.size, alignment)) for iv in intervals]
-    peak, _ = peak_of(aligned, steps)
-    return max(0, peak - padding)
+    rounding among them: every block starts aligned, so only the topmost one may skip its
+    padding. No packing of these live ranges at this alignment can be smaller."""
+    starting: dict[int, list[Interval]] = {}
+    ending: dict[int, list[Interval]] = {}
+    for iv in intervals:
+        if iv.size:
+            starting.setdefault(iv.start, []).append(iv)
+            ending.setdefault(iv.end, []).append(iv)
+    live_padding: dict[int, int] = {}    # padding -> how many live blocks have it
+    total, bound = 0, 0
+    for step in range(steps):
+        for iv in starting.get(step, ()):
+            pad = align_up(iv.size, alignment) - iv.size
+            total += iv.size + pad
+            live_padding[pad] = live_padding.get(pad, 0) + 1
+        if live_padding:
+            bound = max(bound, total - max(live_padding))
+        for iv in ending.get(step, ()):
+            pad = align_up(iv.size, alignment) - iv.size
+            total -= iv.size + pad
+            live_padding[pad] -= 1
+            if not live_padding[pad]:
+                del live_padding[pad]
+    return bound
 
 
 def _buffer_names(aliasing: AliasAnalysis) -> dict[HloBuffer, str]:

@@ -75,6 +75,7 @@ def plan_aliasing(module: HloModule, donated: frozenset[int] | None) -> AliasPla
         donors = []
     donors.sort(key=lambda d: -d[0])
     donees.sort(key=lambda d: -d[0])
+    everyone = ", ".join(f"{index_text(i)} ({s} bytes)" for s, i in donees) or "none"
     matched: list[AliasEntry] = []
     j = 0
     for size, number, index in donors:
@@ -84,7 +85,7 @@ def plan_aliasing(module: HloModule, donated: frozenset[int] | None) -> AliasPla
             matched.append(AliasEntry(donees[j][1], number, index, "may-alias"))
             j += 1
         else:
-            left = ", ".join(f"{index_text(i)} ({s} bytes)" for s, i in donees[j:]) or "none"
             unused.append(UnusedDonor(number, index, f"no output of {size} bytes is left to "
-                                      f"take it (outputs without an alias left: {left})"))
+                                      f"take it (outputs without an input_output_alias: "
+                                      f"{everyone})"))
     return AliasPlan(applied + matched, unused, skipped)

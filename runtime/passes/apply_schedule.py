@@ -18,13 +18,19 @@ def apply_schedule(module: HloModule,
     """``sequences``: computation name -> that computation's instructions (of ``module``) in
     schedule order; computations not named keep their order."""
     new, mapping = clone_module(module)
-    for comp in new.computations:
+    schedule_in_place(new, {name: [mapping.instruction(i) for i in sequence]
+                            for name, sequence in sequences.items()})
+    return new
+
+
+def schedule_in_place(module: HloModule,
+                      sequences: Mapping[str, Sequence[HloInstruction]]) -> None:
+    """The pass itself, for pipelines that already work on a clone they own."""
+    for comp in module.computations:
         sequence = sequences.get(comp.name)
         if sequence is None:
             continue
-        ordered = [mapping.instruction(inst) for inst in sequence]
-        assert len(ordered) == len(comp.instructions) and set(ordered) == set(comp.instructions), \
+        assert len(sequence) == len(comp.instructions) and set(sequence) == set(comp.instructions), \
             f"the schedule of {comp.name} is not a permutation of its instructions"
-        comp.instructions = ordered
-    new.is_scheduled = True
-    return new
+        comp.instructions = list(sequence)
+    module.is_scheduled = True

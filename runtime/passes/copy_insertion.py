@@ -195,17 +195,26 @@ class _CopiesEverywhere:
     def restore_untouched_tuples(self) -> None:
         """Where no copy survived under a rebuilt tuple, put the original tuple back (if
         nothing else used it), so the module keeps its own names and shape."""
-        for new, original in self.rebuilt.items():
-            comp = new.parent
-            assert comp is not None
-            if not all(a is b for a, b in zip(new.operands, original.operands)):
-                continue
-            if any(original in i.operands for i in comp.instructions) or comp.root is original:
-                continue
-            for inst in comp.instructions:
-                inst.operands = [original if op is new else op for op in inst.operands]
-            if comp.root is new:
-                comp.root = original
+        def used(inst: HloInstruction, comp: HloComputation) -> bool:
+            return comp.root is inst or any(inst in i.operands for i in comp.instructions)
+
+        changed = True
+        while changed:
+            changed = False
+            for new in self.rebuilt:
+                original = new
+                while original in self.rebuilt:
+                    original = self.rebuilt[original]
+                comp = new.parent
+                assert comp is not None
+                if (not used(new, comp) or used(original, comp)
+                        or not all(a is b for a, b in zip(new.operands, original.operands))):
+                    continue
+                for inst in comp.instructions:
+                    inst.operands = [original if op is new else op for op in inst.operands]
+                if comp.root is new:
+                    comp.root = original
+                changed = True
 
 
 # --- phase 2: remove what is not needed ---------------------------------------------------

@@ -18,6 +18,12 @@ from ..hlo.ir import HloComputation, HloModule
 
 def flatten_call_graph(module: HloModule) -> HloModule:
     new, _ = clone_module(module)
+    flatten_in_place(new)
+    return new
+
+
+def flatten_in_place(new: HloModule) -> None:
+    """The pass itself, for pipelines that already work on a clone they own."""
     assert new.entry is not None
     thread_local = _thread_local_computations(new)
     names = {c.name for c in new.computations}
@@ -34,12 +40,11 @@ def flatten_call_graph(module: HloModule) -> HloModule:
                 owned = []
                 for callee in callees:
                     if callee in claimed or callee in thread_local:
-                        callee = _clone_next_to(new, callee, names)
+                        callee = _clone_before(new, callee, comp, names)
                     claimed.add(callee)
                     stack.append(callee)
                     owned.append(callee)
                 inst.attrs[attr] = tuple(owned) if isinstance(value, tuple) else owned[0]
-    return new
 
 
 def _thread_local_computations(module: HloModule) -> set[HloComputation]:
@@ -54,8 +59,9 @@ def _thread_local_computations(module: HloModule) -> set[HloComputation]:
     return found
 
 
-def _clone_next_to(module: HloModule, comp: HloComputation, names: set[str]) -> HloComputation:
-    """Clone ``comp`` and place it right after the original, which keeps callees first."""
+def _clone_before(module: HloModule, comp: HloComputation, caller: HloComputation,
+                  names: set[str]) -> HloComputation:
+    """Clone ``comp`` and place it right before its caller, which keeps callees first."""
     suffix = ".clone"
     counter = 0
     while comp.name + suffix in names:
@@ -64,5 +70,5 @@ def _clone_next_to(module: HloModule, comp: HloComputation, names: set[str]) -> 
     names.add(comp.name + suffix)
     copy = clone_computation(comp, comp.name + suffix, instruction_suffix=suffix)
     copy.is_entry = False
-    module.computations.insert(module.computations.index(comp) + 1, copy)
+    module.computations.insert(module.computations.index(caller), copy)
     return copy
