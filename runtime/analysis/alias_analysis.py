@@ -26,11 +26,13 @@ BREAKABLE = frozenset({"while-init", "while-body-root", "branch-root", "in-place
 class MustAlias:
     """``a`` and ``b`` share bytes because of ``kind`` at ``site`` (state/output ``index``)."""
 
-    kind: str      # "while-init" | "while-body-root" | "while-result" | "branch-root" | "in-place" | "input-output-alias"
+    # "while-init" | "while-body-root" | "while-result" | "branch-root" | "in-place" |
+    # "input-output-alias"
+    kind: str
     a: HloValue
     b: HloValue
     site: HloInstruction      # the while, conditional, in-place instruction or entry root
-    index: tuple[int, ...]    # loop state / conditional output / in-place output / entry output index
+    index: tuple[int, ...]    # loop state / conditional output / in-place operand / entry output
     detail: int = 0           # branch number, in-place operand number or aliased parameter number
 
     def other(self, value: HloValue) -> HloValue:

@@ -43,7 +43,8 @@ class HloValue:
     instruction: HloInstruction    # where it is defined (for loop state: the body parameter)
     index: ShapeIndex
     shape: Shape
-    kind: str                      # "def" | "parameter" | "constant" | "loop-state" | "while" | "conditional"
+    # "def" | "parameter" | "constant" | "loop-state" | "while" | "conditional"
+    kind: str
     site: HloInstruction | None = None   # the while that owns a loop-state value
     positions: list[tuple[HloInstruction, ShapeIndex]] = field(default_factory=list)
     uses: list[Use] = field(default_factory=list)

@@ -129,7 +129,8 @@ def reads_elementwise(user: HloInstruction, operand_number: int) -> bool:
         return True
     if user.opcode == "fusion":
         fused = user.attrs.get("calls")
-        return isinstance(fused, HloComputation) and _parameter_used_elementwise(fused, operand_number)
+        return (isinstance(fused, HloComputation)
+                and _parameter_used_elementwise(fused, operand_number))
     return False
 
 
@@ -164,7 +165,8 @@ def may_hand_off(flow: Dataflow, earlier: Collection[HloValue], later: HloValue)
     if not slots:
         return False
     for pair in in_place_pairs(user):
-        if pair.output_index == later.index and slots == [(pair.operand_number, pair.operand_index)]:
+        in_place_slot = (pair.operand_number, pair.operand_index)
+        if pair.output_index == later.index and slots == [in_place_slot]:
             return True
     if later.index != () or not all(same_physical_shape(v.shape, later.shape) for v in earlier):
         return False

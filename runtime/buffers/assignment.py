@@ -100,7 +100,8 @@ class TempArena:
     size: int
     lower_bound: int       # no 128-aligned packing of the same live ranges can be smaller
     order: str             # which heap order won
-    reuse: dict[HloBuffer, HloBuffer] = field(default_factory=dict)   # buffer -> the one whose bytes it took
+    # buffer -> the buffer whose bytes it took over in place
+    reuse: dict[HloBuffer, HloBuffer] = field(default_factory=dict)
 
 
 def assign_buffers(module: HloModule, *, alignment: int = 128,

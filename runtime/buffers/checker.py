@@ -65,8 +65,8 @@ def _check_placements(ba: BufferAssignment, out: list[str]) -> None:
         s = ba.value_slice(value)
         allocation = ba.allocations[s.allocation]
         if s.offset < 0 or s.offset + s.size > allocation.size:
-            out.append(f"{value.label} at [{s.offset}, {s.offset + s.size}) does not fit allocation "
-                       f"{allocation.index} of {allocation.size} bytes")
+            out.append(f"{value.label} at [{s.offset}, {s.offset + s.size}) does not fit "
+                       f"allocation {allocation.index} of {allocation.size} bytes")
         if allocation.kind == "temp" and s.offset % ba.alignment:
             out.append(f"{value.label} is at offset {s.offset}, not a multiple of {ba.alignment}")
         if allocation.kind == "constant" and value.writes and value.kind != "constant":
@@ -76,8 +76,8 @@ def _check_placements(ba: BufferAssignment, out: list[str]) -> None:
         if allocation.kind not in ("output", "parameter") and s.size:
             out.append(f"output {index_text(index)} is in a {allocation.kind} allocation")
         if allocation.kind == "parameter" and allocation.aliased_output != index:
-            out.append(f"output {index_text(index)} is in parameter {allocation.parameter_number}'s "
-                       "allocation without being aliased with it")
+            out.append(f"output {index_text(index)} is in parameter "
+                       f"{allocation.parameter_number}'s allocation without being aliased with it")
 
 
 def _same(out: list[str], what: str, slices: list[tuple[str, BufferSlice]]) -> None:

@@ -29,9 +29,9 @@ class UnusedDonor:
 
 @dataclass(frozen=True)
 class AliasPlan:
-    aliases: list[AliasEntry]          # applied: declared ones of donated parameters, then matched donors
+    aliases: list[AliasEntry]          # applied: declared ones of donated parameters, then donors
     unused_donors: list[UnusedDonor]
-    not_donated: list[AliasEntry]      # declared aliases left out because the parameter is not donated
+    not_donated: list[AliasEntry]      # declared aliases of parameters not donated (not applied)
 
 
 def plan_aliasing(module: HloModule, donated: frozenset[int] | None) -> AliasPlan:

@@ -46,7 +46,8 @@ def assignment_text(ba: BufferAssignment) -> str:
             for value in placed.values:
                 live = ba.liveness[value]
                 lines.append(
-                    f" value: <{value.id} {value.label}> (size={value.size},offset={placed.offset}): "
+                    f" value: <{value.id} {value.label}> "
+                    f"(size={value.size},offset={placed.offset}): "
                     f"{value.shape} defined by {value.instruction.opcode} {value.instruction.name}"
                     f" ({value.kind}), live {live.start}-{live.end}")
     if ba.copies:
@@ -84,5 +85,6 @@ def assignment_text(ba: BufferAssignment) -> str:
         cumulative += placed.size
         kind = ba.allocations[placed.allocation].kind
         lines.append(f" {placed.name}: {placed.size} bytes (cumulative {cumulative}), "
-                     f"{placed.values[0].shape}, {kind}, live {placed.live.start}-{placed.live.end}")
+                     f"{placed.values[0].shape}, {kind}, "
+                     f"live {placed.live.start}-{placed.live.end}")
     return "\n".join(lines) + "\n"

@@ -30,7 +30,8 @@ def schedule_in_place(module: HloModule,
         sequence = sequences.get(comp.name)
         if sequence is None:
             continue
-        assert len(sequence) == len(comp.instructions) and set(sequence) == set(comp.instructions), \
+        assert len(sequence) == len(comp.instructions) \
+            and set(sequence) == set(comp.instructions), \
             f"the schedule of {comp.name} is not a permutation of its instructions"
         comp.instructions = list(sequence)
     module.is_scheduled = True

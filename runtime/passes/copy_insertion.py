@@ -20,6 +20,7 @@ survives printing and parsing; ``inserted_copies`` reads them back.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..analysis.alias_analysis import AliasAnalysis, HloBuffer
@@ -61,7 +62,7 @@ def copy_insertion(module: HloModule) -> HloModule:
     everywhere = _CopiesEverywhere(new)
     kept = _remove_unneeded_copies(new, everywhere.roles)
     for copy, reason in kept.items():
-        copy.attrs["frontend_attributes"] = RawText("{" + f"{REASON_KEY}={quote_string(reason)}" + "}")
+        copy.attrs["frontend_attributes"] = RawText(f"{{{REASON_KEY}={quote_string(reason)}}}")
     everywhere.restore_untouched_tuples()
     remove_dead_code(new)
     return new
@@ -132,7 +133,8 @@ class _CopiesEverywhere:
                                              f"initial loop state {{index}} of {inst.name}")
             # two stages, so that every element is read before any is overwritten (swaps)
             for _ in range(2):
-                self._replace_root(body, f"loop state {{index}} computed by the body of {inst.name}")
+                self._replace_root(
+                    body, f"loop state {{index}} computed by the body of {inst.name}")
         elif inst.opcode == "conditional":
             for k, branch in enumerate(sequential_callees(inst)):
                 self._replace_root(branch, f"output {{index}} of branch {k} of {inst.name}")
@@ -283,16 +285,15 @@ class _Merger:
         if reason is None:
             if b_copy is not b_source:
                 self.group[b_copy] = b_source
-                self.members[b_source] = merged
-            else:
-                self.members[b_source] = merged
+            self.members[b_source] = merged
             self.ranges[source] = new_range
             self.outputs[source] = new_outputs
             self.absorbed[source] = names(source)
             self.replaced[removed] = source
         return reason
 
-    def _output_conflict(self, merged: list[HloValue], outputs) -> str | None:
+    def _output_conflict(self, merged: list[HloValue],
+                         outputs: Callable[[HloValue], set[ShapeIndex]]) -> str | None:
         held = [(v, o) for v in merged for o in sorted(outputs(v))]
         if not held:
             return None
@@ -303,7 +304,8 @@ class _Merger:
         (output,) = indices
         for v in merged:
             if v.kind == "constant":
-                return f"output {index_text(output)} would be constant {v.label}, which is read-only"
+                return (f"output {index_text(output)} would be constant {v.label}, which is "
+                        "read-only")
             if v.kind == "parameter" and (v.instruction.parameter_number, v.index) != \
                     self.aliased_output.get(output):
                 return (f"output {index_text(output)} would be parameter "
@@ -319,12 +321,14 @@ class _Merger:
             if read_only:
                 writers = [w for w in merged if w.writes and w is not v and w.size]
                 if writers:
-                    what = "a constant" if v.kind == "constant" else "a parameter not aliased with an output"
+                    what = ("a constant" if v.kind == "constant"
+                            else "a parameter not aliased with an output")
                     return (f"{v.label} is read-only ({what}), but {writers[0].label} would be "
                             "written into its bytes")
         return None
 
-    def _write_conflict(self, merged: list[HloValue], live, names) -> str | None:
+    def _write_conflict(self, merged: list[HloValue], live: Callable[[HloValue], LiveRange],
+                        names: Callable[[HloValue], set[HloValue]]) -> str | None:
         flow = self.flow
         for w in merged:
             if not w.writes or not w.size:
