@@ -5,7 +5,7 @@ from runtime.analysis.dataflow import Dataflow
 from runtime.analysis.liveness import LiveRange, Liveness, peak_of
 from runtime.analysis.schedule import build_schedule, text_order
 
-from .test_schedule import names
+from .test_schedule import LOOP_AND_BRANCHES, names
 
 
 def ranges(text):
@@ -35,36 +35,7 @@ ENTRY e {{
 
 
 def test_loop_init_is_read_when_the_loop_starts_and_predicates_before_branches():
-    live, schedule = ranges("""
-HloModule m
-
-cond {
-  p = f32[4] parameter(0)
-  ROOT f = pred[] constant(false)
-}
-
-body {
-  p = f32[4] parameter(0)
-  ROOT n = f32[4] negate(p)
-}
-
-take {
-  ROOT x = f32[4] parameter(0)
-}
-
-drop {
-  y = f32[4] parameter(0)
-  ROOT z = f32[4] abs(y)
-}
-
-ENTRY e {
-  a = f32[4] parameter(0)
-  k = pred[] parameter(1)
-  b = f32[4] abs(a)
-  w = f32[4] while(b), condition=cond, body=body
-  ROOT c = f32[4] conditional(k, w, b), true_computation=take, false_computation=drop
-}
-""")
+    live, schedule = ranges(LOOP_AND_BRANCHES)
     assert names(schedule.flattened) == ["a", "k", "b", "p", "f", "p", "n", "w", "x", "y", "z", "c"]
     assert live["b"] == (2, 10), "read by the loop at its start (3), then by branch drop at 10"
     assert live["p"] == (3, 6) and live["n"] == (6, 6) and live["w"] == (7, 8)

@@ -50,8 +50,7 @@ def test_scheduled_module_keeps_its_order_on_ties():
     assert chosen.scheduler == "module" and set(chosen.peaks) == {"module", "list", "post-order"}
 
 
-def test_flattened_timeline_puts_callees_before_their_call_site():
-    module = runtime.parse("""
+LOOP_AND_BRANCHES = """
 HloModule m
 
 cond {
@@ -64,25 +63,31 @@ body {
   ROOT n = f32[4] negate(p)
 }
 
-yes {
-  y = f32[4] parameter(0)
-  ROOT ya = f32[4] abs(y)
+take {
+  ROOT x = f32[4] parameter(0)
 }
 
-no {
-  ROOT n = f32[4] parameter(0)
+drop {
+  y = f32[4] parameter(0)
+  ROOT z = f32[4] abs(y)
 }
 
 ENTRY e {
   a = f32[4] parameter(0)
   k = pred[] parameter(1)
-  w = f32[4] while(a), condition=cond, body=body
-  ROOT c = f32[4] conditional(k, w, a), true_computation=yes, false_computation=no
+  b = f32[4] abs(a)
+  w = f32[4] while(b), condition=cond, body=body
+  ROOT c = f32[4] conditional(k, w, b), true_computation=take, false_computation=drop
 }
-""")
+"""
+
+
+def test_flattened_timeline_puts_callees_before_their_call_site():
+    module = runtime.parse(LOOP_AND_BRANCHES)
     flow = Dataflow(module)
     schedule = build_schedule(module, text_order(flow.call_graph), "module")
-    assert names(schedule.flattened) == ["a", "k", "p", "f", "p", "n", "w", "y", "ya", "n", "c"]
-    assert schedule.spans[module.computation("body")] == (4, 5)
-    assert schedule.spans[module.entry] == (0, 10)
-    assert schedule.step[module.entry.root] == 10 == schedule.last_step
+    assert names(schedule.flattened) == ["a", "k", "b", "p", "f", "p", "n", "w", "x", "y", "z",
+                                         "c"]
+    assert schedule.spans[module.computation("body")] == (5, 6)
+    assert schedule.spans[module.entry] == (0, 11)
+    assert schedule.step[module.entry.root] == 11 == schedule.last_step
