@@ -1,17 +1,21 @@
 """Copying modules and computations so that passes never mutate their caller's module.
 
 A pass clones first and then edits the clone freely. The clone shares everything immutable
-(shapes, literals, typed attribute values, source locations) and copies everything a pass may
-change (instruction lists, operand lists, attribute dicts). Computation references inside
-attributes and instruction references in ``control-predecessors`` are redirected to the
-copies, so the clone is self-contained.
+(shapes, literals, typed attribute values, source locations, written signatures) and copies
+everything a pass may change (instruction lists, operand lists, attribute dicts, the module's
+lists and dicts). Computation references inside attributes and instruction references in
+``control-predecessors`` are redirected to the copies, so the clone is self-contained. Fields
+are copied generically, so a field added to the IR later is carried along without changes here.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from .ir import HloComputation, HloInstruction, HloModule
+
+_T = TypeVar("_T")
 
 
 @dataclass
@@ -28,20 +32,23 @@ class CloneMap:
         return self.computations[original]
 
 
+def _shallow(obj: _T) -> _T:
+    """A new object of the same class with the same attribute values."""
+    copy = object.__new__(type(obj))
+    copy.__dict__.update(obj.__dict__)
+    return copy
+
+
 def clone_module(module: HloModule) -> tuple[HloModule, CloneMap]:
     """A deep copy of ``module`` (callees before callers, as in the original)."""
     mapping = CloneMap()
-    new = HloModule(
-        name=module.name,
-        is_scheduled=module.is_scheduled,
-        input_output_alias=list(module.input_output_alias),
-        buffer_donors=list(module.buffer_donors),
-        entry_computation_layout=module.entry_computation_layout,
-        header_attrs=dict(module.header_attrs),
-        stack_frames=module.stack_frames,
-        source_lines=module.source_lines,
-        warnings=list(module.warnings),
-    )
+    new = _shallow(module)
+    for key, value in module.__dict__.items():
+        if isinstance(value, list):
+            new.__dict__[key] = list(value)
+        elif isinstance(value, dict):
+            new.__dict__[key] = dict(value)
+    new.computations = []
     for comp in module.computations:
         copy = clone_computation(comp, comp.name, mapping)
         new.computations.append(copy)
@@ -59,17 +66,17 @@ def clone_computation(comp: HloComputation, name: str, mapping: CloneMap | None 
     module wants. The new instructions and the computation are recorded in ``mapping``.
     """
     mapping = mapping if mapping is not None else CloneMap()
-    new = HloComputation(name=name, is_entry=comp.is_entry,
-                         execution_thread=comp.execution_thread, location=comp.location)
+    new = _shallow(comp)
+    new.name = name
+    new.instructions = []
     mapping.computations[comp] = new
     local: dict[HloInstruction, HloInstruction] = {}
     for inst in comp.instructions:
-        copy = HloInstruction(
-            name=inst.name + instruction_suffix, opcode=inst.opcode, shape=inst.shape,
-            operands=[local[op] for op in inst.operands],
-            attrs={key: _clone_attr(value, mapping, local) for key, value in inst.attrs.items()},
-            literal=inst.literal, parameter_number=inst.parameter_number,
-            location=inst.location, parent=new)
+        copy = _shallow(inst)
+        copy.name = inst.name + instruction_suffix
+        copy.operands = [local[op] for op in inst.operands]
+        copy.attrs = {key: _clone_attr(value, mapping, local) for key, value in inst.attrs.items()}
+        copy.parent = new
         local[inst] = copy
         new.instructions.append(copy)
     new.root = local[comp.root] if comp.root is not None else None
