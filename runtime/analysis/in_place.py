@@ -16,9 +16,9 @@ Being conservative costs a few bytes; being wrong is a silent wrong answer.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from collections.abc import Collection
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from ..hlo.attributes import OperandAliasing
 from ..hlo.ir import HloComputation, HloInstruction

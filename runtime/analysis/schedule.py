@@ -112,21 +112,20 @@ def _list_schedule(comp: HloComputation, flow: Dataflow) -> list[HloInstruction]
         return freed - defined[inst]
 
     current: dict[HloInstruction, int] = {}
-    heap: list[tuple[int, int, int]] = []
+    heap: list[tuple[int, int]] = []    # (-priority, text position): stale entries are skipped
 
     def push(inst: HloInstruction) -> None:
         current[inst] = priority(inst)
-        heapq.heappush(heap, (-current[inst], order_index[inst], id(inst)))
+        heapq.heappush(heap, (-current[inst], order_index[inst]))
 
-    by_id = {id(i): i for i in comp.instructions}
     for inst in comp.instructions:
         if waiting[inst] == 0:
             push(inst)
     order: list[HloInstruction] = []
     done: set[HloInstruction] = set()
     while heap:
-        neg, _, key = heapq.heappop(heap)
-        inst = by_id[key]
+        neg, position = heapq.heappop(heap)
+        inst = comp.instructions[position]
         if inst in done or -neg != current[inst]:
             continue
         done.add(inst)

@@ -98,7 +98,7 @@ class Allocation:
 @dataclass
 class TempArena:
     size: int
-    lower_bound: int       # no 128-aligned packing of the same live ranges can be smaller
+    lower_bound: int       # no packing of the same live ranges at this alignment is smaller
     order: str             # which heap order won
     # buffer -> the buffer whose bytes it took over in place
     reuse: dict[HloBuffer, HloBuffer] = field(default_factory=dict)
@@ -278,8 +278,7 @@ class BufferAssignment:
         temps = [b for b in aliasing.buffers if b not in self._placed]
         if not temps:
             return None
-        arena = self._pack(temps)
-        return arena
+        return self._pack(temps)
 
     def _pack(self, temps: list[HloBuffer]) -> TempArena:
         chains = self._reuse_chains(temps)

@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..hlo.shape import index_text
+from ..hlo.shape import index_text, subshape
 
 if TYPE_CHECKING:
     from .assignment import Allocation, BufferAssignment
 
 
-def _labels(a: Allocation) -> list[str]:
+def _labels(ba: BufferAssignment, a: Allocation) -> list[str]:
     if a.kind == "parameter":
         assert a.parameter_number is not None and a.parameter_index is not None
+        param = ba.module.parameter_shapes[a.parameter_number]
         labels = [f"parameter {a.parameter_number}",
-                  f"shape |{a.buffers[0].values[0].shape}| at ShapeIndex "
+                  f"shape |{subshape(param, a.parameter_index)}| at ShapeIndex "
                   f"{index_text(a.parameter_index)}"]
     elif a.kind == "constant":
         labels = ["constant"]
@@ -41,7 +42,7 @@ def assignment_text(ba: BufferAssignment) -> str:
     schedule = ba.schedule
     lines = [f"BufferAssignment for module {ba.module.name} (alignment {ba.alignment} bytes):"]
     for a in ba.allocations:
-        lines.append(f"allocation {a.index}: size {a.size}, {', '.join(_labels(a))}:")
+        lines.append(f"allocation {a.index}: size {a.size}, {', '.join(_labels(ba, a))}:")
         for placed in a.buffers:
             for value in placed.values:
                 live = ba.liveness[value]

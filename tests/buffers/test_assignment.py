@@ -4,8 +4,9 @@ import pytest
 
 import runtime
 from runtime.buffers.assignment import BufferSlice, MemoryStats, assign_buffers
-from runtime.buffers.checker import check_assignment
 from runtime.errors import HloArgumentError, HloError
+
+from .checked import assigned
 
 INCREMENT = """
 HloModule increment{alias}
@@ -16,12 +17,6 @@ ENTRY entry {{
   ROOT %out = f32[] add(%p, %c)
 }}
 """
-
-
-def assigned(text, **kwargs):
-    ba = assign_buffers(runtime.parse(text), **kwargs)
-    check_assignment(ba)
-    return ba
 
 
 @pytest.mark.parametrize("alias", [", input_output_alias={ {}: 0 }",
@@ -231,14 +226,14 @@ def test_slices_of_thread_local_and_unknown_positions_are_clear_errors():
 
 def test_slice_accepts_instructions_of_the_original_module():
     module = runtime.parse(XLA_EXAMPLE)
-    ba = assign_buffers(module)
+    ba = assigned(module)
     assert ba.slice(module.entry.parameters[1]) == ba.parameter_slice(1)
 
 
 def test_assign_buffers_never_mutates_its_module():
     module = runtime.parse(LOOP)
     before = module.to_text()
-    assign_buffers(module)
+    assigned(module)
     assert module.to_text() == before
 
 

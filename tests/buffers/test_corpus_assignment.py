@@ -5,18 +5,14 @@ import json
 
 import pytest
 
-import runtime
-from runtime.buffers.assignment import assign_buffers
-from runtime.buffers.checker import check_assignment
-
 from ..conftest import corpus_dir, corpus_hlo_files
+from .checked import assigned
 
 
 @pytest.mark.parametrize("path", corpus_hlo_files(), ids=lambda p: p.name)
 def test_corpus_assignment_is_sound(path):
     assert path.is_file(), f"corpus file missing: {path}"
-    ba = assign_buffers(runtime.parse(path.read_text()))
-    check_assignment(ba)
+    ba = assigned(path.read_text())
     entry = next(e for e in json.loads((corpus_dir() / "index.json").read_text())
                  if path.name in (e["files"]["hlo"], e["files"]["opt_hlo"]))
     xla = entry["xla"]["memory" if path.name == entry["files"]["hlo"] else "memory_jit"]

@@ -4,9 +4,10 @@ import pytest
 
 import runtime
 from runtime.buffers.assignment import assign_buffers
-from runtime.buffers.checker import check_assignment
 from runtime.buffers.donation import plan_aliasing
 from runtime.errors import HloVerifyError
+
+from .checked import assigned
 
 DONORS = """
 HloModule donors, buffer_donor={ (0, {}), (1, {}), (2, {}) }
@@ -31,8 +32,7 @@ def test_donors_match_equal_byte_sizes_largest_first_and_the_rest_are_reported()
     (unused,) = plan.unused_donors
     assert (unused.parameter_number, unused.parameter_index) == (2, ())
     assert "no output of 24 bytes" in unused.reason and "{1} (32 bytes), {0} (16 bytes), {2} (16 bytes)" in unused.reason
-    ba = assign_buffers(module)
-    check_assignment(ba)
+    ba = assigned(module)
     assert [(a.parameter_number, a.aliased_output) for a in ba.allocations
             if a.kind == "parameter"] == [(0, (0,)), (1, (2,)), (2, None)]
     assert ba.unused_donors == plan.unused_donors
@@ -48,7 +48,7 @@ ENTRY e {
   ROOT y = f64[4] convert(x)
 }
 """)
-    ba = assign_buffers(module)
+    ba = assigned(module)
     assert ba.aliases == [] and ba.memory_stats.alias == 0
     (unused,) = ba.unused_donors
     assert "no output of 16 bytes is left" in unused.reason
@@ -58,18 +58,16 @@ def test_only_donated_parameters_alias_or_donate():
     module = runtime.parse(DONORS.replace("buffer_donor={ (0, {}), (1, {}), (2, {}) }",
                                           "input_output_alias={ {0}: (0, {}, must-alias) }, "
                                           "buffer_donor={ (1, {}) }"))
-    everything = assign_buffers(module)
+    everything = assigned(module)
     assert [(a.output_index, a.parameter_number) for a in everything.aliases] == [
         ((0,), 0), ((2,), 1)]
     assert everything.allocations[0].must_alias
-    only_one = assign_buffers(module, donated=frozenset({1}))
+    only_one = assigned(module, donated=frozenset({1}))
     assert [(a.output_index, a.parameter_number) for a in only_one.aliases] == [((0,), 1)]
     assert [a.parameter_number for a in only_one.not_donated] == [0]
     assert only_one.allocations[0].aliased_output is None
-    nothing = assign_buffers(module, donated=frozenset())
+    nothing = assigned(module, donated=frozenset())
     assert nothing.aliases == [] and nothing.unused_donors == []
-    for ba in (everything, only_one, nothing):
-        check_assignment(ba)
 
 
 @pytest.mark.parametrize("header, message", [

@@ -6,9 +6,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import runtime
-from runtime.buffers.assignment import assign_buffers
-from runtime.buffers.checker import check_assignment
 
+from .checked import assigned
 from .memory_interpreter import MemoryRun, run_reference
 from .random_modules import random_modules
 
@@ -21,9 +20,8 @@ def test_assignment_of_random_modules_is_sound_and_runs(generated, data):
     before = module.to_text()
     donated = data.draw(st.one_of(st.none(), st.frozensets(st.integers(0, params - 1))),
                         label="donated")
-    ba = assign_buffers(module, donated=donated)
+    ba = assigned(module, donated=donated)
     assert module.to_text() == before
-    check_assignment(ba)
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
     args = [rng.integers(-3, 4, size=4).astype(np.float32) for _ in range(params)]
     got = MemoryRun(ba).run([a.copy() for a in args])

@@ -1,13 +1,11 @@
 """The text report and the structured records."""
 
-import runtime
-from runtime.buffers.assignment import assign_buffers
-
+from .checked import assigned
 from .test_assignment import LOOP, XLA_EXAMPLE
 
 
 def test_report_lists_allocations_copies_schedule_statistics_and_the_peak():
-    text = assign_buffers(runtime.parse(XLA_EXAMPLE)).to_text()
+    text = assigned(XLA_EXAMPLE).to_text()
     lines = text.splitlines()
     assert lines[0] == "BufferAssignment for module jit_f (alignment 128 bytes):"
     assert lines[1] == ("allocation 0: size 128, parameter 0, shape |f32[4,8]| at ShapeIndex {}, "
@@ -29,7 +27,7 @@ def test_report_lists_allocations_copies_schedule_statistics_and_the_peak():
 
 
 def test_records_have_exactly_the_documented_keys():
-    records = assign_buffers(runtime.parse(LOOP)).records()
+    records = assigned(LOOP).records()
     assert records and all(list(r) == ["name", "allocation", "kind", "offset", "size", "start", "end"]
                            for r in records)
     assert {r["kind"] for r in records} == {"parameter", "constant", "output", "temp"}

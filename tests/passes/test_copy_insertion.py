@@ -3,11 +3,10 @@
 import numpy as np
 
 import runtime
-from runtime.buffers.assignment import assign_buffers
-from runtime.buffers.checker import check_assignment
 from runtime.hlo.verifier import verify
 from runtime.passes.copy_insertion import copy_insertion, inserted_copies
 
+from ..buffers.checked import assigned
 from ..buffers.memory_interpreter import MemoryRun, run_reference
 
 LOOP_STATE = "(s32[], f32[4], f32[4])"
@@ -52,8 +51,7 @@ ENTRY e {{
 
 def run_both(text):
     module = runtime.parse(text)
-    ba = assign_buffers(module)
-    check_assignment(ba)
+    ba = assigned(module)
     rng = np.random.default_rng(7)
     args = [rng.integers(-4, 5, size=p.shape.dims).astype(np.float32)
             for p in module.entry.parameters]
@@ -145,8 +143,7 @@ ENTRY e {
   ROOT t = (f32[4], f32[4]) tuple(y, x)
 }
 """)
-    ba = assign_buffers(module)
-    check_assignment(ba)
+    ba = assigned(module)
     (copy,) = ba.copies
     assert copy.reason.startswith("operand 0 {} of y, which custom-call overwrites in place")
     y = ba.module.entry.instructions[-2]
