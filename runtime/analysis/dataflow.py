@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Callable
 
-from ..errors import HloUnsupportedError
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.shape import Shape, ShapeIndex, index_text
 from .call_graph import CallGraph, sequential_callees
@@ -63,14 +62,7 @@ class HloValue:
 
     @cached_property
     def size(self) -> int:
-        try:
-            return self.shape.byte_size
-        except ValueError:
-            raise HloUnsupportedError(
-                f"{self.label} has shape {self.shape} with an unbounded dimension; it has no size "
-                "to allocate", instruction=self.instruction.name,
-                computation=self.instruction.parent.name if self.instruction.parent else None,
-                location=self.instruction.location) from None
+        return self.shape.byte_size
 
 
 @dataclass

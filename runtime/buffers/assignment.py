@@ -26,11 +26,11 @@ from ..analysis.in_place import may_hand_off
 from ..analysis.liveness import LiveRange, Liveness, peak_of
 from ..analysis.memory_scheduler import choose_schedule
 from ..analysis.schedule import Schedule, build_schedule, text_order
-from ..errors import HloArgumentError, HloError
+from ..errors import HloArgumentError, HloError, HloUnsupportedError
 from ..hlo.clone import clone_module
 from ..hlo.ir import AliasEntry, HloInstruction, HloModule
 from ..hlo.shape import ShapeIndex, index_text
-from ..hlo.verifier import _verify_aliasing as verify_aliasing
+from ..hlo.verifier import verify
 from ..passes.apply_schedule import schedule_in_place
 from ..passes.copy_insertion import InsertedCopy, copy_insertion, inserted_copies
 from ..passes.dce import remove_dead_code
@@ -106,7 +106,8 @@ class TempArena:
 
 def assign_buffers(module: HloModule, *, alignment: int = 128,
                    donated: frozenset[int] | None = None) -> BufferAssignment:
-    """The memory plan of ``module`` (never mutated).
+    """The memory plan of ``module`` (never mutated; verified first, so a malformed module or
+    an alias that cannot be honoured is a located ``HloVerifyError``).
 
     ``donated``: None means as the module says (every ``input_output_alias`` entry applied,
     every ``buffer_donor`` matched); otherwise only parameters in the set are donated: aliases
@@ -116,7 +117,8 @@ def assign_buffers(module: HloModule, *, alignment: int = 128,
     if alignment < 1:
         raise HloArgumentError(f"alignment must be a positive number of bytes, not {alignment}")
     assert module.entry is not None
-    verify_aliasing(module)
+    verify(module)
+    _reject_unbounded_shapes(module)
     plan = plan_aliasing(module, donated)
     prepared, _ = clone_module(module)
     remove_dead_code(prepared)
@@ -135,6 +137,16 @@ def assign_buffers(module: HloModule, *, alignment: int = 128,
     return BufferAssignment(final, schedule, flow, aliasing, Liveness(flow, schedule),
                             alignment, inserted_copies(final), plan.unused_donors,
                             plan.not_donated)
+
+
+def _reject_unbounded_shapes(module: HloModule) -> None:
+    """``f32[?]`` has no size, so there is nothing to allocate (bounded ``<=N`` is fine)."""
+    for inst in module.instructions():
+        if any(shape.is_unbounded for _, shape in inst.shape.leaves()):
+            raise HloUnsupportedError(
+                f"{inst.name} has shape {inst.shape} with an unbounded dimension: it has no size "
+                "to allocate", instruction=inst.name,
+                computation=inst.parent.name if inst.parent else None, location=inst.location)
 
 
 class BufferAssignment:

@@ -66,13 +66,13 @@ def plan_aliasing(module: HloModule, donated: frozenset[int] | None) -> AliasPla
                                       "be donated"))
         else:
             donors.append((shape.byte_size, *key))
-    result = entry.result_shape
-    donees = [(shape.byte_size, index) for index, shape in result.leaves()
-              if shape.is_array and index not in covered_outputs]
-    if donors and any(shape.is_dynamic for _, shape in result.leaves()):
+    leaves = list(entry.result_shape.leaves())
+    if donors and any(shape.is_dynamic or shape.is_unbounded for _, shape in leaves):
         unused += [UnusedDonor(p, i, "the result has dynamic dimensions, which disables donor "
                                "matching") for _, p, i in donors]
         donors = []
+    donees = [(shape.byte_size, index) for index, shape in leaves
+              if donors and shape.is_array and index not in covered_outputs]
     donors.sort(key=lambda d: -d[0])
     donees.sort(key=lambda d: -d[0])
     everyone = ", ".join(f"{index_text(i)} ({s} bytes)" for s, i in donees) or "none"

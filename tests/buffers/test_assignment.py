@@ -4,7 +4,7 @@ import pytest
 
 import runtime
 from runtime.buffers.assignment import BufferSlice, MemoryStats, assign_buffers
-from runtime.errors import HloArgumentError, HloError
+from runtime.errors import HloArgumentError, HloError, HloUnsupportedError
 
 from .checked import assigned
 
@@ -269,3 +269,13 @@ ENTRY e {
         ("b", 0, 1, 2), ("c", 0, 2, 3), ("d", 0, 3, 4)]
     assert arena.size == 128 and ba.temp_arena.lower_bound == 128
     assert ba.temp_arena.order == "spatial"
+
+
+def test_unbounded_dimensions_have_nothing_to_allocate():
+    module = runtime.parse("HloModule m\nENTRY e {\n  a = f32[?] parameter(0)\n"
+                           "  ROOT b = f32[?] negate(a)\n}\n")
+    with pytest.raises(HloUnsupportedError, match="a has shape f32.* unbounded") as caught:
+        assign_buffers(module)
+    assert caught.value.line == 3
+    bounded = assigned(module.to_text().replace("?", "<=8"))
+    assert bounded.memory_stats.argument == 32
