@@ -7,7 +7,8 @@ in order), then the instruction itself. Step i of the timeline is ``flattened[i]
 
 Two schedulers produce sequences (the text order of an ``is_scheduled`` module is a third
 candidate): plain post-order, and XLA's greedy list scheduler, which at every step picks the
-ready instruction that frees the most bytes net of what it defines.
+ready instruction that frees the most bytes net of what it defines (parameters and constants
+count for nothing; ties go to text order). Side-effecting instructions keep their text order.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ class Schedule:
     sequences: dict[str, list[HloInstruction]]   # computation name -> its sequence
     flattened: list[HloInstruction]               # step i -> instruction
     scheduler: str                                # which candidate was chosen
-    peaks: dict[str, int] = field(default_factory=dict)   # candidate -> simulated peak bytes
+    # candidate -> peak bytes simulated before copy insertion (no-fragmentation heap)
+    peaks: dict[str, int] = field(default_factory=dict)
     step: dict[HloInstruction, int] = field(default_factory=dict, repr=False)
     spans: dict[HloComputation, tuple[int, int]] = field(default_factory=dict, repr=False)
 
