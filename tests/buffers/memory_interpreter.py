@@ -90,6 +90,8 @@ def run_reference(module: HloModule, args: list[np.ndarray]) -> list[np.ndarray]
                 env[inst] = xs[0][inst.attrs["index"]]
             elif op == "bitcast":
                 env[inst] = xs[0].reshape(inst.shape.dims)
+            elif op == "copy" and inst.shape.is_tuple:
+                env[inst] = xs[0]
             elif op == "call":
                 env[inst] = run(sequential_callees(inst)[0], xs)
             elif op == "while":
@@ -158,8 +160,9 @@ class MemoryRun:
     def _run(self, comp: HloComputation) -> None:
         for inst in self.ba.schedule.sequences[comp.name]:
             op = inst.opcode
-            if op in ("parameter", "constant", "tuple", "get-tuple-element", "bitcast"):
-                continue
+            if op in ("parameter", "constant", "tuple", "get-tuple-element", "bitcast") or (
+                    op == "copy" and inst.shape.is_tuple):
+                continue    # they forward values or write only a tuple's pointer table
             if op == "call":
                 self._run(sequential_callees(inst)[0])
             elif op == "while":

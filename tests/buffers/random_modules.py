@@ -30,6 +30,7 @@ class ModuleWriter:
         self.draw = draw
         self.counter = 0
         self.computations: list[str] = []
+        self.entry_loops: list[tuple[str, str]] = []   # (while name, state shape) in the entry
 
     def fresh(self, base: str) -> str:
         self.counter += 1
@@ -125,6 +126,8 @@ class ModuleWriter:
                          self.fresh("while"), keep=False)
         for k in range(width):
             self.emit(scope, f"{F4} get-tuple-element({loop}), index={k + 1}", self.fresh("w"))
+        if depth == 0:
+            self.entry_loops.append((loop, state_shape))
 
     def _conditional(self, scope: Scope, depth: int) -> None:
         piece = self.emit(scope, f"f32[1] slice({self.pick(scope)}), slice={{[0:1]}}",
@@ -169,6 +172,11 @@ def random_modules(draw) -> tuple[str, int]:
     if draw(st.booleans()):
         writer.constant(entry)
     writer.ops(entry, draw(st.integers(1, 8)), 0)
+    if writer.entry_loops and draw(st.booleans()):
+        loop, shape = writer.entry_loops[-1]
+        entry.lines.append(f"  ROOT out = {shape} copy({loop})")
+        body = "ENTRY main {\n" + "\n".join(entry.lines) + "\n}\n"
+        return "HloModule random\n\n" + "\n".join(writer.computations) + "\n" + body, params
     outputs = [writer.pick(entry) for _ in range(draw(st.integers(1, 4)))]
     tuple_root = len(outputs) > 1 or draw(st.booleans())
     if tuple_root:
