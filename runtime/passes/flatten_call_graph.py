@@ -22,13 +22,13 @@ def flatten_call_graph(module: HloModule) -> HloModule:
     return new
 
 
-def flatten_in_place(new: HloModule) -> None:
+def flatten_in_place(module: HloModule) -> None:
     """The pass itself, for pipelines that already work on a clone they own."""
-    assert new.entry is not None
-    thread_local = _thread_local_computations(new)
-    names = {c.name for c in new.computations}
+    assert module.entry is not None
+    thread_local = _thread_local_computations(module)
+    names = {c.name for c in module.computations}
     claimed: set[HloComputation] = set()
-    stack = [new.entry]
+    stack = [module.entry]
     while stack:
         comp = stack.pop()
         for inst in comp.instructions:
@@ -40,7 +40,7 @@ def flatten_in_place(new: HloModule) -> None:
                 owned = []
                 for callee in callees:
                     if callee in claimed or callee in thread_local:
-                        callee = _clone_before(new, callee, comp, names)
+                        callee = _clone_before(module, callee, comp, names)
                     claimed.add(callee)
                     stack.append(callee)
                     owned.append(callee)

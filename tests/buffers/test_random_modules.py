@@ -20,7 +20,8 @@ def test_assignment_of_random_modules_is_sound_and_runs(generated, data):
     before = module.to_text()
     donated = data.draw(st.one_of(st.none(), st.frozensets(st.integers(0, params - 1))),
                         label="donated")
-    ba = assigned(module, donated=donated)
+    alignment = data.draw(st.sampled_from([1, 16, 128]), label="alignment")
+    ba = assigned(module, donated=donated, alignment=alignment)
     assert module.to_text() == before
     rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1), label="seed"))
     args = [rng.integers(-3, 4, size=4).astype(np.float32) for _ in range(params)]
