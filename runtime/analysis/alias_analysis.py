@@ -1,14 +1,12 @@
 """Alias analysis: which values must live in the same bytes (one *buffer*).
 
 Each rule of hlo-reference §8.3 contributes edges between values; buffers are the connected
-components. The edges are kept (not just the components) because copy insertion, when two
-values of one buffer would be live at once, needs to know which constraint joined them in
-order to break exactly that one with a copy.
+components. The edges are kept (not just the components) so that whoever shows a buffer can
+say which constraint put each value into it.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -16,11 +14,6 @@ from ..hlo.ir import AliasEntry, HloInstruction
 from .call_graph import sequential_callees
 from .dataflow import Dataflow, HloValue
 from .in_place import in_place_pairs
-
-#: edge kinds copy insertion may break, and the one it never needs to
-BREAKABLE = frozenset({"while-init", "while-body-root", "branch-root", "in-place",
-                       "input-output-alias"})
-
 
 @dataclass(frozen=True, eq=False)
 class MustAlias:
@@ -34,9 +27,6 @@ class MustAlias:
     site: HloInstruction      # the while, conditional, in-place instruction or entry root
     index: tuple[int, ...]    # loop state / conditional output / in-place operand / entry output
     detail: int = 0           # branch number, in-place operand number or aliased parameter number
-
-    def other(self, value: HloValue) -> HloValue:
-        return self.b if value is self.a else self.a
 
 
 @dataclass(eq=False)
@@ -61,39 +51,12 @@ class AliasAnalysis:
         self.dataflow = dataflow
         self.edges: list[MustAlias] = []
         self._collect_edges(aliases)
-        self._adjacent: dict[HloValue, list[MustAlias]] = {}
-        for e in self.edges:
-            self._adjacent.setdefault(e.a, []).append(e)
-            self._adjacent.setdefault(e.b, []).append(e)
         self.buffers: list[HloBuffer] = []
         self._buffer_of: dict[HloValue, HloBuffer] = {}
         self._components()
 
     def buffer_of(self, value: HloValue) -> HloBuffer:
         return self._buffer_of[value]
-
-    def path(self, start: HloValue, goal: HloValue) -> list[MustAlias]:
-        """The edges joining ``start`` to ``goal``, nearest ``start`` first (breadth-first)."""
-        came: dict[HloValue, MustAlias | None] = {start: None}
-        queue = deque([start])
-        while queue:
-            value = queue.popleft()
-            if value is goal:
-                break
-            for edge in self._adjacent.get(value, ()):
-                nxt = edge.other(value)
-                if nxt not in came:
-                    came[nxt] = edge
-                    queue.append(nxt)
-        out: list[MustAlias] = []
-        value = goal
-        while came.get(value) is not None:
-            edge = came[value]
-            assert edge is not None
-            out.append(edge)
-            value = edge.other(value)
-        out.reverse()
-        return out
 
     def _edge(self, kind: str, a: HloValue, b: HloValue, site: HloInstruction,
               index: tuple[int, ...], detail: int = 0) -> None:

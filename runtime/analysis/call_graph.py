@@ -10,8 +10,6 @@ its instructions has one place in the timeline); ``flatten_call_graph`` establis
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..errors import HloVerifyError
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 
@@ -44,19 +42,13 @@ def thread_local_callees(inst: HloInstruction) -> list[HloComputation]:
     return [c for c in inst.called_computations if all(c is not s for s in sequential)]
 
 
-@dataclass(frozen=True)
-class CallSite:
-    instruction: HloInstruction
-    position: int      # index in sequential_callees(instruction)
-
-
 class CallGraph:
     """Sequential computations reachable from the entry, each with its single call site."""
 
     def __init__(self, module: HloModule) -> None:
         assert module.entry is not None
         self.module = module
-        self.call_site: dict[HloComputation, CallSite] = {}
+        self.call_site: dict[HloComputation, HloInstruction] = {}   # callee -> its caller
         self.sequential: list[HloComputation] = []
         self.thread_local: set[HloComputation] = set()
         self._walk_sequential(module.entry)
@@ -69,14 +61,14 @@ class CallGraph:
             comp = stack.pop()
             self.sequential.append(comp)
             for inst in comp.instructions:
-                for position, callee in enumerate(sequential_callees(inst)):
+                for callee in sequential_callees(inst):
                     if callee in seen:
                         raise HloVerifyError(
                             f"computation {callee.name} is called sequentially from more than one "
                             f"place (again by {inst.name}); run flatten_call_graph first",
                             instruction=inst.name, computation=comp.name)
                     seen.add(callee)
-                    self.call_site[callee] = CallSite(inst, position)
+                    self.call_site[callee] = inst
                     stack.append(callee)
 
     def _walk_thread_local(self) -> None:
@@ -93,6 +85,3 @@ class CallGraph:
                     computation=comp.name)
             self.thread_local.add(comp)
             stack.extend(c for inst in comp.instructions for c in inst.called_computations)
-
-    def is_sequential(self, comp: HloComputation) -> bool:
-        return comp in self.call_site or comp is self.module.entry

@@ -12,7 +12,8 @@ from ..buffers.memory_interpreter import MemoryRun, run_reference
 LOOP_STATE = "(s32[], f32[4], f32[4])"
 
 
-def loop_module(body_results: str, after: str = "", root: str = "(f32[4], f32[4]) tuple(w1, w2)") -> str:
+def loop_module(body_results: str, after: str = "",
+                root: str = "(f32[4], f32[4]) tuple(w1, w2)") -> str:
     return f"""
 HloModule loop
 
