@@ -6,6 +6,8 @@ import runtime
 from runtime.analysis.alias_analysis import AliasAnalysis
 from runtime.analysis.dataflow import Dataflow
 
+from .test_schedule import TWO_REDUCTIONS
+
 SEED = """
 HloModule seed
 
@@ -95,21 +97,7 @@ def test_loop_state_and_conditional_values_merge_into_buffers():
 
 
 def test_thread_local_instructions_have_no_positions():
-    flow, _ = buffers_by_first("""
-HloModule m
-
-add {
-  x = f32[] parameter(0)
-  y = f32[] parameter(1)
-  ROOT s = f32[] add(x, y)
-}
-
-ENTRY e {
-  a = f32[4] parameter(0)
-  z = f32[] constant(0)
-  ROOT r = f32[] reduce(a, z), dimensions={0}, to_apply=add
-}
-""")
+    flow, _ = buffers_by_first(TWO_REDUCTIONS)
     add = flow.module.computation("add")
     assert not flow.has_positions(add.root)
     with pytest.raises(LookupError, match="not in a sequential computation"):
