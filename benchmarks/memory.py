@@ -10,6 +10,7 @@ runs). Usage: python benchmarks/memory.py [CORPUS_DIR]
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import statistics
@@ -71,6 +72,7 @@ def main(corpus: Path) -> None:
               f"over {len(versus_xla[key])} modules")
     assert largest is not None
     steps, name, module = largest
+    gc.collect()
     times = []
     for _ in range(7):
         start = time.perf_counter()

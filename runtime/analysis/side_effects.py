@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from ..hlo.ir import HloComputation, HloInstruction
-from ..hlo.opcodes import OPCODES
+from ..hlo.opcodes import COMPUTATION_ATTRIBUTES, OPCODES
+
+#: opcodes that may run a computation (only those can inherit a side effect from one)
+_CALLING = frozenset(name for name, spec in OPCODES.items() if spec.attrs & COMPUTATION_ATTRIBUTES)
 
 
 def has_side_effect(inst: HloInstruction,
@@ -14,6 +17,8 @@ def has_side_effect(inst: HloInstruction,
         return True
     if inst.opcode == "custom-call" and inst.attrs.get("custom_call_has_side_effect") is True:
         return True
+    if inst.opcode not in _CALLING:
+        return False
     memo = memo if memo is not None else {}
     return any(_computation_has_side_effect(c, memo) for c in inst.called_computations)
 
