@@ -363,6 +363,12 @@ class BufferAssignment:
     def peak_instruction(self) -> HloInstruction:
         return self.schedule.flattened[self.peak_step]
 
+    @property
+    def fragmentation(self) -> int:
+        """Bytes of the temp arena beyond its liveness lower bound."""
+        arena = self.temp_arena
+        return arena.size - arena.lower_bound if arena is not None else 0
+
 
 def _aligned_lower_bound(intervals: list[Interval], steps: int, alignment: int) -> int:
     """max over steps of the live blocks' sizes rounded up to ``alignment``, less the largest

@@ -74,10 +74,9 @@ def assignment_text(ba: BufferAssignment) -> str:
               f" total (argument + output + temp - alias): {stats.total}"]
     arena = ba.temp_arena
     if arena is not None:
-        waste = arena.size - arena.lower_bound
-        share = 100.0 * waste / arena.size if arena.size else 0.0
+        share = 100.0 * ba.fragmentation / arena.size if arena.size else 0.0
         lines.append(f" temp arena: {arena.size} ({arena.order} order); liveness lower bound "
-                     f"{arena.lower_bound}; fragmentation {waste} ({share:.1f}%)")
+                     f"{arena.lower_bound}; fragmentation {ba.fragmentation} ({share:.1f}%)")
     lines.append(f" live-range peak (largest total bytes live at one step): {stats.peak} at step "
                  f"{ba.peak_step} ({ba.peak_instruction.name})")
     lines += ["", "Buffers live at the peak (largest first):"]

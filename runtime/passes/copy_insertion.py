@@ -36,6 +36,8 @@ from ..hlo.shape import ShapeIndex, index_text
 from .dce import remove_dead_code
 
 REASON_KEY = "copy_insertion"
+#: why a copy is needed, worded once all removals are known (names may change until then)
+Reason = Callable[[], str]
 _REASON = re.compile(REASON_KEY + r'="((?:[^"\\]|\\.)*)"')
 
 
@@ -243,6 +245,7 @@ class _Merger:
             b: list(b.values) for b in self.aliasing.buffers}
         self.absorbed: dict[HloValue, set[HloValue]] = {}
         self.replaced: dict[HloValue, HloValue] = {}
+        self.removed_copies: set[HloInstruction] = set()
 
     def find(self, buffer: HloBuffer) -> HloBuffer:
         while buffer in self.group:
@@ -257,7 +260,11 @@ class _Merger:
     def names(self, value: HloValue) -> set[HloValue]:
         return self.absorbed.get(value, set()) | {value}
 
-    def try_remove(self, copy: HloInstruction) -> str | None:
+    def label(self, value: HloValue) -> str:
+        """The name a value goes by once the copies removed so far are gone."""
+        return self.representative(value).label
+
+    def try_remove(self, copy: HloInstruction) -> Reason | None:
         """Remove ``copy`` if that is safe; otherwise say why it is needed."""
         flow = self.flow
         removed = flow.value_at(copy)
@@ -290,45 +297,46 @@ class _Merger:
             self.outputs[source] = new_outputs
             self.absorbed[source] = names(source)
             self.replaced[removed] = source
+            self.removed_copies.add(copy)
         return reason
 
     def _output_conflict(self, merged: list[HloValue],
-                         outputs: Callable[[HloValue], set[ShapeIndex]]) -> str | None:
+                         outputs: Callable[[HloValue], set[ShapeIndex]]) -> Reason | None:
         held = [(v, o) for v in merged for o in sorted(outputs(v))]
         if not held:
             return None
         indices = sorted({o for _, o in held})
         if len(indices) > 1:
-            return (f"outputs {index_text(indices[0])} and {index_text(indices[1])} would share "
-                    "the same bytes")
+            return lambda: (f"outputs {index_text(indices[0])} and {index_text(indices[1])} "
+                            "would share the same bytes")
         (output,) = indices
         for v in merged:
             if v.kind == "constant":
-                return (f"output {index_text(output)} would be constant {v.label}, which is "
-                        "read-only")
+                return lambda: (f"output {index_text(output)} would be constant {v.label}, "
+                                "which is read-only")
             if v.kind == "parameter" and (v.instruction.parameter_number, v.index) != \
                     self.aliased_output.get(output):
-                return (f"output {index_text(output)} would be parameter "
-                        f"{v.instruction.parameter_number} {index_text(v.index)} ({v.label}), "
-                        "which the caller owns and which is not aliased with that output")
+                return lambda: (f"output {index_text(output)} would be parameter "
+                                f"{v.instruction.parameter_number} {index_text(v.index)} "
+                                f"({v.label}), which the caller owns and which is not aliased "
+                                "with that output")
         return None
 
-    def _read_only_conflict(self, merged: list[HloValue]) -> str | None:
+    def _read_only_conflict(self, merged: list[HloValue]) -> Reason | None:
         for v in merged:
             read_only = v.kind == "constant" or (
                 v.kind == "parameter"
                 and (v.instruction.parameter_number, v.index) not in self.writable)
-            if read_only:
-                writers = [w for w in merged if w.writes and w is not v and w.size]
-                if writers:
-                    what = ("a constant" if v.kind == "constant"
-                            else "a parameter not aliased with an output")
-                    return (f"{v.label} is read-only ({what}), but {writers[0].label} would be "
-                            "written into its bytes")
+            writers = [w for w in merged if w.writes and w is not v and w.size]
+            if read_only and writers:
+                what = ("a constant" if v.kind == "constant"
+                        else "a parameter not aliased with an output")
+                return lambda: (f"{v.label} is read-only ({what}), but "
+                                f"{self.label(writers[0])} would be written into its bytes")
         return None
 
     def _write_conflict(self, merged: list[HloValue], live: Callable[[HloValue], LiveRange],
-                        names: Callable[[HloValue], set[HloValue]]) -> str | None:
+                        names: Callable[[HloValue], set[HloValue]]) -> Reason | None:
         flow = self.flow
         for w in merged:
             if not w.writes or not w.size:
@@ -341,10 +349,20 @@ class _Merger:
                 if r.start <= at <= r.end:
                     if r.end == at and may_hand_off(flow, names(a), w):
                         continue
-                    last = self.schedule.flattened[r.end]
-                    return (f"{w.label} would overwrite {a.label}, which is still needed until "
-                            f"{last.name}")
+                    reader = self.reader_at(a, r.end)
+                    return lambda: (f"{self.label(w)} would overwrite {self.label(a)}, which is "
+                                    f"still needed{reader()}")
         return None
+
+    def reader_at(self, value: HloValue, step: int) -> Callable[[], str]:
+        """' until X', X being the instruction that needs ``value`` last, if it survives."""
+        last = self.schedule.flattened[step]
+
+        def text() -> str:
+            if last in self.removed_copies:
+                return " later"
+            return f" until {last.name}"
+        return text
 
 
 def _remove_unneeded_copies(module: HloModule,
@@ -352,14 +370,13 @@ def _remove_unneeded_copies(module: HloModule,
     """Phase 2. Removes copies (latest first) and returns the kept ones with reasons."""
     merger = _Merger(module)
     order = merger.schedule.step
-    kept: dict[HloInstruction, str] = {}
-    removed: set[HloInstruction] = set()
+    needed: dict[HloInstruction, Reason] = {}
     for copy in sorted(roles, key=lambda c: order[c], reverse=True):
         reason = merger.try_remove(copy)
-        if reason is None:
-            removed.add(copy)
-        else:
-            kept[copy] = f"{roles[copy]}: {reason}"
+        if reason is not None:
+            needed[copy] = reason
+    removed = merger.removed_copies
+    kept = {copy: f"{roles[copy]}: {reason()}" for copy, reason in needed.items()}
 
     def target(inst: HloInstruction) -> HloInstruction:
         while inst in removed:

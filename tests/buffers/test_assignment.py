@@ -174,7 +174,7 @@ def test_while_state_shares_one_buffer_per_index_and_the_constant_init_is_copied
     state = [v.label for v in ba.allocations[4].buffers[0].values]
     assert state == ["start", "p{1}", "y", "w{1}"]
     # three 128-aligned blocks live at step 8; the last needs only its own byte
-    assert (ba.temp_arena.size, ba.temp_arena.lower_bound) == (257, 257)
+    assert (ba.temp_arena.size, ba.temp_arena.lower_bound, ba.fragmentation) == (257, 257, 0)
     assert (ba.memory_stats.peak, ba.peak_step) == (57, 8)
     body = ba.module.computation("body")
     for index in [(0,), (1,), ()]:

@@ -149,3 +149,19 @@ ENTRY e {
     assert copy.reason.startswith("operand 0 {} of y, which custom-call overwrites in place")
     y = ba.module.entry.instructions[-2]
     assert ba.slice(y) == ba.slice(y.operands[0])
+
+
+def test_swapped_input_output_aliases_go_through_copies():
+    """output 0 lives in parameter 0 but is parameter 1, and the other way round."""
+    ba = run_both("""
+HloModule swap, input_output_alias={ {0}: (0, {}), {1}: (1, {}) }
+ENTRY e {
+  a = f32[4] parameter(0)
+  b = f32[4] parameter(1)
+  ROOT t = (f32[4], f32[4]) tuple(b, a)
+}
+""")
+    assert len(ba.copies) == 3
+    assert all(c.reason.startswith(("parameter", "output")) for c in ba.copies)
+    outputs = ba.output_slices()
+    assert outputs[(0,)] == ba.parameter_slice(0) and outputs[(1,)] == ba.parameter_slice(1)
