@@ -1,0 +1,1 @@
+"""Analyses of a module: call graph, dataflow and aliasing, schedules, live ranges."""

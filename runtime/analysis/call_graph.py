@@ -1,0 +1,87 @@
+"""Which computations run as steps of the program and which run inside a kernel.
+
+``call``, ``while`` and ``conditional`` run their computations *sequentially*: those
+computations' values are real buffers with addresses, exactly like the entry's. Everything else
+that names a computation (fusion, reduce, map, sort, scatter, custom-call...) runs it
+*thread-locally*, element by element inside one kernel, so its values get no buffers at all.
+Buffer assignment needs each sequential computation to have exactly one call site (so each of
+its instructions has one place in the timeline); ``flatten_call_graph`` establishes that.
+"""
+
+from __future__ import annotations
+
+from ..errors import HloVerifyError
+from ..hlo.ir import HloComputation, HloInstruction, HloModule
+
+#: attributes through which an opcode calls computations sequentially
+SEQUENTIAL_CALL_ATTRIBUTES: dict[str, tuple[str, ...]] = {
+    "call": ("to_apply",),
+    "while": ("condition", "body"),
+    "conditional": ("true_computation", "false_computation", "branch_computations"),
+}
+
+
+def sequential_callees(inst: HloInstruction) -> list[HloComputation]:
+    """The computations ``inst`` runs as program steps, in execution-relevant order.
+
+    For a conditional this is the branch list (operand k+1 feeds branch k; a pred-conditional
+    has branches [true, false]); for a while, [condition, body].
+    """
+    out: list[HloComputation] = []
+    for attr in SEQUENTIAL_CALL_ATTRIBUTES.get(inst.opcode, ()):
+        value = inst.attrs.get(attr)
+        if isinstance(value, HloComputation):
+            out.append(value)
+        elif isinstance(value, tuple):
+            out.extend(value)
+    return out
+
+
+def thread_local_callees(inst: HloInstruction) -> list[HloComputation]:
+    sequential = sequential_callees(inst)
+    return [c for c in inst.called_computations if all(c is not s for s in sequential)]
+
+
+class CallGraph:
+    """Sequential computations reachable from the entry, each with its single call site."""
+
+    def __init__(self, module: HloModule) -> None:
+        assert module.entry is not None
+        self.module = module
+        self.call_site: dict[HloComputation, HloInstruction] = {}   # callee -> its caller
+        self.sequential: list[HloComputation] = []
+        self.thread_local: set[HloComputation] = set()
+        self._walk_sequential(module.entry)
+        self._walk_thread_local()
+
+    def _walk_sequential(self, entry: HloComputation) -> None:
+        stack = [entry]
+        seen = {entry}
+        while stack:
+            comp = stack.pop()
+            self.sequential.append(comp)
+            for inst in comp.instructions:
+                for callee in sequential_callees(inst):
+                    if callee in seen:
+                        raise HloVerifyError(
+                            f"computation {callee.name} is called sequentially from more than one "
+                            f"place (again by {inst.name}); run flatten_call_graph first",
+                            instruction=inst.name, computation=comp.name)
+                    seen.add(callee)
+                    self.call_site[callee] = inst
+                    stack.append(callee)
+
+    def _walk_thread_local(self) -> None:
+        stack = [c for comp in self.sequential for inst in comp.instructions
+                 for c in thread_local_callees(inst)]
+        while stack:
+            comp = stack.pop()
+            if comp in self.thread_local:
+                continue
+            if comp in self.call_site or comp is self.module.entry:
+                raise HloVerifyError(
+                    f"computation {comp.name} is both run as a program step and inside a kernel "
+                    "(conflicting allocation requirements); run flatten_call_graph first",
+                    computation=comp.name)
+            self.thread_local.add(comp)
+            stack.extend(c for inst in comp.instructions for c in inst.called_computations)

@@ -1,0 +1,174 @@
+"""When an instruction may write its result over one of its operands' bytes.
+
+Two kinds of permission, both from hlo-reference §8.3/8.4:
+
+* *must* share (in-place ops): dynamic-update-slice operand 0, scatter inputs, and declared
+  ``output_to_operand_aliasing`` on custom-calls and fusions, plus fusions whose root is such an
+  op on a fusion parameter. Their values are merged into one buffer.
+* *may* share (operand reuse): an elementwise result may take the bytes of an operand that
+  dies at that instruction, when both have the same physical shape. The executor's kernels
+  compute element i from element i of each operand only in that case, which is what makes the
+  overwrite safe. A fusion qualifies for an operand only if every use of that parameter inside
+  the fused computation is elementwise.
+
+Being conservative costs a few bytes; being wrong is a silent wrong answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..hlo.attributes import OperandAliasing
+from ..hlo.ir import HloComputation, HloInstruction
+from ..hlo.opcodes import OPCODES
+from ..hlo.shape import ArrayShape, Shape, ShapeIndex, subshape
+
+if TYPE_CHECKING:
+    from .dataflow import Dataflow, HloValue
+
+
+@dataclass(frozen=True)
+class InPlacePair:
+    """Output ``output_index`` is written into operand ``operand_number`` at ``operand_index``."""
+
+    operand_number: int
+    operand_index: ShapeIndex
+    output_index: ShapeIndex
+
+
+def _dynamic_update_slice_pairs(inst: HloInstruction) -> list[InPlacePair]:
+    return [InPlacePair(0, (), ())]
+
+
+def _scatter_pairs(inst: HloInstruction) -> list[InPlacePair]:
+    inputs = (len(inst.operands) - 1) // 2
+    if inputs == 1:
+        return [InPlacePair(0, (), ())]
+    return [InPlacePair(k, (), (k,)) for k in range(inputs)]
+
+
+def _declared_pairs(inst: HloInstruction) -> list[InPlacePair]:
+    declared = inst.attrs.get("output_to_operand_aliasing")
+    if not isinstance(declared, OperandAliasing):
+        return []
+    return [InPlacePair(e.operand_number, e.operand_index, e.output_index)
+            for e in declared.entries]
+
+
+def _fusion_pairs(inst: HloInstruction) -> list[InPlacePair]:
+    """Declared pairs, else XLA's look inside: an output produced by an in-place op whose
+    in-place operand is a fusion parameter read by nothing else (except a dynamic-slice of
+    the very window a dynamic-update-slice writes)."""
+    if "output_to_operand_aliasing" in inst.attrs:
+        return _declared_pairs(inst)
+    fused = inst.attrs.get("calls")
+    if not isinstance(fused, HloComputation) or fused.root is None:
+        return []
+    root = fused.root
+    outputs = ([((k,), op) for k, op in enumerate(root.operands)] if root.opcode == "tuple"
+               else [((), root)])
+    users = fused.users()
+    pairs = []
+    for output_index, producer in outputs:
+        rule = _IN_PLACE_RULES.get(producer.opcode)
+        if rule is None or producer.opcode == "fusion":
+            continue
+        for pair in rule(producer):
+            operand = producer.operands[pair.operand_number]
+            if (pair.output_index == () and operand.opcode == "parameter"
+                    and all(u is producer or _reads_same_slice(u, producer)
+                            for u in users[id(operand)])
+                    and sum(op is operand for op in producer.operands) == 1
+                    and same_physical_shape(operand.shape, producer.shape)
+                    and same_physical_shape(operand.shape, subshape(inst.shape, output_index))):
+                assert operand.parameter_number is not None
+                pairs.append(InPlacePair(operand.parameter_number, (), output_index))
+    return pairs
+
+
+def _reads_same_slice(user: HloInstruction, update: HloInstruction) -> bool:
+    """A dynamic-slice reading exactly the window a dynamic-update-slice then writes (the
+    read-modify-write XLA emits for scatter): each element is read before it is written."""
+    if user.opcode != "dynamic-slice" or update.opcode != "dynamic-update-slice":
+        return False
+    same_indices = len(user.operands) == len(update.operands) - 1 and all(
+        a is b for a, b in zip(user.operands[1:], update.operands[2:]))
+    return (same_indices and user.operands[0] is update.operands[0]
+            and tuple(user.attrs.get("dynamic_slice_sizes", ())) == update.operands[1].shape.dims)
+
+
+_IN_PLACE_RULES: dict[str, Callable[[HloInstruction], list[InPlacePair]]] = {
+    "dynamic-update-slice": _dynamic_update_slice_pairs,
+    "scatter": _scatter_pairs,
+    "custom-call": _declared_pairs,
+    "fusion": _fusion_pairs,
+}
+
+
+def in_place_pairs(inst: HloInstruction) -> list[InPlacePair]:
+    rule = _IN_PLACE_RULES.get(inst.opcode)
+    return rule(inst) if rule is not None else []
+
+
+def same_physical_shape(a: Shape, b: Shape) -> bool:
+    """Same element type, dimensions and memory order: the bytes mean the same elements."""
+    if not isinstance(a, ArrayShape) or not isinstance(b, ArrayShape):
+        return False
+    tail_a = a.layout.tail if a.layout is not None else ""
+    tail_b = b.layout.tail if b.layout is not None else ""
+    return (a.element_type is b.element_type and a.dims == b.dims
+            and a.minor_to_major == b.minor_to_major and tail_a == tail_b)
+
+
+def reads_elementwise(user: HloInstruction, operand_number: int) -> bool:
+    """Whether element i of ``user``'s result depends only on element i of that operand
+    (a copy qualifies: writing a copy over its own source changes nothing)."""
+    if OPCODES[user.opcode].elementwise:
+        return True
+    if user.opcode == "fusion":
+        fused = user.attrs.get("calls")
+        return (isinstance(fused, HloComputation)
+                and _parameter_used_elementwise(fused, operand_number))
+    return False
+
+
+def _parameter_used_elementwise(fused: HloComputation, number: int) -> bool:
+    params = [p for p in fused.parameters if p.parameter_number == number]
+    if not params:
+        return False
+    users = fused.users()
+    stack = [params[0]]
+    seen: set[HloInstruction] = set()
+    while stack:
+        inst = stack.pop()
+        for user in users[id(inst)]:
+            if user in seen:
+                continue
+            seen.add(user)
+            if user.opcode != "tuple" and not OPCODES[user.opcode].elementwise:
+                return False
+            stack.append(user)
+    return True
+
+
+def may_hand_off(flow: Dataflow, earlier: Collection[HloValue], later: HloValue) -> bool:
+    """Whether ``later``'s defining instruction may write ``later`` over the bytes of the
+    ``earlier`` values (one piece of data under several names) in the very step that reads
+    them for the last time."""
+    if not later.writes:
+        return False
+    user = later.instruction
+    slots = [(k, idx) for k in range(len(user.operands))
+             for idx, v in flow.value_set(user.operands[k]).items() if v in earlier]
+    if not slots:
+        return False
+    for pair in in_place_pairs(user):
+        in_place_slot = (pair.operand_number, pair.operand_index)
+        if pair.output_index == later.index and slots == [in_place_slot]:
+            return True
+    if later.index != () or not all(same_physical_shape(v.shape, later.shape) for v in earlier):
+        return False
+    return all(idx == () and same_physical_shape(user.operands[k].shape, later.shape)
+               and reads_elementwise(user, k) for k, idx in slots)

@@ -1,0 +1,146 @@
+"""Schedules: the order in which each sequential computation runs its instructions.
+
+Buffer reuse needs a total order, so every sequential computation gets a sequence, and the
+module gets one flattened timeline: walking the entry's sequence, a call/while/conditional is
+preceded by the steps of what it runs (a while's condition then body, a conditional's branches
+in order), then the instruction itself. Step i of the timeline is ``flattened[i]``.
+
+Two schedulers produce sequences (the text order of an ``is_scheduled`` module is a third
+candidate): plain post-order, and XLA's greedy list scheduler, which at every step picks the
+ready instruction that frees the most bytes net of what it defines (parameters and constants
+count for nothing; ties go to text order). Side-effecting instructions keep their text order.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from .call_graph import CallGraph, sequential_callees
+from .dataflow import Dataflow, HloValue
+from .side_effects import has_side_effect
+
+Sequences = dict[HloComputation, list[HloInstruction]]
+
+
+@dataclass
+class Schedule:
+    sequences: dict[str, list[HloInstruction]]   # computation name -> its sequence
+    flattened: list[HloInstruction]               # step i -> instruction
+    scheduler: str                                # which candidate was chosen
+    # candidate -> peak bytes simulated before copy insertion (no-fragmentation heap)
+    peaks: dict[str, int] = field(default_factory=dict)
+    step: dict[HloInstruction, int] = field(default_factory=dict, repr=False)
+    spans: dict[HloComputation, tuple[int, int]] = field(default_factory=dict, repr=False)
+
+    @property
+    def last_step(self) -> int:
+        return len(self.flattened) - 1
+
+
+def build_schedule(module: HloModule, sequences: Sequences, scheduler: str,
+                   peaks: dict[str, int] | None = None) -> Schedule:
+    assert module.entry is not None
+    schedule = Schedule({c.name: list(seq) for c, seq in sequences.items()}, [], scheduler,
+                        dict(peaks or {}))
+
+    def walk(comp: HloComputation) -> None:
+        first = len(schedule.flattened)
+        for inst in sequences[comp]:
+            for callee in sequential_callees(inst):
+                walk(callee)
+            schedule.step[inst] = len(schedule.flattened)
+            schedule.flattened.append(inst)
+        schedule.spans[comp] = (first, len(schedule.flattened) - 1)
+
+    walk(module.entry)
+    return schedule
+
+
+def text_order(call_graph: CallGraph) -> Sequences:
+    return {c: list(c.instructions) for c in call_graph.sequential}
+
+
+def post_order(call_graph: CallGraph) -> Sequences:
+    return {c: c.post_order() for c in call_graph.sequential}
+
+
+def list_order(flow: Dataflow) -> Sequences:
+    return {c: _list_schedule(c, flow) for c in flow.call_graph.sequential}
+
+
+def _predecessors(comp: HloComputation) -> dict[HloInstruction, list[HloInstruction]]:
+    """Operands, control predecessors, and the previous side-effecting instruction (side
+    effects keep their text order)."""
+    preds: dict[HloInstruction, list[HloInstruction]] = {}
+    previous_effect: HloInstruction | None = None
+    memo: dict[HloComputation, bool] = {}
+    for inst in comp.instructions:
+        found = list(dict.fromkeys(inst.operands + inst.control_predecessors))
+        if has_side_effect(inst, memo):
+            if previous_effect is not None and previous_effect not in found:
+                found.append(previous_effect)
+            previous_effect = inst
+        preds[inst] = found
+    return preds
+
+
+def _list_schedule(comp: HloComputation, flow: Dataflow) -> list[HloInstruction]:
+    preds = _predecessors(comp)
+    successors: dict[HloInstruction, list[HloInstruction]] = {i: [] for i in comp.instructions}
+    waiting = {i: len(p) for i, p in preds.items()}
+    for inst, found in preds.items():
+        for p in found:
+            successors[p].append(inst)
+    order_index = {inst: n for n, inst in enumerate(comp.instructions)}
+    root_values = set(flow.value_set(comp.root).values()) if comp.root is not None else set()
+    # a value is freed when its last user in this computation runs; values that flow out of
+    # the computation, and parameters and constants, are never freed here
+    users: dict[HloValue, set[HloInstruction]] = {}
+    operand_values: dict[HloInstruction, set[HloValue]] = {}
+    for inst in comp.instructions:
+        held = {v for k in range(len(inst.operands)) for _, v in flow.operand_values(inst, k)}
+        operand_values[inst] = held
+        for v in held:
+            if v.writes and v.kind == "def" and v not in root_values:
+                users.setdefault(v, set()).add(inst)
+    remaining = {v: len(u) for v, u in users.items()}
+    defined = {inst: sum(v.size for v in flow.defined_by(inst) if v.kind == "def")
+               for inst in comp.instructions}
+
+    def priority(inst: HloInstruction) -> int:
+        freed = sum(v.size for v in operand_values[inst] if remaining.get(v) == 1)
+        return freed - defined[inst]
+
+    current: dict[HloInstruction, int] = {}
+    heap: list[tuple[int, int]] = []    # (-priority, text position): stale entries are skipped
+
+    def push(inst: HloInstruction) -> None:
+        current[inst] = priority(inst)
+        heapq.heappush(heap, (-current[inst], order_index[inst]))
+
+    for inst in comp.instructions:
+        if waiting[inst] == 0:
+            push(inst)
+    order: list[HloInstruction] = []
+    done: set[HloInstruction] = set()
+    while heap:
+        neg, position = heapq.heappop(heap)
+        inst = comp.instructions[position]
+        if inst in done or -neg != current[inst]:
+            continue
+        done.add(inst)
+        order.append(inst)
+        for v in operand_values[inst]:
+            if v in remaining:
+                remaining[v] -= 1
+                if remaining[v] == 1:
+                    for other in users[v]:
+                        if other not in done and waiting[other] == 0:
+                            push(other)
+        for succ in successors[inst]:
+            waiting[succ] -= 1
+            if waiting[succ] == 0:
+                push(succ)
+    return order

@@ -1,0 +1,414 @@
+"""Buffer assignment: the static memory plan the executor allocates and the notebook draws.
+
+``assign_buffers`` runs, on a copy of the module: dead-code elimination, call-graph flattening,
+scheduling (the lower simulated peak of post-order and the list scheduler, and the module's own
+order when it is ``is_scheduled``), copy insertion, then dataflow, alias analysis and live
+ranges, and places every buffer:
+
+* each entry parameter position (leaf or tuple table) gets its own allocation; an output
+  aliased with it (``input_output_alias``, or a matched ``buffer_donor``) lives in it too;
+* each constant gets its own allocation;
+* each output buffer not aliased with a parameter gets its own (maybe-live-out) allocation,
+  the entry result's tuple table included;
+* everything else is packed into one temp arena by the best-fit heap, after chaining each
+  elementwise result onto an operand that dies at that step (it reuses the operand's bytes).
+
+Values of fusion/reduce/sort... computations are thread-local and get nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..analysis.alias_analysis import AliasAnalysis, HloBuffer
+from ..analysis.dataflow import Dataflow, HloValue
+from ..analysis.in_place import may_hand_off
+from ..analysis.liveness import LiveRange, Liveness, peak_of
+from ..analysis.memory_scheduler import choose_schedule
+from ..analysis.schedule import Schedule, build_schedule, text_order
+from ..errors import HloArgumentError, HloError, HloUnsupportedError
+from ..hlo.clone import clone_module
+from ..hlo.ir import AliasEntry, HloInstruction, HloModule
+from ..hlo.shape import ShapeIndex, index_text
+from ..hlo.verifier import verify
+from ..passes.apply_schedule import schedule_in_place
+from ..passes.copy_insertion import InsertedCopy, copy_insertion, inserted_copies
+from ..passes.dce import remove_dead_code
+from ..passes.flatten_call_graph import flatten_in_place
+from .donation import UnusedDonor, plan_aliasing
+from .heap import Interval, align_up, pack
+
+
+@dataclass(frozen=True)
+class BufferSlice:
+    allocation: int
+    offset: int
+    size: int
+
+
+@dataclass(frozen=True)
+class MemoryStats:
+    """XLA's vocabulary: argument = parameter allocations, output = maybe-live-out allocations
+    (aliased parameters and tuple tables included), alias = parameter allocations shared with
+    an output, temp = the temp arena; peak = the live-range peak (see BufferAssignment)."""
+
+    argument: int
+    output: int
+    alias: int
+    temp: int
+    peak: int
+
+    @property
+    def total(self) -> int:
+        """argument + output + temp - alias: the bytes one run needs beyond constants."""
+        return self.argument + self.output + self.temp - self.alias
+
+
+@dataclass(eq=False)
+class AssignedBuffer:
+    """One buffer (values that share bytes by necessity) at its place in an allocation."""
+
+    buffer: HloBuffer
+    name: str
+    allocation: int
+    offset: int
+    size: int
+    live: LiveRange
+
+    @property
+    def values(self) -> list[HloValue]:
+        return self.buffer.values
+
+
+@dataclass(eq=False)
+class Allocation:
+    index: int
+    size: int
+    kind: str                                   # "parameter" | "constant" | "output" | "temp"
+    parameter_number: int | None = None
+    parameter_index: ShapeIndex | None = None
+    aliased_output: ShapeIndex | None = None    # parameter allocation an output lives in
+    must_alias: bool = False
+    constant: HloInstruction | None = None
+    maybe_live_out: bool = False
+    output_index: ShapeIndex | None = None      # for kind "output"
+    buffers: list[AssignedBuffer] = field(default_factory=list)
+
+
+@dataclass
+class TempArena:
+    size: int
+    lower_bound: int       # no packing of the same live ranges at this alignment is smaller
+    order: str             # which heap order won
+    # buffer -> the buffer whose bytes it took over in place
+    reuse: dict[HloBuffer, HloBuffer] = field(default_factory=dict)
+
+
+def assign_buffers(module: HloModule, *, alignment: int = 128,
+                   donated: frozenset[int] | None = None) -> BufferAssignment:
+    """The memory plan of ``module`` (never mutated; verified first, so a malformed module or
+    an alias that cannot be honoured is a located ``HloVerifyError``).
+
+    ``donated``: None means as the module says (every ``input_output_alias`` entry applied,
+    every ``buffer_donor`` matched); otherwise only parameters in the set are donated: aliases
+    of other parameters are not applied (those outputs get their own allocations and the
+    parameter lives to the end) and only their donors are matched.
+    """
+    if alignment < 1:
+        raise HloArgumentError(f"alignment must be a positive number of bytes, not {alignment}")
+    assert module.entry is not None
+    verify(module)
+    _reject_unbounded_shapes(module)
+    plan = plan_aliasing(module, donated)
+    prepared, _ = clone_module(module)
+    remove_dead_code(prepared)
+    prepared.input_output_alias = plan.aliases
+    unused = {(d.parameter_number, d.parameter_index) for d in plan.unused_donors}
+    prepared.buffer_donors = [d for d in prepared.buffer_donors
+                              if (d.parameter_number, d.parameter_index) in unused]
+    flatten_in_place(prepared)
+    flow = Dataflow(prepared)
+    chosen = choose_schedule(flow, AliasAnalysis(flow, prepared.input_output_alias))
+    schedule_in_place(prepared, chosen.sequences)
+    final = copy_insertion(prepared)
+    flow = Dataflow(final)
+    aliasing = AliasAnalysis(flow, final.input_output_alias)
+    schedule = build_schedule(final, text_order(flow.call_graph), chosen.scheduler, chosen.peaks)
+    return BufferAssignment(final, schedule, flow, aliasing, Liveness(flow, schedule),
+                            alignment, inserted_copies(final), plan.unused_donors,
+                            plan.not_donated)
+
+
+def _reject_unbounded_shapes(module: HloModule) -> None:
+    """``f32[?]`` has no size, so there is nothing to allocate (bounded ``<=N`` is fine)."""
+    for inst in module.instructions():
+        if any(shape.is_unbounded for _, shape in inst.shape.leaves()):
+            raise HloUnsupportedError(
+                f"{inst.name} has shape {inst.shape} with an unbounded dimension: it has no size "
+                "to allocate", instruction=inst.name,
+                computation=inst.parent.name if inst.parent else None, location=inst.location)
+
+
+class BufferAssignment:
+    """Allocations, slices, statistics and reports of one assigned module.
+
+    ``peak`` is the live-range peak: the largest total size of buffers live at one step of
+    the flattened schedule (parameters, constants, outputs and temps alike; a temp whose bytes
+    an elementwise result takes over in place is counted once at the hand-over step).
+    """
+
+    def __init__(self, module: HloModule, schedule: Schedule, dataflow: Dataflow,
+                 aliasing: AliasAnalysis, liveness: Liveness, alignment: int,
+                 copies: list[InsertedCopy], unused_donors: list[UnusedDonor],
+                 not_donated: list[AliasEntry]) -> None:
+        self.module = module
+        self.schedule = schedule
+        self.dataflow = dataflow
+        self.aliasing = aliasing
+        self.liveness = liveness
+        self.alignment = alignment
+        self.copies = copies
+        self.unused_donors = unused_donors
+        self.not_donated = not_donated
+        self.aliases: list[AliasEntry] = list(module.input_output_alias)
+        self.allocations: list[Allocation] = []
+        self._placed: dict[HloBuffer, AssignedBuffer] = {}
+        self._names = _buffer_names(aliasing)
+        self.temp_arena = self._allocate()
+        self.peak, self.peak_step = self._live_range_peak()
+        self.memory_stats = self._stats()
+
+    # --- public queries ------------------------------------------------------------------
+    def slice(self, inst: HloInstruction, index: ShapeIndex = ()) -> BufferSlice:
+        """The bytes holding the value at (``inst``, ``index``): any position of a sequential
+        computation, tuple nodes included. Instructions of ``self.module`` are looked up
+        directly; others by (computation name, instruction name)."""
+        target = self._resolve(inst)
+        values = self.dataflow.value_set(target)
+        if index not in values:
+            raise HloError(f"{inst.name} has shape {inst.shape}, which has no index "
+                           f"{index_text(index)}", instruction=inst.name)
+        return self.value_slice(values[index])
+
+    def value_slice(self, value: HloValue) -> BufferSlice:
+        placed = self._placed[self.aliasing.buffer_of(value)]
+        return BufferSlice(placed.allocation, placed.offset, value.size)
+
+    def parameter_slice(self, number: int, index: ShapeIndex = ()) -> BufferSlice:
+        entry = self.module.entry
+        assert entry is not None
+        params = entry.parameters
+        if not 0 <= number < len(params):
+            raise HloError(f"{entry.name} has no parameter {number} (it has {len(params)})")
+        return self.slice(params[number], index)
+
+    def output_slices(self) -> dict[ShapeIndex, BufferSlice]:
+        entry = self.module.entry
+        assert entry is not None and entry.root is not None
+        return {index: self.value_slice(v)
+                for index, v in self.dataflow.value_set(entry.root).items()}
+
+    def buffers(self) -> list[AssignedBuffer]:
+        return [b for a in self.allocations for b in a.buffers]
+
+    def placement(self, buffer: HloBuffer) -> AssignedBuffer:
+        return self._placed[buffer]
+
+    def live_at_peak(self) -> list[AssignedBuffer]:
+        """Buffers live at the peak step, largest first."""
+        at = self.peak_step
+        return sorted((b for b in self.buffers() if b.live.contains(at) and b.size),
+                      key=lambda b: (-b.size, b.name))
+
+    def records(self) -> list[dict]:
+        """One dict per buffer: name, allocation, kind, offset, size, start, end (inclusive
+        steps of ``schedule.flattened``)."""
+        return [{"name": b.name, "allocation": b.allocation,
+                 "kind": self.allocations[b.allocation].kind, "offset": b.offset,
+                 "size": b.size, "start": b.live.start, "end": b.live.end}
+                for b in self.buffers()]
+
+    def to_text(self) -> str:
+        from .report import assignment_text
+        return assignment_text(self)
+
+    # --- construction --------------------------------------------------------------------
+    def _resolve(self, inst: HloInstruction) -> HloInstruction:
+        if self.dataflow.has_positions(inst):
+            return inst
+        comp = inst.parent
+        if comp is not None:
+            for candidate in self.module.computations:
+                if candidate.name == comp.name:
+                    for mine in candidate.instructions:
+                        if mine.name == inst.name and self.dataflow.has_positions(mine):
+                            return mine
+        where = comp.name if comp is not None else "no computation"
+        raise HloError(f"{inst.name} (in {where}) has no buffer: only instructions of "
+                       "computations run as program steps (entry, while, conditional and call "
+                       "bodies) have one; values inside fusions and reducers stay in registers",
+                       instruction=inst.name, computation=comp.name if comp else None)
+
+    def _add(self, kind: str, size: int, **fields) -> Allocation:
+        allocation = Allocation(len(self.allocations), size, kind, **fields)
+        self.allocations.append(allocation)
+        return allocation
+
+    def _place(self, allocation: Allocation, buffer: HloBuffer, offset: int = 0) -> None:
+        placed = AssignedBuffer(buffer, self._names[buffer], allocation.index, offset,
+                                buffer.size, self.liveness.hull(buffer.values))
+        allocation.buffers.append(placed)
+        self._placed[buffer] = placed
+
+    def _allocate(self) -> TempArena | None:
+        flow, aliasing = self.dataflow, self.aliasing
+        entry = self.module.entry
+        assert entry is not None and entry.root is not None
+        alias_of = {(a.parameter_number, a.parameter_index): a for a in self.aliases}
+        outputs: dict[HloBuffer, ShapeIndex] = {}
+        for index, value in flow.value_set(entry.root).items():
+            outputs.setdefault(aliasing.buffer_of(value), index)
+        for param in entry.parameters:
+            for index, value in flow.value_set(param).items():
+                buffer = aliasing.buffer_of(value)
+                alias = alias_of.get((param.parameter_number, index))
+                allocation = self._add(
+                    "parameter", buffer.size, parameter_number=param.parameter_number,
+                    parameter_index=index, maybe_live_out=buffer in outputs,
+                    aliased_output=alias.output_index if alias else None,
+                    must_alias=alias is not None and alias.kind == "must-alias")
+                self._place(allocation, buffer)
+        for buffer in aliasing.buffers:
+            constants = [v for v in buffer.values if v.kind == "constant"]
+            if constants and buffer not in self._placed:
+                self._place(self._add("constant", buffer.size, constant=constants[0].instruction),
+                            buffer)
+        for buffer, index in sorted(outputs.items(), key=lambda item: item[1]):
+            if buffer not in self._placed:
+                self._place(self._add("output", buffer.size, maybe_live_out=True,
+                                      output_index=index), buffer)
+        temps = [b for b in aliasing.buffers if b not in self._placed]
+        if not temps:
+            return None
+        return self._pack(temps)
+
+    def _pack(self, temps: list[HloBuffer]) -> TempArena:
+        chains = self._reuse_chains(temps)
+        intervals = []
+        for chain in chains:
+            hulls = [self.liveness.hull(b.values) for b in chain]
+            intervals.append(Interval(hulls[0].start, hulls[-1].end, max(b.size for b in chain)))
+        packing = pack(intervals, self.alignment)
+        allocation = self._add("temp", packing.size)
+        reuse: dict[HloBuffer, HloBuffer] = {}
+        for chain, offset in zip(chains, packing.offsets):
+            for earlier, later in zip(chain, chain[1:]):
+                reuse[later] = earlier
+            for buffer in chain:
+                self._place(allocation, buffer, offset)
+        allocation.buffers.sort(key=lambda b: (b.offset, b.live.start, b.name))
+        return TempArena(packing.size, _aligned_lower_bound(intervals, len(self.schedule.flattened),
+                                                            self.alignment),
+                         packing.order, reuse)
+
+    def _reuse_chains(self, temps: list[HloBuffer]) -> list[list[HloBuffer]]:
+        """Link each temp whose first value is an elementwise result onto a same-size temp that
+        dies at that very step and that it reads: they occupy the same bytes."""
+        hull = {b: self.liveness.hull(b.values) for b in temps}
+        ending: dict[int, list[HloBuffer]] = {}
+        for b in temps:
+            ending.setdefault(hull[b].end, []).append(b)
+        successor: dict[HloBuffer, HloBuffer] = {}
+        predecessor: dict[HloBuffer, HloBuffer] = {}
+        for b in sorted(temps, key=lambda b: (hull[b].start, b.id)):
+            first = min(b.values, key=lambda v: (self.liveness[v].start, v.id))
+            if not first.writes or first.instruction.opcode == "copy" or not b.size:
+                continue
+            for a in ending.get(hull[b].start, ()):
+                if (a is not b and a not in successor and a.size == b.size
+                        and hull[a].start < hull[b].start
+                        and may_hand_off(self.dataflow, set(a.values), first)):
+                    successor[a] = b
+                    predecessor[b] = a
+                    break
+        chains = []
+        for b in temps:
+            if b in predecessor:
+                continue
+            chain = [b]
+            while chain[-1] in successor:
+                chain.append(successor[chain[-1]])
+            chains.append(chain)
+        return chains
+
+    def _live_range_peak(self) -> tuple[int, int]:
+        intervals = []
+        reuse = self.temp_arena.reuse if self.temp_arena else {}
+        taken_over = set(reuse.values())
+        for placed in self.buffers():
+            end = placed.live.end - (1 if placed.buffer in taken_over else 0)
+            if end >= placed.live.start:
+                intervals.append((placed.live.start, end, placed.size))
+        return peak_of(intervals, len(self.schedule.flattened))
+
+    def _stats(self) -> MemoryStats:
+        argument = sum(a.size for a in self.allocations if a.kind == "parameter")
+        output = sum(a.size for a in self.allocations if a.maybe_live_out)
+        alias = sum(a.size for a in self.allocations
+                    if a.kind == "parameter" and a.aliased_output is not None)
+        temp = sum(a.size for a in self.allocations if a.kind == "temp")
+        return MemoryStats(argument, output, alias, temp, self.peak)
+
+    @property
+    def peak_instruction(self) -> HloInstruction:
+        return self.schedule.flattened[self.peak_step]
+
+    @property
+    def fragmentation(self) -> int:
+        """Bytes of the temp arena beyond its liveness lower bound."""
+        arena = self.temp_arena
+        return arena.size - arena.lower_bound if arena is not None else 0
+
+
+def _aligned_lower_bound(intervals: list[Interval], steps: int, alignment: int) -> int:
+    """max over steps of the live blocks' sizes rounded up to ``alignment``, less the largest
+    rounding among them: every block starts aligned, so only the topmost one may skip its
+    padding. No packing of these live ranges at this alignment can be smaller."""
+    starting: dict[int, list[Interval]] = {}
+    ending: dict[int, list[Interval]] = {}
+    for iv in intervals:
+        if iv.size:
+            starting.setdefault(iv.start, []).append(iv)
+            ending.setdefault(iv.end, []).append(iv)
+    live_padding: dict[int, int] = {}    # padding -> how many live blocks have it
+    total, bound = 0, 0
+    for step in range(steps):
+        for iv in starting.get(step, ()):
+            pad = align_up(iv.size, alignment) - iv.size
+            total += iv.size + pad
+            live_padding[pad] = live_padding.get(pad, 0) + 1
+        if live_padding:
+            bound = max(bound, total - max(live_padding))
+        for iv in ending.get(step, ()):
+            pad = align_up(iv.size, alignment) - iv.size
+            total -= iv.size + pad
+            live_padding[pad] -= 1
+            if not live_padding[pad]:
+                del live_padding[pad]
+    return bound
+
+
+def _buffer_names(aliasing: AliasAnalysis) -> dict[HloBuffer, str]:
+    """A buffer is named after its first value; names are qualified with the computation when
+    two sequential computations use the same instruction name."""
+    owners: dict[str, set] = {}
+    for buffer in aliasing.buffers:
+        inst = buffer.first.instruction
+        owners.setdefault(inst.name, set()).add(inst.parent)
+    names = {}
+    for buffer in aliasing.buffers:
+        value = buffer.first
+        inst = value.instruction
+        prefix = f"{inst.parent.name}/" if len(owners[inst.name]) > 1 and inst.parent else ""
+        names[buffer] = prefix + value.label
+    return names

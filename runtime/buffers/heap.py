@@ -1,0 +1,85 @@
+"""Packing live intervals into one address range: XLA's global best-fit-decreasing heap.
+
+Every interval is a block of bytes needed over inclusive steps [start, end]. Intervals are
+placed one at a time, in decreasing order of size ("spatial") or of duration ("temporal"): the
+placed blocks that overlap it in time leave gaps in the address space, and the block goes into
+the smallest gap it fits (lowest offset on ties), else on top. Both orders are tried and the
+smaller heap kept. Offsets are multiples of ``alignment``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Interval:
+    start: int
+    end: int
+    size: int
+
+
+@dataclass(frozen=True)
+class Packing:
+    offsets: list[int]     # per interval, in input order
+    size: int              # heap size: the largest offset + size
+    order: str             # "spatial" or "temporal": which order won
+
+
+def align_up(value: int, alignment: int) -> int:
+    return -(-value // alignment) * alignment
+
+
+def pack(intervals: list[Interval], alignment: int) -> Packing:
+    orders = {
+        "spatial": sorted(range(len(intervals)), key=lambda i: (
+            -intervals[i].size, intervals[i].start - intervals[i].end, i)),
+        "temporal": sorted(range(len(intervals)), key=lambda i: (
+            intervals[i].start - intervals[i].end, -intervals[i].size, i)),
+    }
+    best: Packing | None = None
+    for name, order in orders.items():
+        offsets = _best_fit(intervals, order, alignment)
+        size = max((offsets[i] + iv.size for i, iv in enumerate(intervals)), default=0)
+        if best is None or size < best.size:
+            best = Packing(offsets, size, name)
+    assert best is not None
+    return best
+
+
+def _best_fit(intervals: list[Interval], order: list[int], alignment: int) -> list[int]:
+    n = len(intervals)
+    starts = np.empty(n, dtype=np.int64)
+    ends = np.empty(n, dtype=np.int64)
+    lows = np.empty(n, dtype=np.int64)
+    highs = np.empty(n, dtype=np.int64)
+    placed = 0
+    offsets = [0] * n
+    for i in order:
+        iv = intervals[i]
+        if iv.size == 0:
+            continue
+        overlap = (starts[:placed] <= iv.end) & (ends[:placed] >= iv.start)
+        busy_lo = lows[:placed][overlap]
+        busy_hi = highs[:placed][overlap]
+        offset = _choose_gap(busy_lo, busy_hi, iv.size, alignment)
+        offsets[i] = offset
+        starts[placed], ends[placed] = iv.start, iv.end
+        lows[placed], highs[placed] = offset, offset + iv.size
+        placed += 1
+    return offsets
+
+
+def _choose_gap(busy_lo: np.ndarray, busy_hi: np.ndarray, size: int, alignment: int) -> int:
+    """The aligned offset of the smallest gap between busy blocks that fits ``size``."""
+    best: tuple[int, int] | None = None     # (gap length, offset)
+    low = 0
+    for lo, hi in sorted(zip(busy_lo.tolist(), busy_hi.tolist())):
+        if lo > low:
+            start = align_up(low, alignment)
+            if start + size <= lo and (best is None or lo - low < best[0]):
+                best = (lo - low, start)
+        low = max(low, hi)
+    return best[1] if best is not None else align_up(low, alignment)
