@@ -8,7 +8,7 @@ printer turns them back into text. Attributes whose structure nothing in the run
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .shape import ShapeIndex, index_text
 
@@ -228,13 +228,6 @@ class IdentifierList:
 
     def to_text(self) -> str:
         return "{" + ", ".join(self.names) + "}"
-
-
-@dataclass(frozen=True)
-class ComputationRef:
-    """Resolved by the parser; printing uses the computation's current name."""
-
-    computation: object = field(compare=False)
 
 
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r"}

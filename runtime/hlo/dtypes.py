@@ -61,7 +61,7 @@ class ElementType:
 
 
 def _numpy_dtype(name: str) -> np.dtype:
-    if hasattr(np, name) and name not in ("int4", "uint4", "int2", "uint2"):
+    if hasattr(np, name) and name not in ("int4", "uint4", "int2", "uint2", "int1", "uint1"):
         return np.dtype(getattr(np, name))
     return np.dtype(getattr(ml_dtypes, name))
 
@@ -69,10 +69,10 @@ def _numpy_dtype(name: str) -> np.dtype:
 _ROWS = [
     # name, bits, kind, numpy
     ("pred", 8, "pred", "bool_"),
-    ("s1", 1, "sint", None), ("s2", 2, "sint", "int2"), ("s4", 4, "sint", "int4"),
+    ("s1", 1, "sint", "int1"), ("s2", 2, "sint", "int2"), ("s4", 4, "sint", "int4"),
     ("s8", 8, "sint", "int8"), ("s16", 16, "sint", "int16"), ("s32", 32, "sint", "int32"),
     ("s64", 64, "sint", "int64"),
-    ("u1", 1, "uint", None), ("u2", 2, "uint", "uint2"), ("u4", 4, "uint", "uint4"),
+    ("u1", 1, "uint", "uint1"), ("u2", 2, "uint", "uint2"), ("u4", 4, "uint", "uint4"),
     ("u8", 8, "uint", "uint8"), ("u16", 16, "uint", "uint16"), ("u32", 32, "uint", "uint32"),
     ("u64", 64, "uint", "uint64"),
     ("f16", 16, "float", "float16"), ("bf16", 16, "float", "bfloat16"),
@@ -98,6 +98,7 @@ U32 = ELEMENT_TYPES["u32"]
 S64 = ELEMENT_TYPES["s64"]
 U64 = ELEMENT_TYPES["u64"]
 F32 = ELEMENT_TYPES["f32"]
+F64 = ELEMENT_TYPES["f64"]
 TOKEN = ELEMENT_TYPES["token"]
 
 

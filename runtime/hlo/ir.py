@@ -13,7 +13,7 @@ from typing import Iterator
 
 from ..errors import SourceLocation
 from .literal import Literal
-from .shape import Shape, ShapeIndex, TupleShape
+from .shape import Shape, ShapeIndex
 
 
 @dataclass(eq=False)
@@ -61,6 +61,25 @@ class HloInstruction:
         return self.parent is not None and self.parent.root is self
 
 
+@dataclass(frozen=True)
+class SignatureEntry:
+    """One shape of a written computation signature, where it was written."""
+
+    name: str
+    shape: Shape
+    location: SourceLocation | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True)
+class ComputationSignature:
+    """The ``(p: f32[4]) -> f32[]`` a computation was written with. XLA takes parameters from
+    the ``parameter(N)`` instructions, not from here, so a signature that disagrees with the
+    body is a mistake the verifier reports rather than a second source of truth."""
+
+    parameters: tuple[SignatureEntry, ...]
+    result: SignatureEntry
+
+
 @dataclass(eq=False)
 class HloComputation:
     name: str
@@ -69,6 +88,7 @@ class HloComputation:
     is_entry: bool = False
     execution_thread: str | None = None
     location: SourceLocation | None = None
+    signature: ComputationSignature | None = None   # as written in the text, if it was
 
     def __repr__(self) -> str:
         return f"<computation {self.name}: {len(self.instructions)} instructions>"
@@ -159,6 +179,7 @@ class HloModule:
     entry_computation_layout: tuple[tuple[Shape, ...], Shape] | None = None
     header_attrs: dict[str, object] = field(default_factory=dict)   # the rest, verbatim
     stack_frames: str = ""          # FileNames/FunctionNames/FileLocations/StackFrames block
+    attribute_locations: dict[str, SourceLocation] = field(default_factory=dict, repr=False)
     source_lines: list[str] = field(default_factory=list, repr=False)
     warnings: list[str] = field(default_factory=list)
 
@@ -196,7 +217,3 @@ class HloModule:
         if 1 <= line <= len(self.source_lines):
             return self.source_lines[line - 1]
         return ""
-
-
-def is_tuple_shape(shape: Shape) -> bool:
-    return isinstance(shape, TupleShape)

@@ -29,35 +29,50 @@ DOTS = "dots"
 PUNCT = "punct"
 
 _IDENT = r"[A-Za-z_][A-Za-z0-9_.\-]*"
+# Blanks and comments before a token. Possessive, so a comment is never given back to be lexed
+# as tokens when what follows it does not match (``// c`` at the end of the text).
+_BLANKS = r"(?:[ \t\r\n]++|//[^\n]*+|/\*.*?\*/)*+"
+# Each alternative's group is named after the token kind it produces (``_KIND_OF``).
 _TOKEN = re.compile(
-    r"(?:[ \t\r\n]+|//[^\n]*|/\*.*?\*/)*"
+    _BLANKS +
     r"(?:"
     r"(?P<dots>\.\.\.)"
     r"|(?P<dim_labels>[0-9bf?]{2,}_[0-9io?]{2,}->[0-9bf?]{2,})"
-    r"|(?P<special>-?nan(?:\(0x[0-9a-fA-F]+\))?(?![A-Za-z0-9_.\-])|-inf(?![A-Za-z0-9_.\-]))"
-    r"|(?P<float>-?(?:\d+\.\d*|\.\d+|\d+)[eE][+-]?\d+|-?(?:\d+\.\d*|\.\d+))"
+    r"|(?P<float>-?nan(?:\(0x[0-9a-fA-F]+\))?(?![A-Za-z0-9_.\-])|-inf(?![A-Za-z0-9_.\-])"
+    r"|-?(?:\d+\.\d*|\.\d+|\d+)[eE][+-]?\d+|-?(?:\d+\.\d*|\.\d+))"
     r"|(?P<dxd>\d+(?:x\d+)+(?![A-Za-z0-9_]))"
     r"|(?P<pad>-?\d+_-?\d+(?:_-?\d+)?(?:x-?\d+_-?\d+(?:_-?\d+)?)*)"
     r"|(?P<int>-?\d+)"
-    r"|(?P<pname>%[A-Za-z0-9_.\-]+)"
-    r"|(?P<ident>" + _IDENT + r")(?P<suffix>[=:](?![=]))?"
+    r"|%(?P<pname>[A-Za-z0-9_.\-]+)"
+    r"|(?P<attr>" + _IDENT + r")(?==(?!=))"
+    r"|(?P<cname>" + _IDENT + r")(?=:)"
+    r"|(?P<ident>" + _IDENT + r")"
     r'|(?P<string>"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\')'
     r"|(?P<punct>->|<=|[=,:*#+~?\[\]{}()<>!])"
     r")",
     re.S,
 )
-_SKIP = re.compile(r"(?:[ \t\r\n]+|//[^\n]*|/\*.*?\*/)*", re.S)
+_KIND_OF = {"dots": DOTS, "dim_labels": DIM_LABELS, "float": FLOAT, "dxd": DXD, "pad": PAD,
+            "int": INT, "pname": NAME, "attr": ATTR, "cname": NAME, "ident": IDENT,
+            "string": STRING, "punct": PUNCT}
+_SKIP = re.compile(_BLANKS, re.S)
+_CLOSERS = {"{": "}", "[": "]", "(": ")"}
+_BRACKET_OR_QUOTE = re.compile(r"[{}\[\]()\"'/]")
+_QUOTED = {'"': re.compile(r'"(?:[^"\\]|\\.)*"', re.S), "'": re.compile(r"'(?:[^'\\]|\\.)*'", re.S)}
 
 
 class Lexer:
     def __init__(self, text: str) -> None:
         self.text = text
-        self.pos = 0                 # offset just after the current token
+        self.pos = 1 if text.startswith("\ufeff") else 0   # after the current token (and a BOM)
         self._line_starts = [0] + [m.end() for m in re.finditer("\n", text)]
         self.kind = EOF
         self.value = ""
         self.start = 0
         self.end = 0
+        # what the parser is inside, so every error can name it
+        self.computation: str | None = None
+        self.instruction: str | None = None
         self.advance()
 
     # --- positions ------------------------------------------------------------------------
@@ -70,12 +85,13 @@ class Lexer:
 
     def error(self, message: str, offset: int | None = None, hint: str | None = None) -> HloParseError:
         return HloParseError(message, location=self.location(self.start if offset is None else offset),
-                             hint=hint)
+                             hint=hint, computation=self.computation, instruction=self.instruction)
 
     # --- tokens -----------------------------------------------------------------------------
     def advance(self) -> None:
         m = _TOKEN.match(self.text, self.pos)
-        if m is None or m.lastgroup is None:
+        group = m.lastgroup if m is not None else None
+        if group is None:
             skip = _SKIP.match(self.text, self.pos)
             at = skip.end() if skip else self.pos
             if at >= len(self.text):
@@ -83,27 +99,14 @@ class Lexer:
                 self.pos = len(self.text)
                 return
             raise self._bad_character(at)
-        group = m.lastgroup
-        if group == "suffix":
-            group = "ident"
-        self.start = m.start(group)
-        self.end = m.end()
-        self.pos = self.end
-        text = m.group(group)
-        if group == "ident":
-            suffix = m.group("suffix")
-            if suffix == "=":
-                self.kind, self.value = ATTR, text
-            elif suffix == ":":
-                self.kind, self.value = NAME, text
-            else:
-                self.kind, self.value = IDENT, text
-        elif group == "pname":
-            self.kind, self.value = NAME, text[1:]
-        elif group == "special":
-            self.kind, self.value = FLOAT, text
-        else:
-            self.kind, self.value = group, text
+        start, end = m.span(group)
+        self.kind = _KIND_OF[group]
+        self.value = self.text[start:end]
+        if group == "pname":
+            start -= 1                    # the token starts at its '%'
+        elif group == "attr" or group == "cname":
+            end += 1                      # the '=' or ':' belongs to the token
+        self.start, self.end, self.pos = start, end, end
 
     def _bad_character(self, at: int) -> HloParseError:
         text = self.text
@@ -141,9 +144,7 @@ class Lexer:
         """Return the ``{...}``, ``[...]`` or ``(...)`` group starting at the current token,
         verbatim (strings respected), and continue lexing after it."""
         open_at = self.start
-        opener = self.text[open_at]
-        pairs = {"{": "}", "[": "]", "(": ")"}
-        if opener not in pairs:
+        if self.text[open_at] not in _CLOSERS:
             raise self.error(f"expects '{{' but sees {self.describe()}")
         end = self._scan_balanced(open_at)
         self.pos = end
@@ -151,54 +152,66 @@ class Lexer:
         return self.text[open_at:end]
 
     def _scan_balanced(self, open_at: int) -> int:
+        """Offset just after the bracket that closes the one at ``open_at``."""
         text = self.text
-        closers = {"{": "}", "[": "]", "(": ")", "<": ">"}
-        stack = [closers[text[open_at]]]
+        stack = [_CLOSERS[text[open_at]]]
         i = open_at + 1
-        n = len(text)
-        while i < n:
+        while True:
+            m = _BRACKET_OR_QUOTE.search(text, i)
+            if m is None:
+                raise self.error(f"unterminated '{text[open_at]}': no matching "
+                                 f"'{_CLOSERS[text[open_at]]}'", open_at)
+            i = m.start()
             ch = text[i]
-            if ch in "\"'":
-                j = i + 1
-                while j < n and text[j] != ch:
-                    j += 2 if text[j] == "\\" else 1
-                if j >= n:
-                    raise self.error("unterminated string literal", i)
-                i = j + 1
+            if ch in "\"'/":
+                i = self._skip_string_or_comment(i)
                 continue
-            if ch in "{[(":
-                stack.append(closers[ch])
-            elif ch in "}])":
+            if ch in _CLOSERS:
+                stack.append(_CLOSERS[ch])
+            else:
                 if ch != stack[-1]:
                     raise self.error(f"unbalanced '{ch}': expected '{stack[-1]}'", i)
                 stack.pop()
                 if not stack:
                     return i + 1
             i += 1
-        raise self.error(f"unterminated '{text[open_at]}': no matching '{closers[text[open_at]]}'",
-                         open_at)
+
+    def _skip_string_or_comment(self, i: int) -> int:
+        """Offset after the string or comment starting at ``i`` (a lone '/' is one character),
+        so brackets inside them do not count when capturing raw text."""
+        text = self.text
+        ch = text[i]
+        if ch == "/":
+            if text.startswith("//", i):
+                stop = text.find("\n", i)
+                return len(text) if stop < 0 else stop
+            if text.startswith("/*", i):
+                stop = text.find("*/", i + 2)
+                if stop < 0:
+                    raise self.error("unterminated block comment: '/*' has no matching '*/'", i)
+                return stop + 2
+            return i + 1
+        m = _QUOTED[ch].match(text, i)
+        if m is None:
+            raise self.error("unterminated string literal", i)
+        return m.end()
 
     def take_raw_value(self) -> str:
         """An attribute value of free form: a balanced group, or text up to the next comma,
         newline or closing bracket at nesting depth zero (``replica_groups=[2,2]<=[4]``)."""
         text = self.text
-        i = self.start
+        begin = i = self.start
         n = len(text)
-        begin = i
         while i < n:
             ch = text[i]
             if ch in "{[(":
                 i = self._scan_balanced(i)
-                continue
-            if ch in ",\n)}]":
+            elif ch in ",\n)}]" or text.startswith(("//", "/*"), i):
                 break
-            if ch in "\"'":
-                j = i + 1
-                while j < n and text[j] != ch:
-                    j += 2 if text[j] == "\\" else 1
-                i = j + 1
-                continue
-            i += 1
+            elif ch in "\"'/":
+                i = self._skip_string_or_comment(i)
+            else:
+                i += 1
         raw = text[begin:i].rstrip()
         if not raw:
             raise self.error("expects an attribute value")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .dtypes import ElementType
-from .shape import ArrayShape, Shape, TupleShape
+from .shape import ArrayShape, Shape
 
 
 @dataclass(eq=False)
@@ -22,7 +22,7 @@ class Literal:
     shape: Shape
     data: np.ndarray | None = None          # for arrays: dims == shape.dims, dtype == element numpy
     elements: tuple[Literal, ...] = ()       # for tuples
-    elided: bool = False                     # printed as {...}: contents unknown (zeros)
+    elided: bool = False                     # printed as {...}: values unknown, data is None
 
     def to_text(self, with_shape: bool = False) -> str:
         body = self._body_text()
@@ -41,8 +41,10 @@ class Literal:
         return _nested_text(self.data, fmt)
 
     def numpy(self) -> np.ndarray:
-        if self.shape.is_tuple or self.data is None:
-            raise TypeError("a tuple literal has no single array value")
+        if self.shape.is_tuple:
+            raise TypeError("a tuple literal has no single array value; use .elements")
+        if self.data is None:
+            raise ValueError("an elided literal ({...}) has no values; see check_runnable")
         return self.data
 
 
@@ -81,13 +83,9 @@ def _float_formatter(np_type, bits: int):
             text = np.format_float_positional(v, unique=True, trim="-") if 1e-5 <= abs(f) < 1e16 \
                 else np.format_float_scientific(v, unique=True, trim="-")
         else:
-            text = repr(float(v)) if _roundtrips(np_type, float(v), repr(float(v))) else _shortest(np_type, v)
+            text = _shortest(np_type, v)
         return text
     return fmt
-
-
-def _roundtrips(np_type, value: float, text: str) -> bool:
-    return float(np_type(float(text))) == value
 
 
 def _shortest(np_type, v) -> str:
@@ -139,14 +137,3 @@ def nan_with_payload(et: ElementType, payload: int | None, negative: bool):
     raw = ((1 if negative else 0) << (bits - 1)) | (((1 << exp_bits) - 1) << mant) | payload
     uint = {16: np.uint16, 32: np.uint32, 64: np.uint64}[bits]
     return np.array(raw, dtype=uint).view(dtype)[()]
-
-
-def zeros_literal(shape: Shape, elided: bool = False) -> Literal:
-    if shape.is_tuple:
-        assert isinstance(shape, TupleShape)
-        return Literal(shape, elements=tuple(zeros_literal(e, elided) for e in shape.elements),
-                       elided=elided)
-    assert isinstance(shape, ArrayShape)
-    if not shape.is_array:
-        return Literal(shape, data=np.zeros((), dtype=np.uint8), elided=elided)
-    return Literal(shape, data=np.zeros(shape.dims, dtype=shape.element_type.numpy), elided=elided)

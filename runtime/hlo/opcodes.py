@@ -10,7 +10,7 @@ one reader and one writer per kind rather than one per attribute.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from . import shape_inference as rules
@@ -59,6 +59,23 @@ ATTRIBUTE_KINDS: dict[str, str] = {
     "result_accuracy": "raw", "domain": "raw", "split_dims": "raw",
     "metadata": "metadata", "backend_config": "backend_config",
     "control-predecessors": "instruction_list",
+}
+
+#: the words an enum-valued attribute may take (the parser checks them at the token, the
+#: verifier on instructions built in code)
+ATTRIBUTE_VALUES: dict[str, frozenset[str]] = {
+    name: frozenset(words.split()) for name, words in {
+        "direction": "EQ NE LT LE GT GE",
+        "type": "FLOAT TOTALORDER SIGNED UNSIGNED",
+        "kind": "kLoop kInput kOutput kCustom",
+        "api_version": "API_VERSION_ORIGINAL API_VERSION_STATUS_RETURNING "
+                       "API_VERSION_STATUS_RETURNING_UNIFIED API_VERSION_TYPED_FFI",
+        "distribution": "rng_uniform rng_normal",
+        "fft_type": "FFT IFFT RFFT IRFFT",
+        "schedule": "SCHEDULE_NONE SCHEDULE_LATEST SCHEDULE_EARLIEST",
+        "padding_type": "PADDING_VALID PADDING_SAME",
+        "transpose_a": "NO_TRANSPOSE TRANSPOSE ADJOINT",
+    }.items()
 }
 
 #: attributes any instruction may carry
@@ -138,7 +155,7 @@ _op("parameter", 0, rules.declared, shape_required=True, family="leaf")
 _op("constant", 0, rules.declared, shape_required=True, family="leaf")
 _op("iota", 0, rules.iota, ("iota_dimension",), ("iota_dimension",), shape_required=True,
     family="data-movement")
-_op("broadcast", 1, rules.broadcast, ("dimensions",), family="data-movement")
+_op("broadcast", 1, rules.broadcast, ("dimensions",), shape_required=True, family="data-movement")
 _op("reshape", 1, rules.reshape, ("inferred_dimension",), shape_required=True,
     family="data-movement")
 _op("dynamic-reshape", (1, None), rules.declared, shape_required=True, family="data-movement")
@@ -192,7 +209,7 @@ _op("sort", (1, None), rules.sort, ("dimensions", "is_stable", "to_apply"),
     ("dimensions", "to_apply"), family="sort")
 _op("topk", 1, rules.topk, ("k", "largest"), ("k",), family="sort")
 _op("fft", 1, rules.fft, ("fft_type", "fft_length"), ("fft_type", "fft_length"))
-_op("cholesky", 1, rules.unary_floating, ("lower",))
+_op("cholesky", 1, rules.cholesky, ("lower",))
 _op("triangular-solve", 2, rules.triangular_solve,
     ("left_side", "lower", "unit_diagonal", "transpose_a"))
 _op("batch-norm-training", 3, rules.batch_norm_training, ("epsilon", "feature_index"),

@@ -4,7 +4,9 @@ Accepts everything XLA and JAX print (optimised dumps with stack-frame tables, m
 backend configs, layouts with tiling; JAX's pre-optimisation text without ``%``) plus the
 hand-written forms people use: the aliasing doc's ``input_output_alias={ {}: 0 }``, forward
 references to computations, omitted result and operand shapes, nested operand instructions.
-Every problem is an ``HloParseError`` located at the offending token.
+Every problem in the text is an ``HloParseError`` located at the offending token; a result
+shape that the text omitted and that cannot be inferred is an ``HloVerifyError`` (the text is
+well-formed, the program is not), located at its instruction.
 """
 
 from __future__ import annotations
@@ -12,26 +14,35 @@ from __future__ import annotations
 import difflib
 import re
 
-import numpy as np
-
-from ..errors import HloError, HloParseError, SourceLocation
+from ..errors import HloParseError, SourceLocation
 from . import lexer as L
 from .attributes import (
-    BackendConfig, ComputationRef, Identifier, IdentifierList, Metadata, OperandAlias,
-    OperandAliasing, PadDim, PaddingConfig, RawText, ShapedLiteral, SliceDim, SliceSpec, Window,
-    WindowDim, parse_dim_labels, unquote_string,
+    BackendConfig, Identifier, IdentifierList, Metadata, OperandAlias, OperandAliasing, PadDim,
+    PaddingConfig, RawText, ShapedLiteral, SliceDim, SliceSpec, Window, WindowDim,
+    parse_dim_labels, unquote_string,
 )
-from .dtypes import ELEMENT_TYPES, ElementType
-from .ir import AliasEntry, BufferDonor, HloComputation, HloInstruction, HloModule
-from .literal import Literal, nan_with_payload
-from .opcodes import ATTRIBUTE_KINDS, COMMON_ATTRIBUTES, OPCODES
+from .dtypes import ELEMENT_TYPES, F64
+from .ir import (
+    AliasEntry, BufferDonor, ComputationSignature, HloComputation, HloInstruction, HloModule,
+    SignatureEntry,
+)
+from .literal import Literal
+from .literal_text import LiteralTextError, read_array, read_scalar, scalar_value
+from .opcodes import ATTRIBUTE_KINDS, ATTRIBUTE_VALUES, COMMON_ATTRIBUTES, OPCODES
 from .shape import ArrayShape, Layout, Shape, TupleShape, compatible
+from .verifier import infer_shape
 
-_MAX_NESTING = 200
+# Brackets may nest this deep (tuple shapes, tuple literals, nested operand instructions,
+# inline computations together). Real modules stay under ten; the limit keeps the recursive
+# descent far from Python's recursion limit, so deep garbage gets a located error.
+MAX_NESTING = 64
 _KNOWN_HEADER = {"is_scheduled", "entry_computation_layout", "input_output_alias", "buffer_donor",
                  "alias_passthrough_params", "replica_count", "num_partitions",
                  "frontend_attributes", "allow_spmd_sharding_propagation_to_parameters",
                  "allow_spmd_sharding_propagation_to_output", "origin_recovery_table"}
+
+
+_SIMPLE_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[((?:[0-9]+(?:,[0-9]+)*)?)\](?:\{([0-9]+(?:,[0-9]+)*)\})?")
 
 
 class _PendingComputation:
@@ -50,13 +61,19 @@ class Parser:
         self.lx = L.Lexer(text)
         self.computations: dict[str, HloComputation] = {}
         self.order: list[HloComputation] = []
-        self.pending: list[tuple[HloInstruction, str]] = []
+        self.pending: list[HloInstruction] = []    # hold references to computations not yet seen
+        self.names: dict[str, HloInstruction] = {}  # the instructions of the computation being read
         self.depth = 0
         self.anon_counter = 0
+        self.warnings: list[str] = []
+        self.shapes: dict[str, ArrayShape] = {}     # simple shapes by spelling, see simple_array_shape
 
     # --- small helpers ----------------------------------------------------------------------
     def error(self, message: str, offset: int | None = None, hint: str | None = None) -> HloParseError:
         return self.lx.error(message, offset, hint)
+
+    def warn(self, offset: int, message: str) -> None:
+        self.warnings.append(f"line {self.lx.location(offset).line}: {message}")
 
     def expect_punct(self, p: str, context: str = "") -> int:
         lx = self.lx
@@ -89,8 +106,9 @@ class Parser:
 
     def enter(self) -> None:
         self.depth += 1
-        if self.depth > _MAX_NESTING:
-            raise self.error(f"nesting deeper than {_MAX_NESTING} levels")
+        if self.depth > MAX_NESTING:
+            raise self.error(f"brackets, nested instructions and inline computations nest "
+                             f"deeper than {MAX_NESTING} levels")
 
     def leave(self) -> None:
         self.depth -= 1
@@ -101,7 +119,8 @@ class Parser:
         module = HloModule(name="")
         module.source_lines = self.text.splitlines()
         if lx.kind == L.EOF:
-            raise self.error("expects 'HloModule' or a computation, but the text is empty")
+            raise self.error("expects 'HloModule' or a computation, but the text has neither "
+                             "(it is empty or only comments)")
         if lx.at(L.IDENT, "HloModule"):
             lx.advance()
             if lx.kind not in (L.IDENT, L.NAME, L.STRING):
@@ -116,10 +135,11 @@ class Parser:
             module.stack_frames = self.parse_stack_frames()
         entry: HloComputation | None = None
         while lx.kind != L.EOF:
+            if entry is not None and lx.at(L.IDENT, "ENTRY"):
+                raise self.error("expects only one ENTRY computation",
+                                 hint=f"{entry.name} is already the ENTRY")
             comp = self.parse_computation()
             if comp.is_entry:
-                if entry is not None:
-                    raise HloParseError("expects only one ENTRY computation", location=comp.location)
                 entry = comp
         if not self.order:
             raise self.error("expects at least one computation")
@@ -131,6 +151,7 @@ class Parser:
             module.name = f"module_{entry.name}"
         self.resolve_pending()
         module.computations = _callees_first(self.order, entry)
+        module.warnings = self.warnings
         _infer_omitted_shapes(module)
         return module
 
@@ -140,9 +161,9 @@ class Parser:
             raise self.error(f"expects a module attribute (name=value) but sees {lx.describe()}")
         name, at = lx.value, lx.start
         lx.advance()
-        if name in module.header_attrs or (name == "input_output_alias" and module.input_output_alias) \
-                or (name == "buffer_donor" and module.buffer_donors):
+        if name in module.attribute_locations:
             raise self.error(f"attribute {name} already exists", at)
+        module.attribute_locations[name] = lx.location(at)
         if name == "is_scheduled":
             module.is_scheduled = self.parse_bool()
         elif name == "entry_computation_layout":
@@ -158,8 +179,7 @@ class Parser:
         else:
             module.header_attrs[name] = RawText(lx.take_raw_value())
             if name not in _KNOWN_HEADER:
-                module.warnings.append(f"line {self.lx.location(at).line}: unknown module attribute "
-                                       f"{name!r} kept verbatim and ignored")
+                self.warn(at, f"unknown module attribute {name!r} kept verbatim and ignored")
 
     def parse_program_layout(self) -> tuple[tuple[Shape, ...], Shape]:
         self.expect_punct("{", "to open entry_computation_layout")
@@ -285,9 +305,9 @@ class Parser:
             raise self.error(f"expects a computation name but sees '{name}:'", name_at)
         if name in self.computations:
             raise self.error(f"computation already exists: {name}", name_at)
-        if lx.at_punct("("):
-            self.parse_signature()
         comp = HloComputation(name=name, is_entry=is_entry, location=lx.location(at))
+        if lx.at_punct("("):
+            comp.signature = self.parse_signature()
         self.computations[name] = comp
         self.parse_body(comp)
         if self.accept_punct(","):
@@ -301,30 +321,33 @@ class Parser:
         self.order.append(comp)
         return comp
 
-    def parse_signature(self) -> None:
-        """The printed signature is informational: parameters come from parameter(N)."""
+    def parse_signature(self) -> ComputationSignature:
         lx = self.lx
         self.expect_punct("(")
+        params: list[SignatureEntry] = []
         while not lx.at_punct(")"):
             if lx.kind != L.NAME:
                 raise self.error(f"expects a parameter name in the signature but sees {lx.describe()}")
+            name, at = lx.value, lx.start
             is_colon = self.text[lx.end - 1] == ":"
             lx.advance()
             if not is_colon:
                 self.expect_punct(":", "after the parameter name")
-            self.parse_shape()
+            params.append(SignatureEntry(name, self.parse_shape(), lx.location(at)))
             if not self.accept_punct(","):
                 break
         self.expect_punct(")", "to close the signature")
         self.expect_punct("->", "before the result shape")
-        self.parse_shape()
+        at = lx.start
+        result = SignatureEntry("", self.parse_shape(), lx.location(at))
+        return ComputationSignature(tuple(params), result)
 
     def parse_body(self, comp: HloComputation) -> None:
         lx = self.lx
+        outer = lx.computation, lx.instruction, self.names
+        lx.computation, lx.instruction, self.names = comp.name, None, {}
         self.expect_punct("{", f"to open the body of {comp.name}")
-        names: dict[str, HloInstruction] = {}
         root: HloInstruction | None = None
-        root_at = 0
         while not lx.at_punct("}"):
             if lx.kind == L.EOF:
                 raise self.error(f"expects '}}' to close computation {comp.name} but the text ends")
@@ -333,20 +356,20 @@ class Parser:
                 is_root = True
                 at = lx.start
                 lx.advance()
-            inst = self.parse_instruction(comp, names)
+            inst = self.parse_instruction(comp)
             if is_root:
                 if root is not None:
                     raise self.error("one computation should have only one ROOT", at,
                                      hint=f"ROOT was already given to {root.name}")
-                root, root_at = inst, at
-        lx.advance()
+                root = inst
         if not comp.instructions:
-            raise HloParseError(f"computation {comp.name} has no instructions",
-                                location=comp.location)
+            raise self.error(f"computation {comp.name} has no instructions")
+        lx.advance()
         comp.root = root if root is not None else comp.instructions[-1]
+        lx.computation, lx.instruction, self.names = outer
 
     # --- instructions -----------------------------------------------------------------------
-    def parse_instruction(self, comp: HloComputation, names: dict[str, HloInstruction]) -> HloInstruction:
+    def parse_instruction(self, comp: HloComputation) -> HloInstruction:
         lx = self.lx
         at = lx.start
         if lx.kind == L.ATTR:          # "x=f32[] ..." written without spaces
@@ -360,15 +383,16 @@ class Parser:
             self.expect_punct("=", "in instruction")
         else:
             raise self.error(f"expects an instruction name but sees {lx.describe()}")
-        if name in names:
-            prev = names[name]
+        prev = self.names.get(name)
+        if prev is not None:
             raise self.error(f"instruction already exists: {name}", at,
                              hint=f"first defined on line {prev.location.line}" if prev.location else None)
-        return self.parse_instruction_rest(comp, names, name, at, allow_attributes=True)
+        return self.parse_instruction_rest(comp, name, at, allow_attributes=True)
 
-    def parse_instruction_rest(self, comp: HloComputation, names: dict[str, HloInstruction],
-                               name: str, at: int, allow_attributes: bool) -> HloInstruction:
+    def parse_instruction_rest(self, comp: HloComputation, name: str, at: int,
+                               allow_attributes: bool) -> HloInstruction:
         lx = self.lx
+        outer, lx.instruction = lx.instruction, name
         shape: Shape | None = None
         if self.at_shape_start():
             shape = self.parse_shape()
@@ -394,7 +418,7 @@ class Parser:
                 raise self.error("constant needs its shape written before the opcode", opcode_at)
             inst.literal = self.parse_literal(shape)
         else:
-            inst.operands = self.parse_operands(comp, names, opcode)
+            inst.operands = self.parse_operands(comp)
         self.expect_punct(")", f"to close the operands of {opcode}")
         n = len(inst.operands)
         if n < spec.min_operands or (spec.max_operands is not None and n > spec.max_operands):
@@ -403,18 +427,15 @@ class Parser:
         if allow_attributes:
             while lx.at_punct(","):
                 lx.advance()
-                self.parse_attribute(inst, names)
-        for req in spec.required:
-            if req not in inst.attrs and not (opcode == "conditional"):
-                raise self.error(f"attribute {req} is expected but not seen", opcode_at,
-                                 hint=f"instruction {name}")
+                self.parse_attribute(inst)
+        missing = sorted(spec.required - inst.attrs.keys())
+        if missing:
+            raise self.error(f"attribute {missing[0]} is expected but not seen", opcode_at)
         if shape is None and spec.shape_required:
             raise self.error(f"{opcode} needs its result shape written before the opcode", opcode_at)
-        if opcode == "broadcast" and "dimensions" not in inst.attrs and n == 1 \
-                and not inst.operands[0].shape.is_tuple and inst.operands[0].shape.rank == 0:
-            inst.attrs["dimensions"] = ()
-        names[name] = inst
+        self.names[name] = inst
         comp.instructions.append(inst)
+        lx.instruction = outer
         return inst
 
     def at_shape_start(self) -> bool:
@@ -423,19 +444,18 @@ class Parser:
             return self.next_char() == "["
         return lx.at_punct("(")
 
-    def parse_operands(self, comp: HloComputation, names: dict[str, HloInstruction],
-                       opcode: str) -> list[HloInstruction]:
+    def parse_operands(self, comp: HloComputation) -> list[HloInstruction]:
         lx = self.lx
         operands: list[HloInstruction] = []
         if lx.at_punct(")"):
             return operands
         while True:
-            operands.append(self.parse_operand(comp, names))
+            operands.append(self.parse_operand(comp))
             if not self.accept_punct(","):
                 break
         return operands
 
-    def parse_operand(self, comp: HloComputation, names: dict[str, HloInstruction]) -> HloInstruction:
+    def parse_operand(self, comp: HloComputation) -> HloInstruction:
         lx = self.lx
         shape_at = lx.start
         declared: Shape | None = None
@@ -446,20 +466,20 @@ class Parser:
             self.enter()
             self.anon_counter += 1
             anon = f"{lx.value}.anon"
-            while anon in names:
+            while anon in self.names:
                 anon = f"{lx.value}.anon.{self.anon_counter}"
                 self.anon_counter += 1
             if declared is not None:
                 lx.skip_to_offset(shape_at)   # let the nested instruction read its own shape
-            inst = self.parse_instruction_rest(comp, names, anon, at, allow_attributes=False)
+            inst = self.parse_instruction_rest(comp, anon, at, allow_attributes=False)
             self.leave()
             return inst
         if lx.kind not in (L.NAME, L.IDENT):
             raise self.error(f"expects an operand name but sees {lx.describe()}")
         name = lx.value
-        inst = names.get(name)
+        inst = self.names.get(name)
         if inst is None:
-            guess = difflib.get_close_matches(name, list(names), n=1)
+            guess = difflib.get_close_matches(name, list(self.names), n=1)
             raise self.error(f"instruction does not exist: {name}", at,
                              hint=f"did you mean {guess[0]}?" if guess else None)
         lx.advance()
@@ -470,7 +490,7 @@ class Parser:
         return inst
 
     # --- attributes -------------------------------------------------------------------------
-    def parse_attribute(self, inst: HloInstruction, names: dict[str, HloInstruction]) -> None:
+    def parse_attribute(self, inst: HloInstruction) -> None:
         lx = self.lx
         if lx.kind != L.ATTR:
             raise self.error(f"expects an attribute (name=value) but sees {lx.describe()}")
@@ -487,26 +507,34 @@ class Parser:
         if name in inst.attrs:
             raise self.error(f"attribute {name} already exists", at)
         lx.advance()
-        kind = ATTRIBUTE_KINDS[name]
-        reader = getattr(self, "attr_" + kind)
-        try:
-            value = reader(inst, names) if kind in ("instruction_list",) else reader(inst)
-        except HloParseError:
-            raise
+        value_at = lx.start
+        value = getattr(self, "attr_" + ATTRIBUTE_KINDS[name])()
+        allowed = ATTRIBUTE_VALUES.get(name)
+        if allowed is not None and str(value) not in allowed:
+            guess = difflib.get_close_matches(str(value), list(allowed), n=1)
+            raise self.error(f"unexpected value {value} for attribute {name}; expected one of "
+                             f"{', '.join(sorted(allowed))}", value_at,
+                             hint=f"did you mean {guess[0]}?" if guess else None)
+        if isinstance(value, _PendingComputation) or (
+                isinstance(value, tuple) and any(isinstance(v, _PendingComputation) for v in value)):
+            self.pending.append(inst)
         inst.attrs[name] = value
 
-    def attr_int(self, inst) -> int:
+    def attr_int(self) -> int:
         return self.expect_int()
 
-    def attr_float(self, inst) -> float:
+    def attr_float(self) -> float:
         lx = self.lx
-        if lx.kind not in (L.INT, L.FLOAT):
+        try:
+            v = float(scalar_value(lx.value, F64)) if lx.kind in (L.INT, L.FLOAT, L.IDENT) else None
+        except LiteralTextError:
+            v = None
+        if v is None:
             raise self.error(f"expects a number but sees {lx.describe()}")
-        v = float(lx.value)
         lx.advance()
         return v
 
-    def attr_bool(self, inst) -> bool:
+    def attr_bool(self) -> bool:
         return self.parse_bool()
 
     def parse_bool(self) -> bool:
@@ -517,7 +545,7 @@ class Parser:
             return v
         raise self.error(f"expects true or false but sees {lx.describe()}")
 
-    def attr_string(self, inst) -> str:
+    def attr_string(self) -> str:
         lx = self.lx
         if lx.kind != L.STRING:
             raise self.error(f"expects a quoted string but sees {lx.describe()}")
@@ -525,7 +553,7 @@ class Parser:
         lx.advance()
         return v
 
-    def attr_identifier(self, inst) -> Identifier:
+    def attr_identifier(self) -> Identifier:
         lx = self.lx
         if lx.kind not in (L.IDENT, L.INT):
             raise self.error(f"expects a keyword but sees {lx.describe()}")
@@ -533,7 +561,7 @@ class Parser:
         lx.advance()
         return v
 
-    def attr_identifier_list(self, inst) -> IdentifierList:
+    def attr_identifier_list(self) -> IdentifierList:
         lx = self.lx
         self.expect_punct("{")
         out: list[str] = []
@@ -545,7 +573,7 @@ class Parser:
         self.expect_punct("}")
         return IdentifierList(tuple(out))
 
-    def attr_int_list(self, inst) -> tuple[int, ...]:
+    def attr_int_list(self) -> tuple[int, ...]:
         lx = self.lx
         self.expect_punct("{", "to open a list of integers")
         out: list[int] = []
@@ -556,7 +584,7 @@ class Parser:
         self.expect_punct("}", "to close a list of integers")
         return tuple(out)
 
-    def attr_slice(self, inst) -> SliceSpec:
+    def attr_slice(self) -> SliceSpec:
         self.expect_punct("{", "to open slice")
         dims: list[SliceDim] = []
         while self.lx.at_punct("["):
@@ -574,7 +602,7 @@ class Parser:
         self.expect_punct("}", "to close slice")
         return SliceSpec(tuple(dims))
 
-    def attr_padding(self, inst) -> PaddingConfig:
+    def attr_padding(self) -> PaddingConfig:
         lx = self.lx
         if lx.at_punct("{") and self.next_char() == "}":
             lx.advance()
@@ -589,7 +617,7 @@ class Parser:
         lx.advance()
         return PaddingConfig(tuple(dims))
 
-    def attr_window(self, inst) -> Window:
+    def attr_window(self) -> Window:
         lx = self.lx
         self.expect_punct("{", "to open window")
         fields: dict[str, list] = {}
@@ -636,7 +664,7 @@ class Parser:
                 reversal=bool(fields.get("rhs_reversal", [0] * rank)[i])))
         return Window(tuple(dims))
 
-    def attr_dim_labels(self, inst):
+    def attr_dim_labels(self):
         lx = self.lx
         if lx.kind != L.DIM_LABELS:
             raise self.error(f"expects dim_labels like b01f_01io->b01f but sees {lx.describe()}")
@@ -647,7 +675,7 @@ class Parser:
         lx.advance()
         return value
 
-    def attr_computation(self, inst) -> object:
+    def attr_computation(self) -> object:
         lx = self.lx
         if lx.at_punct("{"):
             return self.parse_inline_computation()
@@ -656,15 +684,14 @@ class Parser:
         value = self.computations.get(lx.value)
         if value is None:
             value = _PendingComputation(lx.value, lx.location(lx.start))   # type: ignore[assignment]
-            self.pending.append((inst, lx.value))
         lx.advance()
         return value
 
-    def attr_computation_list(self, inst) -> tuple:
+    def attr_computation_list(self) -> tuple:
         self.expect_punct("{", "to open a list of computations")
         out = []
         while not self.lx.at_punct("}"):
-            out.append(self.attr_computation(inst))
+            out.append(self.attr_computation())
             if not self.accept_punct(","):
                 break
         self.expect_punct("}", "to close a list of computations")
@@ -684,7 +711,7 @@ class Parser:
         self.leave()
         return comp
 
-    def attr_operand_aliasing(self, inst) -> OperandAliasing:
+    def attr_operand_aliasing(self) -> OperandAliasing:
         self.expect_punct("{", "to open output_to_operand_aliasing")
         entries = []
         while not self.lx.at_punct("}"):
@@ -701,7 +728,7 @@ class Parser:
         self.expect_punct("}", "to close output_to_operand_aliasing")
         return OperandAliasing(tuple(entries))
 
-    def attr_shape_list(self, inst) -> tuple[Shape, ...]:
+    def attr_shape_list(self) -> tuple[Shape, ...]:
         self.expect_punct("{", "to open a list of shapes")
         out: list[Shape] = []
         while not self.lx.at_punct("}"):
@@ -711,23 +738,34 @@ class Parser:
         self.expect_punct("}", "to close a list of shapes")
         return tuple(out)
 
-    def attr_shape(self, inst) -> Shape:
+    def attr_shape(self) -> Shape:
         return self.parse_shape()
 
-    def attr_shaped_literal(self, inst) -> ShapedLiteral:
-        shape = self.parse_shape()
+    def attr_shaped_literal(self) -> ShapedLiteral:
+        """``literal=s32[2] {1, 2}``: a brace group after the shape is the literal unless a
+        second one follows (``s32[2]{0} {1, 2}``), where the first is the layout."""
+        lx = self.lx
+        start = lx.start
+        shape = self.parse_shape(with_layout=False)
+        if lx.at_punct("{"):
+            brace = lx.start
+            lx.take_balanced()
+            has_layout = lx.at_punct("{")
+            lx.skip_to_offset(start if has_layout else brace)
+            if has_layout:
+                shape = self.parse_shape()
         return ShapedLiteral(self.parse_literal(shape))
 
-    def attr_raw(self, inst) -> RawText:
+    def attr_raw(self) -> RawText:
         return RawText(self.lx.take_raw_value())
 
-    def attr_metadata(self, inst) -> Metadata:
+    def attr_metadata(self) -> Metadata:
         lx = self.lx
         if not lx.at_punct("{"):
             raise self.error(f"expects '{{' to open metadata but sees {lx.describe()}")
         return Metadata(lx.take_balanced())
 
-    def attr_backend_config(self, inst) -> BackendConfig:
+    def attr_backend_config(self) -> BackendConfig:
         lx = self.lx
         if lx.kind == L.STRING:
             v = BackendConfig(unquote_string(lx.value[1:-1]), quoted=True)
@@ -737,12 +775,12 @@ class Parser:
             return BackendConfig(lx.take_balanced(), quoted=False)
         raise self.error(f"expects a quoted string or '{{' for backend_config but sees {lx.describe()}")
 
-    def attr_instruction_list(self, inst, names) -> tuple[HloInstruction, ...]:
+    def attr_instruction_list(self) -> tuple[HloInstruction, ...]:
         lx = self.lx
         self.expect_punct("{", "to open a list of instructions")
         out = []
         while lx.kind in (L.NAME, L.IDENT):
-            target = names.get(lx.value)
+            target = self.names.get(lx.value)
             if target is None:
                 raise self.error(f"instruction does not exist: {lx.value}")
             out.append(target)
@@ -753,7 +791,7 @@ class Parser:
         return tuple(out)
 
     # --- shapes -----------------------------------------------------------------------------
-    def parse_shape(self) -> Shape:
+    def parse_shape(self, with_layout: bool = True) -> Shape:
         lx = self.lx
         if lx.at_punct("("):
             self.enter()
@@ -768,6 +806,9 @@ class Parser:
             return TupleShape(tuple(elements))
         if lx.kind != L.IDENT or lx.value not in ELEMENT_TYPES:
             raise self.error(f"expects a shape (like f32[4,8]) but sees {lx.describe()}")
+        simple = self.simple_array_shape(with_layout)
+        if simple is not None:
+            return simple
         et = ELEMENT_TYPES[lx.value]
         lx.advance()
         self.expect_punct("[", f"after element type {et.name}")
@@ -781,20 +822,44 @@ class Parser:
                     dynamic.append(True)
                 else:
                     is_dyn = self.accept_punct("<=")
+                    at = lx.start
                     d = self.expect_int("dimension size")
-                    if d < 0:
-                        raise self.error(f"dimension size must be non-negative, got {d}")
+                    if not 0 <= d < 1 << 63:
+                        raise self.error(f"dimension size must be between 0 and 2^63-1, got {d}", at)
                     dims.append(d)
                     dynamic.append(is_dyn)
                 if not self.accept_punct(","):
                     break
         self.expect_punct("]", "to close the dimensions")
         layout = None
-        if lx.at_punct("{"):
+        if with_layout and lx.at_punct("{"):
             c = self.next_char()
             if c.isdigit() or c == ":":     # as XLA: anything else after '{' opens a body
                 layout = self.parse_layout(len(dims))
         return ArrayShape(et, tuple(dims), tuple(dynamic), layout)
+
+    def simple_array_shape(self, with_layout: bool) -> ArrayShape | None:
+        """The common ``f32[64,128]{1,0}`` read with one regular expression instead of a dozen
+        tokens (most of a dump's tokens are shapes), shared between equal spellings. None
+        when the shape is anything else, or is wrong, for the general path to read or report."""
+        lx = self.lx
+        m = _SIMPLE_SHAPE.match(self.text, lx.start)
+        if m is None or (m.group(3) is not None and not with_layout):
+            return None
+        after = L._SKIP.match(self.text, m.end()).end()
+        if self.text.startswith("{", after):        # a layout with a tail, or a body
+            return None
+        key = m.group()
+        shape = self.shapes.get(key)
+        if shape is None:
+            dims = tuple(int(d) for d in m.group(2).split(",")) if m.group(2) else ()
+            m2m = tuple(int(d) for d in m.group(3).split(",")) if m.group(3) else None
+            if any(d >= 1 << 63 for d in dims) or (m2m is not None and sorted(m2m) != list(range(len(dims)))):
+                return None
+            layout = Layout(m2m) if m2m is not None else None
+            shape = self.shapes[key] = ArrayShape(ELEMENT_TYPES[m.group(1)], dims, (False,) * len(dims), layout)
+        lx.skip_to_offset(m.end())
+        return shape
 
     def parse_layout(self, rank: int) -> Layout:
         lx = self.lx
@@ -854,8 +919,7 @@ class Parser:
             raise self.error(f"a constant cannot have the unbounded shape {shape}")
         et = shape.element_type
         if shape.rank == 0:
-            value = self.parse_scalar(et)
-            return Literal(shape, data=np.array(value, dtype=et.numpy))
+            return Literal(shape, data=self.parse_scalar(shape))
         if not lx.at_punct("{"):
             raise self.error(f"expects '{{' to open an array literal of shape {shape.to_text(False)} "
                              f"but sees {lx.describe()}")
@@ -866,177 +930,50 @@ class Parser:
                 raise self.error(f"expects '...' but sees {lx.describe()}")
             lx.advance()
             self.expect_punct("}", "after '...'")
-            return Literal(shape, data=np.zeros(shape.dims, dtype=et.numpy), elided=True)
+            self.warn(open_at, f"constant {lx.instruction} was printed elided as {{...}}: its values "
+                      "are unknown (XLA would silently use zeros), so it cannot be run")
+            return Literal(shape, elided=True)
         raw = lx.take_balanced()
-        return Literal(shape, data=_ArrayLiteralReader(self, raw, open_at, shape).read())
+        try:
+            return Literal(shape, data=read_array(raw, shape))
+        except LiteralTextError as e:
+            raise self.error(e.message, open_at + e.pos) from None
 
-    def parse_scalar(self, et: ElementType, token: tuple[str, str, int] | None = None):
+    def parse_scalar(self, shape: ArrayShape):
+        """A rank-0 value: one token, or a parenthesised ``(re, im)`` for complex types."""
         lx = self.lx
-        if et.is_complex:
-            self.expect_punct("(", "to open a complex value (re, im)")
-            re_ = self.parse_scalar(_complex_part(et))
-            self.expect_punct(",", "between the real and imaginary parts")
-            im = self.parse_scalar(_complex_part(et))
-            self.expect_punct(")", "to close the complex value")
-            return complex(re_, im)
-        if lx.kind not in (L.INT, L.FLOAT, L.IDENT):
+        at = lx.start
+        if lx.at_punct("("):
+            raw = lx.take_balanced()
+        elif lx.kind in (L.INT, L.FLOAT, L.IDENT):
+            raw = lx.value
+            lx.advance()
+        else:
             raise self.error(f"unexpected token type in a literal: {lx.describe()}")
         try:
-            value = convert_scalar_text(lx.value, et)
-        except ValueError as e:
-            raise self.error(str(e)) from None
-        lx.advance()
-        return value
+            return read_scalar(raw, shape)
+        except LiteralTextError as e:
+            raise self.error(e.message, at + e.pos) from None
 
     # --- computation references -------------------------------------------------------------
     def resolve_pending(self) -> None:
-        for inst, _name in self.pending:
-            for key, value in list(inst.attrs.items()):
+        for inst in self.pending:
+            for key, value in inst.attrs.items():
                 if isinstance(value, _PendingComputation):
-                    inst.attrs[key] = self._resolve(value)
-                elif isinstance(value, tuple) and any(isinstance(v, _PendingComputation) for v in value):
-                    inst.attrs[key] = tuple(self._resolve(v) if isinstance(v, _PendingComputation)
+                    inst.attrs[key] = self._resolve(inst, value)
+                elif isinstance(value, tuple):
+                    inst.attrs[key] = tuple(self._resolve(inst, v) if isinstance(v, _PendingComputation)
                                             else v for v in value)
 
-    def _resolve(self, ref: _PendingComputation) -> HloComputation:
+    def _resolve(self, inst: HloInstruction, ref: _PendingComputation) -> HloComputation:
         comp = self.computations.get(ref.name)
         if comp is None:
             guess = difflib.get_close_matches(ref.name, list(self.computations), n=1)
             raise HloParseError(f"computation does not exist: {ref.name}", location=ref.location,
-                                hint=f"did you mean {guess[0]}?" if guess else None)
+                                hint=f"did you mean {guess[0]}?" if guess else None,
+                                computation=inst.parent.name if inst.parent else None,
+                                instruction=inst.name)
         return comp
-
-
-def _complex_part(et: ElementType) -> ElementType:
-    return ELEMENT_TYPES["f32" if et.name == "c64" else "f64"]
-
-
-_NAN = re.compile(r"^(-?)nan(?:\(0x([0-9a-fA-F]+)\))?$")
-
-
-def convert_scalar_text(text: str, et: ElementType):
-    """One literal element: range-checked integers, pred, floats with inf/nan payloads."""
-    if et.is_pred:
-        if text in ("true", "1"):
-            return True
-        if text in ("false", "0"):
-            return False
-        raise ValueError(f"expects true or false for a pred literal but sees '{text}'")
-    if et.is_integer:
-        if text in ("true", "false"):
-            return 1 if text == "true" else 0
-        try:
-            v = int(text)
-        except ValueError:
-            raise ValueError(f"expects an integer for a {et.name} literal but sees '{text}'") from None
-        lo, hi = (-(1 << (et.bits - 1)), (1 << (et.bits - 1)) - 1) if et.is_signed else (0, (1 << et.bits) - 1)
-        if not lo <= v <= hi:
-            raise ValueError(f"value {v} is out of range for literal's primitive type "
-                             f"{et.name.upper()} namely [{lo}, {hi}].")
-        return v
-    if et.is_float:
-        m = _NAN.match(text)
-        if m:
-            payload = int(m.group(2), 16) if m.group(2) else None
-            return nan_with_payload(et, payload, bool(m.group(1)))
-        if text in ("inf", "-inf"):
-            return float(text)
-        if text in ("true", "false"):
-            raise ValueError(f"expects a number for a {et.name} literal but sees '{text}'")
-        try:
-            return float(text)
-        except ValueError:
-            raise ValueError(f"expects a number for a {et.name} literal but sees '{text}'") from None
-    raise ValueError(f"literals of type {et.name} are not supported")
-
-
-_LIT_TOKEN = re.compile(r"\s*(?:(//[^\n]*|/\*.*?\*/)|([{}(),])|([^\s{}(),/]+))", re.S)
-
-
-class _ArrayLiteralReader:
-    """Reads a nested-brace array literal from its raw text, checking counts per level."""
-
-    def __init__(self, parser: Parser, raw: str, offset: int, shape: ArrayShape) -> None:
-        self.parser = parser
-        self.raw = raw
-        self.offset = offset
-        self.shape = shape
-        self.et = shape.element_type
-        self.tokens = [(m.start(2) if m.group(2) else m.start(3), m.group(2) or m.group(3))
-                       for m in _LIT_TOKEN.finditer(raw) if not m.group(1)]
-        self.i = 0
-
-    def error(self, message: str, pos: int) -> HloParseError:
-        return self.parser.error(message, self.offset + pos)
-
-    def read(self) -> np.ndarray:
-        values: list = []
-        self.read_level(0, values, ())
-        if self.i != len(self.tokens):
-            pos, text = self.tokens[self.i]
-            raise self.error(f"unexpected '{text}' after the array literal", pos)
-        et = self.et
-        if et.is_float and any(isinstance(v, np.generic) for v in values):
-            arr = np.empty(len(values), dtype=et.numpy)
-            for k, v in enumerate(values):
-                arr[k] = v
-        else:
-            with np.errstate(over="ignore"):
-                arr = np.array(values, dtype=et.numpy) if values else np.zeros(0, dtype=et.numpy)
-        return arr.reshape(self.shape.dims)
-
-    def next(self) -> tuple[int, str]:
-        if self.i >= len(self.tokens):
-            return len(self.raw), ""
-        tok = self.tokens[self.i]
-        self.i += 1
-        return tok
-
-    def read_level(self, level: int, out: list, index: tuple[int, ...]) -> None:
-        dims = self.shape.dims
-        pos, tok = self.next()
-        if tok != "{":
-            raise self.error(f"expects nested array in rank {len(dims)}, but sees {level}" if tok
-                             else "unterminated array literal", pos)
-        want = dims[level]
-        count = 0
-        pos, tok = self.tokens[self.i] if self.i < len(self.tokens) else (len(self.raw), "")
-        if tok == "}":
-            self.i += 1
-        else:
-            while True:
-                if level + 1 < len(dims):
-                    self.read_level(level + 1, out, index + (count,))
-                else:
-                    pos, tok = self.next()
-                    if tok in ("{", "}", ",", ")", ""):
-                        if tok == "{":
-                            raise self.error(f"expects nested array in rank {len(dims)}, but sees "
-                                             f"{len(dims) + 1}", pos)
-                        raise self.error(f"unexpected '{tok}' in array literal" if tok else
-                                         "unterminated array literal", pos)
-                    if tok == "(":
-                        raise self.error("parenthesised values are only valid for complex types", pos)
-                    out.append(self.element(tok, pos))
-                count += 1
-                pos, tok = self.next()
-                if tok == "}":
-                    break
-                if tok != ",":
-                    raise self.error(f"expects ',' or '}}' in array literal but sees "
-                                     f"'{tok}'" if tok else "unterminated array literal", pos)
-        if count != want:
-            idx = ",".join(str(i) for i in index)
-            raise self.error(f"expects {want} elements in the [{idx}]th element, but sees {count}", pos)
-
-    def element(self, tok: str, pos: int):
-        et = self.et
-        if et.is_complex:
-            raise self.error("complex array literals must write each value as (re, im)", pos)
-        try:
-            return convert_scalar_text(tok, et)
-        except ValueError as e:
-            raise self.error(str(e), pos) from None
 
 
 # --- module post-processing -----------------------------------------------------------------
@@ -1058,7 +995,8 @@ def _callees_first(order: list[HloComputation], entry: HloComputation) -> list[H
                 out.append(node)
             elif state.get(id(nxt)) == 1:
                 raise HloParseError(f"computation {nxt.name} calls itself (directly or "
-                                    f"indirectly); HLO has no recursion", location=nxt.location)
+                                    f"indirectly); HLO has no recursion", location=nxt.location,
+                                    computation=nxt.name)
             elif id(nxt) not in state:
                 state[id(nxt)] = 1
                 stack.append((nxt, iter(_callees(nxt))))
@@ -1085,29 +1023,19 @@ def _callees(c: HloComputation) -> list[HloComputation]:
 
 def _infer_omitted_shapes(module: HloModule) -> None:
     """Fill in result shapes the text left out, callees first, from the opcode table's rules."""
-    from .shape_inference import ShapeError
     for comp in module.computations:
         for inst in comp.instructions:
             if inst.shape is None:
-                try:
-                    inst.shape = OPCODES[inst.opcode].shape_rule(inst)
-                except ShapeError as e:
-                    raise HloParseError(f"cannot infer the shape of {inst.name}: {e.message}",
-                                        location=inst.location) from None
-                except HloError:
-                    raise
-                except (AttributeError, KeyError, TypeError, IndexError, ValueError) as e:
-                    raise HloParseError(f"cannot infer the shape of {inst.name} ({inst.opcode}): "
-                                        f"its operands or attributes are malformed",
-                                        location=inst.location) from e
+                inst.shape = infer_shape(inst)
 
 
 def parse(text: str) -> HloModule:
     """Parse HLO text into a module (no verification; see ``runtime.hlo.verifier``)."""
+    parser = Parser(text)
     try:
-        return Parser(text).parse_module()
+        return parser.parse_module()
     except RecursionError:
-        raise HloParseError("the text nests too deeply to parse") from None
+        raise parser.error("the text nests too deeply to parse") from None
 
 
 def parse_shape(text: str) -> Shape:
@@ -1116,4 +1044,3 @@ def parse_shape(text: str) -> Shape:
     if p.lx.kind != L.EOF:
         raise p.error(f"unexpected {p.lx.describe()} after the shape")
     return shape
-

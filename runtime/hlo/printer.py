@@ -7,10 +7,14 @@ gives the same text, which is the round-trip property the tests check.
 
 from __future__ import annotations
 
+import re
+
 from .attributes import quote_string
 from .ir import HloComputation, HloInstruction, HloModule
 from .opcodes import ATTRIBUTE_KINDS
 from .shape import index_text
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 
 
 def module_to_text(module: HloModule) -> str:
@@ -24,7 +28,8 @@ def module_to_text(module: HloModule) -> str:
 
 
 def header_text(module: HloModule) -> str:
-    parts = [f"HloModule {module.name}"]
+    name = module.name if _IDENTIFIER.fullmatch(module.name) else quote_string(module.name)
+    parts = [f"HloModule {name}"]
     if module.is_scheduled:
         parts.append("is_scheduled=true")
     if module.input_output_alias:

@@ -1,16 +1,16 @@
 """Module verification: per-instruction shape rules plus module-level invariants.
 
 Runs after parsing (and after every pass in tests). Each failure is an ``HloVerifyError``
-located at the instruction (or the header entry) at fault, naming what was expected and what
-was found, in XLA's vocabulary where XLA has one.
+located at the instruction (or the header entry, or the signature) at fault, naming what was
+expected and what was found, in XLA's vocabulary where XLA has one.
 """
 
 from __future__ import annotations
 
-from ..errors import HloError, HloVerifyError, SourceLocation
+from ..errors import HloVerifyError
 from .ir import HloComputation, HloInstruction, HloModule
-from .opcodes import OPCODES
-from .shape import ArrayShape, compatible, index_text, is_valid_index, subshape
+from .opcodes import ATTRIBUTE_VALUES, OPCODES
+from .shape import ArrayShape, Shape, compatible, index_text, is_valid_index, subshape
 from .shape_inference import ShapeError
 
 
@@ -18,78 +18,109 @@ def verify(module: HloModule) -> None:
     if module.entry is None:
         raise HloVerifyError("the module has no ENTRY computation")
     for comp in module.computations:
-        verify_computation(module, comp)
+        verify_computation(comp)
     _verify_entry_layout(module)
     _verify_aliasing(module)
 
 
-def _located(module: HloModule, inst: HloInstruction, message: str, **kwargs) -> HloVerifyError:
-    return HloVerifyError(message, location=_loc(module, inst.location),
+def infer_shape(inst: HloInstruction) -> Shape:
+    """The instruction's result shape by its opcode's rule (checking its operands and
+    attributes), or a located ``HloVerifyError`` saying what is wrong with them."""
+    try:
+        return OPCODES[inst.opcode].shape_rule(inst)
+    except ShapeError as e:
+        raise _located(inst, f"{inst.opcode} {inst.name}: {e.message}",
+                       expected=e.expected, got=e.got) from None
+
+
+def _located(inst: HloInstruction, message: str, **kwargs) -> HloVerifyError:
+    return HloVerifyError(message, location=inst.location,
                           instruction=inst.name, computation=inst.parent.name if inst.parent else None,
                           **kwargs)
 
 
-def _loc(module: HloModule, loc: SourceLocation | None) -> SourceLocation | None:
-    if loc is None:
-        return None
-    if not loc.source_line and module.source_lines:
-        return SourceLocation(loc.line, loc.column, module.source_line(loc.line))
-    return loc
-
-
-def verify_computation(module: HloModule, comp: HloComputation) -> None:
-    params = [i for i in comp.instructions if i.opcode == "parameter"]
-    numbers = sorted(i.parameter_number for i in params)  # type: ignore[type-var]
-    seen: dict[int, HloInstruction] = {}
-    for p in params:
-        assert p.parameter_number is not None
-        if p.parameter_number in seen:
-            raise _located(module, p, f"parameter number {p.parameter_number} is used twice in "
-                           f"computation {comp.name} (also by {seen[p.parameter_number].name})")
-        seen[p.parameter_number] = p
-    for expected, got in enumerate(numbers):
-        if got != expected:
-            p = seen[got]
-            raise _located(module, p, f"parameter numbers of computation {comp.name} must be "
-                           f"0..{len(numbers) - 1} without gaps; parameter({expected}) is missing",
-                           expected=f"parameter({expected})", got=f"parameter({got})")
+def verify_computation(comp: HloComputation) -> None:
+    _verify_parameter_numbers(comp)
     names: set[str] = set()
     for inst in comp.instructions:
         if inst.name in names:
-            raise _located(module, inst, f"instruction already exists: {inst.name}")
+            raise _located(inst, f"instruction already exists: {inst.name}")
         names.add(inst.name)
-        verify_instruction(module, inst)
+        verify_instruction(inst)
+    _verify_signature(comp)
 
 
-def verify_instruction(module: HloModule, inst: HloInstruction) -> None:
+def _verify_parameter_numbers(comp: HloComputation) -> None:
+    """Numbers must be exactly 0..n-1 (XLA crashes on a gap rather than reporting it)."""
+    seen: dict[int, HloInstruction] = {}
+    for p in comp.instructions:
+        if p.opcode != "parameter":
+            continue
+        number = p.parameter_number
+        if number is None or number < 0:
+            raise _located(p, f"parameter {p.name} has no valid parameter number")
+        if number in seen:
+            raise _located(p, f"parameter number {number} is used twice in computation "
+                           f"{comp.name} (also by {seen[number].name})")
+        seen[number] = p
+    for expected in range(len(seen)):
+        if expected not in seen:
+            p = min((q for n, q in seen.items() if n > expected), key=lambda q: q.parameter_number)
+            raise _located(p, f"parameter numbers of computation {comp.name} must be "
+                           f"0..{len(seen) - 1} without gaps; parameter({expected}) is missing",
+                           expected=f"parameter({expected})", got=f"parameter({p.parameter_number})")
+
+
+def _verify_signature(comp: HloComputation) -> None:
+    """A written signature must agree with the parameters and the root it summarises."""
+    sig = comp.signature
+    if sig is None:
+        return
+    params = comp.parameters
+    if len(sig.parameters) != len(params):
+        raise HloVerifyError(
+            f"the signature of computation {comp.name} lists {len(sig.parameters)} parameters, "
+            f"but its body has {len(params)}", location=sig.result.location,
+            computation=comp.name, expected=str(len(params)), got=str(len(sig.parameters)))
+    for i, (written, param) in enumerate(zip(sig.parameters, params)):
+        if not compatible(written.shape, param.shape):
+            raise HloVerifyError(
+                f"the signature of computation {comp.name} gives parameter {i} ({written.name}) "
+                f"shape {written.shape.to_text(False)}, but parameter({i}) {param.name} is "
+                f"{param.shape.to_text(False)}", location=written.location,
+                computation=comp.name, expected=param.shape.to_text(False),
+                got=written.shape.to_text(False))
+    root = comp.root
+    assert root is not None
+    if not compatible(sig.result.shape, root.shape):
+        raise HloVerifyError(
+            f"Shape of computation {comp.name}, {sig.result.shape.to_text(False)}, is not "
+            f"compatible with that of its root instruction {root.name}, "
+            f"{root.shape.to_text(False)}", location=sig.result.location,
+            computation=comp.name, expected=root.shape.to_text(False),
+            got=sig.result.shape.to_text(False))
+
+
+def verify_instruction(inst: HloInstruction) -> None:
     spec = OPCODES[inst.opcode]
     n = len(inst.operands)
     if n < spec.min_operands or (spec.max_operands is not None and n > spec.max_operands):
-        raise _located(module, inst, f"{inst.opcode} expects {spec.arity_text} operands, but has "
+        raise _located(inst, f"{inst.opcode} expects {spec.arity_text} operands, but has "
                        f"{n} operands", expected=spec.arity_text, got=str(n))
     for op in inst.operands:
         if op.parent is not inst.parent:
-            raise _located(module, inst, f"operand {op.name} belongs to another computation")
-    try:
-        inferred = spec.shape_rule(inst)
-    except ShapeError as e:
-        raise _located(module, inst, f"{inst.opcode} {inst.name}: {e.message}",
-                       expected=e.expected, got=e.got) from None
-    except HloError:
-        raise
-    except (AttributeError, KeyError, TypeError, IndexError, ValueError) as e:
-        raise _located(module, inst, f"{inst.opcode} {inst.name} has malformed operands or "
-                       f"attributes ({type(e).__name__}: {e})") from None
+            raise _located(inst, f"operand {op.name} belongs to another computation")
+    for name, value in inst.attrs.items():
+        allowed = ATTRIBUTE_VALUES.get(name)
+        if allowed is not None and str(value) not in allowed:
+            raise _located(inst, f"{name}={value} is not one of {', '.join(sorted(allowed))}",
+                           expected=" | ".join(sorted(allowed)), got=str(value))
+    inferred = infer_shape(inst)
     if not compatible(inferred, inst.shape):
-        raise _located(module, inst,
+        raise _located(inst,
                        f"{inst.opcode} {inst.name} has shape {inst.shape.to_text(False)}, but its "
                        f"operands give {inferred.to_text(False)}",
                        expected=inferred.to_text(False), got=inst.shape.to_text(False))
-    if inst.opcode == "constant" and inst.literal is not None and inst.literal.elided:
-        note = (f"constant {inst.name} was printed elided as {{...}}: its values are unknown "
-                "and it cannot be run")
-        if note not in module.warnings:
-            module.warnings.append(note)
 
 
 def _verify_entry_layout(module: HloModule) -> None:
@@ -98,21 +129,22 @@ def _verify_entry_layout(module: HloModule) -> None:
     params, result = module.entry_computation_layout
     entry = module.entry
     assert entry is not None
+    where = module.attribute_locations.get("entry_computation_layout")
     got = entry.parameter_shapes
     if len(params) != len(got):
         raise HloVerifyError(f"entry_computation_layout lists {len(params)} parameters, but the "
-                             f"entry computation {entry.name} has {len(got)}",
+                             f"entry computation {entry.name} has {len(got)}", location=where,
                              expected=str(len(got)), got=str(len(params)), computation=entry.name)
     for i, (a, b) in enumerate(zip(params, got)):
         if not compatible(a, b):
             raise HloVerifyError(f"entry_computation_layout parameter {i} is {a.to_text(False)}, "
                                  f"but parameter({i}) of {entry.name} is {b.to_text(False)}",
-                                 expected=b.to_text(False), got=a.to_text(False),
+                                 location=where, expected=b.to_text(False), got=a.to_text(False),
                                  computation=entry.name)
     if not compatible(result, entry.result_shape):
         raise HloVerifyError(f"entry_computation_layout result is {result.to_text(False)}, but "
                              f"{entry.name} returns {entry.result_shape.to_text(False)}",
-                             expected=entry.result_shape.to_text(False),
+                             location=where, expected=entry.result_shape.to_text(False),
                              got=result.to_text(False), computation=entry.name)
 
 
@@ -121,10 +153,10 @@ def _verify_aliasing(module: HloModule) -> None:
     assert entry is not None
     params = entry.parameters
     out_shape = entry.result_shape
-    outputs_seen: dict[tuple[int, ...], object] = {}
-    params_seen: dict[tuple[int, tuple[int, ...]], object] = {}
+    outputs_seen: set[tuple[int, ...]] = set()
+    params_seen: set[tuple[int, tuple[int, ...]]] = set()
     for a in module.input_output_alias:
-        where = _loc(module, a.location)
+        where = a.location
         if not is_valid_index(out_shape, a.output_index):
             raise HloVerifyError(f"input_output_alias output index {index_text(a.output_index)} is "
                                  f"not valid for the entry result {out_shape.to_text(False)}",
@@ -146,6 +178,10 @@ def _verify_aliasing(module: HloModule) -> None:
                                  f"arrays, not {in_sub.to_text(False)} and {out_sub.to_text(False)}",
                                  location=where)
         assert isinstance(out_sub, ArrayShape) and isinstance(in_sub, ArrayShape)
+        if out_sub.is_unbounded or in_sub.is_unbounded:
+            raise HloVerifyError(f"input_output_alias entry {index_text(a.output_index)} aliases a "
+                                 f"shape with an unbounded dimension, which has no size",
+                                 location=where)
         if out_sub.byte_size != in_sub.byte_size:
             raise HloVerifyError(
                 f"Expected aliased input {a.parameter_number} at index "
@@ -160,11 +196,16 @@ def _verify_aliasing(module: HloModule) -> None:
         if key in params_seen:
             raise HloVerifyError(f"parameter {a.parameter_number} at {index_text(a.parameter_index)} "
                                  f"is aliased to two outputs in input_output_alias", location=where)
-        outputs_seen[a.output_index] = a
-        params_seen[key] = a
+        outputs_seen.add(a.output_index)
+        params_seen.add(key)
+    _verify_donors(module, params_seen)
+
+
+def _verify_donors(module: HloModule, aliased: set[tuple[int, tuple[int, ...]]]) -> None:
+    params = module.entry.parameters  # type: ignore[union-attr]
     donors_seen: set[tuple[int, tuple[int, ...]]] = set()
     for d in module.buffer_donors:
-        where = _loc(module, d.location)
+        where = d.location
         if not 0 <= d.parameter_number < len(params):
             raise HloVerifyError(f"buffer_donor names parameter {d.parameter_number}, but the entry "
                                  f"computation has {len(params)} parameters", location=where,
@@ -179,7 +220,7 @@ def _verify_aliasing(module: HloModule) -> None:
             raise HloVerifyError(f"buffer_donor lists parameter {d.parameter_number} at "
                                  f"{index_text(d.parameter_index)} twice", location=where)
         donors_seen.add(key)
-        if key in params_seen:
+        if key in aliased:
             note = (f"parameter {d.parameter_number} at {index_text(d.parameter_index)} is both "
                     f"aliased in input_output_alias and a buffer_donor")
             if note not in module.warnings:
