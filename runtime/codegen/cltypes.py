@@ -1,0 +1,291 @@
+"""How each HLO element type lives in OpenCL C: storage, compute type, loads, stores, literals.
+
+Every value in a generated kernel is a C expression of its element type's *compute* type that
+holds a value exactly representable in the element type. f16 and bf16 are stored as 16 bits
+and computed in float, and are rounded back (round to nearest even) after every operation, as
+XLA's CPU backend does; pred is a uchar holding 0 or 1.
+
+The OpenCL C helper functions the templates call are data too (``Helper`` rows). Templates
+name them in their text; ``helpers_used`` finds the names in generated code and
+``prelude_for`` emits just those helpers and what they need, in a fixed order, so the same
+module always produces byte-identical source (PoCL's kernel cache is keyed by the text).
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import re
+from dataclasses import dataclass
+from string import Template
+from typing import Iterable
+
+import numpy as np
+
+from ..errors import HloUnsupportedError
+from ..hlo.dtypes import ELEMENT_TYPES, ElementType
+
+FP64_PRAGMA = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable"
+
+
+@dataclass(frozen=True)
+class Helper:
+    """One OpenCL C function of the prelude, and the helpers its body calls."""
+
+    name: str
+    code: str
+    needs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ClType:
+    """One element type's representation. Templates use ``$ptr``, ``$index``, ``$value``, ``$x``."""
+
+    name: str
+    family: str  # "pred" | "sint" | "uint" | "float": which template row applies
+    bits: int
+    storage: str
+    compute: str
+    load: str
+    store: str
+    round: str = "$x"
+
+    @property
+    def unsigned(self) -> str:
+        """The unsigned C type of the same width (bit patterns and wrapping go through it)."""
+        return C_UNSIGNED[self.storage]
+
+
+# OpenCL C scalar types: width, and the unsigned / signed type of the same width.
+C_BITS = {"char": 8, "uchar": 8, "short": 16, "ushort": 16, "int": 32, "uint": 32,
+          "long": 64, "ulong": 64, "float": 32, "double": 64}
+C_UNSIGNED = {"char": "uchar", "uchar": "uchar", "short": "ushort", "ushort": "ushort",
+              "int": "uint", "uint": "uint", "long": "ulong", "ulong": "ulong",
+              "float": "uint", "double": "ulong"}
+C_SIGNED = {"char": "char", "uchar": "char", "short": "short", "ushort": "short",
+            "int": "int", "uint": "int", "long": "long", "ulong": "long",
+            "float": "int", "double": "long"}
+
+
+def _plain(name: str, family: str, bits: int, c_type: str) -> ClType:
+    return ClType(name, family, bits, c_type, c_type, "$ptr[$index]", "$ptr[$index] = $value;")
+
+
+def _half_like(name: str) -> ClType:
+    return ClType(name, "float", 16, "ushort", "float", f"xla_{name}_to_float($ptr[$index])",
+                  f"$ptr[$index] = xla_float_to_{name}($value);", f"xla_round_{name}($x)")
+
+
+CL_TYPES: dict[str, ClType] = {t.name: t for t in (
+    ClType("pred", "pred", 8, "uchar", "uchar", "$ptr[$index]",
+           "$ptr[$index] = (uchar)(($value) != 0);"),
+    _plain("s8", "sint", 8, "char"),
+    _plain("s16", "sint", 16, "short"),
+    _plain("s32", "sint", 32, "int"),
+    _plain("s64", "sint", 64, "long"),
+    _plain("u8", "uint", 8, "uchar"),
+    _plain("u16", "uint", 16, "ushort"),
+    _plain("u32", "uint", 32, "uint"),
+    _plain("u64", "uint", 64, "ulong"),
+    _half_like("f16"),
+    _half_like("bf16"),
+    _plain("f32", "float", 32, "float"),
+    _plain("f64", "float", 64, "double"),
+)}
+
+_PACKED = ("sub-byte integers are stored packed, two or more per byte, which one-element-per-"
+           "work-item kernels cannot write without races")
+_UNSUPPORTED_REASONS = {
+    "sint": _PACKED,
+    "uint": _PACKED,
+    "complex": "complex numbers are not implemented by the OpenCL backend",
+    "float": "this narrow float format is not implemented by the OpenCL backend",
+}
+
+
+def cl_type(et: ElementType | str) -> ClType:
+    """The row for ``et``; an element type the backend cannot run raises HloUnsupportedError."""
+    name = et if isinstance(et, str) else et.name
+    row = CL_TYPES.get(name)
+    if row is not None:
+        return row
+    known = ELEMENT_TYPES.get(name)
+    reason = _UNSUPPORTED_REASONS.get(known.kind, "it is not an array element type") \
+        if known else "it is not an HLO element type"
+    raise HloUnsupportedError(f"element type {name} is not supported: {reason}")
+
+
+def storage_type(et: ElementType | str) -> str:
+    return cl_type(et).storage
+
+
+def compute_type(et: ElementType | str) -> str:
+    return cl_type(et).compute
+
+
+def load(et: ElementType | str, ptr: str, index: str) -> str:
+    """An expression of the compute type reading element ``index`` of storage pointer ``ptr``."""
+    return Template(cl_type(et).load).substitute(ptr=ptr, index=index)
+
+
+def store(et: ElementType | str, ptr: str, index: str, value: str) -> str:
+    """A statement writing compute-type ``value`` to element ``index`` of ``ptr``."""
+    return Template(cl_type(et).store).substitute(ptr=ptr, index=index, value=value)
+
+
+def round_to_storage(et: ElementType | str, expr: str) -> str:
+    """``expr`` rounded (to nearest even) to ``et``'s precision, still in the compute type."""
+    return Template(cl_type(et).round).substitute(x=expr)
+
+
+def needs_fp64(et: ElementType | str) -> bool:
+    """Whether a program touching ``et`` needs ``FP64_PRAGMA`` (and a device with fp64)."""
+    return cl_type(et).compute == "double"
+
+
+def literal(et: ElementType | str, value: object) -> str:
+    """An exact, deterministic C literal of ``et``'s compute type for a scalar value."""
+    row = cl_type(et)
+    numpy_type = ELEMENT_TYPES[row.name].numpy
+    scalar = np.asarray(value).astype(numpy_type)
+    if row.family == "pred":
+        return "((uchar)1)" if bool(scalar) else "((uchar)0)"
+    if row.family in ("sint", "uint"):
+        return _integer_literal(row, int(scalar))
+    if row.compute == "double":
+        return _float_literal(float(scalar), "double", int(np.float64(scalar).view(np.uint64)))
+    as_float = np.float32(scalar)
+    return _float_literal(float(as_float), "float", int(as_float.view(np.uint32)))
+
+
+_INTEGER_SUFFIX = {"int": "", "uint": "u", "long": "L", "ulong": "UL"}
+
+
+def _integer_literal(row: ClType, value: int) -> str:
+    c_type = row.compute
+    if c_type not in _INTEGER_SUFFIX:
+        return f"(({c_type}){value})"
+    suffix = _INTEGER_SUFFIX[c_type]
+    if row.family == "sint" and value == -(1 << (row.bits - 1)):
+        return f"(-{(1 << (row.bits - 1)) - 1}{suffix} - 1{suffix})"
+    return f"({value}{suffix})" if value < 0 else f"{value}{suffix}"
+
+
+def _float_literal(value: float, c_type: str, bits: int) -> str:
+    suffix = "f" if c_type == "float" else ""
+    if math.isnan(value):
+        cast = "as_float" if c_type == "float" else "as_double"
+        return f"{cast}(0x{bits:x}{'u' if c_type == 'float' else 'UL'})"
+    if math.isinf(value):
+        text = "INFINITY" if c_type == "float" else "((double)INFINITY)"
+        return text if value > 0 else f"(-{text})"
+    if value == 0:
+        return f"(-0.0{suffix})" if math.copysign(1.0, value) < 0 else f"0.0{suffix}"
+    exact_integer_limit = 2 ** 24 if c_type == "float" else 2 ** 53
+    if value.is_integer() and abs(value) < exact_integer_limit:
+        text = f"{int(value)}.0{suffix}"
+    else:
+        mantissa, exponent = value.hex().split("p")
+        text = f"{mantissa.rstrip('0').rstrip('.')}p{exponent}{suffix}"
+    return f"({text})" if value < 0 else text
+
+
+HELPERS: tuple[Helper, ...] = (
+    # f16 goes through the core vload_half / vstore_half_rte (no cl_khr_fp16 needed). Loads
+    # and stores move NaNs bit for bit (a copy keeps signalling NaNs, as in XLA); rounding a
+    # computed value quiets a NaN and truncates its payload, as x86's F16C does for XLA.
+    Helper("xla_f16_to_float",
+           "float xla_f16_to_float(ushort h) {\n"
+           "  float f = vload_half(0, (const __private half*)&h);\n"
+           "  uint nan_bits = ((uint)(h & 0x8000u) << 16) | 0x7f800000u | ((uint)(h & 0x3ffu) << 13);\n"
+           "  return (h & 0x7fffu) > 0x7c00u ? as_float(nan_bits) : f;\n"
+           "}\n"),
+    Helper("xla_float_to_f16",
+           "ushort xla_float_to_f16(float x) {\n"
+           "  ushort h;\n"
+           "  vstore_half_rte(x, 0, (__private half*)&h);\n"
+           "  uint u = as_uint(x);\n"
+           "  uint payload = (u >> 13) & 0x3ffu;\n"
+           "  ushort nan_bits = (ushort)(((u >> 16) & 0x8000u) | 0x7c00u | (payload ? payload : 0x200u));\n"
+           "  return isnan(x) ? nan_bits : h;\n"
+           "}\n"),
+    Helper("xla_round_f16",
+           "float xla_round_f16(float x) {\n"
+           "  float quiet_nan = as_float(as_uint(x) | 0x400000u);\n"
+           "  return isnan(x) ? xla_f16_to_float(xla_float_to_f16(quiet_nan))\n"
+           "                  : xla_f16_to_float(xla_float_to_f16(x));\n"
+           "}\n",
+           ("xla_f16_to_float", "xla_float_to_f16")),
+    # bf16 is the upper half of an f32. Stores truncate NaNs bit for bit; rounding is integer
+    # arithmetic on the f32 bits (to nearest even) and makes every NaN the canonical quiet NaN
+    # with its sign, as XLA's convert does.
+    Helper("xla_bf16_to_float",
+           "float xla_bf16_to_float(ushort h) {\n"
+           "  return as_float((uint)h << 16);\n"
+           "}\n"),
+    Helper("xla_float_to_bf16",
+           "ushort xla_float_to_bf16(float x) {\n"
+           "  uint u = as_uint(x);\n"
+           "  ushort high = (ushort)(u >> 16);\n"
+           "  ushort rounded = (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n"
+           "  return isnan(x) ? ((high & 0x7fu) ? high : (ushort)(high | 0x40u)) : rounded;\n"
+           "}\n"),
+    Helper("xla_round_bf16",
+           "float xla_round_bf16(float x) {\n"
+           "  float canonical_nan = as_float((as_uint(x) & 0x80000000u) | 0x7fc00000u);\n"
+           "  return isnan(x) ? canonical_nan : xla_bf16_to_float(xla_float_to_bf16(x));\n"
+           "}\n",
+           ("xla_bf16_to_float", "xla_float_to_bf16")),
+)
+
+# Modules whose HELPERS tuples make up the prelude, in emission order.
+_HELPER_MODULES = ("runtime.codegen.cltypes", "runtime.codegen.elementwise",
+                   "runtime.codegen.rng")
+_library: dict[str, Helper] | None = None
+
+
+def helper_library() -> dict[str, Helper]:
+    """Every helper by name, in emission order; each helper's needs come before it."""
+    global _library
+    if _library is None:
+        library: dict[str, Helper] = {}
+        for module_name in _HELPER_MODULES:
+            for helper in importlib.import_module(module_name).HELPERS:
+                missing = [n for n in helper.needs if n not in library]
+                if missing or helper.name in library:
+                    raise AssertionError(f"helper {helper.name} is defined twice or before "
+                                         f"{missing}")
+                library[helper.name] = helper
+        _library = library
+    return _library
+
+
+_IDENTIFIER = re.compile(r"\bxla_\w+")
+
+
+def helpers_used(code: str) -> list[str]:
+    """The prelude helpers that generated ``code`` calls, in order of first appearance."""
+    library = helper_library()
+    return list(dict.fromkeys(n for n in _IDENTIFIER.findall(code) if n in library))
+
+
+def prelude_for(names: Iterable[str]) -> str:
+    """The C definitions of ``names`` and everything they need, in the library's order."""
+    library = helper_library()
+    wanted: set[str] = set()
+    pending = list(names)
+    while pending:
+        name = pending.pop()
+        if name not in library:
+            raise KeyError(f"no OpenCL helper named {name}")
+        if name not in wanted:
+            wanted.add(name)
+            pending.extend(library[name].needs)
+    return "".join(h.code + "\n" for n, h in library.items() if n in wanted)
+
+
+__all__ = [
+    "ClType", "CL_TYPES", "C_BITS", "C_UNSIGNED", "C_SIGNED", "Helper", "HELPERS", "FP64_PRAGMA", "cl_type", "storage_type",
+    "compute_type", "load", "store", "round_to_storage", "needs_fp64", "literal",
+    "helper_library", "helpers_used", "prelude_for",
+]

@@ -1,0 +1,479 @@
+"""XLA's elementwise semantics as OpenCL C expression templates, one table row per case.
+
+Each function takes operand expressions (in their element types' compute types, see
+``cltypes``) and returns a C expression whose value is exactly representable in the result
+type: f16/bf16 results are rounded after every operation that can be inexact, as XLA's CPU
+backend does. A template uses each operand at most once, so operands may be arbitrary
+expressions without growing the code; anything that needs an operand twice is a prelude
+helper (``HELPERS``), instantiated per C type.
+
+Tables are keyed by ``(opcode, family)`` where family is "float", "sint", "uint" or "pred".
+Template placeholders: ``$x``/``$a``/``$b`` operands, ``$T`` the compute type, ``$U`` and
+``$S`` the unsigned and signed C types of the same width, ``$W`` the type integer arithmetic
+wraps through ("uint" up to 32 bits, "ulong" for 64), ``$pad`` the bits between the type's
+width and 32 (for clz on char/short).
+
+Where XLA's results differ from C's (hlo-reference section 7, opencl-notes section 6):
+integer division by zero and INT_MIN / -1, shifts by the width or more, NaN in maximum,
+minimum and float-to-int conversion, integer power, and -0 versus +0 in maximum/minimum
+(XLA orders -0 < +0). XLA's CPU backend also flushes f32/f64 denormals to zero; that is a
+build option (``runtime.device.Device.build_options``), not part of these templates.
+"""
+
+from __future__ import annotations
+
+from string import Template
+from typing import Sequence
+
+from ..errors import HloUnsupportedError
+from ..hlo.dtypes import ElementType
+from .cltypes import C_BITS, C_SIGNED, C_UNSIGNED, ClType, Helper, cl_type, round_to_storage
+
+FP_CONTRACT_OFF = "#pragma OPENCL FP_CONTRACT OFF"
+
+_FLOAT_C = ("float", "double")
+_INT_C = ("char", "short", "int", "long", "uchar", "ushort", "uint", "ulong")
+_MIN = {"char": "CHAR_MIN", "short": "SHRT_MIN", "int": "INT_MIN", "long": "LONG_MIN"}
+
+
+def _wrap_type(c_type: str) -> str:
+    return "ulong" if C_BITS[c_type] == 64 else "uint"
+
+
+def _placeholders(c_type: str) -> dict[str, str]:
+    return {"T": c_type, "U": C_UNSIGNED[c_type], "S": C_SIGNED[c_type],
+            "W": _wrap_type(c_type), "bits": str(C_BITS[c_type]),
+            "pad": str(max(32 - C_BITS[c_type], 0)), "MIN": _MIN.get(c_type, "0"),
+            "HUGE_EXP": "512" if c_type == "double" else "64"}
+
+
+def _family(c_types: Sequence[str], name: str, code: str,
+            needs: Sequence[str] = ()) -> tuple[Helper, ...]:
+    """One helper per C type from a template (``$T`` etc. as in the module docstring)."""
+    rows = []
+    for c_type in c_types:
+        subs = _placeholders(c_type)
+        rows.append(Helper(Template(name).substitute(subs), Template(code).substitute(subs),
+                           tuple(Template(n).substitute(subs) for n in needs)))
+    return tuple(rows)
+
+
+_SIGNED_C = ("char", "short", "int", "long")
+_UNSIGNED_C = ("uchar", "ushort", "uint", "ulong")
+
+HELPERS: tuple[Helper, ...] = (
+    # maximum/minimum: NaN wins, and -0 < +0 (for equal operands, the AND/OR of the bits picks
+    # +0 for max and -0 for min); otherwise fmax/fmin. A result equal to zero is written as a
+    # signed zero, so a denormal comes out flushed where the device flushes denormals (as XLA's
+    # CPU backend does) and unchanged where it does not.
+    *_family(_FLOAT_C, "xla_fmax_$T",
+             "$T xla_fmax_$T($T a, $T b) {\n"
+             "  $T m = (a == b) ? as_$T(as_$U(a) & as_$U(b)) : fmax(a, b);\n"
+             "  m = (m == ($T)0) ? copysign(($T)0, m) : m;\n"
+             "  return isnan(a) ? a : (isnan(b) ? b : m);\n"
+             "}\n"),
+    *_family(_FLOAT_C, "xla_fmin_$T",
+             "$T xla_fmin_$T($T a, $T b) {\n"
+             "  $T m = (a == b) ? as_$T(as_$U(a) | as_$U(b)) : fmin(a, b);\n"
+             "  m = (m == ($T)0) ? copysign(($T)0, m) : m;\n"
+             "  return isnan(a) ? a : (isnan(b) ? b : m);\n"
+             "}\n"),
+    *_family(_FLOAT_C, "xla_sign_$T",
+             "$T xla_sign_$T($T x) {\n"
+             "  $T magnitude = (x == ($T)0) ? ($T)0 : ($T)1;\n"
+             "  return isnan(x) ? x : copysign(magnitude, x);\n"
+             "}\n"),
+    # atan2 with both operands scaled down by the same power of two when they are huge: PoCL's
+    # atan2 returns 0 for atan2(1e38, 2e38). The scaling does not change the angle.
+    *_family(_FLOAT_C, "xla_atan2_$T",
+             "$T xla_atan2_$T($T y, $T x) {\n"
+             "  $T scale = fmax(fabs(y), fabs(x)) > ($T)0x1p$HUGE_EXP ? ($T)0x1p-$HUGE_EXP : ($T)1;\n"
+             "  return atan2(y * scale, x * scale);\n"
+             "}\n"),
+    # total order: flip every bit but the sign of negative floats, then compare as signed.
+    *_family(_FLOAT_C, "xla_total_order_key_$T",
+             "$S xla_total_order_key_$T($T x) {\n"
+             "  $S i = as_$S(x);\n"
+             "  return i ^ ($S)((($U)(i >> ($bits - 1))) >> 1);\n"
+             "}\n"),
+    *_family(_SIGNED_C, "xla_isign_$T",
+             "$T xla_isign_$T($T x) {\n"
+             "  return ($T)((x > 0) - (x < 0));\n"
+             "}\n"),
+    # division: x / 0 = -1 (all ones unsigned), INT_MIN / -1 = INT_MIN; x % 0 = x,
+    # INT_MIN % -1 = 0. The divisor is made safe first so no lane can trap.
+    *_family(_SIGNED_C, "xla_div_$T",
+             "$T xla_div_$T($T a, $T b) {\n"
+             "  int unsafe = (b == 0) | ((a == $MIN) & (b == -1));\n"
+             "  $T q = ($T)(a / (unsafe ? ($T)1 : b));\n"
+             "  return b == 0 ? ($T)-1 : q;\n"
+             "}\n"),
+    *_family(_SIGNED_C, "xla_rem_$T",
+             "$T xla_rem_$T($T a, $T b) {\n"
+             "  int unsafe = (b == 0) | ((a == $MIN) & (b == -1));\n"
+             "  $T r = ($T)(a % (unsafe ? ($T)1 : b));\n"
+             "  return b == 0 ? a : r;\n"
+             "}\n"),
+    *_family(_UNSIGNED_C, "xla_div_$T",
+             "$T xla_div_$T($T a, $T b) {\n"
+             "  $T q = ($T)(a / (b == 0 ? ($T)1 : b));\n"
+             "  return b == 0 ? ($T)~($T)0 : q;\n"
+             "}\n"),
+    *_family(_UNSIGNED_C, "xla_rem_$T",
+             "$T xla_rem_$T($T a, $T b) {\n"
+             "  $T r = ($T)(a % (b == 0 ? ($T)1 : b));\n"
+             "  return b == 0 ? a : r;\n"
+             "}\n"),
+    # integer power as XLA emits it: six squaring steps over the exponent's low bits (more
+    # would overflow any base but 0 and +-1); an exponent with the sign bit set (also for
+    # unsigned types) gives 1 for base 1, +-1 for base -1 (all ones), else 0.
+    *_family(_SIGNED_C + _UNSIGNED_C, "xla_pow_$T",
+             "$T xla_pow_$T($T base, $T exponent) {\n"
+             "  $W acc = 1, b = ($W)base;\n"
+             "  $U e = ($U)exponent;\n"
+             "  for (int i = 0; i < 6; ++i) {\n"
+             "    acc = (e & 1) ? acc * b : acc;\n"
+             "    b = b * b;\n"
+             "    e = ($U)(e >> 1);\n"
+             "  }\n"
+             "  $U minus_one = ($U)~($U)0;\n"
+             "  $T negative = (($U)base == 1) ? ($T)1\n"
+             "      : ((($U)base == minus_one) ? ((exponent & 1) ? ($T)minus_one : ($T)1) : ($T)0);\n"
+             "  return ($S)exponent >= 0 ? ($T)acc : negative;\n"
+             "}\n"),
+    # shifts: the amount is unsigned; amounts >= the width give 0 (or the sign fill).
+    *_family(_SIGNED_C + _UNSIGNED_C, "xla_shl_$T",
+             "$T xla_shl_$T($T a, $T b) {\n"
+             "  $U n = ($U)b;\n"
+             "  return n >= $bits ? ($T)0 : ($T)(($W)($U)a << n);\n"
+             "}\n"),
+    *_family(_SIGNED_C + _UNSIGNED_C, "xla_shrl_$T",
+             "$T xla_shrl_$T($T a, $T b) {\n"
+             "  $U n = ($U)b;\n"
+             "  return n >= $bits ? ($T)0 : ($T)(($U)a >> n);\n"
+             "}\n"),
+    *_family(_SIGNED_C + _UNSIGNED_C, "xla_shra_$T",
+             "$T xla_shra_$T($T a, $T b) {\n"
+             "  $U n = ($U)b;\n"
+             "  $S s = ($S)a;\n"
+             "  return ($T)(n >= $bits ? (s < 0 ? ($S)-1 : ($S)0) : ($S)(s >> n));\n"
+             "}\n"),
+    # XLA's reduce-precision, on the bits of the source format (nbits wide, src_e exponent
+    # and src_m mantissa bits): round the mantissa to nearest even, then overflow to inf and
+    # flush what falls below the reduced normal range to zero; NaN stays as it is.
+    Helper("xla_reduce_precision_bits",
+           "ulong xla_reduce_precision_bits(ulong x, int nbits, int src_e, int src_m,\n"
+           "                                int e, int m) {\n"
+           "  ulong sign_mask = (ulong)1 << (nbits - 1);\n"
+           "  ulong exp_mask = (((ulong)1 << src_e) - 1) << src_m;\n"
+           "  int is_nan = (x & ~sign_mask) > exp_mask;\n"
+           "  ulong width_mask = nbits == 64 ? ~(ulong)0 : (((ulong)1 << nbits) - 1);\n"
+           "  ulong r = x;\n"
+           "  if (m < src_m) {\n"
+           "    ulong last = (ulong)1 << (src_m - m);\n"
+           "    ulong bias = (last >> 1) - 1 + ((r & last) >> (src_m - m));\n"
+           "    r = ((r + bias) & ~(last - 1)) & width_mask;\n"
+           "  }\n"
+           "  if (e < src_e) {\n"
+           "    ulong src_bias = ((ulong)1 << (src_e - 1)) - 1;\n"
+           "    ulong dst_bias = ((ulong)1 << (e - 1)) - 1;\n"
+           "    ulong exponent = r & exp_mask;\n"
+           "    ulong zero = r & sign_mask;\n"
+           "    r = exponent > ((src_bias + dst_bias) << src_m) ? (zero | exp_mask) : r;\n"
+           "    r = exponent <= ((src_bias - dst_bias) << src_m) ? zero : r;\n"
+           "  }\n"
+           "  return is_nan ? x : r;\n"
+           "}\n"),
+)
+
+
+def _float_to_int(from_c: str, to_c: str) -> Helper:
+    return Helper(f"xla_{from_c}_to_{to_c}",
+                  f"{to_c} xla_{from_c}_to_{to_c}({from_c} x) {{\n"
+                  f"  return isnan(x) ? ({to_c})0 : convert_{to_c}_sat_rtz(x);\n"
+                  f"}}\n")
+
+
+HELPERS += tuple(_float_to_int(f, i) for f in _FLOAT_C for i in _INT_C)
+
+
+def _subst(template: str, row: ClType, **operands: str) -> str:
+    return Template(template).substitute(_placeholders(row.compute), **operands)
+
+
+def _unsupported(what: str, et: ElementType | str) -> HloUnsupportedError:
+    return HloUnsupportedError(f"{what} is not supported for element type {_name(et)}")
+
+
+def _name(et: ElementType | str) -> str:
+    return et if isinstance(et, str) else et.name
+
+
+# --- unary ------------------------------------------------------------------------------
+
+_UNARY: dict[tuple[str, str], str] = {
+    ("abs", "float"): "fabs($x)",
+    ("abs", "sint"): "(($T)abs($x))",
+    ("abs", "uint"): "$x",
+    ("negate", "float"): "(-$x)",
+    ("negate", "sint"): "(($T)(-($W)$x))",
+    ("negate", "uint"): "(($T)(-($W)$x))",
+    ("sign", "float"): "xla_sign_$T($x)",
+    ("sign", "sint"): "xla_isign_$T($x)",
+    ("sign", "uint"): "(($T)($x != 0))",
+    ("floor", "float"): "floor($x)",
+    ("ceil", "float"): "ceil($x)",
+    ("round-nearest-afz", "float"): "round($x)",
+    ("round-nearest-even", "float"): "rint($x)",
+    ("exponential", "float"): "exp($x)",
+    ("exponential-minus-one", "float"): "expm1($x)",
+    ("log", "float"): "log($x)",
+    ("log-plus-one", "float"): "log1p($x)",
+    ("sqrt", "float"): "sqrt($x)",
+    ("rsqrt", "float"): "(($T)1 / sqrt($x))",
+    ("cbrt", "float"): "cbrt($x)",
+    ("sine", "float"): "sin($x)",
+    ("cosine", "float"): "cos($x)",
+    ("tan", "float"): "tan($x)",
+    ("tanh", "float"): "tanh($x)",
+    ("sinh", "float"): "sinh($x)",
+    ("cosh", "float"): "cosh($x)",
+    ("asin", "float"): "asin($x)",
+    ("acos", "float"): "acos($x)",
+    ("atan", "float"): "atan($x)",
+    ("asinh", "float"): "asinh($x)",
+    ("acosh", "float"): "acosh($x)",
+    ("atanh", "float"): "atanh($x)",
+    ("logistic", "float"): "(($T)1 / (($T)1 + exp(-$x)))",
+    ("erf", "float"): "erf($x)",
+    ("is-finite", "float"): "((uchar)isfinite($x))",
+    ("not", "sint"): "(($T)~$x)",
+    ("not", "uint"): "(($T)~$x)",
+    ("not", "pred"): "((uchar)($x ^ 1))",
+    ("popcnt", "sint"): "(($T)popcount($x))",
+    ("popcnt", "uint"): "(($T)popcount($x))",
+    ("copy", "float"): "$x",
+    ("copy", "sint"): "$x",
+    ("copy", "uint"): "$x",
+    ("copy", "pred"): "$x",
+}
+
+# clz through a 32- or 64-bit unsigned value, so clz(0) is the type's own width on every
+# device (OpenCL's clz on char/short is easy to get wrong through integer promotion).
+_CLZ = {8: "(($T)(clz((uint)($U)$x) - $pad))", 16: "(($T)(clz((uint)($U)$x) - $pad))",
+        32: "(($T)clz(($U)$x))", 64: "(($T)clz(($U)$x))"}
+
+# Results that are exact in any float format, so they need no rounding to f16/bf16.
+_EXACT = frozenset({"abs", "negate", "sign", "floor", "ceil", "round-nearest-afz",
+                    "round-nearest-even", "copy", "is-finite", "maximum", "minimum"})
+
+
+def unary(opcode: str, et_in: ElementType | str, et_out: ElementType | str, x: str) -> str:
+    """XLA's ``opcode`` applied to ``x`` (of ``et_in``), as an expression of ``et_out``."""
+    row = cl_type(et_in)
+    if opcode == "count-leading-zeros" and row.family in ("sint", "uint"):
+        template = _CLZ[row.bits]
+    else:
+        template = _UNARY.get((opcode, row.family))
+    if template is None:
+        raise _unsupported(f"unary opcode {opcode}", et_in)
+    expr = _subst(template, row, x=x)
+    return expr if opcode in _EXACT else round_to_storage(et_out, expr)
+
+
+# --- binary -----------------------------------------------------------------------------
+
+_INT_BINARY = {
+    "add": "(($T)(($W)$a + ($W)$b))",
+    "subtract": "(($T)(($W)$a - ($W)$b))",
+    "multiply": "(($T)(($W)$a * ($W)$b))",
+    "divide": "xla_div_$T($a, $b)",
+    "remainder": "xla_rem_$T($a, $b)",
+    "power": "xla_pow_$T($a, $b)",
+    "maximum": "max($a, $b)",
+    "minimum": "min($a, $b)",
+    "and": "(($T)($a & $b))",
+    "or": "(($T)($a | $b))",
+    "xor": "(($T)($a ^ $b))",
+    "shift-left": "xla_shl_$T($a, $b)",
+    "shift-right-logical": "xla_shrl_$T($a, $b)",
+    "shift-right-arithmetic": "xla_shra_$T($a, $b)",
+    "mulhi": "mul_hi($a, $b)",
+}
+
+_BINARY: dict[tuple[str, str], str] = {
+    ("add", "float"): "($a + $b)",
+    ("subtract", "float"): "($a - $b)",
+    ("multiply", "float"): "($a * $b)",
+    ("divide", "float"): "($a / $b)",
+    ("remainder", "float"): "fmod($a, $b)",
+    ("power", "float"): "pow($a, $b)",
+    ("maximum", "float"): "xla_fmax_$T($a, $b)",
+    ("minimum", "float"): "xla_fmin_$T($a, $b)",
+    ("atan2", "float"): "xla_atan2_$T($a, $b)",
+    **{(op, "sint"): t for op, t in _INT_BINARY.items()},
+    **{(op, "uint"): t for op, t in _INT_BINARY.items()},
+    # pred arithmetic is int8 arithmetic tested != 0 (XLA's EmitPredBinaryOp)
+    ("add", "pred"): "((uchar)($a | $b))",
+    ("maximum", "pred"): "((uchar)($a | $b))",
+    ("or", "pred"): "((uchar)($a | $b))",
+    ("multiply", "pred"): "((uchar)($a & $b))",
+    ("minimum", "pred"): "((uchar)($a & $b))",
+    ("and", "pred"): "((uchar)($a & $b))",
+    ("xor", "pred"): "((uchar)($a ^ $b))",
+}
+
+
+def binary(opcode: str, et: ElementType | str, a: str, b: str) -> str:
+    """XLA's ``opcode`` of ``a`` and ``b`` (both of ``et``; the result is ``et`` too)."""
+    row = cl_type(et)
+    template = _BINARY.get((opcode, row.family))
+    if template is None:
+        raise _unsupported(f"binary opcode {opcode}", et)
+    expr = _subst(template, row, a=a, b=b)
+    return expr if opcode in _EXACT else round_to_storage(et, expr)
+
+
+# --- compare, select, clamp -------------------------------------------------------------
+
+_DIRECTIONS = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
+_DEFAULT_COMPARISON = {"float": "FLOAT", "sint": "SIGNED", "uint": "UNSIGNED",
+                       "pred": "UNSIGNED"}
+# (comparison type, family) -> each operand as something C compares right; XLA's verifier
+# rejects the other pairings (e.g. UNSIGNED on s32).
+_COMPARE_OPERAND: dict[tuple[str, str], str] = {
+    ("FLOAT", "float"): "$x",
+    ("TOTALORDER", "float"): "xla_total_order_key_$T($x)",
+    ("SIGNED", "sint"): "$x",
+    ("UNSIGNED", "uint"): "$x",
+    ("UNSIGNED", "pred"): "$x",
+}
+
+
+def compare(direction: str, comparison_type: str | None, et: ElementType | str,
+            a: str, b: str) -> str:
+    """``compare(a, b), direction=..., type=...`` as a pred (uchar 0/1) expression."""
+    row = cl_type(et)
+    kind = str(comparison_type) if comparison_type else _DEFAULT_COMPARISON[row.family]
+    operand = _COMPARE_OPERAND.get((kind, row.family))
+    if operand is None:
+        raise _unsupported(f"comparison type {kind}", et)
+    op = _DIRECTIONS.get(str(direction))
+    if op is None:
+        raise HloUnsupportedError(f"unknown comparison direction {direction}")
+    return f"((uchar)({_subst(operand, row, x=a)} {op} {_subst(operand, row, x=b)}))"
+
+
+def select(pred: str, on_true: str, on_false: str) -> str:
+    return f"(({pred}) ? ({on_true}) : ({on_false}))"
+
+
+_CLAMP = {"float": "xla_fmin_$T($hi, xla_fmax_$T($lo, $x))",
+          "sint": "min($hi, max($lo, $x))", "uint": "min($hi, max($lo, $x))"}
+
+
+def clamp(et: ElementType | str, lo: str, x: str, hi: str) -> str:
+    """XLA's ``clamp(lo, x, hi)`` = min(hi, max(lo, x)) with NaN-propagating max/min."""
+    row = cl_type(et)
+    template = _CLAMP.get(row.family)
+    if template is None:
+        raise _unsupported("clamp", et)
+    return _subst(template, row, lo=lo, x=x, hi=hi)
+
+
+# --- conversions ------------------------------------------------------------------------
+
+# XLA tests a bf16 for != 0 on its bits, so a bf16 denormal is true even where f32 denormals
+# are flushed.
+_TO_PRED = {"bf16": "((uchar)((as_uint($x) & 0x7fffffffu) != 0))"}
+
+
+def convert(et_from: ElementType | str, et_to: ElementType | str, x: str) -> str:
+    """XLA's ``convert``: saturating float->int with NaN -> 0, RNE to floats, != 0 to pred,
+    wrapping int->int. Narrow floats round through f32 (as XLA does, even from f64)."""
+    src, dst = cl_type(et_from), cl_type(et_to)
+    if src.name == dst.name:
+        return x
+    if dst.family == "pred":
+        return Template(_TO_PRED.get(src.name, "((uchar)(($x) != 0))")).substitute(x=x)
+    if src.family == "float" and dst.family in ("sint", "uint"):
+        return f"xla_{src.compute}_to_{dst.compute}({x})"
+    if dst.family in ("sint", "uint"):
+        return f"(({dst.compute})({x}))"
+    if dst.compute == "double":
+        return f"((double)({x}))"
+    return round_to_storage(dst, x if src.compute == "float" else f"((float)({x}))")
+
+
+# A compute value's storage bits (as the same-width unsigned type), and back.
+_TO_BITS = {"f32": "as_uint($x)", "f64": "as_ulong($x)", "f16": "xla_float_to_f16($x)",
+            "bf16": "xla_float_to_bf16($x)"}
+_FROM_BITS = {"f32": "as_float((uint)($x))", "f64": "as_double((ulong)($x))",
+              "f16": "xla_f16_to_float((ushort)($x))", "bf16": "xla_bf16_to_float((ushort)($x))",
+              "pred": "((uchar)(($x) != 0))"}
+
+
+def _to_bits(row: ClType, x: str) -> str:
+    return Template(_TO_BITS.get(row.name, "(($U)($x))")).substitute(U=row.unsigned, x=x)
+
+
+def _from_bits(row: ClType, bits: str) -> str:
+    template = _FROM_BITS.get(row.name, "(($T)($U)($x))")
+    return Template(template).substitute(T=row.compute, U=row.unsigned, x=bits)
+
+
+def bitcast_convert(et_from: ElementType | str, et_to: ElementType | str, x: str) -> str:
+    """Reinterpret the bits of ``x`` as ``et_to`` (same bit width)."""
+    src, dst = cl_type(et_from), cl_type(et_to)
+    if src.bits != dst.bits:
+        raise HloUnsupportedError(
+            f"bitcast-convert from {src.name} to {dst.name} changes the width; use "
+            "bitcast_convert_split / bitcast_convert_join")
+    return _from_bits(dst, _to_bits(src, x))
+
+
+def bitcast_convert_split(et_from: ElementType | str, et_to: ElementType | str, x: str,
+                          part: str) -> str:
+    """Element ``part`` (a C expression; 0 = least significant, XLA's little-endian order)
+    of the narrower ``et_to`` elements that wide ``x`` splits into."""
+    src, dst = cl_type(et_from), cl_type(et_to)
+    shifted = f"({_to_bits(src, x)} >> (({part}) * {dst.bits}))"
+    return _from_bits(dst, f"(({dst.unsigned}){shifted})")
+
+
+def bitcast_convert_join(et_from: ElementType | str, et_to: ElementType | str,
+                         parts: Sequence[str]) -> str:
+    """The wide ``et_to`` value made of narrow ``parts`` (least significant first)."""
+    src, dst = cl_type(et_from), cl_type(et_to)
+    if len(parts) * src.bits != dst.bits:
+        raise HloUnsupportedError(f"bitcast-convert from {src.name} to {dst.name} takes "
+                                  f"{dst.bits // src.bits} parts, got {len(parts)}")
+    pieces = [f"((({dst.unsigned}){_to_bits(src, p)}) << {i * src.bits})"
+              for i, p in enumerate(parts)]
+    return _from_bits(dst, "(" + " | ".join(pieces) + ")")
+
+
+# (bits, exponent bits, mantissa bits) of each float format's own encoding
+_FLOAT_FORMATS = {"f16": (16, 5, 10), "bf16": (16, 8, 7), "f32": (32, 8, 23),
+                  "f64": (64, 11, 52)}
+
+
+def reduce_precision(et: ElementType | str, x: str, exponent_bits: int,
+                     mantissa_bits: int) -> str:
+    """XLA's ``reduce-precision`` of ``x`` to ``exponent_bits``/``mantissa_bits``."""
+    row = cl_type(et)
+    if row.name not in _FLOAT_FORMATS:
+        raise _unsupported("reduce-precision", et)
+    if exponent_bits < 1 or mantissa_bits < 0:
+        raise HloUnsupportedError(f"reduce-precision needs exponent_bits >= 1 and "
+                                  f"mantissa_bits >= 0, got {exponent_bits}, {mantissa_bits}")
+    nbits, src_e, src_m = _FLOAT_FORMATS[row.name]
+    reduced = (f"xla_reduce_precision_bits((ulong){_to_bits(row, x)}, {nbits}, {src_e}, "
+               f"{src_m}, {exponent_bits}, {mantissa_bits})")
+    return _from_bits(row, reduced)
+
+
+__all__ = [
+    "HELPERS", "FP_CONTRACT_OFF", "unary", "binary", "compare", "select", "clamp", "convert",
+    "bitcast_convert", "bitcast_convert_split", "bitcast_convert_join", "reduce_precision",
+]

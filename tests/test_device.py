@@ -1,0 +1,186 @@
+"""runtime.device and runtime.cache: discovery, selection, builds, memory errors, PoCL cache."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from runtime import cache, device
+from runtime.errors import DeviceError
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_devices_are_listed_with_their_facts():
+    found = device.devices()
+    assert found, "expected at least PoCL's CPU device"
+    for dev in found:
+        assert dev.kind in ("cpu", "gpu", "accelerator")
+        assert dev.spec.startswith(dev.kind + ":")
+        assert str(dev) == f"{dev.platform_short}:{dev.kind} ({dev.name})"
+        assert dev.mem_base_addr_align >= 4 and dev.mem_base_addr_align % 4 == 0
+        assert 0 < dev.max_alloc_bytes <= dev.global_mem_bytes
+        assert dev.name in dev.identity and dev.driver_version in dev.identity
+        assert dev.strategy == ("cpu" if dev.kind == "cpu" else "gpu")
+    assert len({d.spec for d in found}) == len(found)
+
+
+def test_default_device_compiles_and_prefers_pocl_on_the_cpu():
+    dev = device.get_device()
+    assert dev.probe_build() is None
+    if any(d.is_pocl and d.kind == "cpu" and d.probe_build() is None for d in device.devices()):
+        assert dev.is_pocl and dev.kind == "cpu"
+    assert "-cl-denorms-are-zero" in dev.build_options
+
+
+def test_specs_select_devices():
+    dev = device.get_device("cpu:0")
+    assert dev.spec == "cpu:0"
+    assert device.get_device("cpu") is dev
+    assert device.get_device(dev) is dev
+    assert device.get_device(f"{dev.platform_short}:{dev.kind}").platform_short == \
+        dev.platform_short
+    assert device.get_device(dev.name[:6].upper()).name.startswith(dev.name[:6])
+
+
+def test_hlo_device_environment_variable_is_honoured(monkeypatch):
+    last = device.devices()[-1]
+    monkeypatch.setenv("HLO_DEVICE", last.spec)
+    assert device.get_device() is last
+
+
+def test_unknown_spec_lists_the_devices_found():
+    with pytest.raises(DeviceError, match=r"no OpenCL device matches 'quantum:3'.*cpu:0 = "):
+        device.get_device("quantum:3")
+
+
+def test_no_opencl_at_all_says_what_to_install(monkeypatch):
+    monkeypatch.setattr(device, "_devices", [])
+    with pytest.raises(DeviceError, match="no OpenCL platform found") as info:
+        device.get_device()
+    assert "pocl-binary-distribution" in info.value.hint
+
+
+def test_context_and_queue_are_created_once():
+    dev = device.get_device()
+    assert dev.context is dev.context
+    assert dev.queue is dev.queue
+
+
+def test_build_program_is_cached_per_source_and_options():
+    dev = device.get_device()
+    source = "__kernel void twice(__global int* x) { x[get_global_id(0)] *= 2; }\n"
+    first = device.build_program(dev, source)
+    assert device.build_program(dev, source) is first
+    assert device.build_program(dev, source, ("-DUNUSED=1",)) is not first
+
+
+def test_build_failure_shows_errors_with_numbered_source_lines():
+    source = ("__kernel void broken(__global float* x) {\n"
+              "  float y = 1.0f;\n"
+              "  x[0] = y + undefined_name;\n"
+              "}\n")
+    with pytest.raises(DeviceError) as info:
+        device.build_program(device.get_device(), source)
+    message = str(info.value)
+    assert "line 3:" in message and "undefined_name" in message
+    assert "3 |   x[0] = y + undefined_name;" in message
+
+
+@pytest.mark.parametrize("log", [
+    "<source>:2:5: error: expected ';'\n<source>:3:1: warning: unused\n",
+    "error: /tmp/cache/tempfile_ab.cl:2:5: expected ';'\n1 error generated.\n",
+])
+def test_build_failure_format_reads_clang_and_pocl_logs(log):
+    dev = device.get_device()
+    text = device.format_build_failure(dev, "line one\nline two\nline three\n", log)
+    assert text.splitlines()[1:] == ["  line 2:5: error: expected ';'", "  2 | line two"]
+
+
+def test_unlocated_build_log_is_shown_as_is():
+    text = device.format_build_failure(device.get_device(), "x", "error: unknown target CPU")
+    assert text.endswith("error: unknown target CPU")
+
+
+def test_allocation_beyond_the_device_limit_is_an_out_of_memory_error():
+    dev = device.get_device()
+    with pytest.raises(DeviceError, match=rf"out of device memory: needed "
+                                          rf"{dev.max_alloc_bytes + 1} bytes for the arena"):
+        device.allocate_buffer(dev, dev.max_alloc_bytes + 1, "the arena")
+
+
+def test_opencl_allocation_failures_become_out_of_memory_errors():
+    dev = device.get_device()
+    cl = device.opencl()
+
+    def failing_allocation():
+        with device.translate_memory_errors(dev, 1234, "a temp buffer"):
+            cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, size=0)
+
+    with pytest.raises(cl.Error):  # a zero-size buffer is INVALID_BUFFER_SIZE (-61)
+        cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, size=0)
+    with pytest.raises(DeviceError, match="needed 1234 bytes for a temp buffer"):
+        failing_allocation()
+
+
+def test_small_buffers_allocate_and_empty_ones_get_one_byte():
+    dev = device.get_device()
+    assert device.allocate_buffer(dev, 256).size == 256
+    assert device.allocate_buffer(dev, 0).size == 1
+
+
+def test_cache_dir_and_pocl_tag(monkeypatch, tmp_path):
+    monkeypatch.setenv("HLO_MAGIC_CACHE", str(tmp_path))
+    monkeypatch.delenv("POCL_CACHE_DIR", raising=False)
+    for name in cache.POCL_CODEGEN_ENV:
+        monkeypatch.delenv(name, raising=False)
+    assert cache.cache_dir() == tmp_path
+    plain = cache.pocl_cache_tag()
+    assert plain.startswith("pocl-")
+    path = cache.configure_pocl_cache()
+    assert path == tmp_path / plain and path.is_dir()
+    assert os.environ["POCL_CACHE_DIR"] == str(path)
+    monkeypatch.setenv("POCL_FORCE_PARALLEL_OUTER_LOOP", "1")
+    assert cache.pocl_cache_tag() not in (plain, "")
+    assert cache.pocl_cache_tag() == cache.pocl_cache_tag()
+
+
+def test_a_user_chosen_pocl_cache_dir_is_kept(monkeypatch, tmp_path):
+    chosen = tmp_path / "mine"
+    monkeypatch.setenv("POCL_CACHE_DIR", str(chosen))
+    assert cache.configure_pocl_cache() == chosen and chosen.is_dir()
+
+
+def _fresh_process(code: str, cache_root: Path) -> str:
+    env = {**os.environ, "HLO_MAGIC_CACHE": str(cache_root), "PYTHONPATH": str(REPO)}
+    env.pop("POCL_CACHE_DIR", None)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=300, check=True)
+    return done.stdout.strip()
+
+
+def test_importing_runtime_does_not_touch_opencl(tmp_path):
+    assert _fresh_process("import sys, runtime, runtime.device, runtime.codegen.elementwise;"
+                          "print('pyopencl' in sys.modules)", tmp_path) == "False"
+
+
+def test_a_fresh_process_reuses_pocls_cached_program(tmp_path):
+    """Builds hand PoCL the exact source (no pyopencl binary cache salting it), so a second
+    process finds the program in the project's PoCL cache instead of adding another."""
+    code = ("import numpy as np; from runtime import device as d\n"
+            "dev = d.get_device()\n"
+            "p = d.build_program(dev, '__kernel void k(__global int* x) { x[0] = 7; }\\n')\n"
+            "b = d.allocate_buffer(dev, 4)\n"
+            "p.k(dev.queue, (1,), (1,), b)\n"
+            "out = np.zeros(1, np.int32); d.opencl().enqueue_copy(dev.queue, out, b)\n"
+            "print(out[0])\n")
+    assert _fresh_process(code, tmp_path) == "7"
+    if not device.get_device().is_pocl:
+        return
+    programs = sorted(p.parent.name for p in tmp_path.rglob("program.bc"))
+    assert _fresh_process(code, tmp_path) == "7"
+    assert sorted(p.parent.name for p in tmp_path.rglob("program.bc")) == programs
