@@ -86,7 +86,7 @@ def _build(module: HloModule, dev, options: CompileOptions, progress, start: flo
     from .buffers.assignment import assign_buffers
     from .codegen.lower import lower
     from .execute import Executable
-    from .hlo.verifier import check_runnable
+    from .hlo.runnable import check_runnable
     from .passes.pipeline import optimise
     check_runnable(module)
     report = progress or (lambda stage, done, total: None)
@@ -103,9 +103,9 @@ def _build(module: HloModule, dev, options: CompileOptions, progress, start: flo
 
 def build_kernels(dev, program, report: ProgressCallback) -> dict:
     """Build the program, then launch each kernel once with a zero work bound (see module doc)."""
-    import pyopencl as cl
     from .codegen.plan import iter_launches
-    from .device import build_program
+    from .device import build_program, opencl
+    cl = opencl()
     total = len(program.kernel_names)
     report("build", 0, total)
     if not total:

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .device import allocate_buffer, opencl
 from .errors import DeviceError, DonatedBufferError, HloArgumentError
 from .hlo.dtypes import ElementType, from_numpy
 from .hlo.shape import ArrayShape, Shape, TupleShape
@@ -114,7 +115,7 @@ class DeviceArray:
 
 
 def read_buffer(device, buffer, offset: int, shape: ArrayShape) -> np.ndarray:
-    import pyopencl as cl
+    cl = opencl()
     raw = np.empty(shape.element_count, dtype=shape.element_type.numpy)
     if shape.byte_size:
         cl.enqueue_copy(device.queue, raw.view(np.uint8), buffer, src_offset=offset,
@@ -122,19 +123,9 @@ def read_buffer(device, buffer, offset: int, shape: ArrayShape) -> np.ndarray:
     return from_physical(raw, shape)
 
 
-def allocate(device, nbytes: int, what: str):
-    """A device buffer (at least one byte: OpenCL has no empty buffers)."""
-    import pyopencl as cl
-    try:
-        return cl.Buffer(device.context, cl.mem_flags.READ_WRITE, max(int(nbytes), 1))
-    except (cl.MemoryError, cl.LogicError, cl.RuntimeError) as e:
-        raise DeviceError(f"out of device memory allocating {nbytes} bytes for {what} on "
-                          f"{device}: {e}") from None
-
-
 def upload(device, array: np.ndarray, shape: ArrayShape, what: str):
-    import pyopencl as cl
-    buf = allocate(device, shape.byte_size, what)
+    cl = opencl()
+    buf = allocate_buffer(device, shape.byte_size, what)
     if shape.byte_size:
         host = to_physical(array, shape)
         cl.enqueue_copy(device.queue, buf, host.view(np.uint8).reshape(-1), is_blocking=True)
@@ -343,7 +334,7 @@ class Executable:
         """Device buffers for every allocation this run; also returns the ones to free if the
         run fails. A freshly uploaded numpy argument is already a private copy, so it needs no
         second copy for copy-protection."""
-        import pyopencl as cl
+        cl = opencl()
         dev = self.device
         assignment = self.buffer_assignment
         bindings: list[Any] = [None] * len(assignment.allocations)
@@ -362,7 +353,7 @@ class Executable:
                 else:
                     buf = value.buffer
                 if isinstance(value, DeviceArray) and alloc.index in plan.copied:
-                    protected = allocate(dev, alloc.size, f"copy-protection of argument {i}")
+                    protected = allocate_buffer(dev, alloc.size, f"copy-protection of argument {i}")
                     fresh.append(protected)
                     if alloc.size:
                         cl.enqueue_copy(dev.queue, protected, buf, byte_count=alloc.size)
@@ -372,7 +363,7 @@ class Executable:
         arena_size = sum(a.size for a in assignment.allocations if a.kind == "temp")
         for alloc in assignment.allocations:
             if alloc.kind == "output":
-                buf = allocate(dev, alloc.size, f"output allocation {alloc.index}")
+                buf = allocate_buffer(dev, alloc.size, f"output allocation {alloc.index}")
                 fresh.append(buf)
                 bindings[alloc.index] = buf
             elif alloc.kind == "temp":
@@ -400,7 +391,7 @@ class Executable:
         """One arena per executable; temp allocations are laid end to end inside it."""
         if self._arena is None:
             self._arena = {}
-            self._arena_base = allocate(self.device, arena_size, "the temp arena")
+            self._arena_base = allocate_buffer(self.device, arena_size, "the temp arena")
             offset = 0
             align = self.device.mem_base_addr_align
             for a in self.buffer_assignment.allocations:
@@ -410,7 +401,7 @@ class Executable:
         return self._arena[alloc.index]
 
     def _sub_buffer(self, offset: int, size: int):
-        import pyopencl as cl
+        cl = opencl()
         if offset == 0 and size == self._arena_base.size:
             return self._arena_base
         return self._arena_base.get_sub_region(offset, max(size, 1), cl.mem_flags.READ_WRITE)
@@ -426,9 +417,9 @@ class Executable:
 
     def _embedded_buffer(self):
         if self._embedded is None:
-            import pyopencl as cl
+            cl = opencl()
             blob = self.program.embedded
-            self._embedded = allocate(self.device, len(blob), "embedded constants")
+            self._embedded = allocate_buffer(self.device, len(blob), "embedded constants")
             if blob:
                 cl.enqueue_copy(self.device.queue, self._embedded,
                                 np.frombuffer(blob, dtype=np.uint8), is_blocking=True)
@@ -446,7 +437,7 @@ class Executable:
             runner(self, step, bindings)
 
     def _launch(self, step, bindings) -> None:
-        import pyopencl as cl
+        cl = opencl()
         kernel = self._kernels[step.kernel]
         args = []
         for ref in step.buffers:
@@ -457,21 +448,21 @@ class Executable:
         cl.enqueue_nd_range_kernel(self.device.queue, kernel, step.global_size, step.local_size)
 
     def _copy(self, step, bindings) -> None:
-        import pyopencl as cl
+        cl = opencl()
         if step.nbytes:
             cl.enqueue_copy(self.device.queue, self._buffer(bindings, step.dst),
                             self._buffer(bindings, step.src), byte_count=step.nbytes,
                             src_offset=step.src.offset, dst_offset=step.dst.offset)
 
     def _fill(self, step, bindings) -> None:
-        import pyopencl as cl
+        cl = opencl()
         if step.nbytes:
             cl.enqueue_fill_buffer(self.device.queue, self._buffer(bindings, step.dst),
                                    np.frombuffer(step.pattern, dtype=np.uint8),
                                    step.dst.offset, step.nbytes)
 
     def _read_scalar(self, bindings, ref, dtype) -> Any:
-        import pyopencl as cl
+        cl = opencl()
         host = np.empty(1, dtype=dtype)
         cl.enqueue_copy(self.device.queue, host, self._buffer(bindings, ref),
                         src_offset=ref.offset, is_blocking=True)

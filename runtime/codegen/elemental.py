@@ -21,8 +21,9 @@ from typing import Callable, Union
 import numpy as np
 
 from ..errors import HloUnsupportedError
-from ..hlo.dtypes import ELEMENT_TYPES, PRED, S32, S64, ElementType
+from ..hlo.dtypes import PRED, S32, S64, ElementType
 from ..hlo.ir import HloComputation, HloInstruction
+from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape
 from . import cltypes, elementwise as E
 from .kernel import BufferRef, KernelBuilder
@@ -148,8 +149,8 @@ class ElementalEmitter:
         return " + ".join(terms)
 
     def computed(self, et: ElementType, expr: str) -> str:
-        """Store an op's result in a variable, rounded to its storage precision (f16/bf16)."""
-        return self.kb.let(cltypes.compute_type(et), cltypes.round_to_storage(et, expr))
+        """An op's result in a variable (templates already round f16/bf16 results)."""
+        return self.kb.let(cltypes.compute_type(et), expr)
 
     # --- index helpers ----------------------------------------------------------------------
     def dim(self, n: int, key: object) -> str:
@@ -267,28 +268,15 @@ def _reduce_precision(em: ElementalEmitter, inst: HloInstruction, index: Index) 
 def _bitcast_convert(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     op = inst.operands[0]
     src, dst = op.shape.element_type, inst.shape.element_type
+    ctype = cltypes.compute_type(dst)
     if src.bits == dst.bits:
-        x = em.value(op, index)
-        return em.kb.let(cltypes.compute_type(dst), E.bitcast_convert(src, dst, x))
-    src_u = _uint_type(src.bits)
-    dst_u = _uint_type(dst.bits)
+        return em.kb.let(ctype, E.bitcast_convert(src, dst, em.value(op, index)))
     if src.bits > dst.bits:
-        # output gains a trailing dimension: element j holds bits [j*w, (j+1)*w) of the source
+        # the result gains a trailing dimension: element j is the j-th narrow piece
         x = em.value(op, Index(index.exprs[:-1]))
-        word = E.bitcast_convert(src, src_u, x)
-        part = f"({cltypes.compute_type(dst_u)})(({word}) >> ({index.exprs[-1]} * {dst.bits}))"
-        return em.kb.let(cltypes.compute_type(dst), E.bitcast_convert(dst_u, dst, part))
-    ratio = dst.bits // src.bits
-    acc = em.kb.let(cltypes.compute_type(dst_u), "0")
-    for j in range(ratio):
-        x = em.value(op, Index(index.exprs + (str(j),)))
-        word = E.bitcast_convert(src, src_u, x)
-        em.kb.line(f"{acc} |= (({cltypes.compute_type(dst_u)})({word})) << {j * src.bits};")
-    return em.kb.let(cltypes.compute_type(dst), E.bitcast_convert(dst_u, dst, acc))
-
-
-def _uint_type(bits: int) -> ElementType:
-    return ELEMENT_TYPES[f"u{bits}"]
+        return em.kb.let(ctype, E.bitcast_convert_split(src, dst, x, index.exprs[-1]))
+    parts = [em.value(op, Index(index.exprs + (str(j),))) for j in range(dst.bits // src.bits)]
+    return em.kb.let(ctype, E.bitcast_convert_join(src, dst, parts))
 
 
 def _identity(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
@@ -814,10 +802,9 @@ RULES: dict[str, Callable[[ElementalEmitter, HloInstruction, Index], Value]] = {
     "reduce-window": _reduce_window, "dot": _dot, "convolution": _convolution,
     "gather": _gather, "select-and-scatter": _select_and_scatter,
 }
-for _name in E.UNARY_OPCODES:
-    RULES.setdefault(_name, _unary)
-for _name in E.BINARY_OPCODES:
-    RULES.setdefault(_name, _binary)
+for _name, _spec in OPCODES.items():
+    if _spec.elementwise and _name not in RULES:
+        RULES[_name] = _unary if _spec.max_operands == 1 else _binary
 
 
 def is_elemental(inst: HloInstruction) -> bool:

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..hlo.ir import HloInstruction
 from ..hlo.shape import ArrayShape
-from . import elementwise
+from . import cltypes, elementwise
 from .kernel import EMBEDDED, BufferRef, KernelBuilder
 from .plan import Step
 
@@ -77,10 +77,10 @@ class ProgramBuilder:
 
     def finish(self, plan: list[Step]) -> Program:
         body = "\n\n".join(self._texts)
-        parts = []
+        parts = [elementwise.FP_CONTRACT_OFF]
         if self.uses_fp64 or "double" in body:
-            parts.append("#pragma OPENCL EXTENSION cl_khr_fp64 : enable")
-        prelude = elementwise.prelude_for(body)
+            parts.append(cltypes.FP64_PRAGMA)
+        prelude = cltypes.prelude_for(cltypes.helpers_used(body))
         if prelude:
             parts.append(prelude)
         parts.append(body)
