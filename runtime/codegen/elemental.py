@@ -26,7 +26,7 @@ from ..hlo.ir import HloComputation, HloInstruction
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape
 from . import cltypes, elementwise as E
-from .kernel import BufferRef, KernelBuilder
+from .kernel import BufferRef, KernelBuilder, argument_value
 
 Value = Union[str, tuple]
 
@@ -292,7 +292,7 @@ def _constant(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value
     et = shape.element_type
     if shape.element_count == 1:
         v = np.asarray(lit.data).reshape(())
-        return em.kb.scalar(cltypes.compute_type(et), cltypes.argument_value(et, v),
+        return em.kb.scalar(cltypes.compute_type(et), argument_value(et, v),
                             key=("const", id(inst)))
     if em.embed is None:
         raise HloUnsupportedError(f"array constant {inst.name} cannot be embedded here")

@@ -158,6 +158,13 @@ class KernelBuilder:
         return [SCALAR_DTYPES[ctype].type(value) for ctype, _, value in self.scalars]
 
 
+def argument_value(et: ElementType, value) -> np.generic:
+    """A scalar of ``et`` as the kernel argument of its compute type (f16/bf16 widen to float,
+    exactly; pred becomes 0/1)."""
+    ctype = cltypes.compute_type(et)
+    return SCALAR_DTYPES[ctype].type(np.asarray(value).astype(SCALAR_DTYPES[ctype]))
+
+
 def needs_long_index(*shapes: ArrayShape) -> bool:
     """32-bit index arithmetic suffices unless some tensor has 2^31 elements or more."""
     return any(not s.is_tuple and s.element_count >= 2 ** 31 - 1 for s in shapes)
