@@ -18,7 +18,7 @@ from ..hlo.shape import ArrayShape, Shape
 from . import cltypes
 from .elemental import BufferLeaf, ElementalEmitter, Index, dynamic_starts, layout_key
 from .kernel import BufferRef, KernelBuilder, needs_long_index
-from .lower import LoweringContext, register
+from .lower import FUSION_ROOTS, LoweringContext, register
 from .plan import Launch, Step
 
 LOCAL_SIZE = {"cpu": 64, "gpu": 256}
@@ -135,10 +135,9 @@ def _update_in_place(ctx: LoweringContext, inst: HloInstruction, root: HloInstru
     kb = kernel_builder(*_all_shapes(inst))
     gid = begin_1d(kb, count)
     out_ptr = kb.buffer(out.element_type, ctx.ref(inst), writable=True, key=("out", ()))
-    leaves = operand_leaves(ctx, inst, params)
-    base = root.operands[0]
-    leaves = {k: v for k, v in leaves.items() if k[0] != id(base)}   # never read the target
-    em = ElementalEmitter(kb, leaves, ctx.program.embed)
+    # the target may be read only where this work-item writes (buffer assignment shares it
+    # only when its sole other reader is a dynamic-slice of the very window written)
+    em = ElementalEmitter(kb, operand_leaves(ctx, inst, params), ctx.program.embed)
     starts = dynamic_starts(em, root, 2, upd_shape.dims)
     rel = em.delinearize(gid, upd_shape.dims, tuple(range(upd_shape.rank - 1, -1, -1)), "upd")
     value = em.value(update, Index(rel))
@@ -152,7 +151,13 @@ def _statement(text: str) -> str:
     return text if text.rstrip().endswith(";") else text + ";"
 
 
-register("fusion")(lower_loop)
+@register("fusion")
+def lower_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+    """A fusion lowers like its root: a dedicated family when the root has one, else the loop
+    kernel over the fused computation."""
+    root = inst.attrs["calls"].root  # type: ignore[attr-defined]
+    rule = FUSION_ROOTS.get(root.opcode, lower_loop)
+    return rule(ctx, inst)
 
 __all__ = ["lower_loop", "launch_1d", "begin_1d", "kernel_builder", "operand_leaves",
            "fused_parts", "output_index", "BufferRef", "Shape"]

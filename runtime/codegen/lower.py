@@ -47,13 +47,17 @@ class LoweringContext:
 
 LoweringRule = Callable[[LoweringContext, HloInstruction], list[Step]]
 LOWERING: dict[str, LoweringRule] = {}
+FUSION_ROOTS: dict[str, LoweringRule] = {}   # fusions whose root needs a dedicated family
 
 
-def register(*opcodes: str):
-    """Register a lowering rule (used by the kernel-family modules)."""
+def register(*opcodes: str, fusion_root: bool = False):
+    """Register a lowering rule (used by the kernel-family modules); with ``fusion_root`` the
+    rule also lowers fusions whose fused computation has that root."""
     def deco(fn: LoweringRule) -> LoweringRule:
         for op in opcodes:
             LOWERING[op] = fn
+            if fusion_root:
+                FUSION_ROOTS[op] = fn
         return fn
     return deco
 

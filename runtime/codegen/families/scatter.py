@@ -153,4 +153,4 @@ def _row_major(rank: int) -> tuple[int, ...]:
     return tuple(range(rank - 1, -1, -1))
 
 
-register("scatter")(lower_scatter)
+register("scatter", fusion_root=True)(lower_scatter)

@@ -95,76 +95,76 @@ def emit_stable_sort(em: ElementalEmitter, comp: HloComputation, row: RowAccess)
     n = row.n
     blk = kb.param(_BLOCK, key="sort_block")
     # 1. insertion sort on blocks
-    with em.block(f"for ({t} lo = 0; lo < {n}; lo += {blk})"):
-        hi = kb.let(t, f"min(lo + {blk}, {n})", "hi")
-        with em.block(f"for ({t} i = lo + 1; i < {hi}; ++i)"):
-            with em.block(f"for ({t} j = i; j > lo; --j)"):
-                lt = _less(em, comp, row, "j", "j - 1")
+    with em.block(f"for ({t} z_lo = 0; z_lo < {n}; z_lo += {blk})"):
+        hi = kb.let(t, f"min(z_lo + {blk}, {n})", "z_hi")
+        with em.block(f"for ({t} z_i = z_lo + 1; z_i < {hi}; ++z_i)"):
+            with em.block(f"for ({t} z_j = z_i; z_j > z_lo; --z_j)"):
+                lt = _less(em, comp, row, "z_j", "z_j - 1")
                 kb.line(f"if (!{lt}) break;")
-                row.swap("j", "j - 1")
+                row.swap("z_j", "z_j - 1")
     # 2. bottom-up SymMerge of blocks
-    kb.line(f"{t} sa[{_STACK}], sm[{_STACK}], sb[{_STACK}];")
-    with em.block(f"for ({t} width = {blk}; width < {n}; width *= 2)"):
-        with em.block(f"for ({t} a0 = 0; a0 + width < {n}; a0 += 2 * width)"):
-            kb.line("int top = 0;")
-            kb.line(f"sa[0] = a0; sm[0] = a0 + width; sb[0] = min(a0 + 2 * width, {n}); top = 1;")
-            with em.block("while (top > 0)"):
-                kb.line("--top;")
-                kb.line(f"{t} a = sa[top], m = sm[top], b = sb[top];")
-                kb.line("if (a >= m || m >= b) continue;")
-                with em.block("if (m - a == 1)"):
+    kb.line(f"{t} z_sa[{_STACK}], z_sm[{_STACK}], z_sb[{_STACK}];")
+    with em.block(f"for ({t} z_width = {blk}; z_width < {n}; z_width *= 2)"):
+        with em.block(f"for ({t} z_a0 = 0; z_a0 + z_width < {n}; z_a0 += 2 * z_width)"):
+            kb.line("int z_top = 0;")
+            kb.line(f"z_sa[0] = z_a0; z_sm[0] = z_a0 + z_width; z_sb[0] = min(z_a0 + 2 * z_width, {n}); z_top = 1;")
+            with em.block("while (z_top > 0)"):
+                kb.line("--z_top;")
+                kb.line(f"{t} z_a = z_sa[z_top], z_m = z_sm[z_top], z_b = z_sb[z_top];")
+                kb.line("if (z_a >= z_m || z_m >= z_b) continue;")
+                with em.block("if (z_m - z_a == 1)"):
                     # insert element a into [m, b): first position whose element is not less
-                    kb.line(f"{t} i = m, j = b;")
-                    with em.block("while (i < j)"):
-                        kb.line(f"{t} h = (i + j) >> 1;")
-                        lt = _less(em, comp, row, "h", "a")
-                        kb.line(f"if ({lt}) i = h + 1; else j = h;")
-                    with em.block(f"for ({t} k = a; k < i - 1; ++k)"):
-                        row.swap("k", "k + 1")
+                    kb.line(f"{t} z_i = z_m, z_j = z_b;")
+                    with em.block("while (z_i < z_j)"):
+                        kb.line(f"{t} z_h = (z_i + z_j) >> 1;")
+                        lt = _less(em, comp, row, "z_h", "z_a")
+                        kb.line(f"if ({lt}) z_i = z_h + 1; else z_j = z_h;")
+                    with em.block(f"for ({t} z_k = z_a; z_k < z_i - 1; ++z_k)"):
+                        row.swap("z_k", "z_k + 1")
                     kb.line("continue;")
-                with em.block("if (b - m == 1)"):
-                    kb.line(f"{t} i = a, j = m;")
-                    with em.block("while (i < j)"):
-                        kb.line(f"{t} h = (i + j) >> 1;")
-                        lt = _less(em, comp, row, "m", "h")
-                        kb.line(f"if (!{lt}) i = h + 1; else j = h;")
-                    with em.block(f"for ({t} k = m; k > i; --k)"):
-                        row.swap("k", "k - 1")
+                with em.block("if (z_b - z_m == 1)"):
+                    kb.line(f"{t} z_i = z_a, z_j = z_m;")
+                    with em.block("while (z_i < z_j)"):
+                        kb.line(f"{t} z_h = (z_i + z_j) >> 1;")
+                        lt = _less(em, comp, row, "z_m", "z_h")
+                        kb.line(f"if (!{lt}) z_i = z_h + 1; else z_j = z_h;")
+                    with em.block(f"for ({t} z_k = z_m; z_k > z_i; --z_k)"):
+                        row.swap("z_k", "z_k - 1")
                     kb.line("continue;")
-                kb.line(f"{t} mid = (a + b) >> 1;")
-                kb.line(f"{t} nn = mid + m;")
-                kb.line(f"{t} start, r;")
-                kb.line("if (m > mid) { start = nn - b; r = mid; } else { start = a; r = m; }")
-                kb.line(f"{t} p = nn - 1;")
-                with em.block("while (start < r)"):
-                    kb.line(f"{t} c = (start + r) >> 1;")
-                    lt = _less(em, comp, row, "p - c", "c")
-                    kb.line(f"if (!{lt}) start = c + 1; else r = c;")
-                kb.line(f"{t} end = nn - start;")
-                with em.block("if (start < m && m < end)"):
-                    _rotate(em, row, "start", "m", "end")
-                kb.line(f"if (a < start && start < mid) {{ sa[top] = a; sm[top] = start; "
-                        f"sb[top] = mid; ++top; }}")
-                kb.line(f"if (mid < end && end < b) {{ sa[top] = mid; sm[top] = end; "
-                        f"sb[top] = b; ++top; }}")
+                kb.line(f"{t} z_mid = (z_a + z_b) >> 1;")
+                kb.line(f"{t} z_nn = z_mid + z_m;")
+                kb.line(f"{t} z_start, z_r;")
+                kb.line("if (z_m > z_mid) { z_start = z_nn - z_b; z_r = z_mid; } else { z_start = z_a; z_r = z_m; }")
+                kb.line(f"{t} z_p = z_nn - 1;")
+                with em.block("while (z_start < z_r)"):
+                    kb.line(f"{t} z_c = (z_start + z_r) >> 1;")
+                    lt = _less(em, comp, row, "z_p - z_c", "z_c")
+                    kb.line(f"if (!{lt}) z_start = z_c + 1; else z_r = z_c;")
+                kb.line(f"{t} z_end = z_nn - z_start;")
+                with em.block("if (z_start < z_m && z_m < z_end)"):
+                    _rotate(em, row, "z_start", "z_m", "z_end")
+                kb.line(f"if (z_a < z_start && z_start < z_mid) {{ z_sa[z_top] = z_a; z_sm[z_top] = z_start; "
+                        f"z_sb[z_top] = z_mid; ++z_top; }}")
+                kb.line(f"if (z_mid < z_end && z_end < z_b) {{ z_sa[z_top] = z_mid; z_sm[z_top] = z_end; "
+                        f"z_sb[z_top] = z_b; ++z_top; }}")
 
 
 def _rotate(em: ElementalEmitter, row: RowAccess, a: str, m: str, b: str) -> None:
-    """Rotate [a, b) so that [m, b) comes first, by block swaps (Go's ``rotate``)."""
+    """Rotate [z_a, z_b) so that [z_m, z_b) comes first, by block swaps (Go's ``rotate``)."""
     kb = em.kb
     t = kb.index_type
-    kb.line(f"{t} ri = {m} - {a}, rj = {b} - {m};")
-    with em.block("while (ri != rj)"):
-        with em.block("if (ri > rj)"):
-            with em.block(f"for ({t} q = 0; q < rj; ++q)"):
-                row.swap(f"{m} - ri + q", f"{m} + q")
-            kb.line("ri -= rj;")
+    kb.line(f"{t} z_ri = {m} - {a}, z_rj = {b} - {m};")
+    with em.block("while (z_ri != z_rj)"):
+        with em.block("if (z_ri > z_rj)"):
+            with em.block(f"for ({t} z_q = 0; z_q < z_rj; ++z_q)"):
+                row.swap(f"{m} - z_ri + z_q", f"{m} + z_q")
+            kb.line("z_ri -= z_rj;")
         with em.block("else"):
-            with em.block(f"for ({t} q = 0; q < ri; ++q)"):
-                row.swap(f"{m} - ri + q", f"{m} + rj - ri + q")
-            kb.line("rj -= ri;")
-    with em.block(f"for ({t} q = 0; q < ri; ++q)"):
-        row.swap(f"{m} - ri + q", f"{m} + q")
+            with em.block(f"for ({t} z_q = 0; z_q < z_ri; ++z_q)"):
+                row.swap(f"{m} - z_ri + z_q", f"{m} + z_rj - z_ri + z_q")
+            kb.line("z_rj -= z_ri;")
+    with em.block(f"for ({t} z_q = 0; z_q < z_ri; ++z_q)"):
+        row.swap(f"{m} - z_ri + z_q", f"{m} + z_q")
 
 
 def _fill_outputs(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
