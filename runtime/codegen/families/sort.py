@@ -150,7 +150,7 @@ def emit_stable_sort(em: ElementalEmitter, comp: HloComputation, row: RowAccess)
 
 
 def _rotate(em: ElementalEmitter, row: RowAccess, a: str, m: str, b: str) -> None:
-    """Rotate [z_a, z_b) so that [z_m, z_b) comes first, by block swaps (Go's ``rotate``)."""
+    """Rotate [a, b) so that [m, b) comes first, by block swaps (Go's ``rotate``)."""
     kb = em.kb
     t = kb.index_type
     kb.line(f"{t} z_ri = {m} - {a}, z_rj = {b} - {m};")
