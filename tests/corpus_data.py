@@ -134,7 +134,8 @@ def _compare_arrays(name: str, got: np.ndarray, want: np.ndarray, tol: dict) -> 
         k = tuple(np.argwhere(inf_mismatch)[0])
         problems.append(f"{name}: inf mismatch at {k}: got {g[k]}, want {w[k]}")
     finite = np.isfinite(w) & np.isfinite(g)
-    err = np.abs(g - w)
+    with np.errstate(invalid="ignore"):
+        err = np.abs(g - w)
     limit = tol["atol"] + tol["rtol"] * np.abs(w)
     bad = finite & (err > limit)
     if bad.any():
