@@ -172,10 +172,10 @@ def test_stable_sort_keeps_equal_keys_in_order(stable_input):
       ROOT l = pred[] compare(a, b), direction=LT
     }
     ENTRY e {
-      k = s32[N] parameter(0)
-      i = s32[N] iota(), iota_dimension=0
-      ROOT s = (s32[N], s32[N]) sort(k, i), dimensions={0}, is_stable=true, to_apply=lt
-    }""".replace("N", str(len(stable_input)))
+      k = s32[LEN] parameter(0)
+      i = s32[LEN] iota(), iota_dimension=0
+      ROOT s = (s32[LEN], s32[LEN]) sort(k, i), dimensions={0}, is_stable=true, to_apply=lt
+    }""".replace("LEN", str(len(stable_input)))
     keys = np.array(stable_input, np.int32)
     got_k, got_i = run(text, keys)
     order = np.argsort(keys, kind="stable")
