@@ -8,6 +8,9 @@ from .errors import (
     CustomCallError, DeviceError, DonatedBufferError, HloArgumentError, HloError, HloParseError,
     HloUnsupportedError, HloVerifyError,
 )
+from .compiler import compile
+from .device import Device, devices, get_device
+from .execute import DeviceArray, Executable, RunRecord, device_put
 from .hlo import HloModule
 from .hlo.parser import parse as _parse_unverified
 
@@ -24,6 +27,7 @@ def parse(text: str, *, verify: bool = True) -> HloModule:
 __version__ = "0.1.0"
 
 __all__ = [
-    "parse", "HloModule", "HloError", "HloParseError", "HloVerifyError", "HloUnsupportedError",
+    "parse", "compile", "Executable", "DeviceArray", "RunRecord", "device_put", "devices",
+    "get_device", "Device", "HloModule", "HloError", "HloParseError", "HloVerifyError", "HloUnsupportedError",
     "HloArgumentError", "DonatedBufferError", "CustomCallError", "DeviceError", "__version__",
 ]

@@ -1,12 +1,16 @@
-"""The ``hlo`` command line: ``hlo check FILE.hlo``."""
+"""The ``hlo`` command line: ``hlo check FILE.hlo`` and ``hlo run FILE.hlo [ARG ...]``."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import sys
+import time
 from pathlib import Path
 
-from .errors import HloError
+import numpy as np
+
+from .errors import HloArgumentError, HloError
 
 
 def _read(path: str) -> str:
@@ -45,12 +49,105 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_argument(text: str):
+    """A command-line argument: a number, a nested list, or ``@file.npy``."""
+    if text.startswith("@"):
+        try:
+            return np.load(text[1:], allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise HloArgumentError(f"cannot load {text[1:]}: {e}") from None
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        raise HloArgumentError(f"argument {text!r} is not a number, a nested list or @file.npy") \
+            from None
+    if not isinstance(value, (int, float, bool, list, tuple)):
+        raise HloArgumentError(f"argument {text!r} is not a number, a nested list or @file.npy")
+    return value
+
+
+class CompileProgress:
+    """Kernel-build progress on stderr, shown only once a compile has taken over a second."""
+
+    def __init__(self, stream=sys.stderr) -> None:
+        self.start = time.perf_counter()
+        self.stream = stream
+        self.shown = False
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage != "build" or time.perf_counter() - self.start < 1.0:
+            return
+        self.shown = True
+        print(f"\rcompiling: {done}/{total} kernels built", end="", file=self.stream, flush=True)
+        if done == total:
+            print(file=self.stream)
+
+
+def _print_outputs(result, index: tuple[int, ...] = ()) -> None:
+    if isinstance(result, tuple):
+        for k, r in enumerate(result):
+            _print_outputs(r, index + (k,))
+        return
+    a = np.asarray(result)
+    label = "output" + ("{" + ",".join(map(str, index)) + "}" if index else "")
+    print(f"{label} = {a.dtype}{list(a.shape)}")
+    print(np.array2string(a, threshold=64, edgeitems=3))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from . import compile as compile_module
+    text = _read(args.file)
+    progress = CompileProgress()
+    try:
+        exe = compile_module(text, device=args.device, progress=progress)
+        values = [parse_argument(a) for a in args.args]
+        donate = tuple(int(d) for d in args.donate.split(",")) if args.donate else ()
+        result = exe.run(*values, donate=donate) if donate else exe.run(*values)
+        _print_outputs(result)
+    except HloError as e:
+        _print_error(args.file, e)
+        return 1
+    print()
+    print(summary(exe))
+    return 0
+
+
+def summary(exe) -> str:
+    """A few lines: where it ran, the memory plan in XLA's vocabulary, what donation did."""
+    a = exe.buffer_assignment
+    s = exe.memory_stats
+    lines = [f"module {exe.name} on {exe.device}: compiled in {exe.compile_seconds:.2f} s, "
+             f"{len(exe.program.kernel_names)} kernel(s)",
+             f"memory: argument {s.argument} B, output {s.output} B, alias {s.alias} B, "
+             f"temp {s.temp} B; live-range peak {s.peak} B",
+             f"allocations: " + ", ".join(f"#{x.index} {x.kind} {x.size} B" for x in a.allocations)]
+    for c in a.copies:
+        lines.append(f"inserted copy: {c}")
+    run = exe.last_run
+    if run is not None:
+        lines.append(f"run {run.name}: donated {list(run.donated)}, copy-protected "
+                     f"{list(run.copied)}" + (f", unusable donations {run.unusable}"
+                                              if run.unusable else ""))
+    return "\n".join(lines)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="hlo", description="Check and run XLA HLO modules.")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="parse and verify a module; exit 1 on error")
     c.add_argument("file", help="an .hlo text file")
     c.set_defaults(func=cmd_check)
+    r = sub.add_parser("run", help="compile and run a module; print the results and a "
+                                   "buffer-assignment summary")
+    r.add_argument("file", help="an .hlo text file")
+    r.add_argument("args", nargs="*", metavar="ARG",
+                   help="one per entry parameter: a number, a nested list like [[1,2],[3,4]], "
+                        "or @file.npy")
+    r.add_argument("--device", default=None, help="OpenCL device: cpu, gpu, gpu:1, pocl, ... "
+                                                  "(default: $HLO_DEVICE or PoCL on the CPU)")
+    r.add_argument("--donate", default="", metavar="IDX,...",
+                   help="argument indices to donate (updated in place where aliased)")
+    r.set_defaults(func=cmd_run)
     return p
 
 

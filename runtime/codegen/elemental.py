@@ -1,0 +1,815 @@
+"""The elemental emitter: C code computing one element of an instruction at a multi-index.
+
+This is XLA's elemental IR emitter in OpenCL C. ``value(inst, index)`` returns a C expression
+(usually a variable) holding ``inst``'s element at ``index``, emitting the statements it needs
+into the kernel. Operands are computed recursively at the indices each rule derives (a
+broadcast drops dimensions, a transpose permutes them, a slice offsets them...), so a whole
+fused computation becomes straight-line code per output element, and reductions, windows and
+contractions become loops inside it. Leaves are either buffers (loaded with their physical
+layout's strides) or values already computed (a reducer's parameters).
+
+Rules live in ``RULES`` keyed by opcode; elementwise arithmetic comes from the template tables
+in ``elementwise.py``. Every size, stride and offset enters the text via ``KernelBuilder.param``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Callable, Union
+
+import numpy as np
+
+from ..errors import HloUnsupportedError
+from ..hlo.dtypes import PRED, S32, S64, ElementType
+from ..hlo.ir import HloComputation, HloInstruction
+from ..hlo.opcodes import OPCODES
+from ..hlo.shape import ArrayShape, Shape
+from . import cltypes, elementwise as E
+from .kernel import BufferRef, KernelBuilder, argument_value
+
+Value = Union[str, tuple]
+
+
+@dataclass(frozen=True)
+class Index:
+    """A logical multi-index (C expressions, one per dimension), plus optionally the physical
+    linear offset of that index in a buffer of a given (dims, minor_to_major), which lets a load
+    from a buffer of exactly that layout skip the stride arithmetic."""
+
+    exprs: tuple[str, ...]
+    linear: tuple[tuple, str] | None = None
+
+
+SCALAR = Index(())
+
+
+@dataclass(frozen=True)
+class BufferLeaf:
+    shape: ArrayShape
+    ref: BufferRef
+    key: object
+
+
+@dataclass(frozen=True)
+class ValueLeaf:
+    value: Value
+
+
+Leaf = Union[BufferLeaf, ValueLeaf]
+
+
+def layout_key(shape: ArrayShape) -> tuple:
+    return (shape.dims, shape.minor_to_major)
+
+
+class ElementalEmitter:
+    def __init__(self, kb: KernelBuilder, leaves: dict[tuple[int, tuple[int, ...]], Leaf],
+                 embed: Callable[[HloInstruction], BufferRef] | None = None) -> None:
+        self.kb = kb
+        self.leaves = leaves
+        self.embed = embed
+        self.scopes: list[dict] = [{}]
+        self.index_et = S64 if kb.index_type == "long" else S32
+
+    # --- scopes -----------------------------------------------------------------------------
+    def _lookup(self, key):
+        for scope in reversed(self.scopes):
+            if key in scope:
+                return scope[key]
+        return None
+
+    @contextlib.contextmanager
+    def block(self, header: str):
+        """A C block whose temporaries (and memoised values) do not outlive it."""
+        with self.kb.block(header):
+            self.scopes.append({})
+            try:
+                yield
+            finally:
+                self.scopes.pop()
+
+    # --- values -----------------------------------------------------------------------------
+    def value(self, inst: HloInstruction, index: Index, shape_index: tuple[int, ...] = ()) -> Value:
+        leaf = self.leaves.get((id(inst), shape_index))
+        if leaf is not None:
+            return self._leaf_value(inst, leaf, index)
+        if shape_index:
+            if not inst.shape.is_tuple:
+                raise HloUnsupportedError(f"cannot index the array {inst.name} at {shape_index}")
+            whole = self.value(inst, index)
+            for i in shape_index:
+                whole = whole[i]  # type: ignore[index]
+            return whole
+        key = (id(inst), index.exprs)
+        hit = self._lookup(key)
+        if hit is not None:
+            return hit
+        rule = RULES.get(inst.opcode)
+        if rule is None:
+            raise HloUnsupportedError(
+                f"{inst.opcode} {inst.name} cannot be computed element by element inside a "
+                f"fused kernel", instruction=inst.name)
+        result = rule(self, inst, index)
+        self.scopes[-1][key] = result
+        return result
+
+    def _leaf_value(self, inst: HloInstruction, leaf: Leaf, index: Index) -> Value:
+        if isinstance(leaf, ValueLeaf):
+            return leaf.value
+        return self.load(leaf, index)
+
+    def load(self, leaf: BufferLeaf, index: Index) -> str:
+        """The element of a buffer at ``index`` (memoised within the current scope)."""
+        key = ("load", leaf.key, index.exprs)
+        hit = self._lookup(key)
+        if hit is not None:
+            return hit
+        et = leaf.shape.element_type
+        ptr = self.kb.buffer(et, leaf.ref, key=leaf.key)
+        offset = self.offset(leaf.shape, index, leaf.key)
+        v = self.kb.let(cltypes.compute_type(et), cltypes.load(et, ptr, offset))
+        self.scopes[-1][key] = v
+        return v
+
+    def offset(self, shape: ArrayShape, index: Index, key: object) -> str:
+        """The physical element offset of ``index`` in a buffer of ``shape``'s layout."""
+        if shape.rank == 0:
+            return "0"
+        if index.linear is not None and index.linear[0] == layout_key(shape):
+            return index.linear[1]
+        terms = []
+        stride = 1
+        for d in shape.minor_to_major:
+            if stride == 1 and not terms:
+                terms.append(index.exprs[d])
+            else:
+                terms.append(f"{index.exprs[d]} * {self.kb.param(stride, key=(key, 'stride', d))}")
+            stride *= shape.dims[d]
+        return " + ".join(terms)
+
+    def computed(self, et: ElementType, expr: str) -> str:
+        """An op's result in a variable (templates already round f16/bf16 results)."""
+        return self.kb.let(cltypes.compute_type(et), expr)
+
+    # --- index helpers ----------------------------------------------------------------------
+    def dim(self, n: int, key: object) -> str:
+        return self.kb.param(n, key=key)
+
+    def linearize(self, exprs: tuple[str, ...], dims: tuple[int, ...], order: tuple[int, ...],
+                  key: object) -> str:
+        """Linear offset of ``exprs`` when dimensions are laid out minor-to-major ``order``."""
+        if not exprs:
+            return "0"
+        major_first = list(reversed(order))
+        acc = exprs[major_first[0]]
+        for d in major_first[1:]:
+            acc = f"({acc}) * {self.dim(dims[d], (key, 'dim', d))} + {exprs[d]}"
+        return self.kb.let(self.kb.index_type, acc, "l")
+
+    def delinearize(self, linear: str, dims: tuple[int, ...], order: tuple[int, ...],
+                    key: object) -> tuple[str, ...]:
+        out = ["0"] * len(dims)
+        if not dims:
+            return ()
+        rest = linear
+        for pos, d in enumerate(order):
+            if pos == len(order) - 1:
+                out[d] = self.kb.let(self.kb.index_type, rest, "i")
+            else:
+                n = self.dim(dims[d], (key, "dim", d))
+                out[d] = self.kb.let(self.kb.index_type, f"{rest} % {n}", "i")
+                rest = self.kb.let(self.kb.index_type, f"{rest} / {n}", "q")
+        return tuple(out)
+
+    def scalar_index_value(self, inst: HloInstruction, index: Index = SCALAR) -> str:
+        """An integer operand (a dynamic start index) as an index-typed expression."""
+        v = self.value(inst, index)
+        et = inst.shape.element_type
+        return f"(({self.kb.index_type}){v})" if et is not self.index_et else str(v)
+
+    def clamp_index(self, expr: str, hi: str) -> str:
+        t = self.kb.index_type
+        return self.kb.let(t, f"min(max(({t})({expr}), ({t})0), ({t})({hi}))", "c")
+
+    # --- computations -----------------------------------------------------------------------
+    def call(self, comp: HloComputation, args: list[Value]) -> Value:
+        """Inline a scalar computation (reducer, comparator, mapped function) on ``args``."""
+        leaves: dict = dict(self.leaves)
+        for p, a in zip(comp.parameters, args):
+            leaves[(id(p), ())] = ValueLeaf(a)
+        sub = ElementalEmitter(self.kb, leaves, self.embed)
+        sub.scopes = [{}]
+        return sub.value(comp.root, SCALAR)  # type: ignore[arg-type]
+
+
+# --- rules ----------------------------------------------------------------------------------
+
+def _shape(inst: HloInstruction) -> ArrayShape:
+    return inst.shape  # type: ignore[return-value]
+
+
+def _operand_index_same(em: ElementalEmitter, inst: HloInstruction, op: HloInstruction,
+                        index: Index) -> Index:
+    """Elementwise operands are read at the same index; a scalar operand (select's predicate,
+    clamp's bounds) at the empty index."""
+    if op.shape.rank == 0 and inst.shape.rank != 0:
+        return SCALAR
+    return index
+
+
+def _unary(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    op = inst.operands[0]
+    x = em.value(op, index)
+    return em.computed(inst.shape.element_type,
+                       E.unary(inst.opcode, op.shape.element_type, inst.shape.element_type, x))
+
+
+def _binary(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    a, b = (em.value(o, index) for o in inst.operands)
+    return em.computed(inst.shape.element_type,
+                       E.binary(inst.opcode, inst.operands[0].shape.element_type, a, b))
+
+
+def _compare(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    a, b = (em.value(o, index) for o in inst.operands)
+    ctype = inst.attrs.get("type")
+    return em.computed(PRED, E.compare(str(inst.attrs["direction"]),
+                                       str(ctype) if ctype is not None else None,
+                                       inst.operands[0].shape.element_type, a, b))
+
+
+def _select(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    p = em.value(inst.operands[0], _operand_index_same(em, inst, inst.operands[0], index))
+    a = em.value(inst.operands[1], index)
+    b = em.value(inst.operands[2], index)
+    return em.kb.let(cltypes.compute_type(inst.shape.element_type), f"({p}) ? {a} : {b}")
+
+
+def _clamp(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    lo, x, hi = (em.value(o, _operand_index_same(em, inst, o, index)) for o in inst.operands)
+    return em.computed(inst.shape.element_type, E.clamp(inst.shape.element_type, lo, x, hi))
+
+
+def _convert(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    op = inst.operands[0]
+    x = em.value(op, index)
+    return em.computed(inst.shape.element_type,
+                       E.convert(op.shape.element_type, inst.shape.element_type, x))
+
+
+def _reduce_precision(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    x = em.value(inst.operands[0], index)
+    return em.computed(inst.shape.element_type, E.reduce_precision(
+        inst.shape.element_type, x, int(inst.attrs["exponent_bits"]),  # type: ignore[arg-type]
+        int(inst.attrs["mantissa_bits"])))  # type: ignore[arg-type]
+
+
+def _bitcast_convert(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    op = inst.operands[0]
+    src, dst = op.shape.element_type, inst.shape.element_type
+    ctype = cltypes.compute_type(dst)
+    if src.bits == dst.bits:
+        return em.kb.let(ctype, E.bitcast_convert(src, dst, em.value(op, index)))
+    if src.bits > dst.bits:
+        # the result gains a trailing dimension: element j is the j-th narrow piece
+        x = em.value(op, Index(index.exprs[:-1]))
+        return em.kb.let(ctype, E.bitcast_convert_split(src, dst, x, index.exprs[-1]))
+    parts = [em.value(op, Index(index.exprs + (str(j),))) for j in range(dst.bits // src.bits)]
+    return em.kb.let(ctype, E.bitcast_convert_join(src, dst, parts))
+
+
+def _identity(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    return em.value(inst.operands[0], index)
+
+
+def _constant(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    lit = inst.literal
+    shape = _shape(inst)
+    if lit is None or lit.elided:
+        raise HloUnsupportedError(f"constant {inst.name} has no known value (printed as {{...}})",
+                                  instruction=inst.name)
+    et = shape.element_type
+    if shape.element_count == 1:
+        v = np.asarray(lit.data).reshape(())
+        return em.kb.scalar(cltypes.compute_type(et), argument_value(et, v),
+                            key=("const", id(inst)))
+    if em.embed is None:
+        raise HloUnsupportedError(f"array constant {inst.name} cannot be embedded here")
+    return em.load(BufferLeaf(shape, em.embed(inst), ("embedded", id(inst))), index)
+
+
+def _iota(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    d = int(inst.attrs["iota_dimension"])  # type: ignore[arg-type]
+    et = inst.shape.element_type
+    return em.computed(et, E.convert(em.index_et, et, index.exprs[d]))
+
+
+def _broadcast(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    op = inst.operands[0]
+    dims = inst.attrs.get("dimensions", ())
+    exprs = tuple("0" if op.shape.dims[i] == 1 and inst.shape.dims[d] != 1 else index.exprs[d]
+                  for i, d in enumerate(dims))  # type: ignore[union-attr]
+    return em.value(op, Index(exprs))
+
+
+def _row_major(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank - 1, -1, -1))
+
+
+def _reshape(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    op = inst.operands[0]
+    out = _shape(inst)
+    src = _shape(op)
+    if out.dims == src.dims:
+        return em.value(op, index)
+    key = ("reshape", id(inst))
+    rm_out = (out.dims, _row_major(out.rank))
+    if index.linear is not None and index.linear[0] == rm_out:
+        linear = index.linear[1]
+    else:
+        linear = em.linearize(index.exprs, out.dims, _row_major(out.rank), (key, "out"))
+    exprs = em.delinearize(linear, src.dims, _row_major(src.rank), (key, "in"))
+    return em.value(op, Index(exprs, ((src.dims, _row_major(src.rank)), linear)))
+
+
+def _bitcast(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    op = inst.operands[0]
+    out, src = _shape(inst), _shape(op)
+    if out.element_type.bits != src.element_type.bits:
+        raise HloUnsupportedError(f"bitcast {inst.name} changes the element width "
+                                  f"({src.element_type} to {out.element_type})", instruction=inst.name)
+    key = ("bitcast", id(inst))
+    if index.linear is not None and index.linear[0] == layout_key(out):
+        linear = index.linear[1]
+    else:
+        linear = em.linearize(index.exprs, out.dims, out.minor_to_major, (key, "out"))
+    exprs = em.delinearize(linear, src.dims, src.minor_to_major, (key, "in"))
+    v = em.value(op, Index(exprs, (layout_key(src), linear)))
+    if out.element_type is src.element_type:
+        return v
+    return em.kb.let(cltypes.compute_type(out.element_type),
+                     E.bitcast_convert(src.element_type, out.element_type, v))
+
+
+def _transpose(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    perm = inst.attrs["dimensions"]
+    exprs = ["0"] * len(perm)  # type: ignore[arg-type]
+    for i, p in enumerate(perm):  # type: ignore[arg-type]
+        exprs[p] = index.exprs[i]
+    return em.value(inst.operands[0], Index(tuple(exprs)))
+
+
+def _slice(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    key = ("slice", id(inst))
+    exprs = []
+    for d, s in enumerate(inst.attrs["slice"].dims):  # type: ignore[attr-defined]
+        e = index.exprs[d]
+        if s.stride != 1:
+            e = f"{e} * {em.kb.param(s.stride, key=(key, 'stride', d))}"
+        if s.start != 0:
+            e = f"{em.kb.param(s.start, key=(key, 'start', d))} + {e}"
+        exprs.append(e if e == index.exprs[d] else em.kb.let(em.kb.index_type, e, "i"))
+    return em.value(inst.operands[0], Index(tuple(exprs)))
+
+
+def dynamic_starts(em: ElementalEmitter, inst: HloInstruction, first: int,
+                    sizes: tuple[int, ...]) -> list[str]:
+    """XLA clamps each start so the whole window lies inside the operand."""
+    op = _shape(inst.operands[0])
+    key = ("dyn", id(inst))
+    idx_ops = inst.operands[first:]
+    starts = []
+    for d in range(op.rank):
+        if len(idx_ops) == 1 and op.rank != 1:
+            raw = em.scalar_index_value(idx_ops[0], Index((str(d),)))
+        else:
+            raw = em.scalar_index_value(idx_ops[d])
+        hi = em.kb.param(op.dims[d] - sizes[d], key=(key, "hi", d))
+        starts.append(em.clamp_index(raw, hi))
+    return starts
+
+
+def _dynamic_slice(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    sizes = tuple(inst.attrs["dynamic_slice_sizes"])  # type: ignore[arg-type]
+    starts = dynamic_starts(em, inst, 1, sizes)
+    exprs = tuple(em.kb.let(em.kb.index_type, f"{s} + {i}", "i") for s, i in zip(starts, index.exprs))
+    return em.value(inst.operands[0], Index(exprs))
+
+
+def _dynamic_update_slice(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    upd = _shape(inst.operands[1])
+    starts = dynamic_starts(em, inst, 2, upd.dims)
+    key = ("dus", id(inst))
+    inside = " && ".join(
+        f"{i} >= {s} && {i} < {s} + {em.kb.param(n, key=(key, 'size', d))}"
+        for d, (i, s, n) in enumerate(zip(index.exprs, starts, upd.dims))) or "1"
+    ctype = cltypes.compute_type(inst.shape.element_type)
+    result = em.kb.declare(ctype, "r")
+    with em.block(f"if ({inside})"):
+        rel = tuple(em.kb.let(em.kb.index_type, f"{i} - {s}", "i") for i, s in zip(index.exprs, starts))
+        em.kb.line(f"{result} = {em.value(inst.operands[1], Index(rel))};")
+    with em.block("else"):
+        em.kb.line(f"{result} = {em.value(inst.operands[0], index)};")
+    return result
+
+
+def _pad(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    op = _shape(inst.operands[0])
+    key = ("pad", id(inst))
+    conds, exprs = [], []
+    for d, p in enumerate(inst.attrs["padding"].dims):  # type: ignore[attr-defined]
+        q = index.exprs[d]
+        if p.low != 0:
+            q = em.kb.let(em.kb.index_type, f"{q} - ({em.kb.param(p.low, key=(key, 'lo', d))})", "i")
+        n = em.kb.param(op.dims[d], key=(key, "n", d))
+        if p.interior:
+            step = em.kb.param(p.interior + 1, key=(key, "step", d))
+            conds.append(f"{q} >= 0 && {q} % {step} == 0 && {q} / {step} < {n}")
+            q = f"{q} / {step}"
+        else:
+            conds.append(f"{q} >= 0 && {q} < {n}")
+        exprs.append(q)
+    ctype = cltypes.compute_type(inst.shape.element_type)
+    result = em.kb.declare(ctype, "r")
+    with em.block(f"if ({' && '.join(conds) or '1'})"):
+        em.kb.line(f"{result} = {em.value(inst.operands[0], Index(tuple(exprs)))};")
+    with em.block("else"):
+        em.kb.line(f"{result} = {em.value(inst.operands[1], SCALAR)};")
+    return result
+
+
+def _concatenate(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    d = inst.attrs["dimensions"][0]  # type: ignore[index]
+    key = ("concat", id(inst))
+    ctype = cltypes.compute_type(inst.shape.element_type)
+    result = em.kb.declare(ctype, "r")
+    offset = 0
+    n = len(inst.operands)
+    for k, op in enumerate(inst.operands):
+        size = op.shape.dims[d]
+        start = em.kb.param(offset, key=(key, "start", k))
+        end = em.kb.param(offset + size, key=(key, "end", k))
+        header = ("if" if k == 0 else "else if") + f" ({index.exprs[d]} < {end})" \
+            if k < n - 1 else "else"
+        if n == 1:
+            header = "if (1)"
+        with em.block(header):
+            exprs = list(index.exprs)
+            exprs[d] = em.kb.let(em.kb.index_type, f"{index.exprs[d]} - {start}", "i")
+            em.kb.line(f"{result} = {em.value(op, Index(tuple(exprs)))};")
+        offset += size
+    return result
+
+
+def _reverse(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    key = ("rev", id(inst))
+    exprs = list(index.exprs)
+    for d in inst.attrs["dimensions"]:  # type: ignore[union-attr]
+        last = em.kb.param(inst.shape.dims[d] - 1, key=(key, d))
+        exprs[d] = em.kb.let(em.kb.index_type, f"{last} - {index.exprs[d]}", "i")
+    return em.value(inst.operands[0], Index(tuple(exprs)))
+
+
+def _tuple(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    return tuple(em.value(op, index) for op in inst.operands)
+
+
+def _get_tuple_element(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    op = inst.operands[0]
+    k = int(inst.attrs["index"])  # type: ignore[arg-type]
+    if (id(op), (k,)) in em.leaves:
+        return em.value(op, index, (k,))
+    return em.value(op, index)[k]  # type: ignore[index]
+
+
+def _map(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    args = [em.value(op, index) for op in inst.operands]
+    return em.call(inst.attrs["to_apply"], args)  # type: ignore[arg-type]
+
+
+def _accumulators(em: ElementalEmitter, inits: list[HloInstruction]) -> list[str]:
+    accs = []
+    for init in inits:
+        v = em.value(init, SCALAR)
+        accs.append(em.kb.declare(cltypes.compute_type(init.shape.element_type), "acc", str(v)))
+    return accs
+
+
+def _combine(em: ElementalEmitter, comp: HloComputation, accs: list[str], xs: list[Value]) -> None:
+    new = em.call(comp, list(accs) + list(xs))
+    new_vals = list(new) if isinstance(new, tuple) else [new]
+    if len(new_vals) != len(accs):
+        raise HloUnsupportedError(f"reducer {comp.name} returns {len(new_vals)} values for "
+                                  f"{len(accs)} accumulators")
+    tmps = [em.kb.let(_ctype_of(comp, i), str(v), "t") for i, v in enumerate(new_vals)]
+    for acc, t in zip(accs, tmps):
+        em.kb.line(f"{acc} = {t};")
+
+
+def _ctype_of(comp: HloComputation, i: int) -> str:
+    root = comp.root.shape  # type: ignore[union-attr]
+    s = root.elements[i] if root.is_tuple else root
+    return cltypes.compute_type(s.element_type)
+
+
+def _loops(em: ElementalEmitter, sizes: list[tuple[int, object]]):
+    """Nested ``for`` loops over the given (size, key) pairs; yields the loop variables."""
+    names = []
+    blocks = []
+    for size, key in sizes:
+        var = em.kb.fresh("j")
+        n = em.kb.param(size, key=key)
+        blk = em.block(f"for ({em.kb.index_type} {var} = 0; {var} < {n}; ++{var})")
+        blk.__enter__()
+        blocks.append(blk)
+        names.append(var)
+    return names, blocks
+
+
+def _close(blocks) -> None:
+    for blk in reversed(blocks):
+        blk.__exit__(None, None, None)
+
+
+def _reduce(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    n = len(inst.operands) // 2
+    inputs, inits = inst.operands[:n], inst.operands[n:]
+    dims = tuple(inst.attrs["dimensions"])  # type: ignore[arg-type]
+    src = _shape(inputs[0])
+    key = ("reduce", id(inst))
+    accs = _accumulators(em, inits)
+    loop_vars, blocks = _loops(em, [(src.dims[d], (key, d)) for d in dims])
+    exprs, kept = [], iter(index.exprs)
+    by_dim = dict(zip(dims, loop_vars))
+    for d in range(src.rank):
+        exprs.append(by_dim[d] if d in by_dim else next(kept))
+    xs = [em.value(x, Index(tuple(exprs))) for x in inputs]
+    _combine(em, inst.attrs["to_apply"], accs, xs)  # type: ignore[arg-type]
+    _close(blocks)
+    return accs[0] if n == 1 else tuple(accs)
+
+
+def _window_positions(em: ElementalEmitter, inst: HloInstruction, window, out_index: Index,
+                      in_dims: tuple[int, ...], key: object):
+    """Open loops over a window's taps; return the input index inside them, the condition
+    that it is not padding, the open blocks, and the tap loop variables."""
+    loop_vars, blocks = _loops(em, [(w.size, (key, "w", d)) for d, w in enumerate(window.dims)])
+    exprs, conds = [], []
+    for d, w in enumerate(window.dims):
+        j = loop_vars[d]
+        pos = out_index.exprs[d]
+        if w.stride != 1:
+            pos = f"{pos} * {em.kb.param(w.stride, key=(key, 'stride', d))}"
+        tap = j if w.rhs_dilation == 1 else f"{j} * {em.kb.param(w.rhs_dilation, key=(key, 'rd', d))}"
+        p = em.kb.let(em.kb.index_type,
+                      f"{pos} + {tap} - ({em.kb.param(w.pad_low, key=(key, 'lo', d))})", "p")
+        n = em.kb.param(in_dims[d], key=(key, "n", d))
+        if w.lhs_dilation != 1:
+            ld = em.kb.param(w.lhs_dilation, key=(key, "ld", d))
+            conds.append(f"{p} >= 0 && {p} % {ld} == 0 && {p} / {ld} < {n}")
+            exprs.append(f"{p} / {ld}")
+        else:
+            conds.append(f"{p} >= 0 && {p} < {n}")
+            exprs.append(p)
+    return tuple(exprs), " && ".join(conds) or "1", blocks, loop_vars
+
+
+def _reduce_window(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    n = len(inst.operands) // 2
+    inputs, inits = inst.operands[:n], inst.operands[n:]
+    window = inst.attrs["window"]
+    key = ("rw", id(inst))
+    accs = _accumulators(em, inits)
+    init_vals = [em.value(i, SCALAR) for i in inits]
+    exprs, valid, blocks, _ = _window_positions(em, inst, window, index, inputs[0].shape.dims, key)
+    with em.block(f"if ({valid})"):
+        xs = [em.value(x, Index(exprs)) for x in inputs]
+        _combine(em, inst.attrs["to_apply"], accs, xs)  # type: ignore[arg-type]
+    with em.block("else"):
+        _combine(em, inst.attrs["to_apply"], accs, init_vals)  # type: ignore[arg-type]
+    _close(blocks)
+    return accs[0] if n == 1 else tuple(accs)
+
+
+def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    lhs, rhs = inst.operands
+    lc, rc = tuple(inst.attrs.get("lhs_contracting_dims", ())), tuple(inst.attrs.get("rhs_contracting_dims", ()))
+    lb, rb = tuple(inst.attrs.get("lhs_batch_dims", ())), tuple(inst.attrs.get("rhs_batch_dims", ()))
+    key = ("dot", id(inst))
+    et = inst.shape.element_type
+    ctype = cltypes.compute_type(et)
+    acc = em.kb.declare(ctype, "acc", cltypes.literal(et, 0))
+    loop_vars, blocks = _loops(em, [(lhs.shape.dims[d], (key, d)) for d in lc])
+    out = iter(index.exprs)
+    batch = [next(out) for _ in lb]
+    lhs_free = [d for d in range(lhs.shape.rank) if d not in lc and d not in lb]
+    rhs_free = [d for d in range(rhs.shape.rank) if d not in rc and d not in rb]
+    l_exprs, r_exprs = ["0"] * lhs.shape.rank, ["0"] * rhs.shape.rank
+    for k, (a, b) in enumerate(zip(lb, rb)):
+        l_exprs[a] = r_exprs[b] = batch[k]
+    for d in lhs_free:
+        l_exprs[d] = next(out)
+    for d in rhs_free:
+        r_exprs[d] = next(out)
+    for k, (a, b) in enumerate(zip(lc, rc)):
+        l_exprs[a] = r_exprs[b] = loop_vars[k]
+    x = E.convert(lhs.shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
+    y = E.convert(rhs.shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
+    em.kb.line(f"{acc} = {E.binary('add', et, acc, E.binary('multiply', et, x, y))};")
+    _close(blocks)
+    return em.computed(et, acc)
+
+
+def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    lhs, rhs = inst.operands
+    dn = inst.attrs["dim_labels"]
+    window = inst.attrs.get("window")
+    g = int(inst.attrs.get("feature_group_count", 1))  # type: ignore[arg-type]
+    bg = int(inst.attrs.get("batch_group_count", 1))  # type: ignore[arg-type]
+    key = ("conv", id(inst))
+    et = inst.shape.element_type
+    kb = em.kb
+    t = kb.index_type
+    out = _shape(inst)
+    k_in = rhs.shape.dims[dn.kernel_input_feature]
+    k_out = rhs.shape.dims[dn.kernel_output_feature]
+    b = index.exprs[dn.output_batch]
+    o = index.exprs[dn.output_feature]
+    acc = kb.declare(cltypes.compute_type(et), "acc", cltypes.literal(et, 0))
+    # feature groups: output feature o belongs to group o / (k_out / g)
+    if g > 1:
+        group = kb.let(t, f"{o} / {kb.param(k_out // g, key=(key, 'og'))}", "g")
+        in_base = kb.let(t, f"{group} * {kb.param(k_in, key=(key, 'kin'))}", "c")
+    else:
+        in_base = "0"
+    if bg > 1:
+        bgroup = kb.let(t, f"{o} / {kb.param(k_out // bg, key=(key, 'obg'))}", "g")
+        batch = kb.let(t, f"{bgroup} * {kb.param(out.dims[dn.output_batch], key=(key, 'ob'))} + {b}", "b")
+    else:
+        batch = b
+    spatial_out = Index(tuple(index.exprs[d] for d in dn.output_spatial))
+    in_dims = tuple(lhs.shape.dims[d] for d in dn.input_spatial)
+    if window is None or not window.dims:
+        from ..hlo.attributes import Window, WindowDim
+        window = Window(tuple(WindowDim(rhs.shape.dims[d]) for d in dn.kernel_spatial))
+    c_vars, c_blocks = _loops(em, [(k_in, (key, "cin"))])
+    exprs, valid, blocks, taps = _window_positions(em, inst, window, spatial_out, in_dims, key)
+    with em.block(f"if ({valid})"):
+        l_exprs = ["0"] * lhs.shape.rank
+        l_exprs[dn.input_batch] = batch
+        l_exprs[dn.input_feature] = kb.let(t, f"{in_base} + {c_vars[0]}", "c") if g > 1 else c_vars[0]
+        for k, d in enumerate(dn.input_spatial):
+            l_exprs[d] = exprs[k]
+        r_exprs = ["0"] * rhs.shape.rank
+        r_exprs[dn.kernel_input_feature] = c_vars[0]
+        r_exprs[dn.kernel_output_feature] = o
+        for k, d in enumerate(dn.kernel_spatial):
+            tap = taps[k]
+            if window.dims[k].reversal:
+                tap = f"({kb.param(window.dims[k].size - 1, key=(key, 'rev', k))} - {tap})"
+            r_exprs[d] = tap
+        x = E.convert(lhs.shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
+        y = E.convert(rhs.shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
+        kb.line(f"{acc} = {E.binary('add', et, acc, E.binary('multiply', et, x, y))};")
+    _close(blocks)
+    _close(c_blocks)
+    return em.computed(et, acc)
+
+
+def _gather(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    operand, indices = inst.operands
+    a = inst.attrs
+    offset_dims = tuple(a["offset_dims"])  # type: ignore[arg-type]
+    collapsed = tuple(a["collapsed_slice_dims"])  # type: ignore[arg-type]
+    start_map = tuple(a["start_index_map"])  # type: ignore[arg-type]
+    sizes = tuple(a["slice_sizes"])  # type: ignore[arg-type]
+    op_batch = tuple(a.get("operand_batching_dims", ()))  # type: ignore[arg-type]
+    idx_batch = tuple(a.get("start_indices_batching_dims", ()))  # type: ignore[arg-type]
+    ivd = int(a["index_vector_dim"])  # type: ignore[arg-type]
+    key = ("gather", id(inst))
+    op_shape = _shape(operand)
+    idx_rank = indices.shape.rank
+    batch_positions = [p for p in range(inst.shape.rank) if p not in offset_dims]
+    batch_exprs = [index.exprs[p] for p in batch_positions]
+    # batch coordinates address start_indices' dimensions other than index_vector_dim
+    idx_dims_wo_ivd = [d for d in range(idx_rank + (1 if ivd == idx_rank else 0)) if d != ivd]
+    g_of_dim = dict(zip(idx_dims_wo_ivd, batch_exprs))
+
+    def start_vector_elem(k: int) -> str:
+        ex = []
+        for d in range(idx_rank):
+            ex.append(str(k) if d == ivd else g_of_dim[d])
+        return em.scalar_index_value(indices, Index(tuple(ex)))
+
+    starts = ["0"] * op_shape.rank
+    for k, d in enumerate(start_map):
+        starts[d] = start_vector_elem(k)
+    for od, idd in zip(op_batch, idx_batch):
+        starts[od] = g_of_dim[idd]
+    clamped = []
+    for d in range(op_shape.rank):
+        if d in start_map:
+            hi = em.kb.param(op_shape.dims[d] - sizes[d], key=(key, "hi", d))
+            clamped.append(em.clamp_index(starts[d], hi))
+        else:
+            clamped.append(starts[d])
+    offset_exprs = iter(index.exprs[p] for p in offset_dims)
+    exprs = []
+    for d in range(op_shape.rank):
+        if d in collapsed or d in op_batch:
+            exprs.append(clamped[d])
+        else:
+            off = next(offset_exprs)
+            exprs.append(off if clamped[d] == "0" else em.kb.let(em.kb.index_type, f"{clamped[d]} + {off}", "i"))
+    return em.value(operand, Index(tuple(exprs)))
+
+
+def _select_and_scatter(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    """Gather form (deterministic): for the operand position ``index``, visit every window that
+    contains it, find the position ``select`` picks in that window, and if it is ``index``
+    combine that window's source value into the result."""
+    operand, source, init = inst.operands
+    window = inst.attrs["window"]
+    select, scatter = inst.attrs["select"], inst.attrs["scatter"]
+    kb = em.kb
+    t = kb.index_type
+    key = ("sas", id(inst))
+    et = inst.shape.element_type
+    acc = kb.declare(cltypes.compute_type(et), "acc", str(em.value(init, SCALAR)))
+    src_dims = source.shape.dims
+    op_dims = operand.shape.dims
+    # windows w with w*stride - lo <= x < w*stride - lo + size, i.e. w in [w_lo, w_hi]
+    w_lo, counts = [], []
+    for d, w in enumerate(window.dims):
+        stride = kb.param(w.stride, key=(key, "s", d))
+        lo = kb.param(w.pad_low, key=(key, "lo", d))
+        size = kb.param(w.size, key=(key, "z", d))
+        first = kb.let(t, f"({index.exprs[d]} + {lo} - {size} + {stride}) / {stride}", "w")
+        first = kb.let(t, f"max({first}, ({t})0)", "w")
+        w_lo.append(first)
+        counts.append(((w.size + w.stride - 1) // w.stride, (key, "cnt", d)))
+    outer_vars, outer_blocks = _loops(em, counts)
+    wins, conds = [], []
+    for d, w in enumerate(window.dims):
+        wv = kb.let(t, f"{w_lo[d]} + {outer_vars[d]}", "w")
+        stride = kb.param(w.stride, key=(key, "s", d))
+        lo = kb.param(w.pad_low, key=(key, "lo", d))
+        size = kb.param(w.size, key=(key, "z", d))
+        nsrc = kb.param(src_dims[d], key=(key, "ns", d))
+        conds.append(f"{wv} < {nsrc} && {wv} * {stride} - {lo} <= {index.exprs[d]} && "
+                     f"{index.exprs[d]} < {wv} * {stride} - {lo} + {size}")
+        wins.append(wv)
+    with em.block(f"if ({' && '.join(conds) or '1'})"):
+        best = [kb.declare(t, "b", "-1") for _ in window.dims]
+        best_val = kb.declare(cltypes.compute_type(operand.shape.element_type), "bv")
+        have = kb.declare("int", "h", "0")
+        inner_vars, inner_blocks = _loops(em, [(w.size, (key, "z", d)) for d, w in enumerate(window.dims)])
+        pos, valid = [], []
+        for d, w in enumerate(window.dims):
+            stride = kb.param(w.stride, key=(key, "s", d))
+            lo = kb.param(w.pad_low, key=(key, "lo", d))
+            p = kb.let(t, f"{wins[d]} * {stride} - {lo} + {inner_vars[d]}", "p")
+            valid.append(f"{p} >= 0 && {p} < {kb.param(op_dims[d], key=(key, 'n', d))}")
+            pos.append(p)
+        with em.block(f"if ({' && '.join(valid) or '1'})"):
+            v = em.value(operand, Index(tuple(pos)))
+            keep = em.call(select, [best_val, v])
+            with em.block(f"if (!{have} || !({keep}))"):
+                kb.line(f"{best_val} = {v};")
+                for b, p in zip(best, pos):
+                    kb.line(f"{b} = {p};")
+                kb.line(f"{have} = 1;")
+        _close(inner_blocks)
+        hit = " && ".join(f"{b} == {i}" for b, i in zip(best, index.exprs)) or "1"
+        with em.block(f"if ({have} && {hit})"):
+            s = em.value(source, Index(tuple(wins)))
+            new = em.call(scatter, [acc, s])
+            kb.line(f"{acc} = {new};")
+    _close(outer_blocks)
+    return acc
+
+
+RULES: dict[str, Callable[[ElementalEmitter, HloInstruction, Index], Value]] = {
+    "convert": _convert, "reduce-precision": _reduce_precision, "bitcast-convert": _bitcast_convert,
+    "compare": _compare, "select": _select, "clamp": _clamp,
+    "copy": _identity, "opt-barrier": _identity, "domain": _identity,
+    "constant": _constant, "iota": _iota, "broadcast": _broadcast, "reshape": _reshape,
+    "bitcast": _bitcast, "transpose": _transpose, "slice": _slice,
+    "dynamic-slice": _dynamic_slice, "dynamic-update-slice": _dynamic_update_slice,
+    "pad": _pad, "concatenate": _concatenate, "reverse": _reverse, "tuple": _tuple,
+    "get-tuple-element": _get_tuple_element, "map": _map, "reduce": _reduce,
+    "reduce-window": _reduce_window, "dot": _dot, "convolution": _convolution,
+    "gather": _gather, "select-and-scatter": _select_and_scatter,
+}
+for _name, _spec in OPCODES.items():
+    if _spec.elementwise and _name not in RULES:
+        RULES[_name] = _unary if _spec.max_operands == 1 else _binary
+
+
+def is_elemental(inst: HloInstruction) -> bool:
+    return inst.opcode in RULES
+
+
+__all__ = ["ElementalEmitter", "Index", "BufferLeaf", "ValueLeaf", "RULES", "SCALAR",
+           "layout_key", "is_elemental", "Shape"]

@@ -1,0 +1,49 @@
+"""rng-bit-generator: one work-item per output word; work-item 0 also writes the new state.
+
+The generator (``codegen.rng``) makes every output element an independent expression of the
+state and the element's row-major position, bit-exact with XLA's CPU backend, so this is a
+loop kernel with a different leaf.
+"""
+
+from __future__ import annotations
+
+from ...hlo.ir import HloInstruction
+from ...hlo.shape import ArrayShape
+from .. import cltypes
+from ..elemental import ElementalEmitter
+from ..lower import LoweringContext, register
+from ..loop import begin_1d, kernel_builder, launch_1d, output_index
+from ..plan import Step
+from ..rng import rng_bit_generator
+
+
+@register("rng-bit-generator")
+def lower_rng_bit_generator(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+    state_in = inst.operands[0]
+    state_shape: ArrayShape = state_in.shape  # type: ignore[assignment]
+    new_state: ArrayShape = inst.shape.elements[0]  # type: ignore[union-attr]
+    bits: ArrayShape = inst.shape.elements[1]  # type: ignore[union-attr]
+    words = state_shape.element_count
+    gen = rng_bit_generator(str(inst.attrs["algorithm"]), words, bits.element_type, bits.dims)
+    count = max(bits.element_count, 1)
+    kb = kernel_builder(bits, state_shape)
+    gid = begin_1d(kb, count)
+    src = kb.buffer(state_shape.element_type, ctx.ref(state_in), key="state")
+    st_out = kb.buffer(new_state.element_type, ctx.ref(inst, (0,)), writable=True, key="new_state")
+    out = kb.buffer(bits.element_type, ctx.ref(inst, (1,)), writable=True, key="bits")
+    state = [kb.let("ulong", f"(ulong){cltypes.load(state_shape.element_type, src, str(w))}", "st")
+             for w in range(words)]
+    em = ElementalEmitter(kb, {}, ctx.program.embed)
+    if bits.element_count:
+        index = output_index(em, bits, gid)
+        row_major = em.linearize(index.exprs, bits.dims, tuple(range(bits.rank - 1, -1, -1)), "rm")
+        value = kb.let(cltypes.compute_type(bits.element_type), gen.element(state, row_major), "b")
+        kb.line(cltypes.store(bits.element_type, out, em.offset(bits, index, "bits"), value) + ";")
+    advanced = gen.new_state(state)
+    with em.block(f"if ({gid} == 0)"):
+        # every work-item read the old state first: the kernel's reads precede this write
+        # only within work-item 0, so the state must not share bytes with its input
+        for w, expr in enumerate(advanced):
+            kb.line(cltypes.store(new_state.element_type, st_out, str(w),
+                                  f"({cltypes.compute_type(new_state.element_type)})({expr})") + ";")
+    return [launch_1d(ctx, kb, inst, count)]

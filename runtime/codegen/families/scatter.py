@@ -1,0 +1,156 @@
+"""scatter (standalone, or the root of a fusion): copy the inputs into the outputs unless they
+already share bytes, then apply the updates.
+
+XLA's semantics fix the combination order only up to "unspecified" for duplicate indices; we
+apply updates in row-major order of the update operand, so results are deterministic and, for
+non-commutative combiners (``.at[].set``), the last update wins as on XLA's CPU backend, which
+also runs scatter as one sequential loop. With ``unique_indices=true`` (a promise by the
+producer) every update element gets its own work-item.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from ...hlo.ir import HloInstruction
+from ...hlo.shape import ArrayShape
+from .. import cltypes
+from ..elemental import BufferLeaf, ElementalEmitter, Index
+from ..lower import LoweringContext, register
+from ..loop import begin_1d, fused_parts, kernel_builder, launch_1d, operand_leaves, output_index
+from ..plan import Step
+
+
+def _source_of(inst: HloInstruction, node: HloInstruction, params) -> HloInstruction | None:
+    """The outer instruction whose bytes ``node`` reads directly (None: it is computed)."""
+    if params is None:
+        return node
+    if node.opcode == "parameter":
+        return inst.operands[node.parameter_number]  # type: ignore[index]
+    return None
+
+
+def lower_scatter(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+    root, params = fused_parts(inst)
+    n = len(root.operands) // 2
+    steps: list[Step] = []
+    outputs = [(idx, s) for idx, s in inst.shape.leaves()]
+    for i, (idx, shape) in enumerate(outputs):
+        source = _source_of(inst, root.operands[i], params)
+        if source is not None and ctx.ref(source) == ctx.ref(inst, idx):
+            continue
+        if shape.element_count:
+            steps.append(_copy_launch(ctx, inst, root.operands[i], params, idx, shape))
+    update_shape: ArrayShape = root.operands[2 * n].shape  # type: ignore[assignment]
+    if update_shape.element_count:
+        steps.append(_update_launch(ctx, inst, root, params, outputs))
+    return steps
+
+
+def _copy_launch(ctx, inst, node, params, idx, shape: ArrayShape):
+    kb = kernel_builder(*[s for _, s in inst.shape.leaves()], *[o.shape for o in inst.operands
+                                                                  if not o.shape.is_tuple])
+    gid = begin_1d(kb, shape.element_count)
+    ptr = kb.buffer(shape.element_type, ctx.ref(inst, idx), writable=True, key=("out", idx))
+    em = ElementalEmitter(kb, operand_leaves(ctx, inst, params), ctx.program.embed)
+    index = output_index(em, shape, gid)
+    value = em.value(node, index)
+    kb.line(cltypes.store(shape.element_type, ptr, em.offset(shape, index, ("out", idx)),
+                          str(value)) + ";")
+    return launch_1d(ctx, kb, inst, shape.element_count)
+
+
+def _update_launch(ctx, inst: HloInstruction, root: HloInstruction, params, outputs):
+    n = len(root.operands) // 2
+    indices = root.operands[n]
+    updates = root.operands[n + 1:]
+    a = root.attrs
+    uwd = tuple(a["update_window_dims"])  # type: ignore[arg-type]
+    iwd = tuple(a["inserted_window_dims"])  # type: ignore[arg-type]
+    sd2od = tuple(a["scatter_dims_to_operand_dims"])  # type: ignore[arg-type]
+    in_batch = tuple(a.get("input_batching_dims", ()))  # type: ignore[arg-type]
+    idx_batch = tuple(a.get("scatter_indices_batching_dims", ()))  # type: ignore[arg-type]
+    ivd = int(a["index_vector_dim"])  # type: ignore[arg-type]
+    unique = bool(a.get("unique_indices", False))
+    upd: ArrayShape = updates[0].shape  # type: ignore[assignment]
+    out0: ArrayShape = outputs[0][1]
+    idx_shape: ArrayShape = indices.shape  # type: ignore[assignment]
+    scatter_dims = [d for d in range(upd.rank) if d not in uwd]
+    window_sizes = [upd.dims[d] for d in uwd]
+    operand_window_dims = [d for d in range(out0.rank) if d not in iwd and d not in in_batch]
+    n_scatter = 1
+    for d in scatter_dims:
+        n_scatter *= upd.dims[d]
+    n_window = 1
+    for s in window_sizes:
+        n_window *= s
+
+    kb = kernel_builder(out0, upd, idx_shape)
+    t = kb.index_type
+    work = n_scatter * n_window if unique else 1
+    gid = begin_1d(kb, work)
+    out_ptrs = [kb.buffer(s.element_type, ctx.ref(inst, idx), writable=True, key=("out", idx))
+                for idx, s in outputs]
+    leaves = operand_leaves(ctx, inst, params)
+    current_leaves = [BufferLeaf(s, ctx.ref(inst, idx), ("out", idx)) for idx, s in outputs]
+    em = ElementalEmitter(kb, leaves, ctx.program.embed)
+    key = ("scatter", id(root))
+    nw = kb.param(n_window, key=(key, "nw"))
+    with contextlib.ExitStack() as stack:
+        if unique:
+            g_lin = kb.let(t, f"{gid} / {nw}", "g")
+            w_lin = kb.let(t, f"{gid} % {nw}", "w")
+        else:
+            g_lin = kb.fresh("g")
+            ns = kb.param(n_scatter, key=(key, "ns"))
+            stack.enter_context(em.block(f"for ({t} {g_lin} = 0; {g_lin} < {ns}; ++{g_lin})"))
+        g_idx = em.delinearize(g_lin, tuple(upd.dims[d] for d in scatter_dims),
+                               _row_major(len(scatter_dims)), (key, "g"))
+        # the update's scatter dimensions are, in order, scatter_indices' dimensions other
+        # than index_vector_dim
+        idx_dims = [d for d in range(idx_shape.rank + (1 if ivd == idx_shape.rank else 0))
+                    if d != ivd]
+        g_of_idx_dim = dict(zip(idx_dims, g_idx))
+        starts = ["0"] * out0.rank
+        for k, od in enumerate(sd2od):
+            ex = tuple(str(k) if d == ivd else g_of_idx_dim[d] for d in range(idx_shape.rank))
+            starts[od] = em.scalar_index_value(indices, Index(ex))
+        for od, idd in zip(in_batch, idx_batch):
+            starts[od] = g_of_idx_dim[idd]
+        extent = ["1"] * out0.rank
+        for k, od in enumerate(operand_window_dims):
+            extent[od] = kb.param(window_sizes[k], key=(key, "wsize", k))
+        conds = [f"{starts[d]} >= 0 && {starts[d]} <= "
+                 f"{kb.param(out0.dims[d], key=(key, 'dim', d))} - {extent[d]}"
+                 for d in range(out0.rank)]
+        # XLA skips an update whose whole window does not fit; it never clamps
+        stack.enter_context(em.block(f"if ({' && '.join(conds) or '1'})"))
+        if not unique:
+            w_lin = kb.fresh("w")
+            stack.enter_context(em.block(f"for ({t} {w_lin} = 0; {w_lin} < {nw}; ++{w_lin})"))
+        w_idx = em.delinearize(w_lin, tuple(window_sizes), _row_major(len(uwd)), (key, "w"))
+        u_exprs = ["0"] * upd.rank
+        for d, g in zip(scatter_dims, g_idx):
+            u_exprs[d] = g
+        for k, d in enumerate(uwd):
+            u_exprs[d] = w_idx[k]
+        o_exprs = list(starts)
+        for k, od in enumerate(operand_window_dims):
+            o_exprs[od] = kb.let(t, f"{starts[od]} + {w_idx[k]}", "o")
+        o_index = Index(tuple(o_exprs))
+        current = [em.load(leaf, o_index) for leaf in current_leaves]
+        news = [em.value(u, Index(tuple(u_exprs))) for u in updates]
+        combined = em.call(root.attrs["to_apply"], current + news)  # type: ignore[arg-type]
+        values = list(combined) if isinstance(combined, tuple) else [combined]
+        results = [kb.let(cltypes.compute_type(s.element_type), str(v), "r")
+                   for (_, s), v in zip(outputs, values)]
+        for (idx, s), ptr, v in zip(outputs, out_ptrs, results):
+            kb.line(cltypes.store(s.element_type, ptr, em.offset(s, o_index, ("out", idx)), v) + ";")
+    return launch_1d(ctx, kb, inst, work)
+
+
+def _row_major(rank: int) -> tuple[int, ...]:
+    return tuple(range(rank - 1, -1, -1))
+
+
+register("scatter", fusion_root=True)(lower_scatter)

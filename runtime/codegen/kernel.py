@@ -1,0 +1,170 @@
+"""Building one OpenCL kernel's source and its launch arguments together.
+
+A kernel's text must depend only on the *structure* of what it computes (opcodes, element
+types, ranks, which dimensions map where), never on sizes, strides, offsets or constant
+values: those become kernel arguments. Then every instruction that differs only in sizes
+shares one kernel, and PoCL (which compiles each kernel at its first launch, ~70-100 ms)
+compiles it once. ``KernelBuilder`` enforces that by construction: numbers enter the text only
+through ``param``/``scalar``, which return argument names and record the values for the launch.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..hlo.dtypes import ElementType
+from ..hlo.shape import ArrayShape
+from . import cltypes
+
+# numpy dtypes of scalar kernel arguments, keyed by their OpenCL C type
+SCALAR_DTYPES: dict[str, np.dtype] = {
+    "char": np.dtype(np.int8), "uchar": np.dtype(np.uint8), "short": np.dtype(np.int16),
+    "ushort": np.dtype(np.uint16), "int": np.dtype(np.int32), "uint": np.dtype(np.uint32),
+    "long": np.dtype(np.int64), "ulong": np.dtype(np.uint64), "float": np.dtype(np.float32),
+    "double": np.dtype(np.float64),
+}
+
+
+@dataclass(frozen=True)
+class BufferRef:
+    """Where a kernel buffer argument points: an allocation of the buffer assignment (or the
+    program's embedded-constant blob, ``allocation == EMBEDDED``) and a byte offset in it."""
+
+    allocation: int
+    offset: int
+
+
+EMBEDDED = -1
+
+
+@dataclass
+class BufferArg:
+    name: str
+    element_type: ElementType
+    writable: bool
+    ref: BufferRef
+
+
+@dataclass
+class KernelBuilder:
+    """Accumulates declarations, statements and arguments of one kernel."""
+
+    index_type: str = "int"
+    buffers: list[BufferArg] = field(default_factory=list)
+    scalars: list[tuple[str, str, object]] = field(default_factory=list)   # (ctype, name, value)
+    body: list[str] = field(default_factory=list)
+    helpers: set[str] = field(default_factory=set)
+    uses_fp64: bool = False
+    _depth: int = 1
+    _counter: int = 0
+    _params: dict[object, str] = field(default_factory=dict)
+
+    # --- arguments --------------------------------------------------------------------------
+    def buffer(self, et: ElementType, ref: BufferRef, writable: bool = False,
+               key: object = None) -> str:
+        """A typed pointer to ``ref``; ``key`` lets two reads of one operand share the argument."""
+        if key is not None and ("buf", key) in self._params:
+            return self._params[("buf", key)]
+        name = f"a{len(self.buffers)}"
+        self.buffers.append(BufferArg(name, et, writable, ref))
+        self._note_type(et)
+        if key is not None:
+            self._params[("buf", key)] = name
+        return name
+
+    def param(self, value: int, key: object = None) -> str:
+        """An index-typed argument (a size, stride or offset). ``key`` deduplicates by meaning,
+        never by value, so the text stays independent of the numbers."""
+        if key is not None and ("param", key) in self._params:
+            return self._params[("param", key)]
+        name = f"n{len(self.scalars)}"
+        self.scalars.append((self.index_type, name, int(value)))
+        if key is not None:
+            self._params[("param", key)] = name
+        return name
+
+    def scalar(self, ctype: str, value: object, key: object = None) -> str:
+        if key is not None and ("scalar", key) in self._params:
+            return self._params[("scalar", key)]
+        name = f"s{len(self.scalars)}"
+        self.scalars.append((ctype, name, value))
+        if ctype == "double":
+            self.uses_fp64 = True
+        if key is not None:
+            self._params[("scalar", key)] = name
+        return name
+
+    def _note_type(self, et: ElementType) -> None:
+        if cltypes.needs_fp64(et):
+            self.uses_fp64 = True
+
+    # --- statements -------------------------------------------------------------------------
+    def fresh(self, prefix: str = "v") -> str:
+        self._counter += 1
+        return f"{prefix}{self._counter}"
+
+    def line(self, text: str) -> None:
+        self.body.append("  " * self._depth + text)
+
+    def let(self, ctype: str, expr: str, prefix: str = "v") -> str:
+        """Declare a new variable holding ``expr`` and return its name."""
+        name = self.fresh(prefix)
+        self.line(f"{ctype} {name} = {expr};")
+        return name
+
+    def declare(self, ctype: str, prefix: str = "v", init: str | None = None) -> str:
+        name = self.fresh(prefix)
+        self.line(f"{ctype} {name}" + (f" = {init};" if init is not None else ";"))
+        return name
+
+    @contextlib.contextmanager
+    def block(self, header: str):
+        self.line(header + " {")
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+            self.line("}")
+
+    def use_helpers(self, names) -> None:
+        self.helpers.update(names)
+
+    # --- output -----------------------------------------------------------------------------
+    def signature_args(self) -> list[str]:
+        args = []
+        for b in self.buffers:
+            args.append(f"__global uchar* {b.name}_base")
+            args.append(f"ulong {b.name}_off")
+        for ctype, name, _ in self.scalars:
+            args.append(f"{ctype} {name}")
+        return args
+
+    def render(self, name: str) -> str:
+        lines = [f"__kernel void {name}(" + ", ".join(self.signature_args()) + ") {"]
+        for b in self.buffers:
+            st = cltypes.storage_type(b.element_type)
+            const = "" if b.writable else "const "
+            lines.append(f"  __global {const}{st}* {b.name} = "
+                         f"(__global {const}{st}*)({b.name}_base + {b.name}_off);")
+        lines.extend(self.body)
+        lines.append("}")
+        return "\n".join(lines)
+
+    def scalar_arg_values(self) -> list[np.generic]:
+        return [SCALAR_DTYPES[ctype].type(value) for ctype, _, value in self.scalars]
+
+
+def argument_value(et: ElementType, value) -> np.generic:
+    """A scalar of ``et`` as the kernel argument of its compute type (f16/bf16 widen to float,
+    exactly; pred becomes 0/1)."""
+    ctype = cltypes.compute_type(et)
+    return SCALAR_DTYPES[ctype].type(np.asarray(value).astype(SCALAR_DTYPES[ctype]))
+
+
+def needs_long_index(*shapes: ArrayShape) -> bool:
+    """32-bit index arithmetic suffices unless some tensor has 2^31 elements or more."""
+    return any(not s.is_tuple and s.element_count >= 2 ** 31 - 1 for s in shapes)

@@ -1,0 +1,163 @@
+"""The loop kernel: one work-item per output element, computed by the elemental emitter.
+
+Work-items enumerate the output in its *physical* order, so the store is at the work-item id
+and writes are contiguous; operands are read through their own layouts. This one family
+lowers every elementwise op, every data-movement op, and any fusion whose root is one of
+them, and it is the correct (if not always fastest) fallback for reductions, windows and
+contractions, which become loops inside the work-item.
+
+A ``dynamic-update-slice`` whose result lives in its operand's bytes (XLA's in-place update)
+gets a kernel over the *update* window only: it must not rewrite the rest, and reading the
+operand while writing it would race.
+"""
+
+from __future__ import annotations
+
+from ..hlo.ir import HloInstruction
+from ..hlo.shape import ArrayShape, Shape
+from . import cltypes
+from .elemental import BufferLeaf, ElementalEmitter, Index, dynamic_starts, layout_key
+from .kernel import BufferRef, KernelBuilder, needs_long_index
+from .lower import FUSION_ROOTS, LoweringContext, register
+from .plan import Launch, Step
+
+LOCAL_SIZE = {"cpu": 64, "gpu": 256}
+
+
+def _all_shapes(inst: HloInstruction) -> list[ArrayShape]:
+    shapes = [s for _, s in inst.shape.leaves()]
+    for op in inst.operands:
+        shapes.extend(s for _, s in op.shape.leaves())
+    return shapes
+
+
+def kernel_builder(*shapes: ArrayShape) -> KernelBuilder:
+    return KernelBuilder(index_type="long" if needs_long_index(*shapes) else "int")
+
+
+def operand_leaves(ctx: LoweringContext, inst: HloInstruction,
+                   params: list[HloInstruction] | None = None) -> dict:
+    """Bind each operand (or the fused computation's parameter standing for it) to its slice."""
+    leaves: dict = {}
+    for k, op in enumerate(inst.operands):
+        target = params[k] if params is not None else op
+        for index, shape in op.shape.leaves():
+            if shape.is_array and shape.byte_size:
+                leaves[(id(target), index)] = BufferLeaf(
+                    target.shape if not index else shape, ctx.ref(op, index), ("in", k, index))
+    return leaves
+
+
+def fused_parts(inst: HloInstruction):
+    """(root, parameters) of what the kernel computes: the fused computation for a fusion,
+    else the instruction itself over its operands."""
+    if inst.opcode == "fusion":
+        comp = inst.attrs["calls"]
+        return comp.root, comp.parameters  # type: ignore[attr-defined]
+    return inst, None
+
+
+def launch_1d(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction, count: int) -> Launch:
+    local = LOCAL_SIZE.get(ctx.strategy, 64)
+    name = ctx.program.add_kernel(kb, inst.name)
+    size = max(1, -(-count // local)) * local
+    return Launch(name, tuple(b.ref for b in kb.buffers), tuple(kb.scalar_arg_values()),
+                  (size,), (local,), inst.name)
+
+
+def begin_1d(kb: KernelBuilder, count: int) -> str:
+    """The work-item id and the early exit every family starts with (scalar 0 = the bound)."""
+    bound = kb.param(count, key="count")
+    t = kb.index_type
+    kb.line(f"{t} gid = ({t})get_global_id(0);")
+    kb.line(f"if (gid >= {bound}) return;")
+    return "gid"
+
+
+def output_index(em: ElementalEmitter, shape: ArrayShape, gid: str) -> Index:
+    exprs = em.delinearize(gid, shape.dims, shape.minor_to_major, "out")
+    return Index(exprs, (layout_key(shape), gid))
+
+
+def lower_loop(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+    root, params = fused_parts(inst)
+    outputs = [(idx, s) for idx, s in inst.shape.leaves()]
+    if root.opcode == "dynamic-update-slice" and _updates_in_place(ctx, inst, root, params):
+        return _update_in_place(ctx, inst, root, params)
+    groups: dict[tuple, list] = {}
+    for idx, s in outputs:
+        if s.element_count:
+            groups.setdefault(s.dims, []).append((idx, s))
+    return [_loop_launch(ctx, inst, root, params, group) for group in groups.values()]
+
+
+def _updates_in_place(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction,
+                      params) -> bool:
+    """Whether the result shares bytes with the buffer the dynamic-update-slice updates."""
+    if inst.shape.is_tuple:
+        return False
+    base = root.operands[0]
+    if params is None:
+        source = base
+    elif base.opcode == "parameter":
+        source = inst.operands[base.parameter_number]  # type: ignore[index]
+    else:
+        return False
+    return ctx.same_bytes(inst, source)
+
+
+def _loop_launch(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction, params,
+                 group: list[tuple[tuple[int, ...], ArrayShape]]) -> Launch:
+    kb = kernel_builder(*_all_shapes(inst))
+    first = group[0][1]
+    count = first.element_count
+    gid = begin_1d(kb, count)
+    out_ptrs = [kb.buffer(s.element_type, ctx.ref(inst, idx), writable=True, key=("out", idx))
+                for idx, s in group]
+    em = ElementalEmitter(kb, operand_leaves(ctx, inst, params), ctx.program.embed)
+    index = output_index(em, first, gid)
+    for (idx, s), ptr in zip(group, out_ptrs):
+        value = em.value(root, index, idx) if idx else em.value(root, index)
+        offset = em.offset(s, index, ("out", idx))
+        kb.line(_statement(cltypes.store(s.element_type, ptr, offset, str(value))))
+    return launch_1d(ctx, kb, inst, count)
+
+
+def _update_in_place(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction,
+                     params) -> list[Step]:
+    out = inst.shape
+    assert isinstance(out, ArrayShape)
+    update = root.operands[1]
+    upd_shape: ArrayShape = update.shape  # type: ignore[assignment]
+    count = upd_shape.element_count
+    if count == 0:
+        return []
+    kb = kernel_builder(*_all_shapes(inst))
+    gid = begin_1d(kb, count)
+    out_ptr = kb.buffer(out.element_type, ctx.ref(inst), writable=True, key=("out", ()))
+    # the target may be read only where this work-item writes (buffer assignment shares it
+    # only when its sole other reader is a dynamic-slice of the very window written)
+    em = ElementalEmitter(kb, operand_leaves(ctx, inst, params), ctx.program.embed)
+    starts = dynamic_starts(em, root, 2, upd_shape.dims)
+    rel = em.delinearize(gid, upd_shape.dims, tuple(range(upd_shape.rank - 1, -1, -1)), "upd")
+    value = em.value(update, Index(rel))
+    target = tuple(kb.let(kb.index_type, f"{s} + {r}", "i") for s, r in zip(starts, rel))
+    offset = em.offset(out, Index(target), ("out", ()))
+    kb.line(_statement(cltypes.store(out.element_type, out_ptr, offset, str(value))))
+    return [launch_1d(ctx, kb, inst, count)]
+
+
+def _statement(text: str) -> str:
+    return text if text.rstrip().endswith(";") else text + ";"
+
+
+@register("fusion")
+def lower_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+    """A fusion lowers like its root: a dedicated family when the root has one, else the loop
+    kernel over the fused computation."""
+    root = inst.attrs["calls"].root  # type: ignore[attr-defined]
+    rule = FUSION_ROOTS.get(root.opcode, lower_loop)
+    return rule(ctx, inst)
+
+__all__ = ["lower_loop", "launch_1d", "begin_1d", "kernel_builder", "operand_leaves",
+           "fused_parts", "output_index", "BufferRef", "Shape"]

@@ -1,0 +1,101 @@
+"""The execution plan: what the executor does, step by step, over the assigned buffers.
+
+A plan is data: kernel launches (kernel name, buffer references, scalar arguments, sizes),
+byte copies, and host steps for control flow (a while loop reads its predicate back, a
+conditional its branch index) and host custom calls. The executor binds each allocation to a
+device buffer per run and walks the plan; nothing in it depends on which concrete buffers
+(donated input, copy-protected copy, fresh output) are bound.
+
+Convention every kernel family follows: the first scalar argument is the work bound, and a
+launch with that argument set to 0 touches no memory. ``compile`` uses this to make PoCL build
+each kernel (at its real launch geometry) without running it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Union
+
+import numpy as np
+
+from .kernel import BufferRef
+
+
+@dataclass
+class Launch:
+    kernel: str
+    buffers: tuple[BufferRef, ...]
+    scalars: tuple[np.generic, ...]
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+    instruction: str
+
+
+@dataclass
+class CopyBytes:
+    src: BufferRef
+    dst: BufferRef
+    nbytes: int
+    instruction: str
+
+
+@dataclass
+class FillBytes:
+    """Set a region to a byte pattern (zero-initialised scratch, pred outputs of iota...)."""
+
+    dst: BufferRef
+    nbytes: int
+    pattern: bytes
+    instruction: str
+
+
+@dataclass
+class HostWhile:
+    condition: list["Step"]
+    predicate: BufferRef
+    body: list["Step"]
+    instruction: str
+
+
+@dataclass
+class HostConditional:
+    selector: BufferRef
+    selector_is_pred: bool
+    branches: list[list["Step"]]
+    instruction: str
+
+
+@dataclass
+class HostCall:
+    """A host function over mapped buffers (host custom calls); ``run(context)`` does the work."""
+
+    run: Callable
+    buffers: tuple[BufferRef, ...] = field(default=())
+    instruction: str = ""
+
+
+Step = Union[Launch, CopyBytes, FillBytes, HostWhile, HostConditional, HostCall]
+
+
+def count_launches(steps: list[Step]) -> int:
+    n = 0
+    for s in steps:
+        if isinstance(s, Launch):
+            n += 1
+        elif isinstance(s, HostWhile):
+            n += count_launches(s.condition) + count_launches(s.body)
+        elif isinstance(s, HostConditional):
+            n += sum(count_launches(b) for b in s.branches)
+    return n
+
+
+def iter_launches(steps: list[Step]):
+    for s in steps:
+        if isinstance(s, Launch):
+            yield s
+        elif isinstance(s, HostWhile):
+            yield from iter_launches(s.condition)
+            yield from iter_launches(s.body)
+        elif isinstance(s, HostConditional):
+            for b in s.branches:
+                yield from iter_launches(b)

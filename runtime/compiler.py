@@ -1,0 +1,147 @@
+"""``runtime.compile``: HLO text (or a module) to an ``Executable`` on an OpenCL device.
+
+parse -> verify -> passes -> buffer assignment -> lowering to one OpenCL program -> build ->
+warm-up. PoCL compiles each kernel at its first launch, for that launch's geometry, so the
+warm-up launches every kernel once at its real global size with its work bound set to 0 (it
+exits at once and touches no memory): after ``compile`` returns, runs pay no compilation, and
+the progress callback can say how many of the kernels are built. PoCL's on-disk kernel cache
+makes all of that nearly free the second time, in any process.
+
+Executables are cached in-process by (normalised text, device identity, options, version), so
+re-running a notebook cell does no work at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .errors import DeviceError, HloError
+from .hlo.ir import HloModule
+
+ProgressCallback = Callable[[str, int, int], None]   # (stage, done, total)
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    alignment: int | None = None      # None: the device's base-address alignment
+    fusion: bool = True
+
+    def key(self) -> tuple:
+        return (self.alignment, self.fusion)
+
+
+_CACHE: dict[tuple, object] = {}
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def normalise(text: str) -> str:
+    """The cache key's view of the text: comments and blank space do not matter."""
+    return " ".join(_COMMENT.sub(" ", text).split())
+
+
+def _cache_key(text: str, device, options: CompileOptions) -> tuple:
+    from . import __version__
+    digest = hashlib.sha256(normalise(text).encode()).hexdigest()
+    return (digest, device.identity, options.key(), __version__)
+
+
+def compile(module_or_text: str | HloModule, device=None, *, alignment: int | None = None,
+            fusion: bool = True, progress: ProgressCallback | None = None,
+            force: bool = False):
+    """Compile HLO for ``device`` (None: ``HLO_DEVICE`` or the default, PoCL on the CPU)."""
+    from .device import get_device
+    start = time.perf_counter()
+    dev = get_device(device)
+    options = CompileOptions(alignment, fusion)
+    if isinstance(module_or_text, HloModule):
+        text = module_or_text.to_text()
+        module = module_or_text
+    elif isinstance(module_or_text, str):
+        text = module_or_text
+        module = None
+    else:
+        raise TypeError(f"compile() takes HLO text or an HloModule, not {type(module_or_text).__name__}")
+    key = _cache_key(text, dev, options)
+    if not force and key in _CACHE:
+        exe = _CACHE[key]
+        return exe._cache_hit_copy()  # type: ignore[attr-defined]
+    if module is None:
+        from . import parse
+        module = parse(text)
+    else:
+        from .hlo.verifier import verify
+        verify(module)
+    exe = _build(module, dev, options, progress, start)
+    _CACHE[key] = exe
+    return exe
+
+
+def _build(module: HloModule, dev, options: CompileOptions, progress, start: float):
+    from .buffers.assignment import assign_buffers
+    from .codegen.lower import lower
+    from .execute import Executable
+    from .hlo.runnable import check_runnable
+    from .passes.pipeline import optimise
+    check_runnable(module)
+    report = progress or (lambda stage, done, total: None)
+    report("passes", 0, 1)
+    optimised = optimise(module, fusion=options.fusion)
+    alignment = options.alignment or dev.mem_base_addr_align
+    assignment = assign_buffers(optimised, alignment=alignment)
+    report("codegen", 0, 1)
+    program = lower(assignment, dev.strategy, alignment)
+    kernels = build_kernels(dev, program, report)
+    return Executable(module, assignment, program, dev, kernels,
+                      compile_seconds=time.perf_counter() - start)
+
+
+def build_kernels(dev, program, report: ProgressCallback) -> dict:
+    """Build the program, then launch each kernel once with a zero work bound (see module doc)."""
+    from .codegen.plan import iter_launches
+    from .device import build_program, opencl
+    cl = opencl()
+    total = len(program.kernel_names)
+    report("build", 0, total)
+    if not total:
+        return {}
+    cl_program = build_program(dev, program.source, program.options)
+    kernels = {name: cl.Kernel(cl_program, name) for name in program.kernel_names}
+    scratch = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, 1)
+    warmed: set[tuple] = set()
+    built: set[str] = set()
+    for launch in iter_launches(program.plan):
+        geometry = (launch.kernel, launch.global_size, launch.local_size)
+        if geometry in warmed:
+            continue
+        warmed.add(geometry)
+        kernel = kernels[launch.kernel]
+        args: list = []
+        for _ in launch.buffers:
+            args += [scratch, np.uint64(0)]
+        scalars = list(launch.scalars)
+        scalars[0] = type(scalars[0])(0)
+        args += scalars
+        try:
+            kernel.set_args(*args)
+            cl.enqueue_nd_range_kernel(dev.queue, kernel, launch.global_size, launch.local_size)
+            dev.queue.finish()
+        except cl.Error as e:
+            raise DeviceError(f"kernel {launch.kernel} (for {launch.instruction}) failed to "
+                              f"build or launch on {dev}: {e}") from None
+        if launch.kernel not in built:
+            built.add(launch.kernel)
+            report("build", len(built), total)
+    return kernels
+
+
+def clear_cache() -> None:
+    _CACHE.clear()
+
+
+__all__ = ["compile", "clear_cache", "CompileOptions", "HloError"]

@@ -1,0 +1,563 @@
+"""Executables: run a compiled module's plan over real device buffers, with donation.
+
+Each run binds every allocation of the buffer assignment to one device buffer: parameter
+allocations to the arguments' buffers, output allocations to fresh buffers, the temp arena and
+the constants to buffers the executable owns. An output aliased to a parameter lives in that
+parameter's allocation: when the caller donates the argument, its buffer is updated in place
+and the caller's ``DeviceArray`` is deleted; otherwise the allocation gets a fresh buffer
+filled from the input first (copy-protection), so the caller's input is never written.
+
+A run that fails (a custom call's failure, a device error) releases what it allocated and
+returns nothing; undonated inputs are untouched because nothing ever writes to them.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from .device import allocate_buffer, opencl
+from .errors import DeviceError, DonatedBufferError, HloArgumentError
+from .hlo.dtypes import ElementType, from_numpy
+from .hlo.shape import ArrayShape, Shape, TupleShape
+
+_RUN_COUNTER = itertools.count(1)
+
+
+# --- device arrays --------------------------------------------------------------------------
+
+def physical_order(shape: ArrayShape) -> tuple[int, ...]:
+    """Logical dimensions from major to minor: the order of the bytes in memory."""
+    return tuple(reversed(shape.minor_to_major))
+
+
+def to_physical(array: np.ndarray, shape: ArrayShape) -> np.ndarray:
+    return np.ascontiguousarray(array.transpose(physical_order(shape))) if shape.rank > 1 \
+        else np.ascontiguousarray(array)
+
+
+def from_physical(raw: np.ndarray, shape: ArrayShape) -> np.ndarray:
+    order = physical_order(shape)
+    phys_dims = tuple(shape.dims[d] for d in order)
+    a = raw.reshape(phys_dims)
+    return np.ascontiguousarray(a.transpose(np.argsort(order))) if shape.rank > 1 else a
+
+
+class DeviceArray:
+    """An array resident on an OpenCL device: a ``cl.Buffer`` plus its HLO shape."""
+
+    def __init__(self, buffer, shape: ArrayShape, device) -> None:
+        self._buffer = buffer
+        self.hlo_shape = shape
+        self.device = device
+        self._deleted_by: str | None = None
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.hlo_shape.dims
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.hlo_shape.element_type.numpy
+
+    @property
+    def nbytes(self) -> int:
+        return self.hlo_shape.byte_size
+
+    @property
+    def size(self) -> int:
+        return self.hlo_shape.element_count
+
+    @property
+    def ndim(self) -> int:
+        return self.hlo_shape.rank
+
+    def is_deleted(self) -> bool:
+        return self._deleted_by is not None
+
+    def _check_alive(self) -> None:
+        if self._deleted_by is not None:
+            raise DonatedBufferError(
+                f"this DeviceArray ({self.hlo_shape.to_text(False)}) was donated to run "
+                f"{self._deleted_by} and its buffer now belongs to that run's output",
+                hint="pass a fresh array, or do not donate this argument")
+
+    @property
+    def buffer(self):
+        self._check_alive()
+        return self._buffer
+
+    def block_until_ready(self) -> DeviceArray:
+        self._check_alive()
+        self.device.queue.finish()
+        return self
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        self._check_alive()
+        out = read_buffer(self.device, self._buffer, 0, self.hlo_shape)
+        return out.astype(dtype) if dtype is not None else out
+
+    def numpy(self) -> np.ndarray:
+        return self.__array__()
+
+    def delete(self, by: str = "delete()") -> None:
+        self._deleted_by = by
+        self._buffer = None
+
+    def __repr__(self) -> str:
+        state = f", donated to {self._deleted_by}" if self._deleted_by else ""
+        return f"DeviceArray({self.hlo_shape.to_text(False)}, device={self.device}{state})"
+
+
+def read_buffer(device, buffer, offset: int, shape: ArrayShape) -> np.ndarray:
+    cl = opencl()
+    raw = np.empty(shape.element_count, dtype=shape.element_type.numpy)
+    if shape.byte_size:
+        cl.enqueue_copy(device.queue, raw.view(np.uint8), buffer, src_offset=offset,
+                        is_blocking=True)
+    return from_physical(raw, shape)
+
+
+def upload(device, array: np.ndarray, shape: ArrayShape, what: str):
+    cl = opencl()
+    buf = allocate_buffer(device, shape.byte_size, what)
+    if shape.byte_size:
+        host = to_physical(array, shape)
+        cl.enqueue_copy(device.queue, buf, host.view(np.uint8).reshape(-1), is_blocking=True)
+    return buf
+
+
+def device_put(array, device=None) -> DeviceArray:
+    """Copy a numpy array (or anything ``np.asarray`` accepts) to the device, row-major."""
+    from .device import get_device
+    dev = get_device(device)
+    a = np.asarray(array)
+    try:
+        et = from_numpy(a.dtype)
+    except KeyError:
+        raise HloArgumentError(f"numpy dtype {a.dtype} has no HLO element type") from None
+    shape = ArrayShape(et, tuple(a.shape))
+    return DeviceArray(upload(dev, a, shape, "device_put"), shape, dev)
+
+
+# --- run records ----------------------------------------------------------------------------
+
+@dataclass
+class RunRecord:
+    """What a run did with its arguments (``exe.last_run``)."""
+
+    name: str
+    donated: tuple[int, ...] = ()
+    copied: tuple[int, ...] = ()
+    unusable: dict[int, str] = field(default_factory=dict)
+    copied_bytes: int = 0
+    seconds: float = 0.0
+
+    def __repr__(self) -> str:
+        return (f"RunRecord({self.name}: donated={list(self.donated)}, "
+                f"copied={list(self.copied)}, unusable={self.unusable})")
+
+
+@dataclass
+class DonationPlan:
+    donated: tuple[int, ...]
+    copied: frozenset[int]        # allocations that get copy-protection this run
+
+
+# --- the executable -------------------------------------------------------------------------
+
+class Executable:
+    def __init__(self, module, assignment, program, device, kernels: dict, *,
+                 compile_seconds: float = 0.0, cache_hit: bool = False) -> None:
+        self.module = module
+        self.buffer_assignment = assignment
+        self.program = program
+        self.device = device
+        self._kernels = kernels
+        self.compile_seconds = compile_seconds
+        self.cache_hit = cache_hit
+        self.name = module.name
+        self.last_run: RunRecord | None = None
+        self._arena = None
+        self._constants: dict[int, Any] = {}
+        self._embedded = None
+        self._entry_params = list(assignment.module.entry.parameters)
+        self._param_allocations = self._index_parameter_allocations()
+
+    # --- public -----------------------------------------------------------------------------
+    @property
+    def memory_stats(self):
+        return self.buffer_assignment.memory_stats
+
+    @property
+    def parameter_shapes(self) -> list[Shape]:
+        return [p.shape for p in self._entry_params]
+
+    @property
+    def result_shape(self) -> Shape:
+        return self.buffer_assignment.module.entry.root.shape
+
+    def signature(self) -> str:
+        params = ", ".join(f"{p.name}: {p.shape.to_text()}" for p in self._entry_params)
+        return f"({params}) -> {self.result_shape.to_text()}"
+
+    def __call__(self, *args):
+        """numpy in, numpy out (nothing stays on the device)."""
+        outputs = self.run(*args)
+        return _to_numpy(outputs)
+
+    def run(self, *args, donate: Sequence[int] | int | str = ()):
+        """Run on the device; returns ``DeviceArray``s (a nested tuple for a tuple result)."""
+        record = RunRecord(name=f"{self.name}#{next(_RUN_COUNTER)}")
+        donate_set = self._donation_set(donate, len(args))
+        leaves = self._check_arguments(args)
+        self._check_clashes(args, donate_set)
+        plan = self._donation_plan(donate_set, record)
+        start = time.perf_counter()
+        bindings, fresh = self._bind(leaves, plan, record)
+        try:
+            self._execute(self.program.plan, bindings)
+            results = self._collect_outputs(bindings)
+            self.device.queue.flush()
+        except BaseException:
+            for buf in fresh:
+                buf.release()
+            raise
+        for i in plan.donated:
+            arg = args[i]
+            if isinstance(arg, DeviceArray):
+                arg.delete(by=record.name)
+        record.seconds = time.perf_counter() - start
+        self.last_run = record
+        return results
+
+    # --- arguments --------------------------------------------------------------------------
+    def _donation_set(self, donate, n_args: int) -> frozenset[int]:
+        if donate in ("all", "*"):
+            return frozenset(range(n_args))
+        if isinstance(donate, (int, np.integer)):
+            donate = (int(donate),)
+        out = set()
+        for d in donate:
+            if not isinstance(d, (int, np.integer)) or not 0 <= int(d) < len(self._entry_params):
+                raise HloArgumentError(f"donate={list(donate)}: {d!r} is not an argument index of "
+                                       f"{self.name}{self.signature()}")
+            out.add(int(d))
+        return frozenset(out)
+
+    def _check_arguments(self, args) -> list[list[tuple[tuple[int, ...], ArrayShape, Any]]]:
+        params = self._entry_params
+        if len(args) != len(params):
+            raise HloArgumentError(
+                f"{self.name} takes {len(params)} argument(s) {self.signature()}, but "
+                f"{len(args)} were passed: ({', '.join(_describe(a) for a in args)})")
+        leaves = []
+        for i, (arg, p) in enumerate(zip(args, params)):
+            leaves.append(list(self._check_leaf(i, arg, p.shape, ())))
+        return leaves
+
+    def _check_leaf(self, i: int, arg, shape: Shape, index: tuple[int, ...]):
+        where = f"argument {i}" + (f" at {{{','.join(map(str, index))}}}" if index else "")
+        if shape.is_tuple:
+            assert isinstance(shape, TupleShape)
+            if not isinstance(arg, (tuple, list)) or len(arg) != len(shape.elements):
+                raise HloArgumentError(f"{where} must be a tuple of {len(shape.elements)} arrays "
+                                       f"for {shape.to_text(False)}, got {_describe(arg)}; "
+                                       f"signature {self.signature()}")
+            for k, (a, s) in enumerate(zip(arg, shape.elements)):
+                yield from self._check_leaf(i, a, s, index + (k,))
+            return
+        assert isinstance(shape, ArrayShape)
+        if isinstance(arg, DeviceArray):
+            arg._check_alive()
+            got_et, got_dims = arg.hlo_shape.element_type, arg.shape
+            value = arg
+        else:
+            value, got_et, got_dims = _as_host_array(arg, shape.element_type, where)
+        if got_et is not shape.element_type or tuple(got_dims) != shape.dims:
+            raise HloArgumentError(
+                f"{where} ({self._entry_params[i].name}) must be {shape.to_text(False)}, but got "
+                f"{got_et.name}{list(got_dims)}; {self.name} expects {self.signature()}")
+        yield index, shape, value
+
+    def _check_clashes(self, args, donate: frozenset[int]) -> None:
+        for i in donate:
+            for j, other in enumerate(args):
+                if j != i and other is args[i] and not isinstance(other, (int, float, bool)):
+                    raise HloArgumentError(
+                        f"argument {i} is donated but the same array is also passed as argument "
+                        f"{j}; donate it at most once and do not pass it elsewhere in the same run")
+
+    # --- donation ---------------------------------------------------------------------------
+    def _index_parameter_allocations(self) -> dict[tuple[int, tuple[int, ...]], Any]:
+        out = {}
+        for alloc in self.buffer_assignment.allocations:
+            if alloc.kind == "parameter":
+                out[(alloc.parameter_number, tuple(alloc.parameter_index or ()))] = alloc
+        return out
+
+    def _donation_plan(self, donate: frozenset[int], record: RunRecord) -> DonationPlan:
+        aliased_params = {num for (num, _), a in self._param_allocations.items()
+                          if a.aliased_output is not None}
+        donated: list[int] = []
+        copied: dict[int, int] = {}
+        for (num, idx), alloc in self._param_allocations.items():
+            if alloc.aliased_output is None:
+                continue
+            if num in donate:
+                continue
+            if alloc.must_alias:
+                raise HloArgumentError(
+                    f"An input was configured to be must-alias at compile time but not donated "
+                    f"at runtime: ({num}, {{{','.join(map(str, idx))}}}, must-alias) "
+                    f"(allocation {alloc.index}); pass donate=({num},)")
+            copied[alloc.index] = num
+        for num in sorted(donate):
+            if num in aliased_params:
+                donated.append(num)
+            else:
+                record.unusable[num] = (
+                    f"no output aliases parameter {num} ({self._entry_params[num].name}: "
+                    f"{self._entry_params[num].shape.to_text(False)}); add an input_output_alias "
+                    f"or buffer_donor entry whose output has the same byte size")
+        record.donated = tuple(donated)
+        record.copied = tuple(sorted(set(copied.values())))
+        return DonationPlan(tuple(donated), frozenset(copied))
+
+    # --- binding ----------------------------------------------------------------------------
+    def _bind(self, leaves, plan: DonationPlan, record: RunRecord):
+        """Device buffers for every allocation this run; also returns the ones to free if the
+        run fails. A freshly uploaded numpy argument is already a private copy, so it needs no
+        second copy for copy-protection."""
+        cl = opencl()
+        dev = self.device
+        assignment = self.buffer_assignment
+        bindings: list[Any] = [None] * len(assignment.allocations)
+        fresh: list[Any] = []
+        self._check_capacity(leaves)
+        for i, arg_leaves in enumerate(leaves):
+            for index, shape, value in arg_leaves:
+                alloc = self._param_allocations.get((i, index))
+                if alloc is None:
+                    continue
+                if not isinstance(value, DeviceArray):
+                    buf = upload(dev, value, shape, f"argument {i}")
+                    fresh.append(buf)
+                    if alloc.index in plan.copied:
+                        record.copied_bytes += alloc.size
+                else:
+                    buf = value.buffer
+                if isinstance(value, DeviceArray) and alloc.index in plan.copied:
+                    protected = allocate_buffer(dev, alloc.size, f"copy-protection of argument {i}")
+                    fresh.append(protected)
+                    if alloc.size:
+                        cl.enqueue_copy(dev.queue, protected, buf, byte_count=alloc.size)
+                    record.copied_bytes += alloc.size
+                    buf = protected
+                bindings[alloc.index] = buf
+        arena_size = sum(a.size for a in assignment.allocations if a.kind == "temp")
+        for alloc in assignment.allocations:
+            if alloc.kind == "output":
+                buf = allocate_buffer(dev, alloc.size, f"output allocation {alloc.index}")
+                fresh.append(buf)
+                bindings[alloc.index] = buf
+            elif alloc.kind == "temp":
+                bindings[alloc.index] = self._arena_buffer(alloc, arena_size)
+            elif alloc.kind == "constant":
+                bindings[alloc.index] = self._constant_buffer(alloc)
+        return bindings, fresh
+
+    def _check_capacity(self, leaves) -> None:
+        assignment = self.buffer_assignment
+        needed = sum(a.size for a in assignment.allocations)
+        needed += sum(a.size for a in assignment.allocations if a.kind == "parameter"
+                      and a.aliased_output is not None)
+        available = self.device.global_mem_bytes
+        if needed > available:
+            raise DeviceError(f"{self.name} needs {needed} bytes of device memory, but "
+                              f"{self.device} has {available} bytes")
+        largest = max((a.size for a in assignment.allocations), default=0)
+        if largest > self.device.max_alloc_bytes:
+            raise DeviceError(f"{self.name} needs a single buffer of {largest} bytes, but "
+                              f"{self.device} allows at most {self.device.max_alloc_bytes} "
+                              f"bytes per buffer")
+
+    def _arena_buffer(self, alloc, arena_size: int):
+        """One arena per executable; temp allocations are laid end to end inside it."""
+        if self._arena is None:
+            self._arena = {}
+            self._arena_base = allocate_buffer(self.device, arena_size, "the temp arena")
+            offset = 0
+            align = self.device.mem_base_addr_align
+            for a in self.buffer_assignment.allocations:
+                if a.kind == "temp":
+                    self._arena[a.index] = self._sub_buffer(offset, a.size)
+                    offset += -(-a.size // align) * align
+        return self._arena[alloc.index]
+
+    def _sub_buffer(self, offset: int, size: int):
+        cl = opencl()
+        if offset == 0 and size == self._arena_base.size:
+            return self._arena_base
+        return self._arena_base.get_sub_region(offset, max(size, 1), cl.mem_flags.READ_WRITE)
+
+    def _constant_buffer(self, alloc):
+        buf = self._constants.get(alloc.index)
+        if buf is None:
+            inst = alloc.constant
+            data = np.asarray(inst.literal.data, dtype=inst.shape.element_type.numpy)
+            buf = upload(self.device, data, inst.shape, f"constant {inst.name}")
+            self._constants[alloc.index] = buf
+        return buf
+
+    def _embedded_buffer(self):
+        if self._embedded is None:
+            cl = opencl()
+            blob = self.program.embedded
+            self._embedded = allocate_buffer(self.device, len(blob), "embedded constants")
+            if blob:
+                cl.enqueue_copy(self.device.queue, self._embedded,
+                                np.frombuffer(blob, dtype=np.uint8), is_blocking=True)
+        return self._embedded
+
+    # --- the plan ---------------------------------------------------------------------------
+    def _buffer(self, bindings, ref):
+        if ref.allocation < 0:
+            return self._embedded_buffer()
+        return bindings[ref.allocation]
+
+    def _execute(self, steps, bindings) -> None:
+        for step in steps:
+            runner = _STEP_RUNNERS[type(step).__name__]
+            runner(self, step, bindings)
+
+    def _launch(self, step, bindings) -> None:
+        cl = opencl()
+        kernel = self._kernels[step.kernel]
+        args = []
+        for ref in step.buffers:
+            args.append(self._buffer(bindings, ref))
+            args.append(np.uint64(ref.offset))
+        args.extend(step.scalars)
+        kernel.set_args(*args)
+        cl.enqueue_nd_range_kernel(self.device.queue, kernel, step.global_size, step.local_size)
+
+    def _copy(self, step, bindings) -> None:
+        cl = opencl()
+        if step.nbytes:
+            cl.enqueue_copy(self.device.queue, self._buffer(bindings, step.dst),
+                            self._buffer(bindings, step.src), byte_count=step.nbytes,
+                            src_offset=step.src.offset, dst_offset=step.dst.offset)
+
+    def _fill(self, step, bindings) -> None:
+        cl = opencl()
+        if step.nbytes:
+            cl.enqueue_fill_buffer(self.device.queue, self._buffer(bindings, step.dst),
+                                   np.frombuffer(step.pattern, dtype=np.uint8),
+                                   step.dst.offset, step.nbytes)
+
+    def _read_scalar(self, bindings, ref, dtype) -> Any:
+        cl = opencl()
+        host = np.empty(1, dtype=dtype)
+        cl.enqueue_copy(self.device.queue, host, self._buffer(bindings, ref),
+                        src_offset=ref.offset, is_blocking=True)
+        return host[0]
+
+    def _while(self, step, bindings) -> None:
+        while True:
+            self._execute(step.condition, bindings)
+            if not self._read_scalar(bindings, step.predicate, np.uint8):
+                break
+            self._execute(step.body, bindings)
+
+    def _conditional(self, step, bindings) -> None:
+        if step.selector_is_pred:
+            k = 0 if self._read_scalar(bindings, step.selector, np.uint8) else 1
+        else:
+            k = int(self._read_scalar(bindings, step.selector, np.int32))
+            if not 0 <= k < len(step.branches):
+                k = len(step.branches) - 1       # XLA runs the last branch when out of range
+        self._execute(step.branches[k], bindings)
+
+    def _host_call(self, step, bindings) -> None:
+        step.run(self, bindings)
+
+    # --- results ----------------------------------------------------------------------------
+    def _collect_outputs(self, bindings):
+        assignment = self.buffer_assignment
+        shape = self.result_shape
+
+        def build(s: Shape, index: tuple[int, ...]):
+            if s.is_tuple:
+                return tuple(build(e, index + (k,)) for k, e in enumerate(s.elements))
+            sl = assignment.output_slices()[index]
+            buf = bindings[sl.allocation]
+            if sl.offset or sl.size != buf.size:
+                buf = buf.get_sub_region(sl.offset, max(sl.size, 1))
+            return DeviceArray(buf, s, self.device)
+        return build(shape, ())
+
+    def _cache_hit_copy(self) -> Executable:
+        """The same compiled executable, as returned by a compile that hit the cache."""
+        clone = copy.copy(self)
+        clone.cache_hit = True
+        clone.last_run = None
+        return clone
+
+    def __repr__(self) -> str:
+        return f"<Executable {self.name}{self.signature()} on {self.device}>"
+
+
+_STEP_RUNNERS = {
+    "Launch": Executable._launch, "CopyBytes": Executable._copy, "FillBytes": Executable._fill,
+    "HostWhile": Executable._while, "HostConditional": Executable._conditional,
+    "HostCall": Executable._host_call,
+}
+
+
+def _to_numpy(outputs):
+    if isinstance(outputs, tuple):
+        return tuple(_to_numpy(o) for o in outputs)
+    return np.asarray(outputs)
+
+
+def _describe(arg) -> str:
+    if isinstance(arg, DeviceArray):
+        return arg.hlo_shape.to_text(False)
+    if isinstance(arg, np.ndarray):
+        try:
+            return f"{from_numpy(arg.dtype).name}{list(arg.shape)}"
+        except KeyError:
+            return f"{arg.dtype}{list(arg.shape)}"
+    if isinstance(arg, (tuple, list)):
+        return "(" + ", ".join(_describe(a) for a in arg) + ")"
+    return type(arg).__name__
+
+
+def _as_host_array(arg, want: ElementType, where: str) -> tuple[np.ndarray, ElementType, tuple]:
+    """numpy arrays must already have the parameter's dtype; Python numbers and nested lists
+    are converted to it (they carry no dtype of their own)."""
+    if isinstance(arg, np.ndarray) or isinstance(arg, np.generic):
+        a = np.asarray(arg)
+        try:
+            et = from_numpy(a.dtype)
+        except KeyError:
+            raise HloArgumentError(f"{where} has numpy dtype {a.dtype}, which has no HLO type") from None
+        return a, et, a.shape
+    if isinstance(arg, (bool, int, float, list, tuple)):
+        try:
+            a = np.asarray(arg, dtype=want.numpy)
+            if a.dtype.kind in "iu" and not isinstance(arg, bool):
+                if np.any(np.asarray(arg) != a):
+                    raise OverflowError
+        except (OverflowError, ValueError, TypeError):
+            raise HloArgumentError(f"{where}: {arg!r} cannot be converted to {want.name}") from None
+        return a, want, a.shape
+    if hasattr(arg, "__array__"):
+        return _as_host_array(np.asarray(arg), want, where)
+    raise HloArgumentError(f"{where} must be an array or a number, got {type(arg).__name__}")

@@ -1,0 +1,213 @@
+"""The executor: arguments, donation in place vs copy-protection, deleted arrays, errors."""
+
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import runtime
+from runtime import DeviceArray, DonatedBufferError, HloArgumentError
+
+INCREMENT_SHORT = """HloModule increment, input_output_alias={ {}: 0 }
+ENTRY entry {
+  %p = f32[] parameter(0)
+  %c = f32[] constant(1)
+  ROOT %out = f32[] add(%p, %c)
+}"""
+
+INCREMENT_LONG = """HloModule increment, input_output_alias={ {}: (0, {}, may-alias) }
+ENTRY entry {
+  %p = f32[] parameter(0)
+  %c = f32[] constant(1)
+  ROOT %out = f32[] add(%p, %c)
+}"""
+
+SCALE_VECTOR = """HloModule scale, input_output_alias={ {0}: (0, {}, may-alias) }
+ENTRY e {
+  x = f32[1024] parameter(0)
+  s = f32[] parameter(1)
+  b = f32[1024] broadcast(s), dimensions={}
+  m = f32[1024] multiply(x, b)
+  r = f32[] reduce(x, s), dimensions={0}, to_apply=add
+  ROOT t = (f32[1024], f32[]) tuple(m, r)
+}
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}"""
+
+MUST_ALIAS = """HloModule m, input_output_alias={ {}: (0, {}, must-alias) }
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT y = f32[4] negate(x)
+}"""
+
+
+@pytest.mark.parametrize("text", [INCREMENT_SHORT, INCREMENT_LONG], ids=["short", "long"])
+def test_increment_both_alias_syntaxes(text):
+    exe = runtime.compile(text)
+    assert exe(np.float32(41)) == np.float32(42)
+    assert exe(41.0) == np.float32(42)
+
+
+def test_donated_device_array_is_updated_in_place_and_deleted():
+    exe = runtime.compile(SCALE_VECTOR)
+    x0 = np.arange(1024, dtype=np.float32)
+    x = runtime.device_put(x0)
+    buffer_before = x.buffer
+    m, r = exe.run(x, np.float32(2), donate=(0,))
+    assert exe.last_run.donated == (0,)
+    assert exe.last_run.copied == ()
+    assert m.buffer is buffer_before                   # the output took the input's buffer
+    np.testing.assert_array_equal(np.asarray(m), x0 * 2)
+    assert float(np.asarray(r)) == pytest.approx(x0.sum() + 2)     # the reduce starts from s
+    assert x.is_deleted()
+    with pytest.raises(DonatedBufferError, match=exe.last_run.name):
+        np.asarray(x)
+    with pytest.raises(DonatedBufferError):
+        exe.run(x, np.float32(1))
+
+
+def test_undonated_alias_gets_copy_protection_and_input_is_untouched():
+    exe = runtime.compile(SCALE_VECTOR)
+    x0 = np.arange(1024, dtype=np.float32)
+    x = runtime.device_put(x0)
+    m, _ = exe.run(x, np.float32(3))
+    assert exe.last_run.donated == ()
+    assert exe.last_run.copied == (0,)
+    assert m.buffer is not x.buffer
+    np.testing.assert_array_equal(np.asarray(m), x0 * 3)
+    np.testing.assert_array_equal(np.asarray(x), x0)   # read the input back: unchanged
+    assert not x.is_deleted()
+
+
+def test_donating_a_numpy_array_leaves_the_host_array_alone():
+    exe = runtime.compile(SCALE_VECTOR)
+    x0 = np.arange(1024, dtype=np.float32)
+    keep = x0.copy()
+    m, _ = exe.run(x0, np.float32(2), donate=(0,))
+    np.testing.assert_array_equal(x0, keep)
+    np.testing.assert_array_equal(np.asarray(m), keep * 2)
+
+
+def test_must_alias_without_donation_is_an_error():
+    exe = runtime.compile(MUST_ALIAS)
+    x = runtime.device_put(np.ones(4, np.float32))
+    with pytest.raises(HloArgumentError, match="must-alias"):
+        exe.run(x)
+    np.testing.assert_array_equal(np.asarray(exe.run(x, donate=0)), -np.ones(4, np.float32))
+
+
+def test_donating_an_array_passed_twice_is_an_error():
+    text = """HloModule two, input_output_alias={ {}: (0, {}, may-alias) }
+    ENTRY e {
+      a = f32[8] parameter(0)
+      b = f32[8] parameter(1)
+      ROOT s = f32[8] add(a, b)
+    }"""
+    exe = runtime.compile(text)
+    x = runtime.device_put(np.ones(8, np.float32))
+    with pytest.raises(HloArgumentError, match="also passed as argument 1"):
+        exe.run(x, x, donate=(0,))
+    assert not x.is_deleted()
+    np.testing.assert_array_equal(np.asarray(exe.run(x, x)), 2 * np.ones(8, np.float32))
+
+
+def test_unusable_donation_is_reported_and_array_kept():
+    exe = runtime.compile(SCALE_VECTOR)
+    s = runtime.device_put(np.float32(2))
+    exe.run(np.zeros(1024, np.float32), s, donate=(1,))
+    assert 1 in exe.last_run.unusable
+    assert "no output aliases parameter 1" in exe.last_run.unusable[1]
+    assert not s.is_deleted()
+
+
+@pytest.mark.parametrize("args,match", [
+    ((np.zeros(1024, np.float32),), "takes 2 argument"),
+    ((np.zeros(1023, np.float32), np.float32(1)), r"must be f32\[1024\]"),
+    ((np.zeros(1024, np.float64), np.float32(1)), r"got f64\[1024\]"),
+    ((np.zeros(1024, np.float32), "x"), "must be an array or a number"),
+])
+def test_argument_errors_print_the_signature(args, match):
+    exe = runtime.compile(SCALE_VECTOR)
+    with pytest.raises(HloArgumentError, match=match) as info:
+        exe(*args)
+    if "takes" in match or "must be f32" in match or "got f64" in match:
+        assert "f32[1024]" in str(info.value)
+
+
+def test_donate_index_out_of_range():
+    exe = runtime.compile(SCALE_VECTOR)
+    with pytest.raises(HloArgumentError, match="not an argument index"):
+        exe.run(np.zeros(1024, np.float32), np.float32(1), donate=(5,))
+
+
+def test_tuple_parameter_and_bf16_values():
+    text = """HloModule tp
+    ENTRY e {
+      t = (bf16[3], s32[2]) parameter(0)
+      a = bf16[3] get-tuple-element(t), index=0
+      b = s32[2] get-tuple-element(t), index=1
+      c = bf16[3] add(a, a)
+      d = s32[2] multiply(b, b)
+      ROOT r = (bf16[3], s32[2]) tuple(c, d)
+    }"""
+    a = np.array([1.5, -2.25, 3.0], dtype=ml_dtypes.bfloat16)
+    b = np.array([3, -4], dtype=np.int32)
+    c, d = runtime.compile(text)((a, b))
+    assert c.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(c.astype(np.float32), np.array([3.0, -4.5, 6.0], np.float32))
+    np.testing.assert_array_equal(d, np.array([9, 16], np.int32))
+
+
+def test_column_major_parameter_and_result_layouts():
+    text = """HloModule cm
+    ENTRY e {
+      x = f32[2,3]{0,1} parameter(0)
+      ROOT y = f32[2,3]{1,0} copy(x)
+    }"""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(runtime.compile(text)(x), x)
+
+
+def _rss_bytes() -> int:
+    with open(f"/proc/{os.getpid()}/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_repeated_runs_do_not_grow_memory():
+    """1,000 runs, each producing a fresh 1 MiB output and copy-protecting a 1 MiB input: a
+    leak of the per-run buffers would grow the process by about 2 GB (PoCL buffers are host
+    memory)."""
+    exe = runtime.compile(SCALE_VECTOR.replace("1024", "262144"))
+    x = runtime.device_put(np.ones(262144, np.float32))
+    for _ in range(20):
+        exe.run(x, np.float32(1))[0].block_until_ready()
+    before = _rss_bytes()
+    for _ in range(1000):
+        m, r = exe.run(x, np.float32(1))
+        del m, r
+    exe.device.queue.finish()
+    grown = _rss_bytes() - before
+    assert grown < 64 * 2**20, f"process grew by {grown / 2**20:.1f} MiB over 1000 runs"
+
+
+def test_device_array_round_trip_and_repr():
+    a = np.arange(12, dtype=np.int64).reshape(3, 4)
+    d = runtime.device_put(a)
+    assert isinstance(d, DeviceArray)
+    assert d.shape == (3, 4) and d.dtype == np.int64
+    np.testing.assert_array_equal(np.asarray(d), a)
+    assert "s64[3,4]" in repr(d)
+    assert d.block_until_ready() is d
+
+
+def test_compile_cache_hit_is_reported():
+    text = INCREMENT_LONG.replace("increment", "increment_cache_probe")
+    first = runtime.compile(text)
+    again = runtime.compile(text + "\n// a comment changes nothing\n")
+    assert not first.cache_hit
+    assert again.cache_hit
+    assert again.program is first.program
