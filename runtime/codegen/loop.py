@@ -18,7 +18,7 @@ from ..hlo.shape import ArrayShape, Shape
 from . import cltypes
 from .elemental import BufferLeaf, ElementalEmitter, Index, dynamic_starts, layout_key
 from .kernel import BufferRef, KernelBuilder, needs_long_index
-from .lower import FUSION_ROOTS, LoweringContext, register
+from .lower import FUSION_ROOTS, FUSION_STRATEGIES, LoweringContext, register
 from .plan import Launch, Step
 
 LOCAL_SIZE = {"cpu": 64, "gpu": 256}
@@ -153,8 +153,12 @@ def _statement(text: str) -> str:
 
 @register("fusion")
 def lower_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
-    """A fusion lowers like its root: a dedicated family when the root has one, else the loop
-    kernel over the fused computation."""
+    """A fusion lowers through the first structural strategy that takes it, else like its
+    root: a dedicated family when the root has one, else the loop kernel."""
+    for strategy in FUSION_STRATEGIES:
+        steps = strategy(ctx, inst)
+        if steps is not None:
+            return steps
     root = inst.attrs["calls"].root  # type: ignore[attr-defined]
     rule = FUSION_ROOTS.get(root.opcode, lower_loop)
     return rule(ctx, inst)

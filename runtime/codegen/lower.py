@@ -49,6 +49,11 @@ LoweringRule = Callable[[LoweringContext, HloInstruction], list[Step]]
 LOWERING: dict[str, LoweringRule] = {}
 FUSION_ROOTS: dict[str, LoweringRule] = {}   # fusions whose root needs a dedicated family
 
+# Fusion strategies that look at a fusion's whole structure (not just its root) and either
+# lower it (returning steps) or decline (returning None); tried in order before FUSION_ROOTS.
+FusionStrategy = Callable[[LoweringContext, HloInstruction], "list[Step] | None"]
+FUSION_STRATEGIES: list[FusionStrategy] = []
+
 
 def register(*opcodes: str, fusion_root: bool = False):
     """Register a lowering rule (used by the kernel-family modules); with ``fusion_root`` the
