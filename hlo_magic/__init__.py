@@ -1,0 +1,48 @@
+"""hlo-magic's notebook layer: ``%%hlo``, rich reports, memory figures and donation widgets.
+
+``%load_ext hlo_magic`` registers one ``HloMagics`` instance (it holds the settings shown by
+``%config HloMagics``); ``%unload_ext`` removes it again. Loading imports neither pyopencl nor
+matplotlib and prints nothing: the OpenCL device is chosen on first use.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["load_ipython_extension", "unload_ipython_extension", "HloMagics", "HloResult",
+           "DonationModel", "DonationPanel", "plot_timeline", "plot_packing",
+           "plot_peak_buffers", "plot_memory", "compare"]
+
+_EXPORTS = {
+    "HloMagics": "magics", "HloResult": "result", "DonationModel": "donation",
+    "DonationPanel": "widgets", "plot_timeline": "timeline", "plot_packing": "timeline",
+    "plot_peak_buffers": "timeline", "plot_memory": "timeline", "compare": "timeline",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Import figures and widgets only when asked for (matplotlib is slow to import)."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'hlo_magic' has no attribute {name!r}")
+    from importlib import import_module
+    return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+
+
+def load_ipython_extension(ip) -> None:
+    from .magics import HloMagics
+    ip.register_magics(HloMagics(shell=ip))
+
+
+def unload_ipython_extension(ip) -> None:
+    """Undo ``load_ipython_extension``: the magics, the registry entry, the configurable."""
+    from .magics import HloMagics
+    manager = ip.magics_manager
+    instance = manager.registry.pop(HloMagics.__name__, None)
+    if instance is None:
+        return
+    for kind, table in manager.magics.items():
+        for name, func in list(table.items()):
+            if getattr(func, "__self__", None) is instance:
+                del table[name]
+    if instance in ip.configurables:
+        ip.configurables.remove(instance)
