@@ -28,13 +28,25 @@ def __getattr__(name: str) -> Any:
     return getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
 
 
+_FIGURE = ("matplotlib.figure", "Figure")
+
+
+def _figure_png(fig) -> bytes:
+    from .timeline import figure_png
+    return figure_png(fig)
+
+
 def load_ipython_extension(ip) -> None:
+    """Register the magics, and show a returned matplotlib ``Figure`` (ours are made without
+    pyplot, so no backend displays them) as PNG; by type name, so matplotlib is not imported."""
     from .magics import HloMagics
     ip.register_magics(HloMagics(shell=ip))
+    ip.display_formatter.formatters["image/png"].for_type_by_name(*_FIGURE, _figure_png)
 
 
 def unload_ipython_extension(ip) -> None:
-    """Undo ``load_ipython_extension``: the magics, the registry entry, the configurable."""
+    """Undo ``load_ipython_extension``: the magics, the registry entry, the configurable and
+    the figure formatter (unless someone replaced it since)."""
     from .magics import HloMagics
     manager = ip.magics_manager
     instance = manager.registry.pop(HloMagics.__name__, None)
@@ -46,3 +58,6 @@ def unload_ipython_extension(ip) -> None:
                 del table[name]
     if instance in ip.configurables:
         ip.configurables.remove(instance)
+    png = ip.display_formatter.formatters["image/png"]
+    if png.lookup_by_type(".".join(_FIGURE)) is _figure_png:
+        png.pop(".".join(_FIGURE))

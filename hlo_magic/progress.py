@@ -30,7 +30,7 @@ class ProgressLine:
 
     def __repr__(self) -> str:
         if self.finished:
-            return (f"compiled {self.module}: {self.total} kernels built in "
+            return (f"compiled {self.module}: {self.total} kernel{'' if self.total == 1 else 's'} built in "
                     f"{format_seconds(self.seconds)}")
         return f"compiling {self.module}: {self.done}/{self.total} kernels built"
 

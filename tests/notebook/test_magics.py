@@ -51,6 +51,20 @@ def test_load_registers_one_instance_and_loading_again_is_harmless(ip):
     assert len(instances(ip)) == 1
 
 
+def test_a_returned_figure_displays_as_png_while_loaded(ip):
+    from matplotlib.figure import Figure
+    fig = Figure()
+    fig.add_subplot().plot([0, 1])
+    bundle, _ = ip.display_formatter.format(fig)
+    assert bundle["image/png"].startswith(b"\x89PNG")
+    ip.run_line_magic("unload_ext", "hlo_magic")
+    try:
+        bundle, _ = ip.display_formatter.format(fig)
+        assert "image/png" not in bundle
+    finally:
+        ip.run_line_magic("load_ext", "hlo_magic")
+
+
 def test_unload_removes_everything_load_added(ip):
     ip.run_line_magic("unload_ext", "hlo_magic")
     try:
