@@ -53,10 +53,11 @@ class DonationPanel:
         label = w.HTML(f"<code>{param.number}: {html.escape(param.name)}</code> "
                        f"{html.escape(param.shape_text)} "
                        f"({format_bytes(param.size)})",
-                       layout=w.Layout(width="22em"))
+                       layout=w.Layout(width="22em", flex="0 0 auto"))
         toggle = w.ToggleButtons(options=[KEEP, DONATE],
                                  value=DONATE if param.number in self.model.donated else KEEP,
-                                 style={"button_width": "5.5em"})
+                                 style={"button_width": "5.5em"},
+                                 layout=w.Layout(flex="0 0 auto", width="auto"))
         if param.blocked is not None:
             toggle.disabled = True
             toggle.tooltip = f"cannot donate: {param.blocked}"
@@ -66,8 +67,9 @@ class DonationPanel:
         else:
             toggle.tooltip = f"module says: {param.declared()}"
         self.toggles[param.number] = toggle
-        reason = w.Label(value=toggle.tooltip)
-        return w.HBox([label, toggle, reason])
+        reason = w.Label(value=toggle.tooltip, layout=w.Layout(flex="1 1 0", min_width="0"))
+        return w.HBox([label, toggle, reason], layout=w.Layout(flex_flow="row nowrap",
+                                                               align_items="center"))
 
     def _toggled(self, change: dict) -> None:
         number = next(n for n, t in self.toggles.items() if t is change["owner"])
