@@ -45,7 +45,8 @@ class HloMagics(Magics):
                               "gpu, gpu:1, pocl, ... ('' means $HLO_DEVICE, else PoCL on "
                               "the CPU). See %hlo_devices.").tag(config=True)
     alignment = Int(0, help="Byte alignment of every buffer offset (0 means the device's "
-                            "base-address alignment, 128 on PoCL); a power of two.").tag(config=True)
+                            "base-address alignment, 128 on PoCL); a power of two."
+                    ).tag(config=True)
     default_show = Unicode("assignment", help="What %%hlo shows when a cell gives no --show: a "
                                               f"comma-separated list of {', '.join(SHOW_VALUES)}."
                            ).tag(config=True)
@@ -63,9 +64,14 @@ class HloMagics(Magics):
 
     @validate("device")
     def _check_device(self, proposal) -> str:
+        """A spec must match a device; without any OpenCL it is kept (loading the extension
+        must not fail), and the first ``%%hlo`` says what to install."""
         spec = proposal["value"]
         if spec:
-            self._resolve_device(spec, "HloMagics.device", error=TraitError)
+            try:
+                self._resolve_device(spec, "HloMagics.device", error=TraitError)
+            except runtime.DeviceError:
+                pass
         return spec
 
     @validate("alignment")
@@ -254,10 +260,10 @@ class HloMagics(Magics):
     def _resolve_device(spec: str, flag: str, *, error: type[Exception]):
         """The device ``spec`` names; a spec that matches nothing is the user's mistake, but
         having no OpenCL at all is not, so that stays the runtime's ``DeviceError``."""
-        found = runtime.devices()
         try:
             return runtime.get_device(spec)
         except runtime.DeviceError:
+            found = runtime.devices()
             if not found:
                 raise
             listing = ", ".join(f"{d.spec} ({d})" for d in found)

@@ -30,8 +30,8 @@ class ProgressLine:
 
     def __repr__(self) -> str:
         if self.finished:
-            return (f"compiled {self.module}: {self.total} kernel{'' if self.total == 1 else 's'} built in "
-                    f"{format_seconds(self.seconds)}")
+            kernels = "1 kernel" if self.total == 1 else f"{self.total} kernels"
+            return f"compiled {self.module}: {kernels} built in {format_seconds(self.seconds)}"
         return f"compiling {self.module}: {self.done}/{self.total} kernels built"
 
     def _repr_html_(self) -> str:

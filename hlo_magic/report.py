@@ -97,13 +97,9 @@ def summary_facts(result: HloResult) -> Facts:
             note += f" ({module.name!r} is not a Python identifier)"
         items.append(("bound as", note))
     items.append(("device", str(exe.device)))
-    kernels = len(exe.program.kernel_names)
-    if exe.cache_hit:
-        items.append(("compile", f"cache hit (first compiled in {format_seconds(exe.compile_seconds)}"
-                                 f", {kernels} kernel(s))"))
-    else:
-        items.append(("compile", f"compiled in {format_seconds(exe.compile_seconds)}, "
-                                 f"{kernels} kernel(s)"))
+    built = f"{format_seconds(exe.compile_seconds)}, {len(exe.program.kernel_names)} kernel(s)"
+    items.append(("compile", f"cache hit (first compiled in {built})" if exe.cache_hit
+                  else f"compiled in {built}"))
     if result.run is not None:
         items.append(("run", run_text(result.run)))
     return Facts(f"HloModule {module.name}", items)

@@ -33,7 +33,7 @@ class HloResult:
     """One cell's compiled module, memory plan and (if it ran) outputs."""
 
     executable: Executable
-    assignment: BufferAssignment       # the plan for ``donated`` (exactly what a run would use)
+    assignment: BufferAssignment       # the memory plan when ``donated`` are donated
     parameters: list[ParameterInfo]
     donated: frozenset[int] = frozenset()
     outputs: Any = None                # numpy array or (nested) tuple of arrays, after a run

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from IPython.core.error import UsageError
@@ -13,6 +10,7 @@ from IPython.utils.capture import capture_output
 import runtime
 from hlo_magic import HloMagics, HloResult
 
+from .fresh_python import run_python
 from .hlo_texts import ADD_MUL, INCREMENT, JAX_NAMED, MUST_ALIAS
 
 
@@ -32,12 +30,10 @@ def run(ip, cell: str):
 def test_loading_is_quiet_and_imports_neither_opencl_nor_matplotlib():
     code = ("import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
             "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'hlo_magic')\n"
-            "print(sorted(m for m in ('pyopencl', 'matplotlib', 'ipywidgets') if m in sys.modules))\n"
+            "heavy = ('pyopencl', 'matplotlib', 'ipywidgets')\n"
+            "print(sorted(m for m in heavy if m in sys.modules))\n"
             "print('hlo' in ip.magics_manager.magics['cell'])\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["[]", "True"]
+    assert run_python(code) == ["[]", "True"]
 
 
 def test_load_registers_one_instance_and_loading_again_is_harmless(ip):
@@ -397,3 +393,16 @@ def test_our_own_bugs_keep_their_full_traceback(ip, monkeypatch):
     result, cap = run(ip, "%%hlo\n" + INCREMENT)
     assert isinstance(result.error_in_exec, KeyError)
     assert "magics.py" in cap.stdout and "a bug in hlo_magic" in cap.stdout
+
+
+def test_a_configured_device_is_kept_when_there_is_no_opencl(ip, monkeypatch):
+    """Loading from a config that names a device must not fail on a machine without OpenCL."""
+    def no_opencl(*args):
+        raise runtime.DeviceError("OpenCL is not available")
+    monkeypatch.setattr(runtime, "get_device", no_opencl)
+    monkeypatch.setattr(runtime, "devices", no_opencl)
+    ip.run_line_magic("config", "HloMagics.device = 'gpu'")
+    assert instances(ip)[0].device == "gpu"
+    result, cap = run(ip, "%%hlo\n" + INCREMENT)
+    assert isinstance(result.error_in_exec, runtime.DeviceError)
+    assert "DeviceError: OpenCL is not available" in cap.stdout

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from matplotlib.collections import PatchCollection
 from matplotlib.figure import Figure
@@ -18,6 +15,7 @@ from hlo_magic.timeline import (
 from runtime.buffers import assign_buffers
 
 from ..conftest import corpus_dir
+from .fresh_python import run_python
 from .hlo_texts import ADD_MUL
 
 
@@ -129,7 +127,4 @@ def test_library_code_never_imports_pyplot():
             "  ROOT n = f32[4] negate(a)\\n}\\n'\n"
             "figure_png(plot_memory(assign_buffers(runtime.parse(text))))\n"
             "print('matplotlib.pyplot' in sys.modules)\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "False"
+    assert run_python(code) == ["False"]
