@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
 def format_bytes(n: int) -> str:
     """``12 B``, ``4.0 KiB``, ``1.5 MiB``: exact below 1 KiB, one decimal above."""
     value, unit = float(n), 0
-    while abs(value) >= 1024 and unit < len(_UNITS) - 1:
+    while abs(value) >= 1024 and unit < len(BYTE_UNITS) - 1:
         value /= 1024
         unit += 1
-    return f"{n} B" if unit == 0 else f"{value:.1f} {_UNITS[unit]}"
+    return f"{n} B" if unit == 0 else f"{value:.1f} {BYTE_UNITS[unit]}"
 
 
 def format_seconds(seconds: float) -> str:

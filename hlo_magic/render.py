@@ -26,6 +26,13 @@ def _omitted(table: Table) -> str:
     return f"\u2026 {table.omitted} more {table.omitted_what}"
 
 
+def _html_cell(text: str) -> str:
+    """A table cell; multi-line text (printed arrays) keeps its lines and alignment."""
+    if "\n" in text:
+        return f'<td style="{_CELL}"><code style="white-space:pre">{_e(text)}</code></td>'
+    return f'<td style="{_CELL}">{_e(text)}</td>'
+
+
 def _html_part(part: Part) -> str:
     if isinstance(part, Facts):
         rows = "".join(f'<tr><th style="{_CELL}">{_e(k)}</th><td style="{_CELL}">{_e(v)}</td></tr>'
@@ -33,11 +40,8 @@ def _html_part(part: Part) -> str:
         return f'<h3 style="{_HEADING}">{_e(part.title)}</h3><table>{rows}</table>'
     if isinstance(part, Table):
         head = "".join(f'<th style="{_CELL};{_RULE}">{_e(c)}</th>' for c in part.columns)
-        body = "".join(
-            "<tr>" + "".join(f'<td style="{_CELL}"><code style="white-space:pre">{_e(c)}</code>'
-                             f"</td>" if "\n" in c else f'<td style="{_CELL}">{_e(c)}</td>'
-                             for c in row) + "</tr>"
-            for row in part.rows)
+        body = "".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>"
+                       for row in part.rows)
         extra = [_omitted(part)] if part.omitted else []
         notes = "".join(f"<p style=\"margin:0.2em 0\"><i>{_e(n)}</i></p>"
                         for n in [*part.notes, *extra])

@@ -20,7 +20,7 @@ from .donation import ParameterInfo, aliased_outputs
 from .formatting import format_bytes, format_seconds
 
 if TYPE_CHECKING:
-    from runtime.buffers import BufferAssignment
+    from runtime.buffers import Allocation, BufferAssignment
     from runtime.execute import RunRecord
 
     from .result import HloResult
@@ -163,7 +163,7 @@ def memory_table(plan: BufferAssignment) -> Table:
     return Table("Memory (XLA's vocabulary)", ("", "bytes", "meaning"), rows)
 
 
-def _allocation_holds(plan: BufferAssignment, a) -> str:
+def _allocation_holds(a: Allocation) -> str:
     if a.kind == "parameter":
         text = f"parameter {a.parameter_number} {index_text(a.parameter_index)}"
         if a.aliased_output is not None:
@@ -177,7 +177,7 @@ def _allocation_holds(plan: BufferAssignment, a) -> str:
 
 
 def allocation_table(plan: BufferAssignment, limit: int) -> Table:
-    rows = [(str(a.index), a.kind, format_bytes(a.size), _allocation_holds(plan, a),
+    rows = [(str(a.index), a.kind, format_bytes(a.size), _allocation_holds(a),
              ", ".join(b.name for b in a.buffers[:4]) + (" \u2026" if len(a.buffers) > 4 else ""))
             for a in plan.allocations]
     return _limited(Table("Allocations", ("#", "kind", "size", "holds", "buffers"), rows,

@@ -27,7 +27,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, MultipleLocator
 
 from runtime.buffers import AssignedBuffer, BufferAssignment
 
-from .formatting import format_bytes, format_change
+from .formatting import BYTE_UNITS, format_bytes, format_change
 
 
 @dataclass(frozen=True)
@@ -77,15 +77,15 @@ _NICE_STEPS = (1, 2, 4, 5, 8, 10, 16, 20, 25, 32, 40, 50, 64, 100, 128, 200, 250
 
 def _bytes_axis(axis, top: float, ticks: int = 5) -> None:
     """Ticks at round numbers of the unit the axis reaches (B, KiB, MiB...), labelled in it."""
-    unit = 1
-    while top >= 1024 * unit * 2:
-        unit *= 1024
+    power = 0
+    while top >= 2 * 1024 ** (power + 1) and power < len(BYTE_UNITS) - 1:
+        power += 1
+    unit = 1024 ** power
     step = next((n * unit for n in _NICE_STEPS if top / (n * unit) <= ticks), 1024 * unit)
     axis.set_major_locator(MultipleLocator(step))
-    name = {1: "B", 1024: "KiB", 1024 ** 2: "MiB", 1024 ** 3: "GiB"}.get(unit, "B")
 
     def label(value: float, _) -> str:
-        return f"{value / unit:g} {name}"
+        return f"{value / unit:g} {BYTE_UNITS[power]}"
     axis.set_major_formatter(FuncFormatter(label))
 
 
@@ -185,6 +185,11 @@ def allocation_bands(assignment: BufferAssignment) -> list[Band]:
     return bands
 
 
+def map_height(assignment: BufferAssignment) -> int:
+    """The packing map's y extent: every allocation stacked (an empty one still takes 1)."""
+    return sum(max(a.size, 1) for a in assignment.allocations)
+
+
 def outlined_bands(assignment: BufferAssignment, bands: list[Band]) -> list[Band]:
     """The bands the map outlines and labels: consecutive constant allocations are merged into
     one (a module may have a hundred scalar constants; a hundred outlines hide everything)."""
@@ -229,7 +234,6 @@ def plot_packing(assignment: BufferAssignment, *, ax: Axes | None = None,
     buffers = [b for b in assignment.buffers() if b.size]
     shown, lumped = _split_small(buffers, max_buffers)
     steps = len(assignment.schedule.flattened)
-    top = sum(max(a.size, 1) for a in assignment.allocations)
     outlined = outlined_bands(assignment, list(bands.values()))
     for band in outlined:
         ax.add_patch(Rectangle((-0.5, band.base), steps, max(band.size, 1), fill=False,
@@ -250,7 +254,7 @@ def plot_packing(assignment: BufferAssignment, *, ax: Axes | None = None,
                        b.live.end - b.live.start + 1, b.size) for b in lumped],
             facecolor=OTHER_COLOUR, edgecolor="none", gid="other"))
     ax.set_xlim(-0.5, steps - 0.5)
-    ax.set_ylim(0, height or max(top, 1))
+    ax.set_ylim(0, height or map_height(assignment))
     _program_axis(ax, assignment)
     _label_bands(ax, outlined)
     _label_rectangles(ax, fig, shown, bands)
@@ -373,7 +377,7 @@ def compare(before: BufferAssignment, after: BufferAssignment, *,
                    fontsize=10)
     left = fig.add_subplot(grid[1, 0])
     right = fig.add_subplot(grid[1, 1])
-    height = max(sum(max(a.size, 1) for a in p.allocations) for p in (before, after))
+    height = max(map_height(before), map_height(after))
     for ax, assignment, label in ((left, before, labels[0]), (right, after, labels[1])):
         plot_packing(assignment, ax=ax, max_buffers=max_buffers, height=height,
                      title=f"{label}: {format_bytes(assignment.memory_stats.total)} allocated")

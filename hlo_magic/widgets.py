@@ -28,11 +28,9 @@ KEEP, DONATE = "keep", "donate"
 class DonationPanel:
     """``DonationPanel(model)``; display it, or read ``panel.model`` and ``panel.figure``."""
 
-    def __init__(self, model: DonationModel, *, max_buffers: int = 40,
-                 max_table_rows: int = 25) -> None:
+    def __init__(self, model: DonationModel, *, max_buffers: int = 40) -> None:
         self.model = model
         self.max_buffers = max_buffers
-        self.max_table_rows = max_table_rows
         self.toggles: dict[int, w.ToggleButtons] = {}
         rows = [self._row(p) for p in model.parameters]
         self.summary = w.HTML()
