@@ -918,7 +918,6 @@ class Parser:
             raise self.error(f"a constant cannot have shape {shape}")
         if shape.is_unbounded:
             raise self.error(f"a constant cannot have the unbounded shape {shape}")
-        et = shape.element_type
         if shape.rank == 0:
             return Literal(shape, data=self.parse_scalar(shape))
         if not lx.at_punct("{"):
