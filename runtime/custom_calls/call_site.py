@@ -65,6 +65,13 @@ class CallSite:
     def result_leaves(self) -> list[Leaf]:
         return list(leaves(self.result))
 
+    def all_leaves(self) -> list[Leaf]:
+        """Operand leaves in pre-order, then result leaves: XLA's GPU ``buffers`` order."""
+        return self.operand_leaves() + self.result_leaves()
+
+    def buffer_refs(self) -> tuple[BufferRef, ...]:
+        return tuple(leaf.ref for leaf in self.all_leaves())
+
     def error(self, message: str, hint: str | None = None) -> CustomCallError:
         return CustomCallError(f"custom call {self.target!r} ({self.instruction}): {message}",
                                target=self.target, instruction=self.instruction,
@@ -82,13 +89,14 @@ def call_site(inst: HloInstruction, ref: Callable[[HloInstruction, ShapeIndex], 
     if api_version == "API_VERSION_TYPED_FFI" and isinstance(config, BackendConfig):
         attrs = parse_attributes(config.text, location=_config_location(inst, config),
                                  instruction=inst.name)
-    constraints = inst.attrs.get("operand_layout_constraints") or (None,) * len(inst.operands)
+    constraints: tuple[Shape | None, ...] = inst.attrs.get(  # type: ignore[assignment]
+        "operand_layout_constraints") or (None,) * len(inst.operands)
     return CallSite(
         target=target, instruction=inst.name, location=inst.location, api_version=api_version,
         opaque=opaque, attrs=attrs,
         operands=tuple(_tree(inst, op, op.shape, (), ref) for op in inst.operands),
         result=_tree(inst, inst, inst.shape, (), ref),
-        aliases=tuple(in_place_pairs(inst)), constraints=tuple(constraints))  # type: ignore[arg-type]
+        aliases=tuple(in_place_pairs(inst)), constraints=constraints)
 
 
 def _tree(call: HloInstruction, owner: HloInstruction, shape: Shape, index: ShapeIndex,
@@ -120,18 +128,16 @@ def _config_location(inst: HloInstruction, config: BackendConfig) -> SourceLocat
     loc = inst.location
     if loc is None:
         return None
-    at = loc.source_line.find(config.text, loc.source_line.find("backend_config"))
-    if at < 0 or "backend_config" not in loc.source_line:
-        return loc
-    return SourceLocation(loc.line, at + 1, loc.source_line)
+    key = loc.source_line.find("backend_config")
+    at = loc.source_line.find(config.text, key) if key >= 0 else -1
+    return SourceLocation(loc.line, at + 1, loc.source_line) if at >= 0 else loc
 
 
 def operand_leaf_shape(site: CallSite, operand_number: int, index: ShapeIndex,
                        actual: ArrayShape) -> ArrayShape:
     """The layout the implementation expects for an operand leaf: the
     ``operand_layout_constraints`` entry when there is one, else the operand's own."""
-    constraint = site.constraints[operand_number] if operand_number < len(site.constraints) \
-        else None
+    constraint = site.constraints[operand_number]
     if constraint is None:
         return actual
     wanted = subshape(constraint, index)

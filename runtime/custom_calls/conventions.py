@@ -3,14 +3,13 @@
 The instruction's ``api_version`` decides how an implementation is called, exactly as in XLA,
 so one registered function serves whichever version a module was written with:
 
-======================================  ==============================  ====================================
-api_version                             host function                   OpenCL launcher
-======================================  ==============================  ====================================
-API_VERSION_ORIGINAL (the default)      ``fn(out, ins)``                ``fn(queue, buffers, opaque, status)``
-API_VERSION_STATUS_RETURNING            ``fn(out, ins, status)``        ``fn(queue, buffers, opaque, status)``
-API_VERSION_STATUS_RETURNING_UNIFIED    ``fn(out, ins, opaque, status)`` ``fn(queue, buffers, opaque, status)``
-API_VERSION_TYPED_FFI                   ``fn(out, ins, **attrs)``       ``fn(queue, buffers, opaque, status, **attrs)``
-======================================  ==============================  ====================================
+* ``API_VERSION_ORIGINAL`` (the default): host ``fn(out, ins)``;
+  launcher ``fn(queue, buffers, opaque, status)``.
+* ``API_VERSION_STATUS_RETURNING``: host ``fn(out, ins, status)``; launcher as above.
+* ``API_VERSION_STATUS_RETURNING_UNIFIED``: host ``fn(out, ins, opaque, status)``; launcher as
+  above.
+* ``API_VERSION_TYPED_FFI``: host ``fn(out, ins, **attrs)``; launcher
+  ``fn(queue, buffers, opaque, status, **attrs)``.
 
 ``opaque`` is the ``backend_config`` as bytes; typed-FFI ``attrs`` are its MLIR dictionary
 decoded (``mlir_attributes``). A typed-FFI host function signals failure by raising, as an XLA

@@ -39,10 +39,9 @@ class HostCallRunner:
     def __call__(self, executor, bindings: list[Any]) -> None:
         site = self.site
         invoke = HOST_CONVENTIONS[site.api_version]
-        all_leaves = site.operand_leaves() + site.result_leaves()
-        with MappedLeaves(executor.device, bindings, all_leaves) as mapped:
+        with MappedLeaves(executor.device, bindings, site.all_leaves()) as mapped:
             ins = [self._operand(mapped, k, tree) for k, tree in enumerate(site.operands)]
-            out = _build(site.result, lambda leaf: mapped.view(leaf))
+            out = _build(site.result, mapped.view)
             self._start_in_place_outputs(ins, out)
             args = CallArguments(opaque=site.opaque, attrs=site.attrs, out=out, ins=ins)
             try:

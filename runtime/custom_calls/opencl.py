@@ -32,10 +32,6 @@ class OpenCLCallRunner:
     site: CallSite
     target: CustomCallTarget
 
-    @property
-    def leaves(self) -> list[Leaf]:
-        return self.site.operand_leaves() + self.site.result_leaves()
-
     def launch_size(self) -> tuple[int, ...]:
         if self.target.global_size is not None:
             return self.target.global_size
@@ -51,24 +47,25 @@ class OpenCLCallRunner:
             try:
                 self.target.program(device)
             except DeviceError as error:
-                raise DeviceError(error.message, hint=error.hint, instruction=self.site.instruction,
-                                  location=self.site.location) from None
+                raise DeviceError(error.message, hint=error.hint, location=self.site.location,
+                                  instruction=self.site.instruction) from None
         if self.target.launcher is not None:
             return
         kernel = self.target.kernel(device)
         wanted = kernel.get_info(opencl().kernel_info.NUM_ARGS)
-        if wanted != len(self.leaves):
+        leaves = self.site.all_leaves()
+        if wanted != len(leaves):
             raise self.site.error(
                 f"kernel {self.target.kernel_name} takes {wanted} argument(s), but the call "
-                f"passes {len(self.leaves)} buffer(s) (operand leaves, then result leaves: "
-                f"{', '.join(leaf.shape.to_text(False) for leaf in self.leaves)})")
+                f"passes {len(leaves)} buffer(s) (operand leaves, then result leaves: "
+                f"{', '.join(leaf.shape.to_text(False) for leaf in leaves)})")
         self.launch_size()
 
     def __call__(self, executor, bindings: list[Any]) -> None:
         cl = opencl()
         device = executor.device
         try:
-            buffers = [_leaf_buffer(bindings, leaf) for leaf in self.leaves]
+            buffers = [_leaf_buffer(bindings, leaf) for leaf in self.site.all_leaves()]
         except cl.Error as error:
             raise self.site.error(f"cannot cut its buffers out of the allocations: {error}",
                                   hint="compile with the device's base-address alignment "

@@ -49,8 +49,8 @@ class CustomCallTarget:
     local_size: tuple[int, ...] | None = None
     launcher: Callable | None = None
     builtin: bool = False
-    serial: int = field(default_factory=lambda: next(_SERIALS))
-    _kernels: dict = field(default_factory=dict, repr=False)
+    serial: int = field(default_factory=lambda: next(_SERIALS), init=False)
+    _kernels: dict = field(default_factory=dict, init=False, repr=False)
 
     def program(self, device) -> Any:
         """The registered source built for ``device`` (once per device, like generated code)."""
@@ -225,7 +225,7 @@ def cache_token(text: str) -> tuple:
                      if (n, p) in _registry)
 
 
-def unknown_target_message(name: str) -> str:
+def unknown_target_message() -> str:
     """Names the registrations a user could have meant, per platform."""
     listing = "; ".join(f"{p}: {_names(registered_custom_calls(p)) or 'none'}" for p in PLATFORMS)
     return f"registered targets by platform: {listing}"

@@ -954,12 +954,13 @@ def custom_call(inst: HloInstruction) -> Shape:
             fail(f"output_to_operand_aliasing pairs output {index_text(entry.output_index)} with "
                  f"operand {entry.operand_number} {index_text(entry.operand_index)}, which must "
                  "be arrays of one shape", expected=b.to_text(False), got=a.to_text(False))
-    constraints = inst.attrs.get("operand_layout_constraints")
-    if constraints is not None:
-        if len(constraints) != len(inst.operands):  # type: ignore[arg-type]
-            fail(f"operand_layout_constraints gives {len(constraints)} shape(s) for "  # type: ignore[arg-type]
+    constraints: tuple[Shape, ...] = inst.attrs.get(  # type: ignore[assignment]
+        "operand_layout_constraints") or ()
+    if constraints:
+        if len(constraints) != len(inst.operands):
+            fail(f"operand_layout_constraints gives {len(constraints)} shape(s) for "
                  f"{len(inst.operands)} operand(s)")
-        for k, (wanted, op) in enumerate(zip(constraints, inst.operands)):  # type: ignore[call-overload]
+        for k, (wanted, op) in enumerate(zip(constraints, inst.operands)):
             if not compatible(wanted, op.shape):
                 fail(f"operand_layout_constraints entry {k} does not match operand {k}",
                      expected=op.shape.to_text(False), got=wanted.to_text(False))

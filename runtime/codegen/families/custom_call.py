@@ -10,7 +10,7 @@ that enqueues the user's kernel.
 from __future__ import annotations
 
 from ...custom_calls import lookup
-from ...custom_calls.call_site import call_site
+from ...custom_calls.call_site import CallSite, call_site
 from ...custom_calls.host import HostCallRunner
 from ...custom_calls.lapack import LAPACK_TARGETS
 from ...custom_calls.opencl import OpenCLCallRunner
@@ -26,13 +26,15 @@ BUILTIN_TARGETS = {
 }
 
 
-def _host_step(inst: HloInstruction, site, target: CustomCallTarget) -> HostCall:
-    return HostCall(run=HostCallRunner(site, target.function), instruction=inst.name)
+def _host_step(site: CallSite, target: CustomCallTarget) -> HostCall:
+    return HostCall(run=HostCallRunner(site, target.function), buffers=site.buffer_refs(),
+                    instruction=site.instruction)
 
 
-def _opencl_step(inst: HloInstruction, site, target: CustomCallTarget) -> HostCall:
+def _opencl_step(site: CallSite, target: CustomCallTarget) -> HostCall:
     runner = OpenCLCallRunner(site, target)
-    return HostCall(run=runner, instruction=inst.name, prepare=runner.prepare)
+    return HostCall(run=runner, buffers=site.buffer_refs(), instruction=site.instruction,
+                    prepare=runner.prepare)
 
 
 STEP_BUILDERS = {"host": _host_step, "opencl": _opencl_step}
@@ -47,13 +49,10 @@ def lower_custom_call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     if target is None:
         raise CustomCallError(
             f"no implementation registered for custom call target {name!r} (instruction "
-            f"{inst.name}); {unknown_target_message(name)}; built-in: "
+            f"{inst.name}); {unknown_target_message()}; built-in: "
             f"{', '.join(sorted(BUILTIN_TARGETS))} and {len(LAPACK_TARGETS)} LAPACK targets "
-            "(runtime.registered_custom_calls(builtin=True) lists them)", target=name, instruction=inst.name, location=inst.location,
+            "(runtime.registered_custom_calls(builtin=True) lists them)",
+            target=name, instruction=inst.name, location=inst.location,
             hint=f"runtime.register_custom_call({name!r}, fn) for a host function, or with "
                  "platform='opencl' for a kernel")
-    site = call_site(inst, ctx.ref)
-    step = STEP_BUILDERS[target.platform](inst, site, target)
-    step.buffers = tuple(leaf.ref for leaf in site.operand_leaves() + site.result_leaves())
-    return [step]
-
+    return [STEP_BUILDERS[target.platform](call_site(inst, ctx.ref), target)]
