@@ -24,6 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..analysis.in_place import same_physical_shape
+from ..hlo.shape import index_text
 from .call_site import CallSite, Leaf, Tree, leaves, operand_leaf_shape
 from .conventions import HOST_CONVENTIONS, CallArguments
 from .mapping import MappedLeaves, array_in_layout
@@ -101,18 +102,21 @@ def _store(site: CallSite, returned, tree: Tree, out, index: tuple[int, ...]) ->
     if isinstance(tree, tuple):
         if not isinstance(returned, (tuple, list)) or len(returned) != len(tree):
             raise site.error(f"the host function returned {_describe(returned)}, but the result "
-                             f"at {index or '{}'} is a tuple of {len(tree)}",
+                             f"{index_text(index)} is a tuple of {len(tree)}",
                              hint=_expected_result(site))
         for k, (value, element) in enumerate(zip(returned, tree)):
             _store(site, value, element, out[k], index + (k,))
         return
     if tree is None:
         return
-    array = np.asarray(returned)
     want = tree.shape
-    if array.dtype != want.element_type.numpy or array.shape != want.dims:
-        raise site.error(f"the host function returned {_describe(array)} for result "
-                         f"{list(index) or '{}'}, which is {want.to_text(False)}",
+    try:
+        array = np.asarray(returned)
+    except (ValueError, TypeError):
+        array = None
+    if array is None or array.dtype != want.element_type.numpy or array.shape != want.dims:
+        raise site.error(f"the host function returned {_describe(returned)} for result "
+                         f"{index_text(index)}, which is {want.to_text(False)}",
                          hint="return arrays of exactly the result's shapes and dtypes, or "
                               "write into out")
     out[...] = array

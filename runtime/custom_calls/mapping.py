@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..device import opencl
+from ..errors import DeviceError
 from ..execute import physical_order
 from ..hlo.shape import ArrayShape
 from .call_site import Leaf
@@ -55,11 +56,17 @@ class MappedLeaves:
     def __enter__(self) -> MappedLeaves:
         cl = opencl()
         flags = cl.map_flags.READ | cl.map_flags.WRITE
-        for allocation, (start, end) in self._spans.items():
-            mapped, _ = cl.enqueue_map_buffer(self._device.queue, self._bindings[allocation],
-                                              flags, start, (end - start,), np.uint8,
-                                              is_blocking=True)
-            self._maps[allocation] = (start, mapped)
+        try:
+            for allocation, (start, end) in self._spans.items():
+                mapped, _ = cl.enqueue_map_buffer(self._device.queue, self._bindings[allocation],
+                                                  flags, start, (end - start,), np.uint8,
+                                                  is_blocking=True)
+                self._maps[allocation] = (start, mapped)
+        except cl.Error as error:
+            self.__exit__()
+            raise DeviceError(f"cannot map allocation {allocation} ({end - start} bytes) into "
+                              f"host memory for a host custom call on {self._device}: "
+                              f"{error}") from error
         return self
 
     def view(self, leaf: Leaf) -> np.ndarray:

@@ -312,8 +312,23 @@ def test_returned_result_is_stored_and_checked(seed_inputs):
     with pytest.raises(CustomCallError, match=r"returned float64\[2048\] .* f32\[2048\]"):
         runtime.compile(seed())(b, c)
     runtime.register_custom_call("do_custom_call", lambda out, ins: ins[1][:100])
-    with pytest.raises(CustomCallError, match=r"returned float32\[100\]"):
+    with pytest.raises(CustomCallError, match=r"returned float32\[100\] for result \{\}"):
         runtime.compile(seed())(b, c)
+    runtime.register_custom_call("do_custom_call", lambda out, ins: (ins[1], ins[0]))
+    with pytest.raises(CustomCallError, match=r"returned \(float32\[2048\], float32\[128\]\)"):
+        runtime.compile(seed())(b, c)
+
+
+def test_returned_tuple_must_match_the_tuple_result():
+    runtime.register_custom_call("do_custom_call", lambda out, ins: ins[0][2])
+    parts = (np.zeros(32, np.float32), (np.zeros(64, np.float32), np.zeros(128, np.float32)),
+             np.zeros(256, np.float32))
+    with pytest.raises(CustomCallError, match=r"returned float32\[256\], but the result \{\} is a tuple of 2"):
+        runtime.compile(NESTED)(parts)
+    runtime.register_custom_call("do_custom_call",
+                                 lambda out, ins: (np.ones(512, np.float32), np.ones(1024, np.int32)))
+    with pytest.raises(CustomCallError, match=r"int32\[1024\] for result \{1\}, which is f32\[1024\]"):
+        runtime.compile(NESTED)(parts)
 
 
 def test_writing_the_wrong_shape_is_a_clear_error(seed_inputs):

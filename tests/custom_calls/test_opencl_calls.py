@@ -57,7 +57,7 @@ NESTED_KERNEL = """__kernel void six(__global const float* s0, __global const fl
 
 def test_nested_tuple_buffers_are_flattened_in_pre_order():
     runtime.register_custom_call("do_custom_call", NESTED_KERNEL, platform="opencl",
-                                 kernel="six", global_size=1024)
+                                 kernel="six", global_size=1024, local_size=64)
     parts = [np.full(n, k + 1, np.float32) for k, n in enumerate((32, 64, 128, 256))]
     out = runtime.compile(NESTED)((parts[0], (parts[1], parts[2]), parts[3]))
     np.testing.assert_array_equal(out, np.concatenate(parts + [np.zeros(32, np.float32)]) * 2)

@@ -80,3 +80,4 @@ def test_target_kernel_lookup_errors():
     with pytest.raises(CustomCallError, match="neither a runtime.Device"):
         cl.kernel("gpu", "k")
     assert cl.kernel(runtime.get_device(), "k") is cl.kernel(runtime.get_device().queue, "k")
+    assert cl.program(runtime.get_device()) is cl.program(runtime.get_device())   # built once
