@@ -9,6 +9,10 @@ from .errors import (
     HloUnsupportedError, HloVerifyError,
 )
 from .compiler import compile
+from .custom_calls import (
+    CustomCallStatus, CustomCallTarget, register_custom_call, registered_custom_calls,
+    unregister_custom_call,
+)
 from .device import Device, devices, get_device
 from .execute import DeviceArray, Executable, RunRecord, device_put
 from .hlo import HloModule
@@ -30,4 +34,6 @@ __all__ = [
     "parse", "compile", "Executable", "DeviceArray", "RunRecord", "device_put", "devices",
     "get_device", "Device", "HloModule", "HloError", "HloParseError", "HloVerifyError", "HloUnsupportedError",
     "HloArgumentError", "DonatedBufferError", "CustomCallError", "DeviceError", "__version__",
+    "register_custom_call", "unregister_custom_call", "registered_custom_calls",
+    "CustomCallTarget", "CustomCallStatus",
 ]

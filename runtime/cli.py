@@ -120,7 +120,7 @@ def summary(exe) -> str:
              f"{len(exe.program.kernel_names)} kernel(s)",
              f"memory: argument {s.argument} B, output {s.output} B, alias {s.alias} B, "
              f"temp {s.temp} B; live-range peak {s.peak} B",
-             f"allocations: " + ", ".join(f"#{x.index} {x.kind} {x.size} B" for x in a.allocations)]
+             "allocations: " + ", ".join(f"#{x.index} {x.kind} {x.size} B" for x in a.allocations)]
     for c in a.copies:
         lines.append(f"inserted copy: {c}")
     run = exe.last_run

@@ -46,9 +46,12 @@ def normalise(text: str) -> str:
 
 
 def _cache_key(text: str, device, options: CompileOptions) -> tuple:
+    """Also keyed by the registrations of the custom-call targets the text names, so that
+    re-registering a target (re-running a notebook cell) recompiles what calls it."""
     from . import __version__
+    from .custom_calls import cache_token
     digest = hashlib.sha256(normalise(text).encode()).hexdigest()
-    return (digest, device.identity, options.key(), __version__)
+    return (digest, device.identity, options.key(), __version__, cache_token(text))
 
 
 def compile(module_or_text: str | HloModule, device=None, *, alignment: int | None = None,
@@ -97,6 +100,7 @@ def _build(module: HloModule, dev, options: CompileOptions, progress, start: flo
     report("codegen", 0, 1)
     program = lower(assignment, dev.strategy, alignment)
     kernels = build_kernels(dev, program, report)
+    prepare_host_calls(dev, program)
     return Executable(module, assignment, program, dev, kernels,
                       compile_seconds=time.perf_counter() - start)
 
@@ -138,6 +142,14 @@ def build_kernels(dev, program, report: ProgressCallback) -> dict:
             built.add(launch.kernel)
             report("build", len(built), total)
     return kernels
+
+
+def prepare_host_calls(dev, program) -> None:
+    """Let host steps that need the device get ready (OpenCL custom calls build their source)."""
+    from .codegen.plan import HostCall, iter_steps
+    for step in iter_steps(program.plan):
+        if isinstance(step, HostCall) and step.prepare is not None:
+            step.prepare(dev)
 
 
 def clear_cache() -> None:

@@ -183,7 +183,7 @@ def test_repeated_runs_do_not_grow_memory():
     memory)."""
     exe = runtime.compile(SCALE_VECTOR.replace("1024", "262144"))
     x = runtime.device_put(np.ones(262144, np.float32))
-    for _ in range(20):
+    for _ in range(100):
         exe.run(x, np.float32(1))[0].block_until_ready()
     before = _rss_bytes()
     for _ in range(1000):
@@ -191,7 +191,8 @@ def test_repeated_runs_do_not_grow_memory():
         del m, r
     exe.device.queue.finish()
     grown = _rss_bytes() - before
-    assert grown < 64 * 2**20, f"process grew by {grown / 2**20:.1f} MiB over 1000 runs"
+    # allocator noise is tens of MiB at most; a leaked run would add 2 MiB each (2 GiB total)
+    assert grown < 256 * 2**20, f"process grew by {grown / 2**20:.1f} MiB over 1000 runs"
 
 
 def test_device_array_round_trip_and_repr():

@@ -1,6 +1,7 @@
 """Buffer assignment: the static memory plan the executor allocates and the notebook draws.
 
-``assign_buffers`` runs, on a copy of the module: dead-code elimination, call-graph flattening,
+``assign_buffers`` runs, on a copy of the module: dead-code elimination, call-graph flattening
+(with relayout copies where a call crosses layouts, ``passes.call_layouts``),
 scheduling (the lower simulated peak of post-order and the list scheduler, and the module's own
 order when it is ``is_scheduled``), copy insertion, then dataflow, alias analysis and live
 ranges, and places every buffer:
@@ -33,6 +34,7 @@ from ..hlo.ir import AliasEntry, HloInstruction, HloModule
 from ..hlo.shape import ShapeIndex, index_text
 from ..hlo.verifier import verify
 from ..passes.apply_schedule import schedule_in_place
+from ..passes.call_layouts import match_call_layouts
 from ..passes.copy_insertion import InsertedCopy, copy_insertion, inserted_copies
 from ..passes.dce import remove_dead_code
 from ..passes.flatten_call_graph import flatten_in_place
@@ -128,6 +130,7 @@ def assign_buffers(module: HloModule, *, alignment: int = 128,
     prepared.buffer_donors = [d for d in prepared.buffer_donors
                               if (d.parameter_number, d.parameter_index) in unused]
     flatten_in_place(prepared)
+    match_call_layouts(prepared)
     flow = Dataflow(prepared)
     chosen = choose_schedule(flow, AliasAnalysis(flow, prepared.input_output_alias))
     schedule_in_place(prepared, chosen.sequences)

@@ -67,35 +67,35 @@ class HostConditional:
 
 @dataclass
 class HostCall:
-    """A host function over mapped buffers (host custom calls); ``run(context)`` does the work."""
+    """Host code run between device commands: a host custom call over mapped buffers, or the
+    host side of an OpenCL custom call, which enqueues the user's kernel (XLA's GPU custom
+    calls are host functions too). ``run(executor, bindings)`` does the work; ``prepare``, if
+    set, is called once with the device at compile time (to build user kernels)."""
 
     run: Callable
     buffers: tuple[BufferRef, ...] = field(default=())
     instruction: str = ""
+    prepare: Callable | None = None
 
 
 Step = Union[Launch, CopyBytes, FillBytes, HostWhile, HostConditional, HostCall]
 
 
-def count_launches(steps: list[Step]) -> int:
-    n = 0
+def iter_steps(steps: list[Step]):
+    """Every step, inside loops and branches too, in plan order."""
     for s in steps:
-        if isinstance(s, Launch):
-            n += 1
-        elif isinstance(s, HostWhile):
-            n += count_launches(s.condition) + count_launches(s.body)
+        yield s
+        if isinstance(s, HostWhile):
+            yield from iter_steps(s.condition)
+            yield from iter_steps(s.body)
         elif isinstance(s, HostConditional):
-            n += sum(count_launches(b) for b in s.branches)
-    return n
+            for b in s.branches:
+                yield from iter_steps(b)
 
 
 def iter_launches(steps: list[Step]):
-    for s in steps:
-        if isinstance(s, Launch):
-            yield s
-        elif isinstance(s, HostWhile):
-            yield from iter_launches(s.condition)
-            yield from iter_launches(s.body)
-        elif isinstance(s, HostConditional):
-            for b in s.branches:
-                yield from iter_launches(b)
+    return (s for s in iter_steps(steps) if isinstance(s, Launch))
+
+
+def count_launches(steps: list[Step]) -> int:
+    return sum(1 for _ in iter_launches(steps))

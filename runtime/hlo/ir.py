@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..errors import SourceLocation
+from .graph import post_order
 from .literal import Literal
 from .shape import Shape, ShapeIndex
 
@@ -119,25 +120,7 @@ class HloComputation:
 
     def post_order(self) -> list[HloInstruction]:
         """Operands (and control predecessors) before users; text order breaks ties."""
-        order: list[HloInstruction] = []
-        state: dict[int, int] = {}
-        for start in self.instructions:
-            if id(start) in state:
-                continue
-            stack: list[tuple[HloInstruction, Iterator[HloInstruction]]] = [
-                (start, iter(start.operands + start.control_predecessors))]
-            state[id(start)] = 1
-            while stack:
-                node, it = stack[-1]
-                nxt = next(it, None)
-                if nxt is None:
-                    stack.pop()
-                    state[id(node)] = 2
-                    order.append(node)
-                elif id(nxt) not in state:
-                    state[id(nxt)] = 1
-                    stack.append((nxt, iter(nxt.operands + nxt.control_predecessors)))
-        return order
+        return post_order(self.instructions, lambda i: i.operands + i.control_predecessors)
 
     def users(self) -> dict[int, list[HloInstruction]]:
         """id(instruction) -> its users in this computation (one entry per use)."""

@@ -226,7 +226,7 @@ _op("conditional", (1, None), rules.conditional,
 _op("call", (0, None), rules.call, ("to_apply", "is_composite"), ("to_apply",), family="control")
 _op("fusion", (0, None), rules.fusion, ("kind", "calls", "output_to_operand_aliasing"),
     ("kind", "calls"), family="fusion")
-_op("custom-call", (0, None), rules.declared,
+_op("custom-call", (0, None), rules.custom_call,
     ("custom_call_target", "api_version", "custom_call_has_side_effect",
      "output_to_operand_aliasing", "operand_layout_constraints", "called_computations",
      "to_apply", "window", "dim_labels", "feature_group_count", "batch_group_count",

@@ -22,6 +22,7 @@ from .attributes import (
     parse_dim_labels, unquote_string,
 )
 from .dtypes import ELEMENT_TYPES, F64
+from .graph import post_order
 from .ir import (
     AliasEntry, BufferDonor, ComputationSignature, HloComputation, HloInstruction, HloModule,
     SignatureEntry,
@@ -917,7 +918,6 @@ class Parser:
             raise self.error(f"a constant cannot have shape {shape}")
         if shape.is_unbounded:
             raise self.error(f"a constant cannot have the unbounded shape {shape}")
-        et = shape.element_type
         if shape.rank == 0:
             return Literal(shape, data=self.parse_scalar(shape))
         if not lx.at_punct("{"):
@@ -980,36 +980,11 @@ class Parser:
 
 def _callees_first(order: list[HloComputation], entry: HloComputation) -> list[HloComputation]:
     """Computations ordered so that every callee precedes its callers, entry last."""
-    out: list[HloComputation] = []
-    state: dict[int, int] = {}
-
-    def visit(c: HloComputation) -> None:
-        stack = [(c, iter(_callees(c)))]
-        state[id(c)] = 1
-        while stack:
-            node, it = stack[-1]
-            nxt = next(it, None)
-            if nxt is None:
-                stack.pop()
-                state[id(node)] = 2
-                out.append(node)
-            elif state.get(id(nxt)) == 1:
-                raise HloParseError(f"computation {nxt.name} calls itself (directly or "
-                                    f"indirectly); HLO has no recursion", location=nxt.location,
-                                    computation=nxt.name)
-            elif id(nxt) not in state:
-                state[id(nxt)] = 1
-                stack.append((nxt, iter(_callees(nxt))))
-
-    for c in order:
-        if c is not entry and id(c) not in state:
-            visit(c)
-    if id(entry) not in state:
-        visit(entry)
-    else:
-        out.remove(entry)
-        out.append(entry)
-    return out
+    def recursion(comp: HloComputation) -> None:
+        raise HloParseError(f"computation {comp.name} calls itself (directly or indirectly); "
+                            f"HLO has no recursion", location=comp.location, computation=comp.name)
+    ordered = post_order([c for c in order if c is not entry] + [entry], _callees, recursion)
+    return [c for c in ordered if c is not entry] + [entry]
 
 
 def _callees(c: HloComputation) -> list[HloComputation]:

@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Sequence
 
 from ..errors import HloVerifyError
 from .dtypes import ELEMENT_TYPES, PRED, S32, U32, TOKEN, ElementType, complex_component
-from .shape import ArrayShape, Shape, TupleShape, compatible
+from .shape import (
+    ArrayShape, Shape, TupleShape, compatible, index_text, is_valid_index, subshape,
+)
 
 if TYPE_CHECKING:
     from .ir import HloComputation, HloInstruction
@@ -929,6 +931,40 @@ def fusion(inst: HloInstruction) -> Shape:
     comp = inst.attrs["calls"]
     root = check_computation_signature(comp, [o.shape for o in inst.operands], "fused computation")  # type: ignore[arg-type]
     return inst.shape if inst.shape is not None and compatible(inst.shape, root) else root
+
+
+def custom_call(inst: HloInstruction) -> Shape:
+    """The declared shape; declared aliasing and layout constraints must fit the operands
+    (XLA's verifier checks the same, and buffer assignment relies on it)."""
+    out = _declared(inst)
+    aliasing = inst.attrs.get("output_to_operand_aliasing")
+    for entry in getattr(aliasing, "entries", ()):
+        if not is_valid_index(out, entry.output_index):
+            fail(f"output_to_operand_aliasing names output {index_text(entry.output_index)}, "
+                 f"which {out.to_text(False)} does not have")
+        if not 0 <= entry.operand_number < len(inst.operands):
+            fail(f"output_to_operand_aliasing names operand {entry.operand_number}, but "
+                 f"custom-call has {len(inst.operands)} operand(s)")
+        operand = inst.operands[entry.operand_number].shape
+        if not is_valid_index(operand, entry.operand_index):
+            fail(f"output_to_operand_aliasing names operand {entry.operand_number} at "
+                 f"{index_text(entry.operand_index)}, which {operand.to_text(False)} does not have")
+        a, b = subshape(out, entry.output_index), subshape(operand, entry.operand_index)
+        if a.is_tuple or b.is_tuple or not compatible(a, b):
+            fail(f"output_to_operand_aliasing pairs output {index_text(entry.output_index)} with "
+                 f"operand {entry.operand_number} {index_text(entry.operand_index)}, which must "
+                 "be arrays of one shape", expected=b.to_text(False), got=a.to_text(False))
+    constraints: tuple[Shape, ...] = inst.attrs.get(  # type: ignore[assignment]
+        "operand_layout_constraints") or ()
+    if constraints:
+        if len(constraints) != len(inst.operands):
+            fail(f"operand_layout_constraints gives {len(constraints)} shape(s) for "
+                 f"{len(inst.operands)} operand(s)")
+        for k, (wanted, op) in enumerate(zip(constraints, inst.operands)):
+            if not compatible(wanted, op.shape):
+                fail(f"operand_layout_constraints entry {k} does not match operand {k}",
+                     expected=op.shape.to_text(False), got=wanted.to_text(False))
+    return out
 
 
 # --- random ---------------------------------------------------------------------------------

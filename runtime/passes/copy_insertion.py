@@ -34,6 +34,7 @@ from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.shape import ShapeIndex, index_text
 from .dce import remove_dead_code
+from .names import FreshNames
 
 REASON_KEY = "copy_insertion"
 #: why a copy is needed, worded once all removals are known (names may change until then)
@@ -72,26 +73,10 @@ def copy_insertion(module: HloModule) -> HloModule:
 
 # --- phase 1: copies everywhere ----------------------------------------------------------
 
-class _Names:
-    """Fresh instruction names (``copy.0``, ``copy.1``...) unused anywhere in the module."""
-
-    def __init__(self, module: HloModule) -> None:
-        self.taken = {inst.name for inst in module.instructions()}
-        self.next: dict[str, int] = {}
-
-    def fresh(self, base: str) -> str:
-        n = self.next.get(base, 0)
-        while f"{base}.{n}" in self.taken:
-            n += 1
-        self.next[base] = n + 1
-        self.taken.add(f"{base}.{n}")
-        return f"{base}.{n}"
-
-
 class _Inserter:
     """Adds instructions to a computation at a fixed place in its (scheduled) order."""
 
-    def __init__(self, comp: HloComputation, at: int, names: _Names) -> None:
+    def __init__(self, comp: HloComputation, at: int, names: FreshNames) -> None:
         self.comp = comp
         self.at = at
         self.names = names
@@ -115,7 +100,7 @@ class _CopiesEverywhere:
 
     def __init__(self, module: HloModule) -> None:
         self.module = module
-        self.names = _Names(module)
+        self.names = FreshNames(module)
         self.roles: dict[HloInstruction, str] = {}
         self.rebuilt: dict[HloInstruction, HloInstruction] = {}
         entry = module.entry

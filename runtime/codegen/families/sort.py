@@ -143,10 +143,10 @@ def emit_stable_sort(em: ElementalEmitter, comp: HloComputation, row: RowAccess)
                 kb.line(f"{t} z_end = z_nn - z_start;")
                 with em.block("if (z_start < z_m && z_m < z_end)"):
                     _rotate(em, row, "z_start", "z_m", "z_end")
-                kb.line(f"if (z_a < z_start && z_start < z_mid) {{ z_sa[z_top] = z_a; z_sm[z_top] = z_start; "
-                        f"z_sb[z_top] = z_mid; ++z_top; }}")
-                kb.line(f"if (z_mid < z_end && z_end < z_b) {{ z_sa[z_top] = z_mid; z_sm[z_top] = z_end; "
-                        f"z_sb[z_top] = z_b; ++z_top; }}")
+                kb.line("if (z_a < z_start && z_start < z_mid) { z_sa[z_top] = z_a; "
+                        "z_sm[z_top] = z_start; z_sb[z_top] = z_mid; ++z_top; }")
+                kb.line("if (z_mid < z_end && z_end < z_b) { z_sa[z_top] = z_mid; "
+                        "z_sm[z_top] = z_end; z_sb[z_top] = z_b; ++z_top; }")
 
 
 def _rotate(em: ElementalEmitter, row: RowAccess, a: str, m: str, b: str) -> None:
