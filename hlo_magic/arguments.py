@@ -7,7 +7,7 @@ from __future__ import annotations
 import difflib
 import keyword
 import re
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from IPython.core.error import UsageError
 
@@ -66,6 +66,14 @@ def lookup(namespace: Mapping[str, Any], names: Iterable[str], flag: str) -> lis
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UsageError(f"{flag}: no variable named {name!r} in the notebook{hint}")
     return values
+
+
+def lookup_function(namespace: Mapping[str, Any], name: str, flag: str) -> Callable:
+    """The user's function called ``name`` (a missing name lists similar ones)."""
+    (fn,) = lookup(namespace, [name], flag)
+    if not callable(fn):
+        raise UsageError(f"{flag} {name!r}: expected a function, got {type(fn).__name__}")
+    return fn
 
 
 def python_name(name: str) -> str:

@@ -26,7 +26,8 @@ from traitlets import Bool, Float, Int, TraitError, Unicode, validate
 import runtime
 
 from .arguments import (
-    SHOW_VALUES, check_identifier, lookup, parse_donate, parse_show, python_name, split_names,
+    SHOW_VALUES, check_identifier, lookup, lookup_function, parse_donate, parse_show,
+    python_name, split_names,
 )
 from .custom_calls import Registration, register_host, register_opencl
 from .devices import DeviceTable
@@ -214,9 +215,13 @@ class HloMagics(Magics):
     @argument("target", help="the custom_call_target the HLO names")
     @argument("--kernel", metavar="NAME", default=None,
               help="the __kernel function to launch (default: the only one in the cell)")
+    @argument("--launcher", metavar="FUNCTION", default=None,
+              help="a notebook function fn(queue, buffers, opaque, status) that enqueues the "
+                   "work itself (XLA's GPU convention); the cell's source is optional then")
     @argument("--host", metavar="FUNCTION", default=None,
-              help="register the notebook function FUNCTION (line form, no cell): it is "
-                   "called as fn(out, ins) with numpy arrays, XLA's CPU convention")
+              help="register the notebook function FUNCTION (line form, no cell): called as "
+                   "fn(out, ins) with numpy arrays (XLA's CPU convention; the module's "
+                   "api_version adds status and opaque)")
     @line_cell_magic
     def hlo_custom_call(self, line: str, cell: str | None = None) -> Registration:
         """Register a custom-call target: the cell's OpenCL C source, or a host function.
@@ -224,29 +229,42 @@ class HloMagics(Magics):
         Examples::
 
             %%hlo_custom_call do_custom_call
-            __kernel void add_mod(__global const float* in0, __global const float* in1,
-                                  __global float* out) {
+            __kernel void custom_call_kernel(__global const float* in0,
+                                             __global const float* in1,
+                                             __global float* out) {
               size_t i = get_global_id(0);
               out[i] = in0[i % 128] + in1[i];
             }
 
-        registers an OpenCL kernel, launched over the first output's elements with the
-        operands' leaf buffers then the outputs' as arguments (XLA's GPU convention);
+        registers an OpenCL kernel: its arguments are the operands' leaf buffers then the
+        outputs' (XLA's GPU convention), and it is launched over the first output's elements.
+        The source is built at once, so a compile error shows here.
+        ``%%hlo_custom_call do_custom_call --launcher launch`` also hands the launch to the
+        notebook function ``launch(queue, buffers, opaque, status)``.
         ``%hlo_custom_call do_custom_call --host do_custom_call`` registers the notebook
         function ``do_custom_call(out, ins)`` instead (XLA's CPU convention, numpy arrays).
+        Registering a target again replaces it.
         """
         opts = parse_argstring(self.hlo_custom_call, line)
-        if cell is not None and opts.host is not None:
-            raise UsageError("--host registers a notebook function: use the line magic "
-                             f"%hlo_custom_call {opts.target} --host {opts.host} (no cell body)")
-        if cell is None and opts.host is None:
+        if opts.host is not None and (cell is not None or opts.kernel or opts.launcher):
+            raise UsageError("--host registers a notebook function on its own: use the line "
+                             f"magic %hlo_custom_call {opts.target} --host {opts.host} (no cell "
+                             "body, no --kernel or --launcher)")
+        if opts.host is None and opts.launcher is None and cell is None:
             raise UsageError("%hlo_custom_call needs OpenCL C source in a cell (%%hlo_custom_call "
-                             "TARGET) or a notebook function (%hlo_custom_call TARGET --host FN)")
+                             "TARGET), a launcher (--launcher FN) or a host function (--host FN)")
+        if cell is not None and not cell.strip():
+            raise UsageError(f"%%hlo_custom_call {opts.target}: the cell is empty; write the "
+                             "OpenCL C source of the kernel in it")
         with self._program_errors():
             if opts.host is not None:
-                (fn,) = lookup(self.shell.user_ns, [opts.host], "--host")
-                return register_host(opts.target, fn, opts.host)
-            return register_opencl(opts.target, cell, opts.kernel)
+                return register_host(opts.target,
+                                     lookup_function(self.shell.user_ns, opts.host, "--host"))
+            launcher = None
+            if opts.launcher is not None:
+                launcher = lookup_function(self.shell.user_ns, opts.launcher, "--launcher")
+            return register_opencl(opts.target, cell, opts.kernel, launcher,
+                                   self._cell_device(None) or runtime.get_device())
 
     # --- helpers ----------------------------------------------------------------------------
     def _cell_device(self, spec: str | None):

@@ -33,7 +33,7 @@ def kernel_environment(tmp_path_factory) -> dict[str, str]:
 def test_the_tutorials_are_all_there():
     assert [p.name for p in NOTEBOOKS] == [
         "01-quickstart.ipynb", "02-aliasing-and-donation.ipynb", "03-buffer-assignment.ipynb",
-        "05-from-jax.ipynb"]
+        "04-custom-calls.ipynb", "05-from-jax.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
