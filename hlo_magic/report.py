@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .result import HloResult
 
 SECTIONS = ("hlo", "assignment", "timeline", "kernels", "panel")
+CONSTANT_ROWS = 3      # beyond this many constant allocations, the table gives them one row
 
 
 @dataclass(frozen=True)
@@ -176,10 +177,26 @@ def _allocation_holds(a: Allocation) -> str:
     return f"{len(a.buffers)} temporaries packed (size {format_bytes(a.size)})"
 
 
+def _names(names: list[str], shown: int = 4) -> str:
+    return ", ".join(names[:shown]) + (" \u2026" if len(names) > shown else "")
+
+
 def allocation_table(plan: BufferAssignment, limit: int) -> Table:
-    rows = [(str(a.index), a.kind, format_bytes(a.size), _allocation_holds(a),
-             ", ".join(b.name for b in a.buffers[:4]) + (" \u2026" if len(a.buffers) > 4 else ""))
-            for a in plan.allocations]
+    """One row per allocation, except that the constants share one row when there are more
+    than a few (a module may have dozens of scalar constants, and they would push the
+    outputs and the temp arena off the table)."""
+    constants = [a for a in plan.allocations if a.kind == "constant"]
+    rows = []
+    for a in plan.allocations:
+        if a.kind == "constant" and len(constants) > CONSTANT_ROWS:
+            if a is constants[0]:
+                rows.append((f"{constants[0].index}\u2013{constants[-1].index}", "constant",
+                             format_bytes(sum(c.size for c in constants)),
+                             f"{len(constants)} constants, one allocation each",
+                             _names([c.constant.name for c in constants])))
+            continue
+        rows.append((str(a.index), a.kind, format_bytes(a.size), _allocation_holds(a),
+                     _names([b.name for b in a.buffers])))
     return _limited(Table("Allocations", ("#", "kind", "size", "holds", "buffers"), rows,
                           omitted_what="allocations"), limit)
 

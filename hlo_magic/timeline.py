@@ -144,7 +144,7 @@ def plot_timeline(assignment: BufferAssignment, *, ax: Axes | None = None,
     ax.set_ylabel("live bytes")
     ax.set_title(title or f"{assignment.module.name}: bytes live at each program point",
                  fontsize=10)
-    ax.legend(loc="upper left", fontsize=7, frameon=False, ncols=3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7, frameon=False)
     return fig
 
 
