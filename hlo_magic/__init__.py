@@ -52,12 +52,17 @@ def unload_ipython_extension(ip) -> None:
     instance = manager.registry.pop(HloMagics.__name__, None)
     if instance is None:
         return
-    for kind, table in manager.magics.items():
+    for table in manager.magics.values():
         for name, func in list(table.items()):
             if getattr(func, "__self__", None) is instance:
                 del table[name]
     if instance in ip.configurables:
         ip.configurables.remove(instance)
     png = ip.display_formatter.formatters["image/png"]
-    if png.lookup_by_type(".".join(_FIGURE)) is _figure_png:
-        png.pop(".".join(_FIGURE))
+    name = ".".join(_FIGURE)
+    try:
+        ours = png.lookup_by_type(name) is _figure_png
+    except KeyError:          # someone removed it already
+        ours = False
+    if ours:
+        png.pop(name)

@@ -57,10 +57,9 @@ class ParameterInfo:
 
 
 def describe_parameters(assignment: BufferAssignment) -> list[ParameterInfo]:
+    """Every entry parameter of the module ``assignment`` was made from, and whether an output
+    can live in its buffer (with the reason where none can)."""
     module = assignment.source
-    if module is None or module.entry is None:
-        raise HloArgumentError("this buffer assignment does not know its module; make it with "
-                               "runtime.buffers.assign_buffers")
     donors = {d.parameter_number for d in module.buffer_donors}
     infos = []
     for param in module.entry.parameters:

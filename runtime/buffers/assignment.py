@@ -164,7 +164,7 @@ class BufferAssignment:
     def __init__(self, module: HloModule, schedule: Schedule, dataflow: Dataflow,
                  aliasing: AliasAnalysis, liveness: Liveness, alignment: int,
                  copies: list[InsertedCopy], unused_donors: list[UnusedDonor],
-                 not_donated: list[AliasEntry], *, source: HloModule | None = None) -> None:
+                 not_donated: list[AliasEntry], *, source: HloModule) -> None:
         self.module = module
         self.source = source
         self.schedule = schedule
@@ -240,9 +240,6 @@ class BufferAssignment:
     def reassign(self, donated: frozenset[int] | None) -> BufferAssignment:
         """The plan of the same module at the same alignment for another choice of donated
         parameters (see ``assign_buffers``): what a donation toggle shows without a device."""
-        if self.source is None:
-            raise HloError("this assignment was not made by assign_buffers, so there is no "
-                           "module to assign again")
         return assign_buffers(self.source, alignment=self.alignment, donated=donated)
 
     def live_intervals(self) -> list[tuple[AssignedBuffer, int, int]]:
