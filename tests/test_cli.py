@@ -1,10 +1,12 @@
 """``hlo check FILE``: located errors on stderr and exit status 1, a summary and 0 when valid."""
 
+import io
 from pathlib import Path
 
 import pytest
 
-from runtime.cli import main
+import runtime
+from runtime.cli import CompileProgress, main
 
 GOOD = "HloModule inc\n\nENTRY %e {\n  %p = f32[] parameter(0)\n  %c = f32[] constant(1)\n  ROOT %r = f32[] add(%p, %c)\n}\n"
 
@@ -58,3 +60,26 @@ def test_unreadable_file_is_a_clean_exit(tmp_path):
     with pytest.raises(SystemExit) as info:
         main(["check", str(tmp_path / "missing.hlo")])
     assert "cannot read" in str(info.value.code)
+
+
+def test_compile_progress_is_shown_only_once_a_build_is_slow():
+    quick = CompileProgress(io.StringIO())
+    quick("build", 1, 3)
+    assert quick.stream.getvalue() == "" and not quick.shown
+    slow = CompileProgress(io.StringIO())
+    slow.start -= 2.0
+    slow("codegen", 0, 1)
+    slow("build", 1, 3)
+    slow("build", 3, 3)
+    assert slow.stream.getvalue() == ("\rcompiling: 1/3 kernels built"
+                                      "\rcompiling: 3/3 kernels built\n")
+
+
+def test_compile_reports_every_kernel_built():
+    calls = []
+    runtime.compile(GOOD.replace("inc", "inc_progress"), force=True,
+                    progress=lambda stage, done, total: calls.append((stage, done, total)))
+    builds = [c for c in calls if c[0] == "build"]
+    total = builds[0][2]
+    assert total >= 1 and builds == [("build", n, total) for n in range(total + 1)]
+    assert [c[0] for c in calls[:2]] == ["passes", "codegen"]

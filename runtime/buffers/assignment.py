@@ -19,6 +19,7 @@ Values of fusion/reduce/sort... computations are thread-local and get nothing.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 from ..analysis.alias_analysis import AliasAnalysis, HloBuffer
@@ -139,7 +140,7 @@ def assign_buffers(module: HloModule, *, alignment: int = 128,
     schedule = build_schedule(final, text_order(flow.call_graph), chosen.scheduler, chosen.peaks)
     return BufferAssignment(final, schedule, flow, aliasing, Liveness(flow, schedule),
                             alignment, inserted_copies(final), plan.unused_donors,
-                            plan.not_donated)
+                            plan.not_donated, source=module)
 
 
 def _reject_unbounded_shapes(module: HloModule) -> None:
@@ -163,8 +164,9 @@ class BufferAssignment:
     def __init__(self, module: HloModule, schedule: Schedule, dataflow: Dataflow,
                  aliasing: AliasAnalysis, liveness: Liveness, alignment: int,
                  copies: list[InsertedCopy], unused_donors: list[UnusedDonor],
-                 not_donated: list[AliasEntry]) -> None:
+                 not_donated: list[AliasEntry], *, source: HloModule) -> None:
         self.module = module
+        self.source = source
         self.schedule = schedule
         self.dataflow = dataflow
         self.aliasing = aliasing
@@ -234,6 +236,33 @@ class BufferAssignment:
     def to_text(self) -> str:
         from .report import assignment_text
         return assignment_text(self)
+
+    def reassign(self, donated: frozenset[int] | None) -> BufferAssignment:
+        """The plan of the same module at the same alignment for another choice of donated
+        parameters (see ``assign_buffers``): what a donation toggle shows without a device."""
+        return assign_buffers(self.source, alignment=self.alignment, donated=donated)
+
+    def live_intervals(self) -> list[tuple[AssignedBuffer, int, int]]:
+        """(buffer, first step, last step) of every buffer as ``peak`` counts it: a temp whose
+        bytes an elementwise result takes over in place ends one step early, so the shared
+        bytes are counted once at the hand-over step. Drawings of live bytes use this so that
+        their maximum is ``peak``."""
+        reuse = self.temp_arena.reuse if self.temp_arena else {}
+        taken_over = set(reuse.values())
+        intervals = []
+        for placed in self.buffers():
+            end = placed.live.end - (1 if placed.buffer in taken_over else 0)
+            if end >= placed.live.start:
+                intervals.append((placed, placed.live.start, end))
+        return intervals
+
+    def live_bytes(self) -> list[int]:
+        """Total bytes live at each step of ``schedule.flattened``; its maximum is ``peak``."""
+        delta = [0] * (len(self.schedule.flattened) + 1)
+        for placed, start, end in self.live_intervals():
+            delta[start] += placed.size
+            delta[end + 1] -= placed.size
+        return list(itertools.accumulate(delta[:-1]))
 
     # --- construction --------------------------------------------------------------------
     def _resolve(self, inst: HloInstruction) -> HloInstruction:
@@ -345,13 +374,7 @@ class BufferAssignment:
         return chains
 
     def _live_range_peak(self) -> tuple[int, int]:
-        intervals = []
-        reuse = self.temp_arena.reuse if self.temp_arena else {}
-        taken_over = set(reuse.values())
-        for placed in self.buffers():
-            end = placed.live.end - (1 if placed.buffer in taken_over else 0)
-            if end >= placed.live.start:
-                intervals.append((placed.live.start, end, placed.size))
+        intervals = [(start, end, placed.size) for placed, start, end in self.live_intervals()]
         return peak_of(intervals, len(self.schedule.flattened))
 
     def _stats(self) -> MemoryStats:

@@ -51,6 +51,18 @@ def test_increment_not_donated_gets_its_own_output():
     assert "Aliases not applied" in ba.to_text()
 
 
+def test_reassign_changes_only_the_donation_and_live_bytes_follow_the_peak():
+    donated = assigned(INCREMENT.format(alias=", input_output_alias={ {}: 0 }"))
+    assert donated.live_bytes() == [4, 8, 8]
+    kept = donated.reassign(frozenset())
+    assert kept.alignment == donated.alignment and kept.source is donated.source
+    assert kept.memory_stats == MemoryStats(argument=4, output=4, alias=0, temp=0, peak=12)
+    assert kept.live_bytes() == [4, 8, 12]
+    assert [(b.name, start, end) for b, start, end in kept.live_intervals()] == [
+        ("p", 0, 2), ("c", 1, 2), ("out", 2, 2)]
+    assert kept.reassign(None).memory_stats == donated.memory_stats
+
+
 XLA_EXAMPLE = """
 HloModule jit_f, is_scheduled=true, input_output_alias={ {0}: (0, {}, may-alias) }
 
@@ -268,6 +280,8 @@ ENTRY e {
     assert [(b.name, b.offset, b.live.start, b.live.end) for b in arena.buffers] == [
         ("b", 0, 1, 2), ("c", 0, 2, 3), ("d", 0, 3, 4)]
     assert arena.size == 128 and ba.temp_arena.lower_bound == 128
+    counted = {b.name: (start, end) for b, start, end in ba.live_intervals()}
+    assert (counted["b"], counted["c"], counted["d"]) == ((1, 1), (2, 2), (3, 4))
     assert ba.temp_arena.order == "spatial"
 
 

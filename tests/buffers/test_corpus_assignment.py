@@ -21,3 +21,6 @@ def test_corpus_assignment_is_sound(path):
     assert stats.output == xla["output"]
     if not entry["buffer_donor"]:
         assert stats.alias == xla["alias"]
+    live = ba.live_bytes()
+    assert len(live) == len(ba.schedule.flattened)
+    assert max(live) == stats.peak and live[ba.peak_step] == stats.peak

@@ -1,0 +1,137 @@
+"""``HloResult``: what a ``%%hlo`` cell returns, and everything a person looks at next.
+
+The result keeps the executable, the buffer assignment for the cell's donation choice, the
+outputs of a run (numpy) and the run record, and renders itself as a static report: HTML for
+notebooks, text for terminals, a one-line ``repr``. Figures are made on request and only enter
+the display bundle when the cell asked for ``--show timeline``.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .donation import ParameterInfo
+from .formatting import format_bytes
+from .render import to_html, to_text
+from .report import build_report
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from runtime import Executable
+    from runtime.buffers import BufferAssignment, MemoryStats
+    from runtime.execute import RunRecord
+
+    from .widgets import DonationPanel
+
+
+@dataclass(eq=False)
+class HloResult:
+    """One cell's compiled module, memory plan and (if it ran) outputs."""
+
+    executable: Executable
+    assignment: BufferAssignment       # the memory plan when ``donated`` are donated
+    parameters: list[ParameterInfo]
+    donated: frozenset[int] = frozenset()
+    outputs: Any = None                # numpy array or (nested) tuple of arrays, after a run
+    run: RunRecord | None = None
+    bound_as: str | None = None        # the user-namespace name the executable was bound to
+    show: tuple[str, ...] = ("assignment",)
+    max_table_rows: int = 25
+    timeline_max_buffers: int = 40
+    _png: bytes | None = field(default=None, repr=False)
+
+    # --- data --------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.executable.name
+
+    @property
+    def device(self):
+        return self.executable.device
+
+    @property
+    def memory_stats(self) -> MemoryStats:
+        return self.assignment.memory_stats
+
+    @property
+    def peak(self) -> int:
+        return self.assignment.peak
+
+    @property
+    def compile_seconds(self) -> float:
+        return self.executable.compile_seconds
+
+    @property
+    def cache_hit(self) -> bool:
+        return self.executable.cache_hit
+
+    def records(self) -> list[dict]:
+        """One dict per buffer (name, allocation, kind, offset, size, start, end)."""
+        return self.assignment.records()
+
+    def live_ranges(self) -> dict[str, tuple[int, int]]:
+        """Buffer name -> (first, last) step of the flattened schedule, inclusive."""
+        return {r["name"]: (r["start"], r["end"]) for r in self.records()}
+
+    # --- figures and widgets ----------------------------------------------------------------
+    def timeline(self, *, ax: Axes | None = None) -> Figure:
+        from .timeline import plot_timeline
+        return plot_timeline(self.assignment, ax=ax)
+
+    def packing(self, *, ax: Axes | None = None) -> Figure:
+        from .timeline import plot_packing
+        return plot_packing(self.assignment, ax=ax, max_buffers=self.timeline_max_buffers)
+
+    def figure(self) -> Figure:
+        """Live bytes, the packing map and the peak's buffers in one figure."""
+        from .timeline import plot_memory
+        return plot_memory(self.assignment, max_buffers=self.timeline_max_buffers)
+
+    def timeline_png(self) -> bytes:
+        if self._png is None:
+            from .timeline import figure_png
+            self._png = figure_png(self.figure())
+        return self._png
+
+    def panel(self) -> DonationPanel:
+        """The interactive donation panel, starting from this cell's donation choice."""
+        from .donation import DonationModel
+        from .widgets import DonationPanel
+        model = DonationModel(self.assignment, self.donated - {p.number for p in self.parameters
+                                                               if p.blocked is not None})
+        return DonationPanel(model, max_buffers=self.timeline_max_buffers)
+
+    # --- display ----------------------------------------------------------------------------
+    def _outputs_text(self) -> str:
+        shape = self.executable.result_shape
+        leaves = [leaf.to_text(False) for _, leaf in shape.leaves()]
+        if not shape.is_tuple:
+            return f"({leaves[0]},)"
+        return "(" + ", ".join(leaves) + ("," if len(leaves) == 1 else "") + ")"
+
+    def __repr__(self) -> str:
+        return (f"HloResult(module={self.name}, peak={format_bytes(self.peak)}, "
+                f"outputs={self._outputs_text()}, device={self.device.platform_short}:"
+                f"{self.device.kind})")
+
+    def report_text(self) -> str:
+        return to_text(build_report(self))
+
+    def _repr_html_(self) -> str:
+        if "none" in self.show:
+            return f"<code>{html.escape(repr(self))}</code>"
+        return to_html(build_report(self))
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:
+        printer.text(repr(self) if cycle or "none" in self.show else self.report_text())
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        bundle = {"text/plain": repr(self) if "none" in self.show else self.report_text(),
+                  "text/html": self._repr_html_()}
+        if "timeline" in self.show and "none" not in self.show:
+            bundle["image/png"] = self.timeline_png()
+        return bundle

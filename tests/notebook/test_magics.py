@@ -1,0 +1,408 @@
+"""%%hlo, %hlo_devices and the extension's life cycle, driven through a real InteractiveShell."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from IPython.core.error import UsageError
+from IPython.utils.capture import capture_output
+
+import runtime
+from hlo_magic import HloMagics, HloResult
+
+from .fresh_python import run_python
+from .hlo_texts import ADD_MUL, INCREMENT, JAX_NAMED, MUST_ALIAS
+
+
+def instances(ip) -> list:
+    return [c for c in ip.configurables if isinstance(c, HloMagics)]
+
+
+def run(ip, cell: str):
+    """Run a cell as a user would; returns (ExecutionResult, captured output)."""
+    with capture_output() as cap:
+        result = ip.run_cell(cell)
+    return result, cap
+
+
+# --- loading ------------------------------------------------------------------------------
+
+def test_loading_is_quiet_and_imports_neither_opencl_nor_matplotlib():
+    code = ("import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
+            "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'hlo_magic')\n"
+            "heavy = ('pyopencl', 'matplotlib', 'ipywidgets')\n"
+            "print(sorted(m for m in heavy if m in sys.modules))\n"
+            "print('hlo' in ip.magics_manager.magics['cell'])\n")
+    assert run_python(code) == ["[]", "True"]
+
+
+def test_load_registers_one_instance_and_loading_again_is_harmless(ip):
+    assert len(instances(ip)) == 1
+    manager = ip.magics_manager
+    assert "hlo" in manager.magics["cell"] and "hlo_custom_call" in manager.magics["cell"]
+    assert "hlo_devices" in manager.magics["line"] and "hlo_custom_call" in manager.magics["line"]
+    with capture_output() as cap:
+        ip.run_line_magic("load_ext", "hlo_magic")
+    assert "already loaded" in cap.stdout
+    assert len(instances(ip)) == 1
+
+
+def test_a_returned_figure_displays_as_png_while_loaded(ip):
+    from matplotlib.figure import Figure
+    fig = Figure()
+    fig.add_subplot().plot([0, 1])
+    bundle, _ = ip.display_formatter.format(fig)
+    assert bundle["image/png"].startswith(b"\x89PNG")
+    ip.run_line_magic("unload_ext", "hlo_magic")
+    try:
+        bundle, _ = ip.display_formatter.format(fig)
+        assert "image/png" not in bundle
+    finally:
+        ip.run_line_magic("load_ext", "hlo_magic")
+
+
+def test_unload_removes_everything_load_added(ip):
+    ip.run_line_magic("unload_ext", "hlo_magic")
+    try:
+        manager = ip.magics_manager
+        assert "HloMagics" not in manager.registry
+        assert not instances(ip)
+        for kind in ("line", "cell"):
+            assert not {"hlo", "hlo_devices", "hlo_custom_call"} & set(manager.magics[kind])
+        result, cap = run(ip, "%%hlo\n" + INCREMENT)
+        assert not result.success and "not found" in cap.stderr
+    finally:
+        ip.run_line_magic("load_ext", "hlo_magic")
+
+
+def test_reload_gives_a_fresh_instance_that_keeps_config_settings(ip):
+    ip.run_line_magic("config", "HloMagics.max_table_rows = 3")
+    old = instances(ip)[0]
+    ip.run_line_magic("reload_ext", "hlo_magic")
+    (new,) = instances(ip)
+    assert new is not old and new.max_table_rows == 3 and new.default_show == "assignment"
+    assert ip.magics_manager.magics["cell"]["hlo"].__self__ is new
+
+
+def test_lazy_magics_load_the_extension_on_first_use(ip):
+    """As ``c.MagicsManager.lazy_magics = {"hlo": "hlo_magic"}`` in a config file does."""
+    ip.run_line_magic("unload_ext", "hlo_magic")
+    ip.magics_manager.lazy_magics["hlo"] = "hlo_magic"
+    try:
+        ip.user_ns["x"] = 1.5
+        result = ip.run_cell_magic("hlo", "--run x -q", INCREMENT)
+        assert result is None
+        assert ip.user_ns["increment"](1.5) == np.float32(2.5)
+        assert len(instances(ip)) == 1
+    finally:
+        ip.magics_manager.lazy_magics.pop("hlo", None)
+
+
+# --- binding and running ------------------------------------------------------------------
+
+def test_run_binds_only_the_module_name_and_shows_the_output(ip):
+    ip.user_ns["x"] = 41.0
+    before = set(ip.user_ns)
+    result = ip.run_cell_magic("hlo", "--run x", INCREMENT)
+    assert set(ip.user_ns) - before == {"increment"}
+    assert isinstance(result, HloResult)
+    assert np.asarray(result.outputs) == np.float32(42.0)
+    assert isinstance(ip.user_ns["increment"], runtime.Executable)
+    assert ip.user_ns["increment"](1.0) == np.float32(2.0)
+    assert repr(result) == ("HloResult(module=increment, peak=12 B, outputs=(f32[],), "
+                            "device=pocl:cpu)")
+
+
+def test_inputs_flag_is_the_comma_separated_form_of_run(ip):
+    ip.user_ns.update(a=np.ones((4, 8), np.float32), b=np.full((4, 8), 2, np.float32))
+    by_run = ip.run_cell_magic("hlo", "--run a b", ADD_MUL)
+    by_inputs = ip.run_cell_magic("hlo", "-i a,b", ADD_MUL)
+    for result in (by_run, by_inputs):
+        m, s = result.outputs
+        np.testing.assert_array_equal(s, np.full((4, 8), 3, np.float32))
+        np.testing.assert_array_equal(m, np.full((4, 8), 6, np.float32))
+    with pytest.raises(UsageError, match="not both"):
+        ip.run_cell_magic("hlo", "--run a b -i a,b", ADD_MUL)
+
+
+def test_donating_a_device_array_updates_it_in_place(ip):
+    ip.user_ns["d"] = runtime.device_put(np.float32(41.0))
+    result = ip.run_cell_magic("hlo", "--run d --donate 0", INCREMENT)
+    assert result.run.donated == (0,) and result.run.copied == ()
+    assert ip.user_ns["d"].is_deleted()
+    assert result.donated == frozenset({0})
+    assert result.memory_stats == runtime.buffers.MemoryStats(4, 4, 4, 0, 8)
+    html = result._repr_html_()
+    assert "donated: output {} written in place" in html
+
+
+def test_without_donation_the_run_copies_and_the_plan_gives_the_output_its_own_buffer(ip):
+    ip.user_ns["x"] = np.float32(1.0)
+    result = ip.run_cell_magic("hlo", "--run x", INCREMENT)
+    assert result.run.donated == () and result.run.copied == (0,)
+    assert result.memory_stats == runtime.buffers.MemoryStats(4, 4, 0, 0, 12)
+    assert "the run copied it first (copy-protection)" in result._repr_html_()
+
+
+def test_donate_all_and_bad_donate_values(ip):
+    result = ip.run_cell_magic("hlo", "--donate all", ADD_MUL)
+    assert result.donated == frozenset({0, 1})
+    assert result.peak == 400
+    for value, bad in (("5", "'5'"), ("x", "'x'"), ("0,-1", "'-1'")):
+        with pytest.raises(UsageError) as caught:
+            ip.run_cell_magic("hlo", f"--donate {value}", ADD_MUL)
+        assert str(caught.value) == (f"--donate '{value}': {bad} is not a parameter number; "
+                                     "expected comma-separated numbers in 0..1, or 'all'")
+
+
+def test_must_alias_parameters_are_always_in_the_plan(ip):
+    result = ip.run_cell_magic("hlo", "", MUST_ALIAS)
+    assert result.donated == frozenset({0})
+    assert result.memory_stats.alias == 16
+    assert "must-alias: always donated" in result._repr_html_()
+
+
+def test_out_binds_the_result_and_quiet_or_none_return_nothing(ip):
+    returned = ip.run_cell_magic("hlo", "-o r", INCREMENT)
+    assert ip.user_ns["r"] is returned
+    assert ip.run_cell_magic("hlo", "--show none -o r2", INCREMENT) is None
+    assert isinstance(ip.user_ns["r2"], HloResult)
+    assert ip.run_cell_magic("hlo", "-q", INCREMENT) is None
+    shown = ip.run_cell_magic("hlo", "--show none", INCREMENT)
+    assert shown._repr_html_() == f"<code>{repr(shown)}</code>"
+    with pytest.raises(UsageError, match="-o '2r': expected a Python variable name"):
+        ip.run_cell_magic("hlo", "-o 2r", INCREMENT)
+
+
+def test_a_module_name_that_is_not_an_identifier_is_bound_sanitised(ip):
+    result = ip.run_cell_magic("hlo", "", JAX_NAMED)
+    assert isinstance(ip.user_ns["jit_f_1"], runtime.Executable)
+    assert result.bound_as == "jit_f_1"
+    assert "jit_f_1 (&#x27;jit_f.1&#x27; is not a Python identifier)" in result._repr_html_()
+
+
+def test_force_recompiles_and_the_report_says_whether_the_cache_was_hit(ip):
+    ip.run_cell_magic("hlo", "-q", INCREMENT)
+    again = ip.run_cell_magic("hlo", "", INCREMENT)
+    assert again.cache_hit and "cache hit (first compiled in" in again._repr_html_()
+    forced = ip.run_cell_magic("hlo", "-f", INCREMENT)
+    assert not forced.cache_hit and "compiled in" in forced._repr_html_()
+
+
+def test_device_flag_and_config(ip):
+    result = ip.run_cell_magic("hlo", "--device cpu", INCREMENT)
+    assert result.device.kind == "cpu"
+    with pytest.raises(UsageError, match=r"--device 'no-such-device': no OpenCL device "
+                                         r"matches; devices: cpu:0"):
+        ip.run_cell_magic("hlo", "--device no-such-device", INCREMENT)
+    ip.run_line_magic("config", "HloMagics.device = 'cpu:0'")
+    assert ip.run_cell_magic("hlo", "", INCREMENT).device.spec == "cpu:0"
+
+
+def test_the_line_is_not_variable_expanded(ip):
+    ip.user_ns["what"] = "none"
+    with pytest.raises(UsageError, match=r"--show '\{what\}'"):
+        ip.run_cell_magic("hlo", "--show {what}", INCREMENT)
+
+
+# --- what is shown ------------------------------------------------------------------------
+
+def test_html_report_content(ip):
+    ip.user_ns.update(a=np.ones((4, 8), np.float32), b=np.ones((4, 8), np.float32))
+    result = ip.run_cell_magic("hlo", "--run a b --donate 0", ADD_MUL)
+    bundle, _ = ip.display_formatter.format(result)
+    html = bundle["text/html"]
+    assert "image/png" not in bundle
+    for expected in (
+        "HloModule add_mul", "(x: f32[4,8], y: f32[4,8]) -&gt; (f32[4,8], f32[4,8])",
+        "output {0} (may-alias)", "donated: output {0} written in place",
+        "cannot alias: no input_output_alias or buffer_donor entry names parameter 1",
+        "<td style=\"padding:2px 10px 2px 0;text-align:left;vertical-align:top\">alias</td>"
+        "<td style=\"padding:2px 10px 2px 0;text-align:left;vertical-align:top\">128 B</td>",
+        "reached at step 4 (t)", "Allocations", "Outputs",
+    ):
+        assert expected in html, expected
+    peak_rows = html.split("Buffers live at the peak")[1]
+    order = [peak_rows.index(f">{name}</td>") for name in ("s", "x", "y", "t")]
+    assert order == sorted(order)
+    assert "background" not in html and "<script" not in html
+    assert bundle["text/plain"].startswith("HloModule add_mul\n")
+
+
+@pytest.mark.parametrize("show, present, absent", [
+    ("hlo", ["HLO (as parsed)", "ROOT %t = (f32[4,8], f32[4,8]) tuple(%m, %s)"],
+     ["Allocations", "OpenCL source"]),
+    ("kernels", ["Kernels", "OpenCL source", "__kernel"], ["Allocations"]),
+    ("assignment", ["Allocations", "Buffers live at the peak"], ["HLO (as parsed)"]),
+    ("timeline,hlo", ["data:image/png;base64,", "HLO (as parsed)"], ["Allocations"]),
+])
+def test_show_picks_the_sections(ip, show, present, absent):
+    result = ip.run_cell_magic("hlo", f"--show {show}", ADD_MUL)
+    html = result._repr_html_()
+    for text in present:
+        assert text in html, text
+    for text in absent:
+        assert text not in html, text
+    assert ("image/png" in result._repr_mimebundle_()) == ("timeline" in show)
+
+
+def test_show_panel_displays_the_report_then_the_widget(ip):
+    with capture_output() as cap:
+        returned = ip.run_cell_magic("hlo", "--show panel -o r", ADD_MUL)
+    assert returned is None
+    kinds = [sorted(out.data) for out in cap.outputs]
+    assert "text/html" in kinds[0]
+    assert "application/vnd.jupyter.widget-view+json" in kinds[1]
+
+
+def test_table_limit_comes_from_config_and_counts_what_it_left_out(ip):
+    ip.run_line_magic("config", "HloMagics.max_table_rows = 2")
+    html = ip.run_cell_magic("hlo", "", ADD_MUL)._repr_html_()
+    assert "\u2026 3 more buffers" in html and "\u2026 3 more allocations" in html
+
+
+def test_default_show_from_config(ip):
+    ip.run_line_magic("config", "HloMagics.default_show = 'hlo'")
+    html = ip.run_cell_magic("hlo", "", INCREMENT)._repr_html_()
+    assert "HLO (as parsed)" in html and "Allocations" not in html
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("max_table_rows", "0", "HloMagics.max_table_rows = 0: expected a positive number"),
+    ("default_show", "'bogus'", "HloMagics.default_show 'bogus': expected a comma-separated "
+                                "list of hlo, assignment, timeline, kernels, panel, none"),
+    ("alignment", "100", "HloMagics.alignment = 100: expected 0 (the device's) or a power of "
+                         "two"),
+    ("device", "'no-such-device'", "HloMagics.device 'no-such-device': no OpenCL device "
+                                   "matches; devices: cpu:0"),
+    ("progress_after", "-1.0", "HloMagics.progress_after = -1.0: expected seconds >= 0"),
+])
+def test_config_rejects_bad_values(ip, caplog, name, value, message):
+    """IPython's %config logs a rejected value and keeps the old one."""
+    magics = instances(ip)[0]
+    before = getattr(magics, name)
+    ip.run_line_magic("config", f"HloMagics.{name} = {value}")
+    assert getattr(magics, name) == before
+    assert message in caplog.text
+
+
+def test_config_lists_every_setting_with_help(ip):
+    _, cap = run(ip, "%config HloMagics")
+    for name in ("device", "alignment", "default_show", "max_table_rows",
+                 "timeline_max_buffers", "full_traceback", "progress_after"):
+        assert f"HloMagics.{name}=" in cap.stdout
+    assert "Current: 'assignment'" in cap.stdout
+
+
+def test_help_is_the_docstring_with_examples_and_the_usage(ip):
+    _, cap = run(ip, "%%hlo?")
+    text = cap.stdout
+    assert "Compile the HLO module in the cell" in text
+    assert "%%hlo --run x" in text and "--donate 0" in text and "--show assignment,timeline" in text
+    assert "%%hlo [--run [NAME ...]]" in text
+    for flag in ("--run", "--inputs", "--donate", "--device", "--show", "--out", "--force",
+                 "--quiet"):
+        assert flag in text
+
+
+def test_devices_magic(ip):
+    table = ip.run_line_magic("hlo_devices", "")
+    specs = [d.spec for d in table.devices]
+    assert "cpu:0" in specs and table.default in table.devices
+    text = repr(table)
+    assert "OpenCL devices" in text and "default" in text and "cpu:0" in text
+    assert "<table>" in table._repr_html_()
+    with pytest.raises(UsageError, match="takes no arguments"):
+        ip.run_line_magic("hlo_devices", "cpu")
+
+
+# --- progress -----------------------------------------------------------------------------
+
+def test_a_slow_compile_shows_kernel_build_progress(ip):
+    ip.run_line_magic("config", "HloMagics.progress_after = 0.0")
+    with capture_output() as cap:
+        ip.run_cell_magic("hlo", "-f -q", ADD_MUL)
+    texts = [out.data["text/plain"] for out in cap.outputs]
+    assert texts[0].startswith("compiling add_mul: ") and texts[0].endswith(" kernels built")
+    assert texts[-1].startswith("compiled add_mul: ")
+    assert "<progress" in cap.outputs[0].data["text/html"]
+
+
+def test_a_fast_compile_shows_no_progress(ip):
+    ip.run_line_magic("config", "HloMagics.progress_after = 600.0")
+    with capture_output() as cap:
+        ip.run_cell_magic("hlo", "-f -q", ADD_MUL)
+    assert cap.outputs == []
+
+
+# --- errors -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("line, cell, message", [
+    ("--bogus", INCREMENT, "unrecognized arguments: --bogus"),
+    ("--show everything", INCREMENT, "--show 'everything': expected a comma-separated list of "
+                                     "hlo, assignment, timeline, kernels, panel, none"),
+    ("--show none,hlo", INCREMENT, "'none' cannot be combined"),
+    ("", "   \n", "%%hlo needs an HLO module in the cell body"),
+    ("--run missing", INCREMENT, "--run: no variable named 'missing' in the notebook"),
+])
+def test_misuse_is_one_usage_error_line(ip, line, cell, message):
+    result, cap = run(ip, f"%%hlo {line}\n{cell}")
+    assert type(result.error_in_exec) is UsageError
+    assert message in cap.stderr
+    assert "Traceback" not in cap.stderr + cap.stdout
+
+
+def test_a_missing_variable_suggests_similar_names(ip):
+    ip.user_ns["inputs"] = 1.0
+    with pytest.raises(UsageError, match=r"no variable named 'input' in the notebook; "
+                                         r"did you mean inputs\?"):
+        ip.run_cell_magic("hlo", "-i input", INCREMENT)
+
+
+def test_program_errors_show_the_short_located_message(ip):
+    result, cap = run(ip, "%%hlo\nHloModule m\nENTRY e {\n  ROOT c = f32[ constant(1)\n}\n")
+    assert isinstance(result.error_in_exec, runtime.HloParseError)
+    lines = [line for line in cap.stdout.splitlines() if line.strip()]
+    assert lines == ["line 3:17, in computation e", "    ROOT c = f32[ constant(1)",
+                     "                  ^",
+                     "HloParseError: expects dimension size but sees 'constant'"]
+
+
+def test_a_wrong_argument_names_the_signature(ip):
+    ip.user_ns["v"] = np.zeros(3, np.float32)
+    result, cap = run(ip, "%%hlo --run v\n" + INCREMENT)
+    assert isinstance(result.error_in_exec, runtime.HloArgumentError)
+    last = [line for line in cap.stdout.splitlines() if line.strip()][-1]
+    assert last.startswith("HloArgumentError: argument 0 (p) must be f32[], but got f32[3]")
+    assert "expects (p: f32[]) -> f32[]" in last
+
+
+def test_full_traceback_brings_back_the_python_traceback(ip):
+    ip.run_line_magic("config", "HloMagics.full_traceback = True")
+    result, cap = run(ip, "%%hlo\nHloModule m\nENTRY e {\n  ROOT c = f32[ constant(1)\n}\n")
+    assert isinstance(result.error_in_exec, runtime.HloParseError)
+    assert "parser.py" in cap.stdout and "magics.py" in cap.stdout
+
+
+def test_our_own_bugs_keep_their_full_traceback(ip, monkeypatch):
+    import hlo_magic.magics
+
+    def broken(assignment):
+        raise KeyError("a bug in hlo_magic")
+    monkeypatch.setattr(hlo_magic.magics, "describe_parameters", broken)
+    result, cap = run(ip, "%%hlo\n" + INCREMENT)
+    assert isinstance(result.error_in_exec, KeyError)
+    assert "magics.py" in cap.stdout and "a bug in hlo_magic" in cap.stdout
+
+
+def test_a_configured_device_is_kept_when_there_is_no_opencl(ip, monkeypatch):
+    """Loading from a config that names a device must not fail on a machine without OpenCL."""
+    def no_opencl(*args):
+        raise runtime.DeviceError("OpenCL is not available")
+    monkeypatch.setattr(runtime, "get_device", no_opencl)
+    monkeypatch.setattr(runtime, "devices", no_opencl)
+    ip.run_line_magic("config", "HloMagics.device = 'gpu'")
+    assert instances(ip)[0].device == "gpu"
+    result, cap = run(ip, "%%hlo\n" + INCREMENT)
+    assert isinstance(result.error_in_exec, runtime.DeviceError)
+    assert "DeviceError: OpenCL is not available" in cap.stdout
