@@ -21,7 +21,7 @@ from typing import Callable, Union
 import numpy as np
 
 from ..errors import HloUnsupportedError
-from ..hlo.dtypes import PRED, S32, S64, ElementType
+from ..hlo.dtypes import F32, PRED, S32, S64, ElementType
 from ..hlo.ir import HloComputation, HloInstruction
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape
@@ -592,14 +592,20 @@ def _reduce_window(em: ElementalEmitter, inst: HloInstruction, index: Index) -> 
     return accs[0] if n == 1 else tuple(accs)
 
 
+def accumulation_type(et: ElementType) -> ElementType:
+    """What a dot or convolution producing ``et`` accumulates in: XLA's CPU backend upcasts
+    f16 and bf16 contractions to f32 and rounds the result once."""
+    return F32 if et.name in ("f16", "bf16") else et
+
+
 def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     lhs, rhs = inst.operands
     lc, rc = tuple(inst.attrs.get("lhs_contracting_dims", ())), tuple(inst.attrs.get("rhs_contracting_dims", ()))
     lb, rb = tuple(inst.attrs.get("lhs_batch_dims", ())), tuple(inst.attrs.get("rhs_batch_dims", ()))
     key = ("dot", id(inst))
     et = inst.shape.element_type
-    ctype = cltypes.compute_type(et)
-    acc = em.kb.declare(ctype, "acc", cltypes.literal(et, 0))
+    acc_et = accumulation_type(et)
+    acc = em.kb.declare(cltypes.compute_type(acc_et), "acc", cltypes.literal(acc_et, 0))
     loop_vars, blocks = _loops(em, [(lhs.shape.dims[d], (key, d)) for d in lc])
     out = iter(index.exprs)
     batch = [next(out) for _ in lb]
@@ -616,9 +622,9 @@ def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
         l_exprs[a] = r_exprs[b] = loop_vars[k]
     x = E.convert(lhs.shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
     y = E.convert(rhs.shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
-    em.kb.line(f"{acc} = {E.binary('add', et, acc, E.binary('multiply', et, x, y))};")
+    em.kb.line(f"{acc} = {E.binary('add', acc_et, acc, E.binary('multiply', acc_et, x, y))};")
     _close(blocks)
-    return em.computed(et, acc)
+    return em.computed(et, cltypes.round_to_storage(et, acc))
 
 
 def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
@@ -636,7 +642,8 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
     k_out = rhs.shape.dims[dn.kernel_output_feature]
     b = index.exprs[dn.output_batch]
     o = index.exprs[dn.output_feature]
-    acc = kb.declare(cltypes.compute_type(et), "acc", cltypes.literal(et, 0))
+    acc_et = accumulation_type(et)
+    acc = kb.declare(cltypes.compute_type(acc_et), "acc", cltypes.literal(acc_et, 0))
     # feature groups: output feature o belongs to group o / (k_out / g)
     if g > 1:
         group = kb.let(t, f"{o} / {kb.param(k_out // g, key=(key, 'og'))}", "g")
@@ -671,10 +678,10 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
             r_exprs[d] = tap
         x = E.convert(lhs.shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
         y = E.convert(rhs.shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
-        kb.line(f"{acc} = {E.binary('add', et, acc, E.binary('multiply', et, x, y))};")
+        kb.line(f"{acc} = {E.binary('add', acc_et, acc, E.binary('multiply', acc_et, x, y))};")
     _close(blocks)
     _close(c_blocks)
-    return em.computed(et, acc)
+    return em.computed(et, cltypes.round_to_storage(et, acc))
 
 
 def _gather(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
