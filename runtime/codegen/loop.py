@@ -80,7 +80,11 @@ def output_index(em: ElementalEmitter, shape: ArrayShape, gid: str) -> Index:
 
 
 def lower_loop(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+    from .vector_loop import vector_loop
     root, params = fused_parts(inst)
+    vectorised = vector_loop(ctx, inst, root, params)
+    if vectorised is not None:
+        return vectorised
     outputs = [(idx, s) for idx, s in inst.shape.leaves()]
     if root.opcode == "dynamic-update-slice" and _updates_in_place(ctx, inst, root, params):
         return _update_in_place(ctx, inst, root, params)
