@@ -25,12 +25,13 @@ from ...hlo.attributes import ConvDimensionNumbers, Window, WindowDim
 from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
 from ..elemental import ElementalEmitter
-from ..loop import kernel_builder, lower_loop, operand_leaves
-from ..lower import FUSION_STRATEGIES, LoweringContext, register
-from ..plan import Launch, Step
-from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile, accumulation,
-                    begin_tiles, contraction_parts, element_strides, lanes_for, launch_3d,
-                    operand_buffer, row_major, rows_for)
+from ..loop import kernel_builder, operand_leaves
+from ..lower import LoweringContext
+from ..plan import Launch
+from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile,
+                    begin_tiles, element_strides, lanes_for, launch_3d,
+                    operand_buffer, register_contraction, row_major, rows_for,
+                    tiled_accumulation)
 
 
 @dataclass(frozen=True)
@@ -53,13 +54,10 @@ def _window(conv: HloInstruction) -> Window:
 
 
 def plan_convolution(c: Contraction, strategy: str) -> ConvPlan | None:
-    if strategy != "cpu":
-        return None
-    lhs, rhs = (o.shape for o in c.operands)
-    acc = accumulation(c.op.shape.element_type,
-                       (lhs.element_type, rhs.element_type))  # type: ignore[union-attr]
+    acc = tiled_accumulation(c, strategy)
     if acc is None:
         return None
+    lhs, rhs = (o.shape for o in c.operands)
     g = int(c.op.attrs.get("feature_group_count", 1))  # type: ignore[arg-type]
     bg = int(c.op.attrs.get("batch_group_count", 1))  # type: ignore[arg-type]
     if g > 1 and bg > 1:
@@ -195,26 +193,4 @@ def _tap_rows(kb, window: Window, dn: ConvDimensionNumbers, lhs: ArrayShape, sx,
     return valid, offsets
 
 
-def lower_convolution_contraction(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
-    """Steps for a convolution or an output fusion over one, or None to decline."""
-    c = contraction_parts(inst, "convolution")
-    if c is None:
-        return None
-    if inst.shape.element_count == 0:  # type: ignore[union-attr]
-        return []
-    plan = plan_convolution(c, ctx.strategy)
-    return None if plan is None else [_conv_kernel(ctx, c, plan)]
-
-
-@register("convolution", fusion_root=True)
-def lower_convolution(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
-    steps = lower_convolution_contraction(ctx, inst)
-    return steps if steps is not None else lower_loop(ctx, inst)
-
-
-def _output_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
-    root = inst.attrs["calls"].root  # type: ignore[attr-defined]
-    return None if root.opcode == "convolution" else lower_convolution_contraction(ctx, inst)
-
-
-FUSION_STRATEGIES.append(_output_fusion)
+register_contraction("convolution", plan_convolution, _conv_kernel)  # type: ignore[arg-type]

@@ -31,12 +31,13 @@ from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
 from ..elemental import ElementalEmitter
 from ..kernel import KernelBuilder
-from ..loop import kernel_builder, lower_loop, operand_leaves
-from ..lower import FUSION_STRATEGIES, LoweringContext, register
-from ..plan import Launch, Step
-from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile, accumulation,
-                    begin_tiles, contraction_parts, element_strides, horizontal_sum, lanes_for,
-                    launch_3d, linear_sum, operand_buffer, pointer, row_major, rows_for)
+from ..loop import kernel_builder, operand_leaves
+from ..lower import LoweringContext
+from ..plan import Launch
+from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile,
+                    begin_tiles, element_strides, horizontal_sum, lanes_for,
+                    launch_3d, linear_sum, operand_buffer, pointer, register_contraction,
+                    row_major, rows_for, tiled_accumulation)
 
 INNER_ROWS, INNER_COLS = 4, 2
 
@@ -95,13 +96,10 @@ def _axes(dot: HloInstruction):
 
 
 def plan_dot(c: Contraction, strategy: str) -> DotPlan | None:
-    if strategy != "cpu":
-        return None
-    lhs, rhs = (o.shape for o in c.operands)
-    acc = accumulation(c.op.shape.element_type,
-                       (lhs.element_type, rhs.element_type))  # type: ignore[union-attr]
+    acc = tiled_accumulation(c, strategy)
     if acc is None:
         return None
+    lhs, rhs = (o.shape for o in c.operands)
     strides = {"lhs": element_strides(lhs), "rhs": element_strides(rhs)}  # type: ignore[arg-type]
     batch, lhs_free, rhs_free, contracting = _axes(c.op)
     free = {"lhs": lhs_free, "rhs": rhs_free}
@@ -315,29 +313,5 @@ def _inner_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
 
 _FORMS = {"outer": _outer_kernel, "inner": _inner_kernel}
 
-
-def lower_dot_contraction(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
-    """Steps for a dot or an output fusion over one, or None to decline."""
-    c = contraction_parts(inst, "dot")
-    if c is None:
-        return None
-    if inst.shape.element_count == 0:  # type: ignore[union-attr]
-        return []
-    plan = plan_dot(c, ctx.strategy)
-    if plan is None:
-        return None
-    return [_FORMS[plan.form](ctx, c, plan)]
-
-
-@register("dot", fusion_root=True)
-def lower_dot(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
-    steps = lower_dot_contraction(ctx, inst)
-    return steps if steps is not None else lower_loop(ctx, inst)
-
-
-def _output_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
-    root = inst.attrs["calls"].root  # type: ignore[attr-defined]
-    return None if root.opcode == "dot" else lower_dot_contraction(ctx, inst)
-
-
-FUSION_STRATEGIES.append(_output_fusion)
+register_contraction(
+    "dot", plan_dot, lambda ctx, c, plan: _FORMS[plan.form](ctx, c, plan))  # type: ignore[attr-defined]

@@ -30,8 +30,9 @@ from ...hlo.shape import ArrayShape
 from .. import cltypes
 from ..elemental import ElementalEmitter, Index, ValueLeaf, is_elemental
 from ..kernel import KernelBuilder
-from ..lower import LoweringContext
-from ..plan import Launch
+from ..loop import lower_loop
+from ..lower import FUSION_STRATEGIES, LoweringContext, register
+from ..plan import Launch, Step
 
 # work-items per group along the row-block dimension: neighbouring row blocks of one column
 # block share the vector operand's strip in cache
@@ -137,6 +138,16 @@ def accumulation(out: ElementType, operands: tuple[ElementType, ...]) -> Accumul
         elif et.name not in _INTEGERS:
             return None
     return acc
+
+
+def tiled_accumulation(c: Contraction, strategy: str) -> Accumulation | None:
+    """The accumulation of a contraction that gets register tiles: only on the CPU strategy
+    (GPU devices keep the simple elemental kernel), and only for operand types
+    ``accumulation`` accepts."""
+    if strategy != "cpu":
+        return None
+    return accumulation(c.op.shape.element_type,
+                        tuple(o.shape.element_type for o in c.operands))  # type: ignore[union-attr]
 
 
 def lanes_for(acc: Accumulation, columns: int) -> int | None:
@@ -397,3 +408,31 @@ def launch_3d(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
     rows = -(-row_blocks // ROW_GROUP) * ROW_GROUP
     return Launch(name, tuple(b.ref for b in kb.buffers), tuple(kb.scalar_arg_values()),
                   (col_blocks, rows, outer), (1, ROW_GROUP, 1), inst.name)
+
+
+def register_contraction(opcode: str, plan: Callable[[Contraction, str], object | None],
+                         emit: Callable[[LoweringContext, Contraction, object], Launch]) -> None:
+    """Register a contraction family: ``opcode`` (and fusions rooted at it) lower through
+    ``plan`` and ``emit`` (a plan of None declines to the elemental loop kernel); output
+    fusions over one ``opcode`` (elementwise roots) are claimed by a fusion strategy."""
+
+    def lower_contraction(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
+        c = contraction_parts(inst, opcode)
+        if c is None:
+            return None
+        if inst.shape.element_count == 0:  # type: ignore[union-attr]
+            return []
+        chosen = plan(c, ctx.strategy)
+        return None if chosen is None else [emit(ctx, c, chosen)]
+
+    def lower(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+        steps = lower_contraction(ctx, inst)
+        return steps if steps is not None else lower_loop(ctx, inst)
+
+    def output_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
+        root = inst.attrs["calls"].root  # type: ignore[attr-defined]
+        return None if root.opcode == opcode else lower_contraction(ctx, inst)
+
+    register(opcode, fusion_root=True)(lower)
+    FUSION_STRATEGIES.append(output_fusion)
+
