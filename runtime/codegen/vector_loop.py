@@ -23,7 +23,7 @@ from ..hlo.shape import ArrayShape
 from . import cltypes, elementwise as E
 from .kernel import KernelBuilder, argument_value
 from .lower import LoweringContext
-from .loop import begin_1d, kernel_builder, launch_1d
+from .loop import LOOP_VARIANTS, begin_1d, kernel_builder, launch_1d
 from .plan import Step
 
 
@@ -135,3 +135,6 @@ class _VectorEmitter:
             kb.line(f"vstore{self.lanes}({value}, 0, {tmp});")
             with kb.block(f"for ({t} {i} = 0; {self.base} + {i} < {self.total}; ++{i})"):
                 kb.line(f"{ptr}[{self.base} + {i}] = {tmp}[{i}];")
+
+
+LOOP_VARIANTS.append(vector_loop)

@@ -36,8 +36,8 @@ from ..lower import LoweringContext
 from ..plan import Launch
 from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile,
                     begin_tiles, element_strides, horizontal_sum, lanes_for,
-                    launch_3d, linear_sum, operand_buffer, pointer, register_contraction,
-                    row_major, rows_for, tiled_accumulation)
+                    launch_3d, linear_sum, operand_buffer, pointer, product,
+                    register_contraction, row_major, rows_for, tiled_accumulation)
 
 INNER_ROWS, INNER_COLS = 4, 2
 
@@ -69,7 +69,7 @@ class DotPlan:
     contracting: tuple[DotAxis, ...]
     vector_k: DotAxis | None        # inner form: the contiguous contracting axis
     lanes: int
-    vectors: int
+    vectors: int                    # outer form: vectors per tile row; inner: output columns
     tile_rows: int
 
     @property
@@ -127,16 +127,14 @@ def plan_dot(c: Contraction, strategy: str) -> DotPlan | None:
     for k in contracting:
         if unit(k, "lhs") and unit(k, "rhs"):
             rest = tuple(a for a in contracting if a is not k)
-            return DotPlan("inner", acc, "lhs", lhs_free, rhs_free, batch, rest, k, acc.lanes,
-                           INNER_COLS, min(INNER_ROWS, rows_for(_product(lhs_free))))
+            return DotPlan("inner", acc, "lhs", lhs_free, rhs_free, batch, rest, k,
+                           lanes_for(acc, k.size) or acc.lanes, INNER_COLS,
+                           min(INNER_ROWS, rows_for(_product(lhs_free))))
     return None
 
 
 def _product(axes) -> int:
-    n = 1
-    for a in axes:
-        n *= a.size
-    return n
+    return product(a.size for a in axes)
 
 
 class _DotKernel:

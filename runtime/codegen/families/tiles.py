@@ -166,6 +166,13 @@ def rows_for(count: int) -> int:
     return rows
 
 
+def product(values) -> int:
+    n = 1
+    for v in values:
+        n *= v
+    return n
+
+
 def element_strides(shape: ArrayShape) -> tuple[int, ...]:
     """Each logical dimension's distance in elements in the physical layout."""
     strides = [0] * shape.rank
