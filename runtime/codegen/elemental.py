@@ -313,8 +313,19 @@ def _broadcast(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Valu
     return em.value(op, Index(exprs))
 
 
-def _row_major(rank: int) -> tuple[int, ...]:
+def row_major(rank: int) -> tuple[int, ...]:
+    """The minor-to-major order of a row-major layout."""
     return tuple(range(rank - 1, -1, -1))
+
+
+def element_strides(shape: ArrayShape) -> tuple[int, ...]:
+    """Each logical dimension's distance in elements in the physical layout."""
+    strides = [0] * shape.rank
+    step = 1
+    for d in shape.minor_to_major:
+        strides[d] = step
+        step *= shape.dims[d]
+    return tuple(strides)
 
 
 def _reshape(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
@@ -324,13 +335,13 @@ def _reshape(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     if out.dims == src.dims:
         return em.value(op, index)
     key = ("reshape", id(inst))
-    rm_out = (out.dims, _row_major(out.rank))
+    rm_out = (out.dims, row_major(out.rank))
     if index.linear is not None and index.linear[0] == rm_out:
         linear = index.linear[1]
     else:
-        linear = em.linearize(index.exprs, out.dims, _row_major(out.rank), (key, "out"))
-    exprs = em.delinearize(linear, src.dims, _row_major(src.rank), (key, "in"))
-    return em.value(op, Index(exprs, ((src.dims, _row_major(src.rank)), linear)))
+        linear = em.linearize(index.exprs, out.dims, row_major(out.rank), (key, "out"))
+    exprs = em.delinearize(linear, src.dims, row_major(src.rank), (key, "in"))
+    return em.value(op, Index(exprs, ((src.dims, row_major(src.rank)), linear)))
 
 
 def _bitcast(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
@@ -819,4 +830,4 @@ def is_elemental(inst: HloInstruction) -> bool:
 
 
 __all__ = ["ElementalEmitter", "Index", "BufferLeaf", "ValueLeaf", "RULES", "SCALAR",
-           "layout_key", "is_elemental", "Shape"]
+           "layout_key", "is_elemental", "row_major", "element_strides", "Shape"]

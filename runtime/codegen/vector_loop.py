@@ -1,5 +1,5 @@
-"""Vector loop kernels: each work-item computes ``L`` consecutive output elements in OpenCL
-vector types (``float16``, ``double8``).
+"""Vector loop kernels: each work-item computes ``L`` consecutive output elements (in the
+output's physical order) in OpenCL vector types (``float16``, ``double8``).
 
 Why: PoCL vectorises a one-element-per-work-item kernel across work-items, but the bounds
 check and the scalar forms of its builtins keep that far from the hardware. Measured on the
@@ -7,13 +7,17 @@ fused bench_ew_chain_4m kernel (tanh, exp, sqrt over 4M floats): 10.2 ms with on
 per work-item, 2.5 ms with a ``float16`` per work-item; a plain copy 1.7 ms against 0.6 ms.
 
 It applies when the kernel is f32 or f64 arithmetic that has a vector form
-(``elementwise.vector_lanes``) over operands read at the output's own physical position
-(same dimensions and layout) or scalars (rank-0 operands, scalar constants, broadcasts of
-them): then the ``L`` elements are ``L`` consecutive elements of every operand. Everything
-else is the scalar loop kernel's. The last block may run past the end: it reads clamped
-positions, all at or after its own first element (so an operand that the output overwrites
-in place is still read before this work-item writes it, and no other work-item writes
-there), and stores only the elements that exist.
+(``elementwise.vector_lanes``) over leaves of three kinds: operands with the output's own
+dimensions and layout (``L`` consecutive elements are ``L`` consecutive elements of the
+operand), scalars (rank-0 operands, scalar constants, broadcasts of them), and broadcasts of
+an operand (a bias row, a per-row statistic): while a block stays within one row of the
+output's minor dimension, such an operand is a vector load (or a strided gather) when it has
+that dimension, and one element otherwise. Everything else is the scalar loop kernel's.
+
+Blocks that run past the end or across a row are the slow path: each lane finds its own
+element (clamped to the last one, so every read is at or after the block's first element:
+an operand the output overwrites in place is read before this work-item writes it, and no
+other work-item writes there), and only elements that exist are stored.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from __future__ import annotations
 from ..hlo.ir import HloInstruction
 from ..hlo.shape import ArrayShape
 from . import cltypes, elementwise as E
-from .kernel import KernelBuilder, argument_value
+from .elemental import ElementalEmitter, element_strides
+from .kernel import argument_value
 from .lower import LoweringContext
 from .loop import LOOP_VARIANTS, begin_1d, kernel_builder, launch_1d
 from .plan import Step
@@ -39,16 +44,18 @@ def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction
         return None
     operands = {id(p): inst.operands[p.parameter_number] for p in params} if params \
         else {id(op): op for op in inst.operands}   # type: ignore[index]
-    if not _vectorizes(root, out, operands, set()):
+    broadcasts: set[int] = set()
+    if not _vectorizes(root, out, operands, broadcasts, set()):
         return None
-    kb = kernel_builder(out, *(o.shape for o in inst.operands))  # type: ignore[arg-type]
-    emitter = _VectorEmitter(ctx, kb, out, lanes, operands)
-    value = emitter.value(root)
-    emitter.store(ctx.ref(inst), value)
-    return [launch_1d(ctx, kb, inst, -(-out.element_count // lanes))]
+    emitter = _VectorEmitter(ctx, inst, lanes, operands, broadcasts)
+    emitter.store(emitter.value(root))
+    return [launch_1d(ctx, emitter.kb, inst, -(-out.element_count // lanes))]
 
 
-def _vectorizes(inst: HloInstruction, out: ArrayShape, operands: dict, seen: set) -> bool:
+def _vectorizes(inst: HloInstruction, out: ArrayShape, operands: dict, broadcasts: set,
+                seen: set) -> bool:
+    """Whether the computation under ``inst`` has a vector form; collects the broadcasts of
+    operands (leaves read through a broadcast) into ``broadcasts``."""
     if id(inst) in seen:
         return True
     seen.add(id(inst))
@@ -63,26 +70,46 @@ def _vectorizes(inst: HloInstruction, out: ArrayShape, operands: dict, seen: set
     if inst.opcode == "constant":
         return shape.element_count == 1 and inst.literal is not None and not inst.literal.elided
     if inst.opcode == "broadcast":
-        return inst.operands[0].shape.rank == 0 and _vectorizes(inst.operands[0], out,
-                                                                  operands, seen)
+        source = inst.operands[0]
+        if source.shape.rank != 0 and id(source) in operands \
+                and source.shape.element_type is et and shape.dims == out.dims:
+            broadcasts.add(id(inst))
+            return True
+        return source.shape.rank == 0 and _vectorizes(source, out, operands, broadcasts, seen)
     return (E.vector_lanes(inst.opcode, et) is not None
-            and all(_vectorizes(op, out, operands, seen) for op in inst.operands))
+            and all(_vectorizes(op, out, operands, broadcasts, seen) for op in inst.operands))
 
 
 class _VectorEmitter:
     """Emits the vector expression of a computation checked by ``_vectorizes``."""
 
-    def __init__(self, ctx: LoweringContext, kb: KernelBuilder, out: ArrayShape, lanes: int,
-                 operands: dict) -> None:
-        self.ctx, self.kb, self.out, self.lanes, self.operands = ctx, kb, out, lanes, operands
+    def __init__(self, ctx: LoweringContext, inst: HloInstruction, lanes: int, operands: dict,
+                 broadcasts: set[int]) -> None:
+        out: ArrayShape = inst.shape  # type: ignore[assignment]
+        self.ctx, self.inst, self.out, self.lanes = ctx, inst, out, lanes
+        self.operands, self.broadcasts = operands, broadcasts
+        self.kb = kb = kernel_builder(out, *(o.shape for o in inst.operands))  # type: ignore[arg-type]
+        self.em = ElementalEmitter(kb, {}, None)
         self.scalar = cltypes.compute_type(out.element_type)
         self.vec = f"{self.scalar}{lanes}"
         self.values: dict[int, str] = {}
-        gid = begin_1d(kb, -(-out.element_count // lanes))
         t = kb.index_type
+        gid = begin_1d(kb, -(-out.element_count // lanes))
         self.total = kb.param(out.element_count, key="elements")
         self.base = kb.let(t, f"{gid} * {lanes}", "base")
         self.full = kb.let("int", f"{self.base} + {lanes} <= {self.total}", "full")
+        self.fast = self.full
+        self.start: tuple[str, ...] = ()
+        if broadcasts:
+            # the block's first element as an output index, and whether it stays in its row
+            self.start = self._index(self.base, "out")
+            minor = out.minor_to_major[0]
+            row = kb.param(out.dims[minor], key=("out", "dim", minor))
+            self.fast = kb.let("int", f"{self.full} && {self.start[minor]} + {lanes} <= {row}",
+                               "fast")
+
+    def _index(self, linear: str, key: str) -> tuple[str, ...]:
+        return self.em.delinearize(linear, self.out.dims, self.out.minor_to_major, key)
 
     def value(self, inst: HloInstruction) -> str:
         if id(inst) not in self.values:
@@ -93,6 +120,8 @@ class _VectorEmitter:
         kb, et, vec = self.kb, self.out.element_type, self.vec
         if id(inst) in self.operands:
             return self._load(self.operands[id(inst)])
+        if id(inst) in self.broadcasts:
+            return self._load_broadcast(inst, self.operands[id(inst.operands[0])])
         if inst.opcode == "constant":
             v = kb.scalar(self.scalar, argument_value(et, inst.literal.data),  # type: ignore[union-attr]
                           key=("const", id(inst)))
@@ -108,29 +137,69 @@ class _VectorEmitter:
             expr = E.binary(inst.opcode, et, *args, lanes=self.lanes)
         return kb.let(vec, expr)
 
+    def _pointer(self, operand: HloInstruction) -> str:
+        return self.kb.buffer(self.out.element_type, self.ctx.ref(operand),
+                              key=("in", id(operand)))
+
     def _load(self, operand: HloInstruction) -> str:
-        kb, t = self.kb, self.kb.index_type
-        ptr = kb.buffer(self.out.element_type, self.ctx.ref(operand), key=("in", id(operand)))
+        ptr = self._pointer(operand)
         if operand.shape.rank == 0:
-            return kb.let(self.vec, f"({self.vec})({ptr}[0])")
+            return self.kb.let(self.vec, f"({self.vec})({ptr}[0])")
+        return self._vector_or_lanes(
+            f"vload{self.lanes}(0, {ptr} + {self.base})",
+            lambda lane: f"{ptr}[{lane}]")
+
+    def _load_broadcast(self, broadcast: HloInstruction, operand: HloInstruction) -> str:
+        """A broadcast operand: along the output's minor dimension it is contiguous (a vector
+        load), strided (a gather) or absent (one element)."""
+        kb, lanes = self.kb, self.lanes
+        ptr = self._pointer(operand)
+        source: ArrayShape = operand.shape  # type: ignore[assignment]
+        strides = element_strides(source)
+        mapping = tuple(broadcast.attrs["dimensions"])  # type: ignore[arg-type]
+        key = ("bcast", id(broadcast))
+
+        def offset(index: tuple[str, ...]) -> str:
+            terms = [f"{index[d]} * {kb.param(strides[k], key=(key, k))}"
+                     for k, d in enumerate(mapping) if source.dims[k] != 1]
+            return " + ".join(terms) or "0"
+
+        minor = self.out.minor_to_major[0]
+        first = kb.let(kb.index_type, offset(self.start), "b")
+        if minor not in mapping or source.dims[mapping.index(minor)] == 1:
+            fast = f"({self.vec})({ptr}[{first}])"
+        elif strides[mapping.index(minor)] == 1:
+            fast = f"vload{lanes}(0, {ptr} + {first})"
+        else:
+            step = kb.param(strides[mapping.index(minor)], key=(key, mapping.index(minor)))
+            fast = f"({self.vec})({', '.join(f'{ptr}[{first} + {i} * {step}]' for i in range(lanes))})"
+        return self._vector_or_lanes(
+            fast, lambda lane: f"{ptr}[{offset(self._index(lane, 'out'))}]")
+
+    def _vector_or_lanes(self, fast: str, element) -> str:
+        """``fast`` on the fast path; else each lane's ``element(linear index)`` (clamped to
+        the last element)."""
+        kb, t = self.kb, self.kb.index_type
         v = kb.declare(self.vec, "v")
-        with kb.block(f"if ({self.full})"):
-            kb.line(f"{v} = vload{self.lanes}(0, {ptr} + {self.base});")
-        with kb.block("else"):
-            tmp, i = kb.fresh("tail"), kb.fresh("i")
+        with self.em.block(f"if ({self.fast})"):
+            kb.line(f"{v} = {fast};")
+        with self.em.block("else"):
+            tmp, i = kb.fresh("lanes"), kb.fresh("i")
             kb.line(f"{self.scalar} {tmp}[{self.lanes}];")
-            with kb.block(f"for ({t} {i} = 0; {i} < {self.lanes}; ++{i})"):
-                kb.line(f"{tmp}[{i}] = {ptr}[min({self.base} + {i}, {self.total} - 1)];")
+            with self.em.block(f"for ({t} {i} = 0; {i} < {self.lanes}; ++{i})"):
+                lane = kb.let(t, f"min({self.base} + {i}, {self.total} - 1)", "p")
+                kb.line(f"{tmp}[{i}] = {element(lane)};")
             kb.line(f"{v} = vload{self.lanes}(0, {tmp});")
         return v
 
-    def store(self, ref, value: str) -> None:
+    def store(self, value: str) -> None:
         kb, t = self.kb, self.kb.index_type
-        ptr = kb.buffer(self.out.element_type, ref, writable=True, key=("out", ()))
+        ptr = kb.buffer(self.out.element_type, self.ctx.ref(self.inst), writable=True,
+                        key=("out", ()))
         with kb.block(f"if ({self.full})"):
             kb.line(f"vstore{self.lanes}({value}, 0, {ptr} + {self.base});")
         with kb.block("else"):
-            tmp, i = kb.fresh("tail"), kb.fresh("i")
+            tmp, i = kb.fresh("lanes"), kb.fresh("i")
             kb.line(f"{self.scalar} {tmp}[{self.lanes}];")
             kb.line(f"vstore{self.lanes}({value}, 0, {tmp});")
             with kb.block(f"for ({t} {i} = 0; {self.base} + {i} < {self.total}; ++{i})"):

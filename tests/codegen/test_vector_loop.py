@@ -111,3 +111,50 @@ def test_kernels_that_stay_scalar(body, expected):
     want = expected(a)
     np.testing.assert_allclose(np.asarray(exe(a, a.copy()), np.float64),
                                np.asarray(want, np.float64), rtol=1e-3 if want.dtype == np.float16 else 1e-6)
+
+
+@pytest.mark.parametrize("rows, cols", [(64, 32), (37, 45), (3, 5), (1, 40)])
+def test_broadcast_rows_columns_and_a_strided_operand(rows, cols):
+    # per-row statistic, per-column scale, and an operand whose minor dimension is strided;
+    # odd sizes put blocks across rows (the per-lane path)
+    text = f"""HloModule bcast
+    fused {{
+      x = f32[{rows},{cols}]{{1,0}} parameter(0)
+      m = f32[{rows}]{{0}} parameter(1)
+      g = f32[{cols}]{{0}} parameter(2)
+      t = f32[{rows},{cols}]{{0,1}} parameter(3)
+      mb = f32[{rows},{cols}]{{1,0}} broadcast(m), dimensions={{0}}
+      gb = f32[{rows},{cols}]{{1,0}} broadcast(g), dimensions={{1}}
+      tb = f32[{rows},{cols}]{{1,0}} broadcast(t), dimensions={{0,1}}
+      s = f32[{rows},{cols}]{{1,0}} subtract(x, mb)
+      p = f32[{rows},{cols}]{{1,0}} multiply(s, gb)
+      ROOT r = f32[{rows},{cols}]{{1,0}} add(p, tb)
+    }}
+    ENTRY e {{
+      x = f32[{rows},{cols}]{{1,0}} parameter(0)
+      m = f32[{rows}]{{0}} parameter(1)
+      g = f32[{cols}]{{0}} parameter(2)
+      t = f32[{rows},{cols}]{{0,1}} parameter(3)
+      ROOT f = f32[{rows},{cols}]{{1,0}} fusion(x, m, g, t), kind=kLoop, calls=fused
+    }}"""
+    x = RNG.standard_normal((rows, cols)).astype(np.float32)
+    m, g = RNG.standard_normal(rows).astype(np.float32), RNG.standard_normal(cols).astype(np.float32)
+    t = RNG.standard_normal((rows, cols)).astype(np.float32)
+    exe = runtime.compile(text)
+    assert "float16 " in exe.program.source
+    np.testing.assert_allclose(exe(x, m, g, t), (x - m[:, None]) * g + t, rtol=1e-6, atol=1e-6)
+
+
+def test_broadcast_into_a_column_major_output_and_from_a_degenerate_dimension():
+    text = """HloModule bcast_cm
+    ENTRY e {
+      x = f32[20,33]{0,1} parameter(0)
+      b = f32[1,33]{1,0} parameter(1)
+      bb = f32[20,33]{0,1} broadcast(b), dimensions={0,1}
+      ROOT r = f32[20,33]{0,1} multiply(x, bb)
+    }"""
+    x = RNG.standard_normal((20, 33)).astype(np.float32)
+    b = RNG.standard_normal((1, 33)).astype(np.float32)
+    exe = runtime.compile(text)
+    assert "float16 " in exe.program.source
+    np.testing.assert_allclose(exe(x, b), x * b, rtol=1e-6)

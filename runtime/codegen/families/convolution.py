@@ -24,14 +24,12 @@ from dataclasses import dataclass
 from ...hlo.attributes import ConvDimensionNumbers, Window, WindowDim
 from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
-from ..elemental import ElementalEmitter
+from ..elemental import ElementalEmitter, element_strides, row_major
 from ..loop import kernel_builder, operand_leaves
 from ..lower import LoweringContext
 from ..plan import Launch
-from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile,
-                    begin_tiles, element_strides, lanes_for, launch_3d,
-                    operand_buffer, register_contraction, row_major, rows_for,
-                    tiled_accumulation)
+from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile, begin_tiles, lanes_for,
+                    launch_3d, operand_buffer, register_contraction, rows_for, tiled_accumulation)
 
 
 @dataclass(frozen=True)

@@ -29,15 +29,14 @@ from dataclasses import dataclass
 from ...hlo.dtypes import ElementType
 from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
-from ..elemental import ElementalEmitter
+from ..elemental import ElementalEmitter, element_strides, row_major
 from ..kernel import KernelBuilder
 from ..loop import kernel_builder, operand_leaves
 from ..lower import LoweringContext
 from ..plan import Launch
-from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile,
-                    begin_tiles, element_strides, horizontal_sum, lanes_for,
-                    launch_3d, linear_sum, operand_buffer, pointer, product,
-                    register_contraction, row_major, rows_for, tiled_accumulation)
+from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile, begin_tiles,
+                    horizontal_sum, lanes_for, launch_3d, linear_sum, operand_buffer, pointer,
+                    product, register_contraction, rows_for, tiled_accumulation)
 
 INNER_ROWS, INNER_COLS = 4, 2
 

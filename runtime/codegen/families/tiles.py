@@ -28,7 +28,7 @@ from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.opcodes import OPCODES
 from ...hlo.shape import ArrayShape
 from .. import cltypes
-from ..elemental import ElementalEmitter, Index, ValueLeaf, is_elemental
+from ..elemental import ElementalEmitter, Index, ValueLeaf, element_strides, is_elemental
 from ..kernel import KernelBuilder
 from ..loop import lower_loop
 from ..lower import FUSION_STRATEGIES, LoweringContext, register
@@ -173,16 +173,6 @@ def product(values) -> int:
     return n
 
 
-def element_strides(shape: ArrayShape) -> tuple[int, ...]:
-    """Each logical dimension's distance in elements in the physical layout."""
-    strides = [0] * shape.rank
-    step = 1
-    for d in shape.minor_to_major:
-        strides[d] = step
-        step *= shape.dims[d]
-    return tuple(strides)
-
-
 # --- output fusions -------------------------------------------------------------------------
 
 # ops an epilogue may contain besides elementwise ones: cheap per element, no loops
@@ -272,10 +262,6 @@ def linear_sum(terms: list[tuple[str, str | None]]) -> str:
     """``sum(index * stride)``; a None stride means 1."""
     parts = [i if s is None else f"{i} * {s}" for i, s in terms]
     return " + ".join(parts) if parts else "0"
-
-
-def row_major(count: int) -> tuple[int, ...]:
-    return tuple(range(count - 1, -1, -1))
 
 
 @dataclass

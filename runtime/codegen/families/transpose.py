@@ -16,11 +16,11 @@ from __future__ import annotations
 from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
 from .. import cltypes
-from ..elemental import ElementalEmitter
+from ..elemental import ElementalEmitter, element_strides, row_major
 from ..loop import LOOP_VARIANTS, kernel_builder
 from ..lower import LoweringContext
 from ..plan import Step
-from .tiles import begin_tiles, element_strides, launch_3d, linear_sum, product, row_major
+from .tiles import begin_tiles, launch_3d, linear_sum, product
 
 BLOCK = 16
 _HEX = "0123456789abcdef"
