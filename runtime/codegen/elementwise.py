@@ -284,7 +284,7 @@ _EXACT = frozenset({"abs", "negate", "sign", "floor", "ceil", "round-nearest-afz
 def unary(opcode: str, et_in: ElementType | str, et_out: ElementType | str, x: str,
           lanes: int = 1) -> str:
     """XLA's ``opcode`` applied to ``x`` (of ``et_in``), as an expression of ``et_out``; with
-    ``lanes`` > 1, on vectors (only where ``vectorizes`` says so)."""
+    ``lanes`` > 1, on vectors (only where ``vector_lanes`` says so)."""
     row = cl_type(et_in)
     if opcode == "count-leading-zeros" and row.family in ("sint", "uint"):
         template = _CLZ[row.bits]
@@ -503,6 +503,6 @@ def reduce_precision(et: ElementType | str, x: str, exponent_bits: int,
 
 
 __all__ = [
-    "HELPERS", "FP_CONTRACT_OFF", "VECTOR_LANES", "vector_lanes", "unary", "binary", "compare", "select", "clamp", "convert",
-    "bitcast_convert", "bitcast_convert_split", "bitcast_convert_join", "reduce_precision",
+    "HELPERS", "FP_CONTRACT_OFF", "VECTOR_LANES", "vector_lanes", "unary", "binary", "compare",
+    "select", "clamp", "convert", "bitcast_convert", "bitcast_convert_split", "bitcast_convert_join", "reduce_precision",
 ]

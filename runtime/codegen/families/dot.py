@@ -24,6 +24,7 @@ the elemental loop kernel, which is correct for every dot.
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 
 from ...hlo.dtypes import ElementType
@@ -36,7 +37,7 @@ from ..lower import LoweringContext
 from ..plan import Launch
 from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile, begin_tiles,
                     horizontal_sum, lanes_for, launch_3d, linear_sum, operand_buffer, pointer,
-                    product, register_contraction, rows_for, tiled_accumulation)
+                    register_contraction, rows_for, tiled_accumulation)
 
 INNER_ROWS, INNER_COLS = 4, 2
 
@@ -119,7 +120,7 @@ def plan_dot(c: Contraction, strategy: str) -> DotPlan | None:
         lanes = lanes_for(acc, v.size)
         assert lanes is not None
         rows = free[other]
-        count = _product(rows)
+        count = _extent(rows)
         return DotPlan("outer", acc, other, rows, (v,),
                        batch + tuple(a for a in free[side] if a is not v), contracting, None,
                        lanes, VECTORS if v.size >= VECTORS * lanes else 1, rows_for(count))
@@ -128,12 +129,12 @@ def plan_dot(c: Contraction, strategy: str) -> DotPlan | None:
             rest = tuple(a for a in contracting if a is not k)
             return DotPlan("inner", acc, "lhs", lhs_free, rhs_free, batch, rest, k,
                            lanes_for(acc, k.size) or acc.lanes, INNER_COLS,
-                           min(INNER_ROWS, rows_for(_product(lhs_free))))
+                           min(INNER_ROWS, rows_for(_extent(lhs_free))))
     return None
 
 
-def _product(axes) -> int:
-    return product(a.size for a in axes)
+def _extent(axes) -> int:
+    return math.prod(a.size for a in axes)
 
 
 class _DotKernel:
@@ -198,7 +199,7 @@ class _DotKernel:
 
     def launch(self, col_blocks: int, row_blocks: int) -> Launch:
         return launch_3d(self.ctx, self.kb, self.c.inst, col_blocks, row_blocks,
-                         _product(self.plan.outer))
+                         _extent(self.plan.outer))
 
 
 def _outer_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
@@ -207,7 +208,7 @@ def _outer_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
     tile = Tile(kb, p.acc, p.tile_rows, p.vectors, p.lanes)
     width, rows = tile.width, tile.rows
     v = p.cols[0]
-    nrows_total = _product(p.rows)
+    nrows_total = _extent(p.rows)
     col_blocks, row_blocks = -(-v.size // width), -(-nrows_total // rows)
     cb, rb, zb = begin_tiles(k.kb, col_blocks, row_blocks)
     x_et, x_buf = k.operand(p.row_side)
@@ -252,7 +253,7 @@ def _inner_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
     k = _DotKernel(ctx, c, p)
     kb, t, acc = k.kb, k.t, p.acc
     rows, cols, lanes = p.tile_rows, p.vectors, p.lanes
-    nrows_total, ncols_total = _product(p.rows), _product(p.cols)
+    nrows_total, ncols_total = _extent(p.rows), _extent(p.cols)
     col_blocks, row_blocks = -(-ncols_total // cols), -(-nrows_total // rows)
     cb, rb, zb = begin_tiles(k.kb, col_blocks, row_blocks)
     x_et, x_buf = k.operand("lhs")

@@ -48,7 +48,8 @@ _ACCUMULATORS = (
     (("s8", "s16", "s32", "u8", "u16", "u32"), "uint", 16),
     (("s64", "u64"), "ulong", 8),
 )
-_INTEGERS = frozenset(("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"))
+_INTEGERS = frozenset(n for names, scalar, _ in _ACCUMULATORS if scalar in ("uint", "ulong")
+                      for n in names)
 # float types ordered so that each holds every value of the types below it
 _FLOAT_WIDTH = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
 
@@ -164,13 +165,6 @@ def rows_for(count: int) -> int:
     while rows < min(count, ROWS):
         rows *= 2
     return rows
-
-
-def product(values) -> int:
-    n = 1
-    for v in values:
-        n *= v
-    return n
 
 
 # --- output fusions -------------------------------------------------------------------------

@@ -13,6 +13,8 @@ kernel shape over its storage type.
 
 from __future__ import annotations
 
+import math
+
 from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
 from .. import cltypes
@@ -20,7 +22,7 @@ from ..elemental import ElementalEmitter, element_strides, row_major
 from ..loop import LOOP_VARIANTS, kernel_builder
 from ..lower import LoweringContext
 from ..plan import Step
-from .tiles import begin_tiles, launch_3d, linear_sum, product
+from .tiles import begin_tiles, launch_3d, linear_sum
 
 BLOCK = 16
 _HEX = "0123456789abcdef"
@@ -97,7 +99,7 @@ def _kernel(ctx: LoweringContext, inst: HloInstruction, source: HloInstruction, 
                 kb.line(f"{dst}[{out_base} + {j} * {out_step} + {lane}] = "
                         f"{tmp}[{j} * {BLOCK} + {lane}];")
     return launch_3d(ctx, kb, inst, blocks_a, blocks_b,
-                     product(out.dims[d] for d in others))
+                     math.prod(out.dims[d] for d in others))
 
 
 LOOP_VARIANTS.append(transpose_loop)
