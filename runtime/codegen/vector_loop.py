@@ -9,10 +9,11 @@ per work-item, 2.5 ms with a ``float16`` per work-item; a plain copy 1.7 ms agai
 It applies when the kernel is f32 or f64 arithmetic that has a vector form
 (``elementwise.vector_lanes``) over leaves of three kinds: operands with the output's own
 dimensions and layout (``L`` consecutive elements are ``L`` consecutive elements of the
-operand), scalars (rank-0 operands, scalar constants, broadcasts of them), and broadcasts of
-an operand (a bias row, a per-row statistic): while a block stays within one row of the
-output's minor dimension, such an operand is a vector load (or a strided gather) when it has
-that dimension, and one element otherwise. Everything else is the scalar loop kernel's.
+operand), scalars (rank-0 operands, scalar constants, broadcasts of them), and operands read
+through a dimension mapping (a broadcast of a bias row or a per-row statistic, an operand in
+another layout, a copy or same-dimension reshape of one): while a block stays within one row
+of the output's minor dimension, such an operand is a vector load (or a strided gather) when
+it has that dimension, and one element otherwise. Everything else is the scalar loop kernel's.
 
 Blocks that run past the end or across a row are the slow path: each lane finds its own
 element (clamped to the last one, so every read is at or after the block's first element:
@@ -44,18 +45,19 @@ def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction
         return None
     operands = {id(p): inst.operands[p.parameter_number] for p in params} if params \
         else {id(op): op for op in inst.operands}   # type: ignore[index]
-    broadcasts: set[int] = set()
-    if not _vectorizes(root, out, operands, broadcasts, set()):
+    mapped: dict = {}
+    if not _vectorizes(root, out, operands, mapped, set()):
         return None
-    emitter = _VectorEmitter(ctx, inst, lanes, operands, broadcasts)
+    emitter = _VectorEmitter(ctx, inst, lanes, operands, mapped)
     emitter.store(emitter.value(root))
     return [launch_1d(ctx, emitter.kb, inst, -(-out.element_count // lanes))]
 
 
-def _vectorizes(inst: HloInstruction, out: ArrayShape, operands: dict, broadcasts: set,
+def _vectorizes(inst: HloInstruction, out: ArrayShape, operands: dict, mapped: dict,
                 seen: set) -> bool:
-    """Whether the computation under ``inst`` has a vector form; collects the broadcasts of
-    operands (leaves read through a broadcast) into ``broadcasts``."""
+    """Whether the computation under ``inst`` has a vector form. Operands read other than at
+    the output's own physical position go into ``mapped``: the instruction reading them, to
+    (the outer operand, the output dimension of each of its dimensions)."""
     if id(inst) in seen:
         return True
     seen.add(id(inst))
@@ -65,30 +67,49 @@ def _vectorizes(inst: HloInstruction, out: ArrayShape, operands: dict, broadcast
         return False
     if id(inst) in operands:
         leaf = operands[id(inst)].shape
-        return leaf.rank == 0 or (leaf.dims == out.dims
-                                  and leaf.minor_to_major == out.minor_to_major)
+        if leaf.rank != 0 and leaf.minor_to_major != out.minor_to_major:
+            mapped[id(inst)] = (operands[id(inst)], tuple(range(leaf.rank)))
+        return leaf.rank == 0 or leaf.dims == out.dims
     if inst.opcode == "constant":
         return shape.element_count == 1 and inst.literal is not None and not inst.literal.elided
-    if inst.opcode == "broadcast":
-        source = inst.operands[0]
-        if source.shape.rank != 0 and id(source) in operands \
-                and source.shape.element_type is et and shape.dims == out.dims:
-            broadcasts.add(id(inst))
+    source = inst.operands[0] if inst.operands else inst
+    if inst.opcode in _MAPPINGS and id(source) in operands and source.shape.rank != 0 \
+            and shape.dims == out.dims:
+        mapping = _MAPPINGS[inst.opcode](inst)
+        if mapping is not None:
+            mapped[id(inst)] = (operands[id(source)], mapping)
             return True
-        return source.shape.rank == 0 and _vectorizes(source, out, operands, broadcasts, seen)
+    if inst.opcode == "broadcast":
+        return source.shape.rank == 0 and _vectorizes(source, out, operands, mapped, seen)
     return (E.vector_lanes(inst.opcode, et) is not None
-            and all(_vectorizes(op, out, operands, broadcasts, seen) for op in inst.operands))
+            and all(_vectorizes(op, out, operands, mapped, seen) for op in inst.operands))
+
+
+def _same_dims(inst: HloInstruction) -> tuple[int, ...] | None:
+    """A copy or reshape that keeps the dimensions reads element i at logical index i."""
+    dims = inst.shape.dims  # type: ignore[union-attr]
+    return tuple(range(len(dims))) if inst.operands[0].shape.dims == dims else None
+
+
+# how instructions over an operand map the operand's dimensions onto the output's
+_MAPPINGS = {
+    "broadcast": lambda inst: tuple(inst.attrs["dimensions"]),  # type: ignore[arg-type]
+    "copy": _same_dims,
+    "reshape": _same_dims,
+}
 
 
 class _VectorEmitter:
     """Emits the vector expression of a computation checked by ``_vectorizes``."""
 
     def __init__(self, ctx: LoweringContext, inst: HloInstruction, lanes: int, operands: dict,
-                 broadcasts: set[int]) -> None:
+                 mapped: dict) -> None:
         out: ArrayShape = inst.shape  # type: ignore[assignment]
         self.ctx, self.inst, self.out, self.lanes = ctx, inst, out, lanes
-        self.operands, self.broadcasts = operands, broadcasts
+        self.operands, self.mapped = operands, mapped
         self.kb = kb = kernel_builder(out, *(o.shape for o in inst.operands))  # type: ignore[arg-type]
+        if out.element_count + lanes >= 2 ** 31:
+            kb.index_type = "long"      # the last block's end must not overflow
         self.em = ElementalEmitter(kb, {}, None)
         self.scalar = cltypes.compute_type(out.element_type)
         self.vec = f"{self.scalar}{lanes}"
@@ -100,7 +121,7 @@ class _VectorEmitter:
         self.full = kb.let("int", f"{self.base} + {lanes} <= {self.total}", "full")
         self.fast = self.full
         self.start: tuple[str, ...] = ()
-        if broadcasts:
+        if mapped:
             # the block's first element as an output index, and whether it stays in its row
             self.start = self._index(self.base, "out")
             minor = out.minor_to_major[0]
@@ -118,10 +139,10 @@ class _VectorEmitter:
 
     def _compute(self, inst: HloInstruction) -> str:
         kb, et, vec = self.kb, self.out.element_type, self.vec
+        if id(inst) in self.mapped:
+            return self._load_mapped(inst, *self.mapped[id(inst)])
         if id(inst) in self.operands:
             return self._load(self.operands[id(inst)])
-        if id(inst) in self.broadcasts:
-            return self._load_broadcast(inst, self.operands[id(inst.operands[0])])
         if inst.opcode == "constant":
             v = kb.scalar(self.scalar, argument_value(et, inst.literal.data),  # type: ignore[union-attr]
                           key=("const", id(inst)))
@@ -149,15 +170,16 @@ class _VectorEmitter:
             f"vload{self.lanes}(0, {ptr} + {self.base})",
             lambda lane: f"{ptr}[{lane}]")
 
-    def _load_broadcast(self, broadcast: HloInstruction, operand: HloInstruction) -> str:
-        """A broadcast operand: along the output's minor dimension it is contiguous (a vector
-        load), strided (a gather) or absent (one element)."""
+    def _load_mapped(self, inst: HloInstruction, operand: HloInstruction,
+                     mapping: tuple[int, ...]) -> str:
+        """An operand whose dimension k is output dimension ``mapping[k]``: along the output's
+        minor dimension it is contiguous (a vector load), strided (a gather) or absent (one
+        element)."""
         kb, lanes = self.kb, self.lanes
         ptr = self._pointer(operand)
         source: ArrayShape = operand.shape  # type: ignore[assignment]
         strides = element_strides(source)
-        mapping = tuple(broadcast.attrs["dimensions"])  # type: ignore[arg-type]
-        key = ("bcast", id(broadcast))
+        key = ("mapped", id(inst))
 
         def offset(index: tuple[str, ...]) -> str:
             terms = [f"{index[d]} * {kb.param(strides[k], key=(key, k))}"

@@ -82,7 +82,7 @@ def test_in_place_update_with_a_partial_last_block():
       z = f32[37] add(y, ones)
       ROOT w = f32[37] multiply(z, z)
     }"""
-    exe = runtime.compile(text)
+    exe = runtime.compile(text, fusion=False)   # three kernels, each over the last's bytes
     insts = {i.name: i for i in exe.buffer_assignment.module.entry.instructions}
     assert exe.buffer_assignment.slice(insts["y"]) == exe.buffer_assignment.slice(insts["z"])
     x = RNG.standard_normal(37).astype(np.float32)
@@ -90,8 +90,8 @@ def test_in_place_update_with_a_partial_last_block():
 
 
 @pytest.mark.parametrize("body, expected", [
-    # an operand in another layout, f16, a pred result and a select stay scalar kernels
-    ("ROOT r = f32[6,5]{1,0} add(a, b)", lambda a: a + a),
+    # f16, a pred result, a select and a transpose stay scalar kernels
+    ("ROOT r = f32[5,6]{1,0} transpose(b), dimensions={1,0}", lambda a: a.T),
     ("c = f16[6,5]{1,0} convert(a)\n      ROOT r = f16[6,5]{1,0} sqrt(c)",
      lambda a: np.sqrt(np.abs(a).astype(np.float16))),
     ("ROOT r = pred[6,5]{1,0} compare(a, a), direction=LT", lambda a: np.zeros_like(a, bool)),
@@ -158,3 +158,29 @@ def test_broadcast_into_a_column_major_output_and_from_a_degenerate_dimension():
     exe = runtime.compile(text)
     assert "float16 " in exe.program.source
     np.testing.assert_allclose(exe(x, b), x * b, rtol=1e-6)
+
+
+def test_operands_in_another_layout_directly_and_through_copy_or_reshape():
+    text = """HloModule relayout
+    fused {
+      a = f32[21,35]{1,0} parameter(0)
+      b = f32[21,35]{0,1} parameter(1)
+      c = f32[21,35]{0,1} parameter(2)
+      d = f32[21,35]{0,1} parameter(3)
+      cc = f32[21,35]{1,0} copy(c)
+      dr = f32[21,35]{1,0} reshape(d)
+      s = f32[21,35]{1,0} add(a, b)
+      t = f32[21,35]{1,0} multiply(s, cc)
+      ROOT r = f32[21,35]{1,0} subtract(t, dr)
+    }
+    ENTRY e {
+      a = f32[21,35]{1,0} parameter(0)
+      b = f32[21,35]{0,1} parameter(1)
+      c = f32[21,35]{0,1} parameter(2)
+      d = f32[21,35]{0,1} parameter(3)
+      ROOT f = f32[21,35]{1,0} fusion(a, b, c, d), kind=kLoop, calls=fused
+    }"""
+    a, b, c, d = (RNG.standard_normal((21, 35)).astype(np.float32) for _ in range(4))
+    exe = runtime.compile(text)
+    assert "float16 " in exe.program.source
+    np.testing.assert_allclose(exe(a, b, c, d), (a + b) * c - d, rtol=1e-6, atol=1e-6)
