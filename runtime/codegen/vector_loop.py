@@ -11,9 +11,10 @@ It applies when the kernel is f32 or f64 arithmetic that has a vector form
 dimensions and layout (``L`` consecutive elements are ``L`` consecutive elements of the
 operand), scalars (rank-0 operands, scalar constants, broadcasts of them), and operands read
 through a dimension mapping (a broadcast of a bias row or a per-row statistic, an operand in
-another layout, a copy or same-dimension reshape of one): while a block stays within one row
-of the output's minor dimension, such an operand is a vector load (or a strided gather) when
-it has that dimension, and one element otherwise. Everything else is the scalar loop kernel's.
+another layout, a copy of one, a reshape adding or dropping size-1 dimensions): while a
+block stays within one row of the output's minor dimension, such an operand is a vector load
+(or a strided gather) when it has that dimension, and one element otherwise. Everything else
+is the scalar loop kernel's.
 
 Blocks that run past the end or across a row are the slow path: each lane finds its own
 element (clamped to the last one, so every read is at or after the block's first element:
@@ -85,17 +86,25 @@ def _vectorizes(inst: HloInstruction, out: ArrayShape, operands: dict, mapped: d
             and all(_vectorizes(op, out, operands, mapped, seen) for op in inst.operands))
 
 
-def _same_dims(inst: HloInstruction) -> tuple[int, ...] | None:
-    """A copy or reshape that keeps the dimensions reads element i at logical index i."""
-    dims = inst.shape.dims  # type: ignore[union-attr]
-    return tuple(range(len(dims))) if inst.operands[0].shape.dims == dims else None
+def _kept_order(inst: HloInstruction) -> tuple[int, ...] | None:
+    """A copy, or a reshape that only adds or drops size-1 dimensions, keeps the other
+    dimensions in order (size-1 operand dimensions map anywhere: their index is 0)."""
+    source, dims = inst.operands[0].shape.dims, inst.shape.dims  # type: ignore[union-attr]
+    kept_source = [k for k, n in enumerate(source) if n != 1]
+    kept = [d for d, n in enumerate(dims) if n != 1]
+    if [source[k] for k in kept_source] != [dims[d] for d in kept]:
+        return None
+    mapping = [0] * len(source)
+    for k, d in zip(kept_source, kept):
+        mapping[k] = d
+    return tuple(mapping)
 
 
 # how instructions over an operand map the operand's dimensions onto the output's
 _MAPPINGS = {
     "broadcast": lambda inst: tuple(inst.attrs["dimensions"]),  # type: ignore[arg-type]
-    "copy": _same_dims,
-    "reshape": _same_dims,
+    "copy": _kept_order,
+    "reshape": _kept_order,
 }
 
 
@@ -187,13 +196,15 @@ class _VectorEmitter:
             return " + ".join(terms) or "0"
 
         minor = self.out.minor_to_major[0]
+        along = next((k for k, d in enumerate(mapping) if d == minor and source.dims[k] != 1),
+                     None)
         first = kb.let(kb.index_type, offset(self.start), "b")
-        if minor not in mapping or source.dims[mapping.index(minor)] == 1:
+        if along is None:
             fast = f"({self.vec})({ptr}[{first}])"
-        elif strides[mapping.index(minor)] == 1:
+        elif strides[along] == 1:
             fast = f"vload{lanes}(0, {ptr} + {first})"
         else:
-            step = kb.param(strides[mapping.index(minor)], key=(key, mapping.index(minor)))
+            step = kb.param(strides[along], key=(key, along))
             fast = f"({self.vec})({', '.join(f'{ptr}[{first} + {i} * {step}]' for i in range(lanes))})"
         return self._vector_or_lanes(
             fast, lambda lane: f"{ptr}[{offset(self._index(lane, 'out'))}]")

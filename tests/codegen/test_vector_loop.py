@@ -160,13 +160,13 @@ def test_broadcast_into_a_column_major_output_and_from_a_degenerate_dimension():
     np.testing.assert_allclose(exe(x, b), x * b, rtol=1e-6)
 
 
-def test_operands_in_another_layout_directly_and_through_copy_or_reshape():
+def test_operands_in_another_layout_directly_and_through_copy_or_degenerate_reshape():
     text = """HloModule relayout
     fused {
       a = f32[21,35]{1,0} parameter(0)
       b = f32[21,35]{0,1} parameter(1)
       c = f32[21,35]{0,1} parameter(2)
-      d = f32[21,35]{0,1} parameter(3)
+      d = f32[21,1,35]{0,2,1} parameter(3)
       cc = f32[21,35]{1,0} copy(c)
       dr = f32[21,35]{1,0} reshape(d)
       s = f32[21,35]{1,0} add(a, b)
@@ -177,10 +177,11 @@ def test_operands_in_another_layout_directly_and_through_copy_or_reshape():
       a = f32[21,35]{1,0} parameter(0)
       b = f32[21,35]{0,1} parameter(1)
       c = f32[21,35]{0,1} parameter(2)
-      d = f32[21,35]{0,1} parameter(3)
+      d = f32[21,1,35]{0,2,1} parameter(3)
       ROOT f = f32[21,35]{1,0} fusion(a, b, c, d), kind=kLoop, calls=fused
     }"""
-    a, b, c, d = (RNG.standard_normal((21, 35)).astype(np.float32) for _ in range(4))
+    a, b, c = (RNG.standard_normal((21, 35)).astype(np.float32) for _ in range(3))
+    d = RNG.standard_normal((21, 1, 35)).astype(np.float32)
     exe = runtime.compile(text)
     assert "float16 " in exe.program.source
-    np.testing.assert_allclose(exe(a, b, c, d), (a + b) * c - d, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(exe(a, b, c, d), (a + b) * c - d[:, 0], rtol=1e-6, atol=1e-6)
