@@ -75,7 +75,7 @@ def _vectorizes(inst: HloInstruction, out: ArrayShape, operands: dict, mapped: d
         return shape.element_count == 1 and inst.literal is not None and not inst.literal.elided
     source = inst.operands[0] if inst.operands else inst
     if inst.opcode in _MAPPINGS and id(source) in operands and source.shape.rank != 0 \
-            and shape.dims == out.dims:
+            and out.rank != 0 and shape.dims == out.dims:
         mapping = _MAPPINGS[inst.opcode](inst)
         if mapping is not None:
             mapped[id(inst)] = (operands[id(source)], mapping)

@@ -185,3 +185,13 @@ def test_operands_in_another_layout_directly_and_through_copy_or_degenerate_resh
     exe = runtime.compile(text)
     assert "float16 " in exe.program.source
     np.testing.assert_allclose(exe(a, b, c, d), (a + b) * c - d[:, 0], rtol=1e-6, atol=1e-6)
+
+
+def test_scalar_output_through_a_degenerate_reshape():
+    text = """HloModule scalar_reshape
+    ENTRY e {
+      a = f32[1] parameter(0)
+      r = f32[] reshape(a)
+      ROOT n = f32[] negate(r)
+    }"""
+    np.testing.assert_array_equal(runtime.compile(text)(np.array([2.5], np.float32)), -2.5)
