@@ -1,10 +1,10 @@
 """Micro-benchmarks of the dot, convolution and vector loop kernels.
 
-Dots are timed against numpy's BLAS on the same machine in the same run (interleaved, so load
-from other processes hits both alike) and printed as GFLOP/s; the bench programs of the corpus
-are printed beside XLA's CPU run time from the index. Every figure is the median of
-``--repeats`` timed runs after warm-up, with device-resident arguments; nothing is asserted
-(timings on shared machines are noisy).
+Dots are timed against numpy's BLAS on the same machine in the same run and printed as
+GFLOP/s; the bench programs of the corpus are printed beside XLA's CPU run time from the
+index. Every figure is the median (and the best) of ``--repeats`` timed runs after warm-up,
+with device-resident arguments, so they include the executor's per-run work; nothing is
+asserted (timings on shared machines are noisy).
 
     python benchmarks/kernels.py [--repeats 15]
 """
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from dataclasses import dataclass
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
