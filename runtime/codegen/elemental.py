@@ -21,7 +21,7 @@ from typing import Callable, Union
 import numpy as np
 
 from ..errors import HloUnsupportedError
-from ..hlo.dtypes import PRED, S32, S64, ElementType
+from ..hlo.dtypes import F32, PRED, S32, S64, ElementType
 from ..hlo.ir import HloComputation, HloInstruction
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape
@@ -313,8 +313,19 @@ def _broadcast(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Valu
     return em.value(op, Index(exprs))
 
 
-def _row_major(rank: int) -> tuple[int, ...]:
+def row_major(rank: int) -> tuple[int, ...]:
+    """The minor-to-major order of a row-major layout."""
     return tuple(range(rank - 1, -1, -1))
+
+
+def element_strides(shape: ArrayShape) -> tuple[int, ...]:
+    """Each logical dimension's distance in elements in the physical layout."""
+    strides = [0] * shape.rank
+    step = 1
+    for d in shape.minor_to_major:
+        strides[d] = step
+        step *= shape.dims[d]
+    return tuple(strides)
 
 
 def _reshape(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
@@ -324,13 +335,13 @@ def _reshape(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     if out.dims == src.dims:
         return em.value(op, index)
     key = ("reshape", id(inst))
-    rm_out = (out.dims, _row_major(out.rank))
+    rm_out = (out.dims, row_major(out.rank))
     if index.linear is not None and index.linear[0] == rm_out:
         linear = index.linear[1]
     else:
-        linear = em.linearize(index.exprs, out.dims, _row_major(out.rank), (key, "out"))
-    exprs = em.delinearize(linear, src.dims, _row_major(src.rank), (key, "in"))
-    return em.value(op, Index(exprs, ((src.dims, _row_major(src.rank)), linear)))
+        linear = em.linearize(index.exprs, out.dims, row_major(out.rank), (key, "out"))
+    exprs = em.delinearize(linear, src.dims, row_major(src.rank), (key, "in"))
+    return em.value(op, Index(exprs, ((src.dims, row_major(src.rank)), linear)))
 
 
 def _bitcast(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
@@ -592,14 +603,20 @@ def _reduce_window(em: ElementalEmitter, inst: HloInstruction, index: Index) -> 
     return accs[0] if n == 1 else tuple(accs)
 
 
+def accumulation_type(et: ElementType) -> ElementType:
+    """What a dot or convolution producing ``et`` accumulates in: XLA's CPU backend upcasts
+    f16 and bf16 contractions to f32 and rounds the result once."""
+    return F32 if et.name in ("f16", "bf16") else et
+
+
 def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     lhs, rhs = inst.operands
     lc, rc = tuple(inst.attrs.get("lhs_contracting_dims", ())), tuple(inst.attrs.get("rhs_contracting_dims", ()))
     lb, rb = tuple(inst.attrs.get("lhs_batch_dims", ())), tuple(inst.attrs.get("rhs_batch_dims", ()))
     key = ("dot", id(inst))
     et = inst.shape.element_type
-    ctype = cltypes.compute_type(et)
-    acc = em.kb.declare(ctype, "acc", cltypes.literal(et, 0))
+    acc_et = accumulation_type(et)
+    acc = em.kb.declare(cltypes.compute_type(acc_et), "acc", cltypes.literal(acc_et, 0))
     loop_vars, blocks = _loops(em, [(lhs.shape.dims[d], (key, d)) for d in lc])
     out = iter(index.exprs)
     batch = [next(out) for _ in lb]
@@ -616,9 +633,9 @@ def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
         l_exprs[a] = r_exprs[b] = loop_vars[k]
     x = E.convert(lhs.shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
     y = E.convert(rhs.shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
-    em.kb.line(f"{acc} = {E.binary('add', et, acc, E.binary('multiply', et, x, y))};")
+    em.kb.line(f"{acc} = {E.binary('add', acc_et, acc, E.binary('multiply', acc_et, x, y))};")
     _close(blocks)
-    return em.computed(et, acc)
+    return em.computed(et, cltypes.round_to_storage(et, acc))
 
 
 def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
@@ -636,7 +653,8 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
     k_out = rhs.shape.dims[dn.kernel_output_feature]
     b = index.exprs[dn.output_batch]
     o = index.exprs[dn.output_feature]
-    acc = kb.declare(cltypes.compute_type(et), "acc", cltypes.literal(et, 0))
+    acc_et = accumulation_type(et)
+    acc = kb.declare(cltypes.compute_type(acc_et), "acc", cltypes.literal(acc_et, 0))
     # feature groups: output feature o belongs to group o / (k_out / g)
     if g > 1:
         group = kb.let(t, f"{o} / {kb.param(k_out // g, key=(key, 'og'))}", "g")
@@ -671,10 +689,10 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
             r_exprs[d] = tap
         x = E.convert(lhs.shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
         y = E.convert(rhs.shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
-        kb.line(f"{acc} = {E.binary('add', et, acc, E.binary('multiply', et, x, y))};")
+        kb.line(f"{acc} = {E.binary('add', acc_et, acc, E.binary('multiply', acc_et, x, y))};")
     _close(blocks)
     _close(c_blocks)
-    return em.computed(et, acc)
+    return em.computed(et, cltypes.round_to_storage(et, acc))
 
 
 def _gather(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
@@ -812,4 +830,4 @@ def is_elemental(inst: HloInstruction) -> bool:
 
 
 __all__ = ["ElementalEmitter", "Index", "BufferLeaf", "ValueLeaf", "RULES", "SCALAR",
-           "layout_key", "is_elemental", "Shape"]
+           "layout_key", "is_elemental", "row_major", "element_strides", "Shape"]

@@ -40,19 +40,30 @@ def _wrap_type(c_type: str) -> str:
     return "ulong" if C_BITS[c_type] == 64 else "uint"
 
 
-def _placeholders(c_type: str) -> dict[str, str]:
-    return {"T": c_type, "U": C_UNSIGNED[c_type], "S": C_SIGNED[c_type],
-            "W": _wrap_type(c_type), "bits": str(C_BITS[c_type]),
+# Lanes of the vector forms of float operations (``lanes`` > 1 in ``unary``/``binary``/
+# ``clamp``): 512 bits, what PoCL's CPU device prefers (opencl-notes §1).
+VECTOR_LANES = {"float": 16, "double": 8}
+
+
+def _placeholders(c_type: str, lanes: int = 1) -> dict[str, str]:
+    n = str(lanes) if lanes > 1 else ""
+    return {"T": c_type + n, "U": C_UNSIGNED[c_type] + n, "S": C_SIGNED[c_type] + n,
+            "W": _wrap_type(c_type) + n, "bits": str(C_BITS[c_type]),
             "pad": str(max(32 - C_BITS[c_type], 0)), "MIN": _MIN.get(c_type, "0"),
             "HUGE_EXP": "512" if c_type == "double" else "64"}
 
 
 def _family(c_types: Sequence[str], name: str, code: str,
-            needs: Sequence[str] = ()) -> tuple[Helper, ...]:
-    """One helper per C type from a template (``$T`` etc. as in the module docstring)."""
+            needs: Sequence[str] = (), vector: bool = False) -> tuple[Helper, ...]:
+    """One helper per C type from a template (``$T`` etc. as in the module docstring); with
+    ``vector`` also one per vector type of ``VECTOR_LANES`` (the code must then be valid for
+    vectors: comparisons give lane masks, which ``?:`` selects with per lane)."""
+    forms = [(c, 1) for c in c_types]
+    if vector:
+        forms += [(c, VECTOR_LANES[c]) for c in c_types]
     rows = []
-    for c_type in c_types:
-        subs = _placeholders(c_type)
+    for c_type, lanes in forms:
+        subs = _placeholders(c_type, lanes)
         rows.append(Helper(Template(name).substitute(subs), Template(code).substitute(subs),
                            tuple(Template(n).substitute(subs) for n in needs)))
     return tuple(rows)
@@ -71,25 +82,25 @@ HELPERS: tuple[Helper, ...] = (
              "  $T m = (a == b) ? as_$T(as_$U(a) & as_$U(b)) : fmax(a, b);\n"
              "  m = (m == ($T)0) ? copysign(($T)0, m) : m;\n"
              "  return isnan(a) ? a : (isnan(b) ? b : m);\n"
-             "}\n"),
+             "}\n", vector=True),
     *_family(_FLOAT_C, "xla_fmin_$T",
              "$T xla_fmin_$T($T a, $T b) {\n"
              "  $T m = (a == b) ? as_$T(as_$U(a) | as_$U(b)) : fmin(a, b);\n"
              "  m = (m == ($T)0) ? copysign(($T)0, m) : m;\n"
              "  return isnan(a) ? a : (isnan(b) ? b : m);\n"
-             "}\n"),
+             "}\n", vector=True),
     *_family(_FLOAT_C, "xla_sign_$T",
              "$T xla_sign_$T($T x) {\n"
              "  $T magnitude = (x == ($T)0) ? ($T)0 : ($T)1;\n"
              "  return isnan(x) ? x : copysign(magnitude, x);\n"
-             "}\n"),
+             "}\n", vector=True),
     # atan2 with both operands scaled down by the same power of two when they are huge: PoCL's
     # atan2 returns 0 for atan2(1e38, 2e38). The scaling does not change the angle.
     *_family(_FLOAT_C, "xla_atan2_$T",
              "$T xla_atan2_$T($T y, $T x) {\n"
              "  $T scale = fmax(fabs(y), fabs(x)) > ($T)0x1p$HUGE_EXP ? ($T)0x1p-$HUGE_EXP : ($T)1;\n"
              "  return atan2(y * scale, x * scale);\n"
-             "}\n"),
+             "}\n", vector=True),
     # total order: flip every bit but the sign of negative floats, then compare as signed.
     *_family(_FLOAT_C, "xla_total_order_key_$T",
              "$S xla_total_order_key_$T($T x) {\n"
@@ -197,8 +208,8 @@ def _float_to_int(from_c: str, to_c: str) -> Helper:
 HELPERS += tuple(_float_to_int(f, i) for f in _FLOAT_C for i in _INT_C)
 
 
-def _subst(template: str, row: ClType, **operands: str) -> str:
-    return Template(template).substitute(_placeholders(row.compute), **operands)
+def _subst(template: str, row: ClType, lanes: int = 1, **operands: str) -> str:
+    return Template(template).substitute(_placeholders(row.compute, lanes), **operands)
 
 
 def _unsupported(what: str, et: ElementType | str) -> HloUnsupportedError:
@@ -263,13 +274,17 @@ _UNARY: dict[tuple[str, str], str] = {
 _CLZ = {8: "(($T)(clz((uint)($U)$x) - $pad))", 16: "(($T)(clz((uint)($U)$x) - $pad))",
         32: "(($T)clz(($U)$x))", 64: "(($T)clz(($U)$x))"}
 
+_PRED_RESULTS = frozenset({"is-finite"})
+
 # Results that are exact in any float format, so they need no rounding to f16/bf16.
 _EXACT = frozenset({"abs", "negate", "sign", "floor", "ceil", "round-nearest-afz",
                     "round-nearest-even", "copy", "is-finite", "maximum", "minimum"})
 
 
-def unary(opcode: str, et_in: ElementType | str, et_out: ElementType | str, x: str) -> str:
-    """XLA's ``opcode`` applied to ``x`` (of ``et_in``), as an expression of ``et_out``."""
+def unary(opcode: str, et_in: ElementType | str, et_out: ElementType | str, x: str,
+          lanes: int = 1) -> str:
+    """XLA's ``opcode`` applied to ``x`` (of ``et_in``), as an expression of ``et_out``; with
+    ``lanes`` > 1, on vectors (only where ``vector_lanes`` says so)."""
     row = cl_type(et_in)
     if opcode == "count-leading-zeros" and row.family in ("sint", "uint"):
         template = _CLZ[row.bits]
@@ -277,7 +292,7 @@ def unary(opcode: str, et_in: ElementType | str, et_out: ElementType | str, x: s
         template = _UNARY.get((opcode, row.family))
     if template is None:
         raise _unsupported(f"unary opcode {opcode}", et_in)
-    expr = _subst(template, row, x=x)
+    expr = _subst(template, row, lanes, x=x)
     return expr if opcode in _EXACT else round_to_storage(et_out, expr)
 
 
@@ -324,13 +339,13 @@ _BINARY: dict[tuple[str, str], str] = {
 }
 
 
-def binary(opcode: str, et: ElementType | str, a: str, b: str) -> str:
+def binary(opcode: str, et: ElementType | str, a: str, b: str, lanes: int = 1) -> str:
     """XLA's ``opcode`` of ``a`` and ``b`` (both of ``et``; the result is ``et`` too)."""
     row = cl_type(et)
     template = _BINARY.get((opcode, row.family))
     if template is None:
         raise _unsupported(f"binary opcode {opcode}", et)
-    expr = _subst(template, row, a=a, b=b)
+    expr = _subst(template, row, lanes, a=a, b=b)
     return expr if opcode in _EXACT else round_to_storage(et, expr)
 
 
@@ -372,13 +387,27 @@ _CLAMP = {"float": "xla_fmin_$T($hi, xla_fmax_$T($lo, $x))",
           "sint": "min($hi, max($lo, $x))", "uint": "min($hi, max($lo, $x))"}
 
 
-def clamp(et: ElementType | str, lo: str, x: str, hi: str) -> str:
+def clamp(et: ElementType | str, lo: str, x: str, hi: str, lanes: int = 1) -> str:
     """XLA's ``clamp(lo, x, hi)`` = min(hi, max(lo, x)) with NaN-propagating max/min."""
     row = cl_type(et)
     template = _CLAMP.get(row.family)
     if template is None:
         raise _unsupported("clamp", et)
-    return _subst(template, row, lo=lo, x=x, hi=hi)
+    return _subst(template, row, lanes, lo=lo, x=x, hi=hi)
+
+
+def vector_lanes(opcode: str, et: ElementType | str) -> int | None:
+    """The lanes of ``opcode``'s vector form on ``et`` operands with an ``et`` result, or None
+    where there is none. Every float template is an OpenCL builtin, an operator or a helper
+    instantiated for vectors, all overloaded lane by lane; pred results (compare, is-finite),
+    selects and conversions are not."""
+    row = cl_type(et)
+    lanes = VECTOR_LANES.get(row.compute) if row.family == "float" and row.bits >= 32 else None
+    if lanes is None or opcode in _PRED_RESULTS:
+        return None
+    known = ((opcode, "float") in _UNARY or (opcode, "float") in _BINARY
+             or opcode == "clamp")
+    return lanes if known else None
 
 
 # --- conversions ------------------------------------------------------------------------
@@ -474,6 +503,6 @@ def reduce_precision(et: ElementType | str, x: str, exponent_bits: int,
 
 
 __all__ = [
-    "HELPERS", "FP_CONTRACT_OFF", "unary", "binary", "compare", "select", "clamp", "convert",
-    "bitcast_convert", "bitcast_convert_split", "bitcast_convert_join", "reduce_precision",
+    "HELPERS", "FP_CONTRACT_OFF", "VECTOR_LANES", "vector_lanes", "unary", "binary", "compare",
+    "select", "clamp", "convert", "bitcast_convert", "bitcast_convert_split", "bitcast_convert_join", "reduce_precision",
 ]

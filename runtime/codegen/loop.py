@@ -13,6 +13,8 @@ operand while writing it would race.
 
 from __future__ import annotations
 
+from typing import Callable
+
 from ..hlo.ir import HloInstruction
 from ..hlo.shape import ArrayShape, Shape
 from . import cltypes
@@ -79,8 +81,21 @@ def output_index(em: ElementalEmitter, shape: ArrayShape, gid: str) -> Index:
     return Index(exprs, (layout_key(shape), gid))
 
 
+# Specialised shapes of loop kernels (several elements per work-item in vector types, blocked
+# transposition), tried in order before the one-element-per-work-item kernel: each returns
+# steps for (inst, root, fused parameters) or None to decline. The modules defining them
+# append themselves (``codegen.families`` imports them).
+LoopVariant = Callable[[LoweringContext, HloInstruction, HloInstruction,
+                        "list[HloInstruction] | None"], "list[Step] | None"]
+LOOP_VARIANTS: list[LoopVariant] = []
+
+
 def lower_loop(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     root, params = fused_parts(inst)
+    for variant in LOOP_VARIANTS:
+        steps = variant(ctx, inst, root, params)
+        if steps is not None:
+            return steps
     outputs = [(idx, s) for idx, s in inst.shape.leaves()]
     if root.opcode == "dynamic-update-slice" and _updates_in_place(ctx, inst, root, params):
         return _update_in_place(ctx, inst, root, params)

@@ -1,0 +1,194 @@
+"""convolution (and output fusions over one) as a direct, register-tiled kernel on the CPU
+strategy.
+
+A convolution is a contraction over (window taps x input features) whose row operand is read
+through the window: each work-item holds an ``R`` x ``V*L`` tile (``tiles.Tile``) of output
+positions x output features, vectorised over the output features of one group (the kernel's
+output-feature dimension, loaded with ``vload`` when it is contiguous and gathered with its
+stride otherwise). For each tap the work-item works out, per output position, where the tap
+lands in the input (stride, padding, lhs and rhs dilation, reversal) and whether that is
+padding; then the input-feature loop broadcasts one input element per row (zero in padding)
+against the kernel's vector. Feature groups and batch groups are the work-item's third id:
+they shift the input's feature (or batch) offset, the kernel's output-feature offset and the
+output feature. No im2col buffer: the arena holds exactly the module's buffers.
+
+GPU devices, fewer than 4 output features per group, both group counts above one, and type
+mixes ``tiles.accumulation`` refuses decline to the elemental loop kernel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+from ...hlo.attributes import ConvDimensionNumbers, Window, WindowDim
+from ...hlo.ir import HloInstruction
+from ...hlo.shape import ArrayShape
+from ..elemental import ElementalEmitter, element_strides, row_major
+from ..loop import kernel_builder, operand_leaves
+from ..lower import LoweringContext
+from ..plan import Launch
+from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile, begin_tiles, lanes_for,
+                    launch_3d, operand_buffer, register_contraction, rows_for, tiled_accumulation)
+
+
+@dataclass(frozen=True)
+class ConvPlan:
+    acc: Accumulation
+    lanes: int
+    vectors: int
+    tile_rows: int
+    groups: int                 # feature_group_count x batch_group_count (one of them is 1)
+    batch_groups: bool          # the groups split the input batch, not the input features
+    columns: int                # output features per group
+
+
+def _window(conv: HloInstruction) -> Window:
+    window = conv.attrs.get("window")
+    dn: ConvDimensionNumbers = conv.attrs["dim_labels"]  # type: ignore[assignment]
+    if isinstance(window, Window) and window.dims:
+        return window
+    return Window(tuple(WindowDim(conv.operands[1].shape.dims[d]) for d in dn.kernel_spatial))
+
+
+def plan_convolution(c: Contraction, strategy: str) -> ConvPlan | None:
+    acc = tiled_accumulation(c, strategy)
+    if acc is None:
+        return None
+    lhs, rhs = (o.shape for o in c.operands)
+    g = int(c.op.attrs.get("feature_group_count", 1))  # type: ignore[arg-type]
+    bg = int(c.op.attrs.get("batch_group_count", 1))  # type: ignore[arg-type]
+    if g > 1 and bg > 1:
+        return None
+    dn: ConvDimensionNumbers = c.op.attrs["dim_labels"]  # type: ignore[assignment]
+    columns = rhs.dims[dn.kernel_output_feature] // (g * bg)  # type: ignore[union-attr]
+    lanes = lanes_for(acc, columns)
+    if lanes is None:
+        return None
+    out: ArrayShape = c.op.shape  # type: ignore[assignment]
+    rows = out.element_count // out.dims[dn.output_feature]
+    return ConvPlan(acc, lanes, VECTORS if columns >= VECTORS * lanes else 1, rows_for(rows),
+                    g * bg, bg > 1, columns)
+
+
+def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
+    conv = c.op
+    dn: ConvDimensionNumbers = conv.attrs["dim_labels"]  # type: ignore[assignment]
+    window = _window(conv)
+    lhs: ArrayShape = c.operands[0].shape  # type: ignore[assignment]
+    rhs: ArrayShape = c.operands[1].shape  # type: ignore[assignment]
+    out: ArrayShape = conv.shape  # type: ignore[assignment]
+    kb = kernel_builder(lhs, rhs, c.inst.shape)  # type: ignore[arg-type]
+    t, acc = kb.index_type, p.acc
+    em = ElementalEmitter(kb, operand_leaves(ctx, c.inst, c.params), ctx.program.embed)
+    writer = OutputWriter(ctx, kb, em, c, acc)
+    sx, sw = element_strides(lhs), element_strides(rhs)
+
+    def param(value: int, *key) -> str:
+        return kb.param(value, key=key)
+
+    tile = Tile(kb, acc, p.tile_rows, p.vectors, p.lanes)
+    width, rows = tile.width, tile.rows
+    row_dims = (out.dims[dn.output_batch],) + tuple(out.dims[d] for d in dn.output_spatial)
+    nrows_total = out.element_count // out.dims[dn.output_feature]
+    col_blocks, row_blocks = -(-p.columns // width), -(-nrows_total // rows)
+    cb, rb, zb = begin_tiles(kb, col_blocks, row_blocks)
+    x_et, x_buf = operand_buffer(ctx, kb, c, 0)
+    w_et, w_buf = operand_buffer(ctx, kb, c, 1)
+    ncols, nrows = param(p.columns, "cols"), param(nrows_total, "rows")
+    col0 = kb.let(t, f"min({cb} * {width}, {ncols} - {width})", "col")
+    skip = kb.let(t, f"{cb} * {width} - {col0}", "skip")
+    if p.batch_groups:
+        x_group = param(out.dims[dn.output_batch] * sx[dn.input_batch], "x_group")
+    else:
+        x_group = param(rhs.dims[dn.kernel_input_feature] * sx[dn.input_feature], "x_group")
+    w_out = sw[dn.kernel_output_feature]
+    unit = w_out == 1
+    w_col = None if unit else param(w_out, "w_out")
+    w_base = kb.let(t, f"{zb} * {param(p.columns * w_out, 'w_group')} + {col0}"
+                    + ("" if unit else f" * {w_col}"), "wb")
+
+    def split(row: str) -> tuple[str, ...]:
+        return em.delinearize(row, row_dims, row_major(len(row_dims)), "row")
+
+    positions, x_rows = [], []
+    for r in range(rows):
+        ri = split(kb.let(t, f"min({rb} * {rows} + {r}, {nrows} - 1)", "r"))
+        positions.append(ri)
+        x_rows.append(kb.let(t, f"{zb} * {x_group} + {ri[0]} * {param(sx[dn.input_batch], 'xb')}",
+                             "xr"))
+    tile.declare()
+    vec = acc.vector(p.lanes)
+    with contextlib.ExitStack() as loops:
+        taps = []
+        for s, w in enumerate(window.dims):
+            tap = kb.fresh("t")
+            loops.enter_context(em.block(
+                f"for ({t} {tap} = 0; {tap} < {param(w.size, 'size', s)}; ++{tap})"))
+            taps.append(tap)
+        valid, x_at = _tap_rows(kb, window, dn, lhs, sx, positions, x_rows, taps, param)
+        w_tap = kb.let(t, " + ".join(
+            [w_base] + [f"{_reversed(w, tap, s, param)} * {param(sw[d], 'ws', s)}"
+                        for s, (w, tap, d) in enumerate(zip(window.dims, taps, dn.kernel_spatial))]),
+            "wt")
+        ci = kb.fresh("ci")
+        k_in = param(rhs.dims[dn.kernel_input_feature], "k_in")
+        with em.block(f"for ({t} {ci} = 0; {ci} < {k_in}; ++{ci})"):
+            w_ci = kb.let(t, f"{w_tap} + {ci} * {param(sw[dn.kernel_input_feature], 'wi')}", "wc")
+            ys = [kb.let(vec, acc.load_vector(
+                w_et, w_buf, f"{w_ci} + {j * p.lanes}" + ("" if unit else f" * {w_col}"),
+                p.lanes, w_col), "yv") for j in range(p.vectors)]
+            x_ci = kb.let(t, f"{ci} * {param(sx[dn.input_feature], 'xf')}", "xc")
+            for r in range(rows):
+                loaded = kb.let(acc.scalar, acc.load_scalar(x_et, x_buf, f"{x_at[r]} + {x_ci}"), "xl")
+                x = kb.let(vec, f"({vec})({valid[r]} ? {loaded} : ({acc.scalar})0)", "xv")
+                for j in range(p.vectors):
+                    tile.update(r, j, x, ys[j])
+
+    def out_index(ri: tuple[str, ...], col: str) -> tuple[str, ...]:
+        exprs = ["0"] * out.rank
+        exprs[dn.output_batch] = ri[0]
+        for d, i in zip(dn.output_spatial, ri[1:]):
+            exprs[d] = i
+        exprs[dn.output_feature] = kb.let(t, f"{zb} * {ncols} + {col}", "f")
+        return tuple(exprs)
+
+    if writer.can_store_rows(dn.output_feature):
+        writer.store_rows(tile, [out_index(ri, col0) for ri in positions],
+                          f"{skip} == 0 && {rb} * {rows} + {rows} <= {nrows}")
+    writer.store_tile(tile.spill(), rows, width, f"{rb} * {rows}", nrows, skip, split,
+                      lambda ri, lane: (out_index(ri, kb.let(t, f"{col0} + {lane}", "col")), "1"))
+    return launch_3d(ctx, kb, c.inst, col_blocks, row_blocks, p.groups)
+
+
+def _reversed(w: WindowDim, tap: str, s: int, param) -> str:
+    return f"({param(w.size - 1, 'last', s)} - {tap})" if w.reversal else tap
+
+
+def _tap_rows(kb, window: Window, dn: ConvDimensionNumbers, lhs: ArrayShape, sx, positions,
+              x_rows, taps, param) -> tuple[list[str], list[str]]:
+    """Per tile row at the current taps: whether the input position is real (not padding,
+    not a hole of lhs dilation) and its offset in the input (0 where it is not real, so the
+    load stays in bounds and its value is discarded)."""
+    t = kb.index_type
+    valid, offsets = [], []
+    for ri, x_row in zip(positions, x_rows):
+        conds, terms = [], [x_row]
+        for s, (w, tap, d) in enumerate(zip(window.dims, taps, dn.input_spatial)):
+            pos = kb.let(t, f"{ri[1 + s]} * {param(w.stride, 'stride', s)} + {tap} * "
+                            f"{param(w.rhs_dilation, 'rd', s)} - {param(w.pad_low, 'lo', s)}", "p")
+            n = param(lhs.dims[d], "n", s)
+            if w.lhs_dilation != 1:
+                ld = param(w.lhs_dilation, "ld", s)
+                conds.append(f"{pos} >= 0 && {pos} % {ld} == 0 && {pos} / {ld} < {n}")
+                pos = f"({pos} / {ld})"
+            else:
+                conds.append(f"{pos} >= 0 && {pos} < {n}")
+            terms.append(f"{pos} * {param(sx[d], 'xs', s)}")
+        ok = kb.let("int", " && ".join(conds) or "1", "ok")
+        valid.append(ok)
+        offsets.append(kb.let(t, f"{ok} ? {' + '.join(terms)} : 0", "xa"))
+    return valid, offsets
+
+
+register_contraction("convolution", plan_convolution, _conv_kernel)  # type: ignore[arg-type]

@@ -1,0 +1,315 @@
+"""dot (and output fusions over a dot) as register-tiled kernels on the CPU strategy.
+
+The dot's dimensions become *axes*: batch (in both operands and the output), free (in one
+operand and the output), contracting (in both operands). Size-1 axes are dropped. Two kernel
+forms cover every layout in which some axis is contiguous where it must be:
+
+* outer-product form: one operand (the *vector operand*) has a free axis that is contiguous
+  in memory; each work-item holds an ``R`` x ``V*L`` register tile (``tiles.Tile``) of the
+  output, and per contraction step loads ``V`` vectors of that operand and broadcasts one
+  element of the other operand per row. Rows run over the other operand's free axes,
+  columns over the contiguous axis, and the work-item's third id over batch axes and the
+  vector operand's remaining free axes.
+* inner-product form: both operands are contiguous along one contracting axis (``A @ B^T``,
+  attention's ``Q K^T``, matrix-vector); each work-item accumulates a 4x2 block of output
+  elements in vectors along that axis, sums each vector's lanes in a fixed order, and
+  finishes the remainder of the axis with scalars.
+
+Batch, free and contracting axes beyond these are index math; no operand is copied or
+packed, so buffer assignment sees exactly the module's buffers. Anything else (a GPU
+device, mixed float/integer operands, an operand wider than the result, pred) declines to
+the elemental loop kernel, which is correct for every dot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+
+from ...hlo.dtypes import ElementType
+from ...hlo.ir import HloInstruction
+from ...hlo.shape import ArrayShape
+from ..elemental import ElementalEmitter, element_strides, row_major
+from ..kernel import KernelBuilder
+from ..loop import kernel_builder, operand_leaves
+from ..lower import LoweringContext
+from ..plan import Launch
+from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile, begin_tiles,
+                    horizontal_sum, lanes_for, launch_3d, linear_sum, operand_buffer, pointer,
+                    register_contraction, rows_for, tiled_accumulation)
+
+INNER_ROWS, INNER_COLS = 4, 2
+
+
+@dataclass(frozen=True)
+class DotAxis:
+    """One index of the dot: its extent and the dimension it is in each operand and the
+    output (None where it does not occur)."""
+
+    size: int
+    lhs: int | None
+    rhs: int | None
+    out: int | None
+
+    def dim(self, side: str) -> int | None:
+        return getattr(self, side)
+
+
+@dataclass(frozen=True)
+class DotPlan:
+    """Which form computes the dot and how its axes map onto the kernel's loops."""
+
+    form: str                       # "outer" | "inner"
+    acc: Accumulation
+    row_side: str                   # operand whose elements are broadcast per row ("lhs"/"rhs")
+    rows: tuple[DotAxis, ...]
+    cols: tuple[DotAxis, ...]
+    outer: tuple[DotAxis, ...]
+    contracting: tuple[DotAxis, ...]
+    vector_k: DotAxis | None        # inner form: the contiguous contracting axis
+    lanes: int
+    vectors: int                    # outer form: vectors per tile row; inner: output columns
+    tile_rows: int
+
+    @property
+    def col_side(self) -> str:
+        return "rhs" if self.row_side == "lhs" else "lhs"
+
+
+def _axes(dot: HloInstruction):
+    lhs: ArrayShape = dot.operands[0].shape  # type: ignore[assignment]
+    rhs: ArrayShape = dot.operands[1].shape  # type: ignore[assignment]
+    a = dot.attrs
+    lb, rb = tuple(a.get("lhs_batch_dims", ())), tuple(a.get("rhs_batch_dims", ()))  # type: ignore[arg-type]
+    lc, rc = tuple(a.get("lhs_contracting_dims", ())), tuple(a.get("rhs_contracting_dims", ()))  # type: ignore[arg-type]
+    lf = [d for d in range(lhs.rank) if d not in lb and d not in lc]
+    rf = [d for d in range(rhs.rank) if d not in rb and d not in rc]
+    batch = [DotAxis(lhs.dims[x], x, y, k) for k, (x, y) in enumerate(zip(lb, rb))]
+    lhs_free = [DotAxis(lhs.dims[x], x, None, len(lb) + k) for k, x in enumerate(lf)]
+    rhs_free = [DotAxis(rhs.dims[y], None, y, len(lb) + len(lf) + k) for k, y in enumerate(rf)]
+    contracting = [DotAxis(lhs.dims[x], x, y, None) for x, y in zip(lc, rc)]
+
+    def kept(axes):
+        return tuple(ax for ax in axes if ax.size != 1)
+    return kept(batch), kept(lhs_free), kept(rhs_free), kept(contracting)
+
+
+def plan_dot(c: Contraction, strategy: str) -> DotPlan | None:
+    acc = tiled_accumulation(c, strategy)
+    if acc is None:
+        return None
+    lhs, rhs = (o.shape for o in c.operands)
+    strides = {"lhs": element_strides(lhs), "rhs": element_strides(rhs)}  # type: ignore[arg-type]
+    batch, lhs_free, rhs_free, contracting = _axes(c.op)
+    free = {"lhs": lhs_free, "rhs": rhs_free}
+
+    def unit(axis: DotAxis, side: str) -> bool:
+        d = axis.dim(side)
+        return d is not None and strides[side][d] == 1
+
+    best = None
+    for side in ("rhs", "lhs"):
+        for axis in free[side]:
+            if unit(axis, side) and lanes_for(acc, axis.size) and (
+                    best is None or axis.size > best[1].size):
+                best = (side, axis)
+    if best is not None:
+        side, v = best
+        other = "lhs" if side == "rhs" else "rhs"
+        lanes = lanes_for(acc, v.size)
+        assert lanes is not None
+        rows = free[other]
+        count = _extent(rows)
+        return DotPlan("outer", acc, other, rows, (v,),
+                       batch + tuple(a for a in free[side] if a is not v), contracting, None,
+                       lanes, VECTORS if v.size >= VECTORS * lanes else 1, rows_for(count))
+    for k in contracting:
+        if unit(k, "lhs") and unit(k, "rhs"):
+            rest = tuple(a for a in contracting if a is not k)
+            return DotPlan("inner", acc, "lhs", lhs_free, rhs_free, batch, rest, k,
+                           lanes_for(acc, k.size) or acc.lanes, INNER_COLS,
+                           min(INNER_ROWS, rows_for(_extent(lhs_free))))
+    return None
+
+
+def _extent(axes) -> int:
+    return math.prod(a.size for a in axes)
+
+
+class _DotKernel:
+    """Shared state of one dot kernel: builder, emitter, operand buffers and strides."""
+
+    def __init__(self, ctx: LoweringContext, c: Contraction, plan: DotPlan) -> None:
+        self.ctx, self.c, self.plan = ctx, c, plan
+        shapes = [o.shape for o in c.operands] + [c.inst.shape]
+        self.kb: KernelBuilder = kernel_builder(*shapes)  # type: ignore[arg-type]
+        self.t = self.kb.index_type
+        self.strides = {side: element_strides(o.shape)  # type: ignore[arg-type]
+                        for side, o in zip(("lhs", "rhs"), c.operands)}
+        self.em = ElementalEmitter(self.kb, operand_leaves(self.ctx, c.inst, c.params),
+                                   ctx.program.embed)
+        self.writer = OutputWriter(ctx, self.kb, self.em, c, plan.acc)
+
+    def operand(self, side: str) -> tuple[ElementType, str]:
+        return operand_buffer(self.ctx, self.kb, self.c, 0 if side == "lhs" else 1)
+
+    def offset(self, indices, axes, side: str) -> str:
+        terms = []
+        for i, a in zip(indices, axes):
+            d = a.dim(side)
+            if d is not None:
+                terms.append((i, self.kb.param(self.strides[side][d], key=(side, "stride", d))))
+        return linear_sum(terms)
+
+    def split(self, linear: str, axes, key: str) -> tuple[str, ...]:
+        """A row-major linear index over ``axes`` as one index per axis."""
+        if not axes:
+            return ()
+        return self.em.delinearize(linear, tuple(a.size for a in axes), row_major(len(axes)),
+                                   key)
+
+    def out_index(self, *groups) -> tuple[str, ...]:
+        exprs = ["0"] * self.c.op.shape.rank
+        for indices, axes in groups:
+            for i, a in zip(indices, axes):
+                exprs[a.out] = i
+        return tuple(exprs)
+
+    def contraction_loops(self, stack: contextlib.ExitStack, axes) -> list[str]:
+        names = []
+        for a in axes:
+            k = self.kb.fresh("k")
+            n = self.kb.param(a.size, key=("k", a.lhs))
+            stack.enter_context(self.em.block(f"for ({self.t} {k} = 0; {k} < {n}; ++{k})"))
+            names.append(k)
+        return names
+
+    def store_tile(self, tile: str, rows: int, width: int, first_row: str, nrows: str,
+                   first_lane: str, col_index, zi) -> None:
+        """The general store path; ``col_index(lane)`` gives the column axes' indices and a
+        guard."""
+        p = self.plan
+
+        def element(ri, lane: str):
+            ci, guard = col_index(lane)
+            return self.out_index((zi, p.outer), (ri, p.rows), (ci, p.cols)), guard
+        self.writer.store_tile(tile, rows, width, first_row, nrows, first_lane,
+                               lambda row: self.split(row, p.rows, "row"), element)
+
+    def launch(self, col_blocks: int, row_blocks: int) -> Launch:
+        return launch_3d(self.ctx, self.kb, self.c.inst, col_blocks, row_blocks,
+                         _extent(self.plan.outer))
+
+
+def _outer_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
+    k = _DotKernel(ctx, c, p)
+    kb, t = k.kb, k.t
+    tile = Tile(kb, p.acc, p.tile_rows, p.vectors, p.lanes)
+    width, rows = tile.width, tile.rows
+    v = p.cols[0]
+    nrows_total = _extent(p.rows)
+    col_blocks, row_blocks = -(-v.size // width), -(-nrows_total // rows)
+    cb, rb, zb = begin_tiles(k.kb, col_blocks, row_blocks)
+    x_et, x_buf = k.operand(p.row_side)
+    y_et, y_buf = k.operand(p.col_side)
+    zi = k.split(zb, p.outer, "z")
+    ncols = kb.param(v.size, key="cols")
+    nrows = kb.param(nrows_total, key="rows")
+    col0 = kb.let(t, f"min({cb} * {width}, {ncols} - {width})", "col")
+    skip = kb.let(t, f"{cb} * {width} - {col0}", "skip")
+    x_z, y_z = k.offset(zi, p.outer, p.row_side), k.offset(zi, p.outer, p.col_side)
+    row_indices, x_rows = [], []
+    for r in range(rows):
+        clamped = kb.let(t, f"min({rb} * {rows} + {r}, {nrows} - 1)", "r")
+        ri = k.split(clamped, p.rows, "row")
+        row_indices.append(ri)
+        x_rows.append(pointer(kb, x_et, x_buf,
+                              f"{x_z} + {k.offset(ri, p.rows, p.row_side)}", "x"))
+    y_base = pointer(kb, y_et, y_buf, f"{y_z} + {col0}", "y")
+    tile.declare()
+    vec = p.acc.vector(p.lanes)
+    with contextlib.ExitStack() as loops:
+        ks = k.contraction_loops(loops, p.contracting)
+        kx = kb.let(t, k.offset(ks, p.contracting, p.row_side), "kx")
+        ky = kb.let(t, k.offset(ks, p.contracting, p.col_side), "ky")
+        ys = [kb.let(vec, p.acc.load_vector(y_et, y_base, f"{ky} + {j * p.lanes}", p.lanes, None),
+                     "yv") for j in range(p.vectors)]
+        for r in range(rows):
+            x = kb.let(vec, f"({vec})({p.acc.load_scalar(x_et, x_rows[r], kx)})", "xv")
+            for j in range(p.vectors):
+                tile.update(r, j, x, ys[j])
+    if k.writer.can_store_rows(v.out):  # type: ignore[arg-type]
+        k.writer.store_rows(tile, [k.out_index((zi, p.outer), (ri, p.rows), ((col0,), p.cols))
+                                   for ri in row_indices],
+                            f"{skip} == 0 && {rb} * {rows} + {rows} <= {nrows}")
+    spilled = tile.spill()
+    k.store_tile(spilled, rows, width, f"{rb} * {rows}", nrows, skip,
+                 lambda lane: ((kb.let(t, f"{col0} + {lane}", "col"),), "1"), zi)
+    return k.launch(col_blocks, row_blocks)
+
+
+def _inner_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
+    k = _DotKernel(ctx, c, p)
+    kb, t, acc = k.kb, k.t, p.acc
+    rows, cols, lanes = p.tile_rows, p.vectors, p.lanes
+    nrows_total, ncols_total = _extent(p.rows), _extent(p.cols)
+    col_blocks, row_blocks = -(-ncols_total // cols), -(-nrows_total // rows)
+    cb, rb, zb = begin_tiles(k.kb, col_blocks, row_blocks)
+    x_et, x_buf = k.operand("lhs")
+    y_et, y_buf = k.operand("rhs")
+    zi = k.split(zb, p.outer, "z")
+    nrows = kb.param(nrows_total, key="rows")
+    ncols = kb.param(ncols_total, key="cols")
+    x_z, y_z = k.offset(zi, p.outer, "lhs"), k.offset(zi, p.outer, "rhs")
+    x_rows, y_cols = [], []
+    for r in range(rows):
+        ri = k.split(kb.let(t, f"min({rb} * {rows} + {r}, {nrows} - 1)", "r"), p.rows, "row")
+        x_rows.append(pointer(kb, x_et, x_buf, f"{x_z} + {k.offset(ri, p.rows, 'lhs')}", "x"))
+    for j in range(cols):
+        cj = k.split(kb.let(t, f"min({cb} * {cols} + {j}, {ncols} - 1)", "c"), p.cols, "col")
+        y_cols.append(pointer(kb, y_et, y_buf, f"{y_z} + {k.offset(cj, p.cols, 'rhs')}", "y"))
+    tile = Tile(kb, acc, rows, cols, lanes)
+    tile.declare()
+    sums = [[kb.declare(acc.scalar, "s", f"({acc.scalar})0") for _ in range(cols)]
+            for _ in range(rows)]
+    vec = acc.vector(lanes)
+    assert p.vector_k is not None
+    kv = kb.param(p.vector_k.size, key=("k", p.vector_k.lhs))
+    with contextlib.ExitStack() as loops:
+        ks = k.contraction_loops(loops, p.contracting)
+        kx = kb.let(t, k.offset(ks, p.contracting, "lhs"), "kx")
+        ky = kb.let(t, k.offset(ks, p.contracting, "rhs"), "ky")
+        i = kb.declare(t, "i", "0")
+        with k.em.block(f"for (; {i} + {lanes} <= {kv}; {i} += {lanes})"):
+            xs = [kb.let(vec, acc.load_vector(x_et, x, f"{kx} + {i}", lanes, None), "xv")
+                  for x in x_rows]
+            ys = [kb.let(vec, acc.load_vector(y_et, y, f"{ky} + {i}", lanes, None), "yv")
+                  for y in y_cols]
+            for r in range(rows):
+                for j in range(cols):
+                    tile.update(r, j, xs[r], ys[j])
+        with k.em.block(f"for (; {i} < {kv}; ++{i})"):
+            xs = [kb.let(acc.scalar, acc.load_scalar(x_et, x, f"{kx} + {i}"), "xs") for x in x_rows]
+            ys = [kb.let(acc.scalar, acc.load_scalar(y_et, y, f"{ky} + {i}"), "ys") for y in y_cols]
+            for r in range(rows):
+                for j in range(cols):
+                    kb.line(f"{sums[r][j]} = {acc.madd(xs[r], ys[j], sums[r][j])};")
+    spilled = kb.fresh("tile")
+    kb.line(f"{acc.scalar} {spilled}[{rows * cols}];")
+    for r in range(rows):
+        for j in range(cols):
+            total = horizontal_sum(kb, acc, tile.names[r][j], lanes)
+            kb.line(f"{spilled}[{r * cols + j}] = {total} + {sums[r][j]};")
+
+    def col_index(lane: str):
+        col = kb.let(t, f"{cb} * {cols} + {lane}", "col")
+        return k.split(col, p.cols, "col"), f"{col} < {ncols}"
+    k.store_tile(spilled, rows, cols, f"{rb} * {rows}", nrows, "0", col_index, zi)
+    return k.launch(col_blocks, row_blocks)
+
+
+_FORMS = {"outer": _outer_kernel, "inner": _inner_kernel}
+
+register_contraction(
+    "dot", plan_dot, lambda ctx, c, plan: _FORMS[plan.form](ctx, c, plan))  # type: ignore[attr-defined]

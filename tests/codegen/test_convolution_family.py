@@ -1,0 +1,132 @@
+"""The direct register-tiled convolution family against a numpy definition of XLA's
+convolution: dimension labels, strides, padding (negative too), lhs/rhs dilation, reversal,
+feature and batch groups, 1-D and 3-D, element types, zero sizes and a fused epilogue."""
+
+import numpy as np
+import pytest
+
+import runtime
+from runtime.codegen.families.convolution import plan_convolution
+from runtime.codegen.families.tiles import contraction_parts
+
+from .contraction_reference import convolution
+
+RNG = np.random.default_rng(11)
+
+
+def conv_module(et, x_shape, w_shape, out_shape, window, labels, groups="", layouts=("", "", "")):
+    la, lw, lo = (f"{{{layout}}}" if layout else "" for layout in layouts)
+    return f"""HloModule c
+    ENTRY e {{
+      x = {et}[{x_shape}]{la} parameter(0)
+      w = {et}[{w_shape}]{lw} parameter(1)
+      ROOT c = {et}[{out_shape}]{lo} convolution(x, w), window={{{window}}}, dim_labels={labels}{groups}
+    }}"""
+
+
+def dims(shape):
+    return ",".join(map(str, shape))
+
+
+CASES = [
+    # (x shape, w shape, window text, dim_labels, reference keyword arguments, groups text)
+    ((1, 10, 10, 32), (3, 3, 32, 32), "size=3x3 pad=1_1x1_1", "b01f_01io->b01f",
+     dict(size=(3, 3), pad=((1, 1), (1, 1))), ""),
+    ((2, 9, 11, 5), (3, 2, 5, 19), "size=3x2 stride=2x1 pad=1_2x0_1 rhs_dilate=1x2",
+     "b01f_01io->b01f", dict(size=(3, 2), stride=(2, 1), pad=((1, 2), (0, 1)), rhs_dilate=(1, 2)), ""),
+    # NCHW / OIHW: the kernel's output features are strided (gathered)
+    ((2, 5, 9, 11), (19, 5, 3, 2), "size=3x2 stride=2x1 pad=1_2x0_1 lhs_dilate=2x1",
+     "bf01_oi01->bf01", dict(size=(3, 2), stride=(2, 1), pad=((1, 2), (0, 1)), lhs_dilate=(2, 1)), ""),
+    ((1, 8, 7, 6), (3, 3, 6, 8), "size=3x3 pad=-1_1x0_2 rhs_reversal=1x0", "b01f_01io->b01f",
+     dict(size=(3, 3), pad=((-1, 1), (0, 2)), reversal=(1, 0)), ""),
+    ((2, 9, 11, 8), (3, 3, 2, 32), "size=3x3 pad=1_1x1_1", "b01f_01io->b01f",
+     dict(size=(3, 3), pad=((1, 1), (1, 1)), feature_groups=4), ", feature_group_count=4"),
+    ((4, 9, 11, 6), (3, 3, 6, 16), "size=3x3", "b01f_01io->b01f",
+     dict(size=(3, 3), batch_groups=2), ", batch_group_count=2"),
+    ((3, 17, 4), (5, 4, 12), "size=5 stride=2 pad=2_2", "b0f_0io->b0f",
+     dict(size=(5,), stride=(2,), pad=((2, 2),)), ""),
+    ((1, 5, 6, 7, 3), (2, 3, 2, 3, 8), "size=2x3x2 pad=0_1x1_1x0_0", "b012f_012io->b012f",
+     dict(size=(2, 3, 2), pad=((0, 1), (1, 1), (0, 0))), ""),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, window, labels, ref, groups", CASES)
+def test_f32_against_the_definition(x_shape, w_shape, window, labels, ref, groups):
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    w = RNG.standard_normal(w_shape).astype(np.float32)
+    want = convolution(x.astype(np.float64), w.astype(np.float64), labels, **ref)
+    exe = runtime.compile(conv_module("f32", dims(x_shape), dims(w_shape), dims(want.shape),
+                                      window, labels, groups))
+    assert "fma(" in exe.program.source
+    np.testing.assert_allclose(exe(x, w), want, rtol=1e-5, atol=1e-4)
+
+
+def test_transposed_output_layout_and_f64():
+    x = RNG.standard_normal((2, 7, 6, 5))
+    w = RNG.standard_normal((3, 3, 5, 20))
+    want = convolution(x, w, "b01f_01io->b01f", size=(3, 3), pad=((1, 1), (1, 1)))
+    text = conv_module("f64", "2,7,6,5", "3,3,5,20", "2,7,6,20", "size=3x3 pad=1_1x1_1",
+                       "b01f_01io->b01f", layouts=("", "", "0,3,2,1"))
+    got = runtime.compile(text)(x, w)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_f16_accumulates_in_f32():
+    x = RNG.standard_normal((1, 6, 6, 40)).astype(np.float16)
+    w = RNG.standard_normal((3, 3, 40, 16)).astype(np.float16)
+    exact = convolution(x.astype(np.float32).astype(np.float64), w.astype(np.float64),
+                        "b01f_01io->b01f", size=(3, 3))
+    got = runtime.compile(conv_module("f16", "1,6,6,40", "3,3,40,16", "1,4,4,16", "size=3x3",
+                                      "b01f_01io->b01f"))(x, w)
+    ulp = np.abs(exact) * 2.0 ** -10 + 1e-3
+    assert np.all(np.abs(got.astype(np.float64) - exact) <= ulp)
+
+
+def test_plan_declines_few_output_features_and_gpus():
+    few = conv_module("f32", "1,5,5,3", "3,3,3,2", "1,3,3,2", "size=3x3", "b01f_01io->b01f")
+    conv = runtime.parse(few).entry.root
+    assert plan_convolution(contraction_parts(conv, "convolution"), "cpu") is None
+    many = conv_module("f32", "1,5,5,3", "3,3,3,16", "1,3,3,16", "size=3x3", "b01f_01io->b01f")
+    conv = runtime.parse(many).entry.root
+    assert plan_convolution(contraction_parts(conv, "convolution"), "gpu") is None
+    assert plan_convolution(contraction_parts(conv, "convolution"), "cpu") is not None
+    x = RNG.standard_normal((1, 5, 5, 3)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 3, 2)).astype(np.float32)
+    want = convolution(x.astype(np.float64), w.astype(np.float64), "b01f_01io->b01f", size=(3, 3))
+    np.testing.assert_allclose(runtime.compile(few)(x, w), want, rtol=1e-5, atol=1e-5)
+
+
+def test_zero_batch():
+    exe = runtime.compile(conv_module("f32", "0,5,5,3", "3,3,3,16", "0,3,3,16", "size=3x3",
+                                      "b01f_01io->b01f"))
+    got = exe(np.zeros((0, 5, 5, 3), np.float32), np.zeros((3, 3, 3, 16), np.float32))
+    assert got.shape == (0, 3, 3, 16)
+
+
+def test_fused_bias_and_relu():
+    text = """HloModule conv_relu
+    fused {
+      p0 = f32[2,8,8,6]{3,2,1,0} parameter(0)
+      p1 = f32[3,3,6,24]{3,2,1,0} parameter(1)
+      p2 = f32[24]{0} parameter(2)
+      c = f32[2,8,8,24]{3,2,1,0} convolution(p0, p1), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+      b = f32[2,8,8,24]{3,2,1,0} broadcast(p2), dimensions={3}
+      s = f32[2,8,8,24]{3,2,1,0} add(c, b)
+      z = f32[] constant(0)
+      zb = f32[2,8,8,24]{3,2,1,0} broadcast(z), dimensions={}
+      ROOT r = f32[2,8,8,24]{3,2,1,0} maximum(s, zb)
+    }
+    ENTRY e {
+      x = f32[2,8,8,6]{3,2,1,0} parameter(0)
+      w = f32[3,3,6,24]{3,2,1,0} parameter(1)
+      bias = f32[24]{0} parameter(2)
+      ROOT f = f32[2,8,8,24]{3,2,1,0} fusion(x, w, bias), kind=kOutput, calls=fused
+    }"""
+    x = RNG.standard_normal((2, 8, 8, 6)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 6, 24)).astype(np.float32)
+    bias = RNG.standard_normal(24).astype(np.float32)
+    exe = runtime.compile(text)
+    assert "fma(" in exe.program.source
+    want = np.maximum(convolution(x.astype(np.float64), w.astype(np.float64), "b01f_01io->b01f",
+                                  size=(3, 3), pad=((1, 1), (1, 1))) + bias, 0)
+    np.testing.assert_allclose(exe(x, w, bias), want, rtol=1e-5, atol=1e-5)

@@ -1,0 +1,255 @@
+"""The register-tiled dot family: which form each layout gets, and values against numpy for
+odd sizes, batch and multiple contracting/free dimensions, transposed operands and outputs,
+every accumulation type, zero sizes and fused epilogues."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import runtime
+from runtime.codegen.families.dot import plan_dot
+from runtime.codegen.families.tiles import contraction_parts
+
+RNG = np.random.default_rng(7)
+
+
+def dot_module(et: str, lhs: str, rhs: str, out: str, dims: str, out_et: str | None = None,
+               layouts: tuple[str, str, str] = ("", "", "")) -> str:
+    la, lb, lo = (f"{{{layout}}}" if layout else "" for layout in layouts)
+    return f"""HloModule d
+    ENTRY e {{
+      a = {et}[{lhs}]{la} parameter(0)
+      b = {et}[{rhs}]{lb} parameter(1)
+      ROOT d = {out_et or et}[{out}]{lo} dot(a, b), {dims}
+    }}"""
+
+
+NN = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+
+
+def entry_root(text: str):
+    return runtime.parse(text).entry.root
+
+
+def plan_of(text: str, strategy: str = "cpu"):
+    return plan_dot(contraction_parts(entry_root(text), "dot"), strategy)
+
+
+@pytest.mark.parametrize("lhs, rhs, out, dims, form, row_side", [
+    ("f32[8,32]{1,0}", "f32[32,64]{1,0}", "f32[8,64]{1,0}", NN, "outer", "lhs"),
+    # lhs transposed: its free dimension is contiguous and wider than the rhs's
+    ("f32[32,64]{1,0}", "f32[32,16]{1,0}", "f32[64,16]{1,0}",
+     "lhs_contracting_dims={0}, rhs_contracting_dims={0}", "outer", "rhs"),
+    # A @ B^T: both contiguous along the contraction
+    ("f32[8,32]{1,0}", "f32[16,32]{1,0}", "f32[8,16]{1,0}",
+     "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "inner", "lhs"),
+    # matrix-vector
+    ("f32[8,32]{1,0}", "f32[32]{0}", "f32[8]{0}", NN, "inner", "lhs"),
+    # column-major operands: the lhs's free dimension is the contiguous one
+    ("f32[40,32]{0,1}", "f32[32,16]{0,1}", "f32[40,16]{1,0}", NN, "outer", "rhs"),
+])
+def test_layout_chooses_the_form(lhs, rhs, out, dims, form, row_side):
+    text = f"""HloModule d
+    ENTRY e {{
+      a = {lhs} parameter(0)
+      b = {rhs} parameter(1)
+      ROOT d = {out} dot(a, b), {dims}
+    }}"""
+    plan = plan_of(text)
+    assert (plan.form, plan.row_side) == (form, row_side)
+
+
+def test_declines_where_the_family_does_not_apply():
+    nn = dot_module("f32", "8,32", "32,64", "8,64", NN)
+    assert plan_of(nn, "gpu") is None                           # GPUs keep the simple kernel
+    assert plan_of(dot_module("pred", "8,32", "32,64", "8,64", NN)) is None
+    assert plan_of(dot_module("s32", "8,32", "32,64", "8,64", NN, "f32")) is None
+    assert plan_of(dot_module("f32", "8,32", "32,64", "8,64", NN, "f16")) is None
+    # the only contiguous dimensions are the batch dimension and a 2-wide free one
+    batch_minor = """HloModule d
+    ENTRY e {
+      a = f32[2,8,32]{0,2,1} parameter(0)
+      b = f32[2,32,3]{0,1,2} parameter(1)
+      ROOT d = f32[2,8,3] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2},
+        rhs_batch_dims={0}, rhs_contracting_dims={1}
+    }"""
+    assert plan_of(batch_minor) is None
+
+
+def check(text: str, args, want, rtol=1e-5, atol=1e-5, family=True):
+    exe = runtime.compile(text)
+    got = exe(*args)
+    if family:
+        assert "get_global_id(2)" in exe.program.source
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=rtol, atol=atol)
+
+
+def rand(*shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def matmul(a, b):
+    return a.astype(np.float64) @ b.astype(np.float64)
+
+
+@pytest.mark.parametrize("m, k, n", [(37, 19, 45), (5, 3, 17), (1, 7, 16), (64, 40, 64),
+                                     (9, 1, 20), (3, 70, 4)])
+def test_f32_sizes_around_the_tile(m, k, n):
+    a, b = rand(m, k), rand(k, n)
+    check(dot_module("f32", f"{m},{k}", f"{k},{n}", f"{m},{n}", NN), [a, b], matmul(a, b))
+
+
+@pytest.mark.parametrize("la, lb, lo", [("0,1", "1,0", "1,0"), ("1,0", "0,1", "0,1"),
+                                        ("0,1", "0,1", "0,1")])
+def test_transposed_layouts(la, lb, lo):
+    a, b = rand(19, 23), rand(23, 29)
+    check(dot_module("f32", "19,23", "23,29", "19,29", NN, layouts=(la, lb, lo)), [a, b],
+          matmul(a, b))
+
+
+def test_transposed_operands_in_both_forms():
+    a, b = rand(33, 21), rand(33, 18)
+    check(dot_module("f32", "33,21", "33,18", "21,18",
+                     "lhs_contracting_dims={0}, rhs_contracting_dims={0}"), [a, b],
+          matmul(a.T, b))
+    for k in (37, 64):           # inner form: a lane remainder, and none
+        a, b = rand(7, k), rand(11, k)
+        check(dot_module("f32", f"7,{k}", f"11,{k}", "7,11",
+                         "lhs_contracting_dims={1}, rhs_contracting_dims={1}"), [a, b],
+              matmul(a, b.T))
+
+
+def test_matrix_vector_and_vector_matrix():
+    a, v = rand(13, 37), rand(37)
+    check(dot_module("f32", "13,37", "37", "13", NN), [a, v], matmul(a, v[:, None])[:, 0])
+    w = rand(37, 20)
+    check(dot_module("f32", "37", "37,20", "20", "lhs_contracting_dims={0}, rhs_contracting_dims={0}"),
+          [v, w], matmul(v[None, :], w)[0])
+
+
+def test_batch_dimensions_anywhere():
+    a, b = rand(20, 3, 17), rand(3, 20, 33)
+    want = np.einsum("kbm,bkn->bmn", a.astype(np.float64), b)
+    check(dot_module("f32", "20,3,17", "3,20,33", "3,17,33",
+                     "lhs_batch_dims={1}, lhs_contracting_dims={0}, rhs_batch_dims={0}, "
+                     "rhs_contracting_dims={1}"), [a, b], want)
+    q, k = rand(2, 16, 32), rand(2, 16, 32)     # attention scores, inner form with a batch
+    check(dot_module("f32", "2,16,32", "2,16,32", "2,16,16",
+                     "lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, "
+                     "rhs_contracting_dims={2}"), [q, k],
+          np.einsum("bik,bjk->bij", q.astype(np.float64), k))
+
+
+def test_several_contracting_and_free_dimensions():
+    a, b = rand(4, 5, 6, 7), rand(6, 7, 3, 20)
+    check(dot_module("f32", "4,5,6,7", "6,7,3,20", "4,5,3,20",
+                     "lhs_contracting_dims={2,3}, rhs_contracting_dims={0,1}"), [a, b],
+          np.einsum("abij,ijcd->abcd", a.astype(np.float64), b))
+
+
+def test_f64_accumulates_in_double():
+    a, b = rand(13, 40, dtype=np.float64), rand(40, 21, dtype=np.float64)
+    check(dot_module("f64", "13,40", "40,21", "13,21", NN), [a, b], a @ b, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("et, dtype", [("f16", np.float16), ("bf16", ml_dtypes.bfloat16)])
+def test_half_types_accumulate_in_f32_and_round_once(et, dtype):
+    # XLA's CPU backend upcasts f16/bf16 dots to f32; rounding after every step would be
+    # off by far more than one ulp over 300 terms
+    a, b = rand(9, 300, dtype=dtype), rand(300, 21, dtype=dtype)
+    exact = matmul(a.astype(np.float32), b.astype(np.float32))
+    got = runtime.compile(dot_module(et, "9,300", "300,21", "9,21", NN))(a, b)
+    assert got.dtype == dtype
+    ulp = np.abs(exact.astype(dtype).astype(np.float64)) * (2.0 ** -10 if et == "f16" else 2.0 ** -7)
+    assert np.all(np.abs(got.astype(np.float64) - exact) <= ulp)
+
+
+def test_mixed_precision_operands_widen_exactly():
+    a, b = rand(6, 50, dtype=np.float16), rand(50, 20, dtype=np.float16)
+    text = dot_module("f16", "6,50", "50,20", "6,20", NN, out_et="f32")
+    check(text, [a, b], matmul(a, b), rtol=1e-6, atol=1e-6)
+
+
+def test_integer_dots_wrap_like_twos_complement():
+    a = RNG.integers(-128, 128, (9, 300)).astype(np.int8)
+    b = RNG.integers(-128, 128, (300, 33)).astype(np.int8)
+    got = runtime.compile(dot_module("s8", "9,300", "300,33", "9,33", NN, out_et="s32"))(a, b)
+    np.testing.assert_array_equal(got, a.astype(np.int64) @ b.astype(np.int64))
+    big = np.full((3, 4), 2 ** 30, np.int32)
+    got = runtime.compile(dot_module("s32", "3,4", "4,18", "3,18", NN))(big, np.full((4, 18), 3, np.int32))
+    want = ((big.astype(np.int64) @ np.full((4, 18), 3)) + 2 ** 31) % 2 ** 32 - 2 ** 31
+    np.testing.assert_array_equal(got, want)
+    u = RNG.integers(0, 256, (5, 40)).astype(np.uint8)
+    v = RNG.integers(0, 256, (40, 17)).astype(np.uint8)
+    got = runtime.compile(dot_module("u8", "5,40", "40,17", "5,17", NN, out_et="u32"))(u, v)
+    np.testing.assert_array_equal(got, u.astype(np.int64) @ v.astype(np.int64))
+
+
+def test_zero_sizes():
+    a, b = np.zeros((5, 0), np.float32), np.zeros((0, 18), np.float32)
+    np.testing.assert_array_equal(
+        runtime.compile(dot_module("f32", "5,0", "0,18", "5,18", NN))(a, b), np.zeros((5, 18)))
+    exe = runtime.compile(dot_module("f32", "0,4", "4,18", "0,18", NN))
+    assert exe(np.zeros((0, 4), np.float32), rand(4, 18)).shape == (0, 18)
+    assert not exe.program.kernel_names
+
+
+EPILOGUE = """HloModule fused_dot
+fused {
+  p0 = f32[37,45]{1,0} parameter(0)
+  p1 = f32[45,50]{1,0} parameter(1)
+  p2 = f32[50]{0} parameter(2)
+  p3 = f32[37,50]{1,0} parameter(3)
+  d = f32[37,50]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  b = f32[37,50]{1,0} broadcast(p2), dimensions={1}
+  s = f32[37,50]{1,0} add(d, b)
+  z = f32[] constant(0)
+  zb = f32[37,50]{1,0} broadcast(z), dimensions={}
+  m = f32[37,50]{1,0} maximum(s, zb)
+  ROOT r = f32[37,50]{1,0} add(m, p3)
+}
+ENTRY e {
+  a = f32[37,45]{1,0} parameter(0)
+  w = f32[45,50]{1,0} parameter(1)
+  bias = f32[50]{0} parameter(2)
+  x = f32[37,50]{1,0} parameter(3)
+  res = f32[37,50]{1,0} exponential(x)
+  f = f32[37,50]{1,0} fusion(a, w, bias, res), kind=kOutput, calls=fused
+  ROOT n = f32[37,50]{1,0} negate(f)
+}"""
+
+
+def test_fused_epilogue_writes_over_the_residual_it_reads():
+    a, w, bias, x = rand(37, 45), rand(45, 50), rand(50), rand(37, 50)
+    exe = runtime.compile(EPILOGUE, fusion=False)
+    insts = {i.name: i for i in exe.buffer_assignment.module.entry.instructions}
+    # buffer assignment lets the fusion take the residual's bytes: each element must be read
+    # before it is written, by the work-item that writes it
+    assert exe.buffer_assignment.slice(insts["res"]) == exe.buffer_assignment.slice(insts["f"])
+    assert "fma(" in exe.program.source
+    got = exe(a, w, bias, x)
+    want = -(np.maximum(matmul(a, w) + bias, 0) + np.exp(x.astype(np.float64)))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_fused_epilogue_using_the_dot_twice_and_narrowing():
+    text = """HloModule gelu_like
+    fused {
+      p0 = f32[20,33]{1,0} parameter(0)
+      p1 = f32[33,24]{0,1} parameter(1)
+      d = f32[20,24]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+      sq = f32[20,24]{1,0} multiply(d, d)
+      t = f32[20,24]{1,0} tanh(sq)
+      ROOT c = f16[20,24]{0,1} convert(t)
+    }
+    ENTRY e {
+      a = f32[20,33]{1,0} parameter(0)
+      w = f32[33,24]{0,1} parameter(1)
+      ROOT f = f16[20,24]{0,1} fusion(a, w), kind=kOutput, calls=fused
+    }"""
+    a, w = rand(20, 33), rand(33, 24)
+    exe = runtime.compile(text)
+    assert "fma(" in exe.program.source
+    got = exe(a, w)
+    d = matmul(a, w)
+    np.testing.assert_allclose(got.astype(np.float64), np.tanh(d * d), rtol=2e-3, atol=2e-3)

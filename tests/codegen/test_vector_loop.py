@@ -1,0 +1,197 @@
+"""Vector loop kernels (16 floats or 8 doubles per work-item): values with a partial last
+block, NaN/-0 semantics of the vector helpers, in-place updates, scalar operands, and the
+kernels that must stay scalar."""
+
+import numpy as np
+import pytest
+
+import runtime
+
+RNG = np.random.default_rng(3)
+
+CHAIN = """HloModule chain
+fused {{
+  p0 = {et}[{n}]{{0}} parameter(0)
+  p1 = {et}[] parameter(1)
+  t = {et}[{n}]{{0}} tanh(p0)
+  ng = {et}[{n}]{{0}} negate(p0)
+  m = {et}[{n}]{{0}} multiply(ng, p0)
+  e = {et}[{n}]{{0}} exponential(m)
+  te = {et}[{n}]{{0}} multiply(t, e)
+  a = {et}[{n}]{{0}} abs(p0)
+  b = {et}[{n}]{{0}} broadcast(p1), dimensions={{}}
+  s = {et}[{n}]{{0}} add(a, b)
+  q = {et}[{n}]{{0}} sqrt(s)
+  ROOT r = {et}[{n}]{{0}} add(te, q)
+}}
+ENTRY e {{
+  x = {et}[{n}]{{0}} parameter(0)
+  c = {et}[] parameter(1)
+  ROOT f = {et}[{n}]{{0}} fusion(x, c), kind=kLoop, calls=fused
+}}"""
+
+
+@pytest.mark.parametrize("et, dtype, vector", [("f32", np.float32, "float16"),
+                                               ("f64", np.float64, "double8")])
+@pytest.mark.parametrize("n", [1, 16, 37, 1000])
+def test_fused_chain_with_a_partial_last_block(et, dtype, vector, n):
+    x = RNG.standard_normal(n).astype(dtype)
+    exe = runtime.compile(CHAIN.format(et=et, n=n))
+    assert f"{vector} " in exe.program.source
+    got = exe(x, np.array(1.5, dtype))
+    x64 = x.astype(np.float64)
+    want = np.tanh(x64) * np.exp(-x64 * x64) + np.sqrt(np.abs(x64) + 1.5)
+    tol = 2e-6 if et == "f32" else 1e-14
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+def test_maximum_minimum_clamp_keep_nan_and_signed_zero_lane_by_lane():
+    text = """HloModule mm
+    ENTRY e {
+      a = f32[19] parameter(0)
+      b = f32[19] parameter(1)
+      lo = f32[] parameter(2)
+      hi = f32[] parameter(3)
+      mx = f32[19] maximum(a, b)
+      mn = f32[19] minimum(a, b)
+      cl = f32[19] clamp(lo, a, hi)
+      ROOT t = (f32[19], f32[19], f32[19]) tuple(mx, mn, cl)
+    }"""
+    nan = np.float32(np.nan)
+    a = np.array([nan, 1, -0.0, 0.0, 2, -3, 5] + [0.5] * 12, np.float32)
+    b = np.array([1, nan, 0.0, -0.0, 2, 4, -7] + [-0.5] * 12, np.float32)
+    exe = runtime.compile(text)
+    assert "xla_fmax_float16" in exe.program.source
+    mx, mn, cl = exe(a, b, np.float32(-1), np.float32(1))
+    assert np.isnan(mx[0]) and np.isnan(mx[1]) and np.isnan(mn[0]) and np.isnan(mn[1])
+    assert not np.signbit(mx[2]) and not np.signbit(mx[3])
+    assert np.signbit(mn[2]) and np.signbit(mn[3])
+    np.testing.assert_array_equal(mx[4:], np.maximum(a[4:], b[4:]))
+    np.testing.assert_array_equal(mn[4:], np.minimum(a[4:], b[4:]))
+    assert np.isnan(cl[0])
+    np.testing.assert_array_equal(cl[1:], np.clip(a[1:], -1, 1))
+
+
+def test_in_place_update_with_a_partial_last_block():
+    text = """HloModule inplace
+    ENTRY e {
+      x = f32[37] parameter(0)
+      y = f32[37] exponential(x)
+      one = f32[] constant(1)
+      ones = f32[37] broadcast(one), dimensions={}
+      z = f32[37] add(y, ones)
+      ROOT w = f32[37] multiply(z, z)
+    }"""
+    exe = runtime.compile(text, fusion=False)   # three kernels, each over the last's bytes
+    insts = {i.name: i for i in exe.buffer_assignment.module.entry.instructions}
+    assert exe.buffer_assignment.slice(insts["y"]) == exe.buffer_assignment.slice(insts["z"])
+    x = RNG.standard_normal(37).astype(np.float32)
+    np.testing.assert_allclose(exe(x), (np.exp(x.astype(np.float64)) + 1) ** 2, rtol=1e-6)
+
+
+@pytest.mark.parametrize("body, expected", [
+    # f16, a pred result, a select and a transpose stay scalar kernels
+    ("ROOT r = f32[5,6]{1,0} transpose(b), dimensions={1,0}", lambda a: a.T),
+    ("c = f16[6,5]{1,0} convert(a)\n      ROOT r = f16[6,5]{1,0} sqrt(c)",
+     lambda a: np.sqrt(np.abs(a).astype(np.float16))),
+    ("ROOT r = pred[6,5]{1,0} compare(a, a), direction=LT", lambda a: np.zeros_like(a, bool)),
+    ("p = pred[6,5]{1,0} compare(a, a), direction=EQ\n      ROOT r = f32[6,5]{1,0} select(p, a, a)",
+     lambda a: a),
+])
+def test_kernels_that_stay_scalar(body, expected):
+    text = f"""HloModule scalar
+    ENTRY e {{
+      a = f32[6,5]{{1,0}} parameter(0)
+      b = f32[6,5]{{0,1}} parameter(1)
+      {body}
+    }}"""
+    exe = runtime.compile(text)
+    assert "float16" not in exe.program.source
+    a = np.abs(RNG.standard_normal((6, 5))).astype(np.float32)
+    want = expected(a)
+    np.testing.assert_allclose(np.asarray(exe(a, a.copy()), np.float64),
+                               np.asarray(want, np.float64), rtol=1e-3 if want.dtype == np.float16 else 1e-6)
+
+
+@pytest.mark.parametrize("rows, cols", [(64, 32), (37, 45), (3, 5), (1, 40)])
+def test_broadcast_rows_columns_and_a_strided_operand(rows, cols):
+    # per-row statistic, per-column scale, and an operand whose minor dimension is strided;
+    # odd sizes put blocks across rows (the per-lane path)
+    text = f"""HloModule bcast
+    fused {{
+      x = f32[{rows},{cols}]{{1,0}} parameter(0)
+      m = f32[{rows}]{{0}} parameter(1)
+      g = f32[{cols}]{{0}} parameter(2)
+      t = f32[{rows},{cols}]{{0,1}} parameter(3)
+      mb = f32[{rows},{cols}]{{1,0}} broadcast(m), dimensions={{0}}
+      gb = f32[{rows},{cols}]{{1,0}} broadcast(g), dimensions={{1}}
+      tb = f32[{rows},{cols}]{{1,0}} broadcast(t), dimensions={{0,1}}
+      s = f32[{rows},{cols}]{{1,0}} subtract(x, mb)
+      p = f32[{rows},{cols}]{{1,0}} multiply(s, gb)
+      ROOT r = f32[{rows},{cols}]{{1,0}} add(p, tb)
+    }}
+    ENTRY e {{
+      x = f32[{rows},{cols}]{{1,0}} parameter(0)
+      m = f32[{rows}]{{0}} parameter(1)
+      g = f32[{cols}]{{0}} parameter(2)
+      t = f32[{rows},{cols}]{{0,1}} parameter(3)
+      ROOT f = f32[{rows},{cols}]{{1,0}} fusion(x, m, g, t), kind=kLoop, calls=fused
+    }}"""
+    x = RNG.standard_normal((rows, cols)).astype(np.float32)
+    m, g = RNG.standard_normal(rows).astype(np.float32), RNG.standard_normal(cols).astype(np.float32)
+    t = RNG.standard_normal((rows, cols)).astype(np.float32)
+    exe = runtime.compile(text)
+    assert "float16 " in exe.program.source
+    np.testing.assert_allclose(exe(x, m, g, t), (x - m[:, None]) * g + t, rtol=1e-6, atol=1e-6)
+
+
+def test_broadcast_into_a_column_major_output_and_from_a_degenerate_dimension():
+    text = """HloModule bcast_cm
+    ENTRY e {
+      x = f32[20,33]{0,1} parameter(0)
+      b = f32[1,33]{1,0} parameter(1)
+      bb = f32[20,33]{0,1} broadcast(b), dimensions={0,1}
+      ROOT r = f32[20,33]{0,1} multiply(x, bb)
+    }"""
+    x = RNG.standard_normal((20, 33)).astype(np.float32)
+    b = RNG.standard_normal((1, 33)).astype(np.float32)
+    exe = runtime.compile(text)
+    assert "float16 " in exe.program.source
+    np.testing.assert_allclose(exe(x, b), x * b, rtol=1e-6)
+
+
+def test_operands_in_another_layout_directly_and_through_copy_or_degenerate_reshape():
+    text = """HloModule relayout
+    fused {
+      a = f32[21,35]{1,0} parameter(0)
+      b = f32[21,35]{0,1} parameter(1)
+      c = f32[21,35]{0,1} parameter(2)
+      d = f32[21,1,35]{0,2,1} parameter(3)
+      cc = f32[21,35]{1,0} copy(c)
+      dr = f32[21,35]{1,0} reshape(d)
+      s = f32[21,35]{1,0} add(a, b)
+      t = f32[21,35]{1,0} multiply(s, cc)
+      ROOT r = f32[21,35]{1,0} subtract(t, dr)
+    }
+    ENTRY e {
+      a = f32[21,35]{1,0} parameter(0)
+      b = f32[21,35]{0,1} parameter(1)
+      c = f32[21,35]{0,1} parameter(2)
+      d = f32[21,1,35]{0,2,1} parameter(3)
+      ROOT f = f32[21,35]{1,0} fusion(a, b, c, d), kind=kLoop, calls=fused
+    }"""
+    a, b, c = (RNG.standard_normal((21, 35)).astype(np.float32) for _ in range(3))
+    d = RNG.standard_normal((21, 1, 35)).astype(np.float32)
+    exe = runtime.compile(text)
+    assert "float16 " in exe.program.source
+    np.testing.assert_allclose(exe(a, b, c, d), (a + b) * c - d[:, 0], rtol=1e-6, atol=1e-6)
+
+
+def test_scalar_output_through_a_degenerate_reshape():
+    text = """HloModule scalar_reshape
+    ENTRY e {
+      a = f32[1] parameter(0)
+      r = f32[] reshape(a)
+      ROOT n = f32[] negate(r)
+    }"""
+    np.testing.assert_array_equal(runtime.compile(text)(np.array([2.5], np.float32)), -2.5)
