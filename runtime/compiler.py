@@ -91,7 +91,7 @@ def _build(module: HloModule, dev, options: CompileOptions, progress, start: flo
     check_runnable(module)
     report = progress or (lambda stage, done, total: None)
     report("passes", 0, 1)
-    optimised = optimise(module, fusion=options.fusion)
+    optimised = optimise(module, fusion=options.fusion, strategy=dev.strategy)
     alignment = options.alignment or dev.mem_base_addr_align
     assignment = assign_buffers(optimised, alignment=alignment)
     report("codegen", 0, 1)
