@@ -42,6 +42,7 @@ from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape
 from .dce import remove_dead_code
 from .fusion_rules import FusionRules, in_place_operands, in_place_roots, rules_for
+from .names import NameUniquer
 
 MOVE, DUPLICATE = "move", "duplicate"
 
@@ -54,8 +55,8 @@ def fuse(module: HloModule, strategy: str = "cpu") -> HloModule:
 
 
 def fuse_in_place(module: HloModule, rules: FusionRules) -> None:
-    names = _Names({i.name for i in module.instructions()})
-    computation_names = _Names({c.name for c in module.computations})
+    names = NameUniquer.instructions_of(module)
+    computation_names = NameUniquer.computations_of(module)
     for comp in _sequential_computations(module):
         groups = _Planner(comp, rules).plan()
         _Builder(module, comp, names, computation_names).build(groups)
@@ -262,24 +263,9 @@ def _row_count(root: HloInstruction, row_dims: tuple[int, ...]) -> int:
 
 # --- building fusion instructions ------------------------------------------------------------
 
-class _Names:
-    """XLA's name uniquer: ``base``, then ``base.1``, ``base.2``..."""
-
-    def __init__(self, taken: set[str]) -> None:
-        self.taken = taken
-
-    def __call__(self, base: str) -> str:
-        name, k = base, 0
-        while name in self.taken:
-            k += 1
-            name = f"{base}.{k}"
-        self.taken.add(name)
-        return name
-
-
 class _Builder:
-    def __init__(self, module: HloModule, comp: HloComputation, names: _Names,
-                 computation_names: _Names) -> None:
+    def __init__(self, module: HloModule, comp: HloComputation, names: NameUniquer,
+                 computation_names: NameUniquer) -> None:
         self.module = module
         self.comp = comp
         self.names = names

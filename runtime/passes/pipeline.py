@@ -14,12 +14,14 @@ from typing import Callable
 from ..hlo.ir import HloModule
 from .fusion import fuse
 from .simplify import simplify
+from .split_reductions import split_reductions
 
 Pass = Callable[[HloModule, str], HloModule]
 
 PASSES: list[tuple[str, Pass, bool]] = [
     ("simplify", simplify, True),
     ("fusion", fuse, True),
+    ("split-reductions", split_reductions, True),
 ]
 
 
