@@ -193,12 +193,15 @@ def _element_count(shape: Shape) -> int:
 
 
 def reused_members(root: HloInstruction, members: Collection[HloInstruction]) -> set[HloInstruction]:
-    """Members whose elements are read more than once per element of ``root``."""
+    """Members whose elements are read more than once per element of ``root``, when every
+    reduction and every expensive value read many times is computed once (by a row plan):
+    reading those again costs nothing, so their operands are not re-read because of it."""
     order = _topological(root, set(members))
     reused: set[HloInstruction] = set()
     for inst in reversed(order):
+        once = inst.opcode == "reduce" or (inst in reused and is_expensive(inst))
         for k, op in enumerate(inst.operands):
-            if op in members and (inst in reused or reads_many_times(inst, k)):
+            if op in members and ((inst in reused and not once) or reads_many_times(inst, k)):
                 reused.add(op)
     return reused
 
@@ -214,6 +217,45 @@ def _computes(inst: HloInstruction) -> bool:
                                        and inst.opcode not in ("copy", "convert"))
 
 
+@dataclass(frozen=True)
+class _Split:
+    """The fewest major output dimensions indexing every value that must be computed once."""
+
+    split: int
+    physical: tuple[int, ...]
+    shape: ArrayShape
+    has_reduce: bool
+    order: list[HloInstruction]
+    sources: dict
+
+
+def _minimal_split(root: HloInstruction, members: Collection[HloInstruction]) -> _Split | None:
+    member_set = set(members)
+    order = _topological(root, member_set)
+    reused = reused_members(root, member_set)
+    required = [m for m in order if m.opcode == "reduce" or (m in reused and is_expensive(m))]
+    if not required or (root.shape.is_tuple and root.opcode != "reduce"):
+        return None
+    sources = index_sources(root, member_set)
+    shape = root.shape if isinstance(root.shape, ArrayShape) else \
+        next(iter(root.shape.leaves()))[1]
+    physical = tuple(reversed(shape.minor_to_major))
+    split = next((k for k in range(len(physical) + 1)
+                  if all(_invariant(sources[m], physical[:k]) for m in required)), None)
+    if split is None:
+        return None
+    return _Split(split, physical, shape, any(m.opcode == "reduce" for m in required), order,
+                  sources)
+
+
+def row_count(root: HloInstruction, members: Collection[HloInstruction]) -> int | None:
+    """Rows of the fewest-rows plan computing every reduction and repeatedly-read expensive
+    value once (None: no such plan, or nothing needs one). The fusion pass merges only
+    what keeps this defined and large enough."""
+    found = _minimal_split(root, members)
+    return None if found is None else _count(found.shape, found.physical[:found.split])
+
+
 def plan_rows(root: HloInstruction, members: Collection[HloInstruction]) -> RowPlan | None:
     """The row plan that computes every reduction, and every expensive value read many
     times, once per row; None when there is none, or when a plain one-output-per-work-item
@@ -224,29 +266,19 @@ def plan_rows(root: HloInstruction, members: Collection[HloInstruction]) -> RowP
     row dimensions are added until there are ``PARALLEL_ROWS`` rows, trading a little
     recomputation of cheap values for parallelism.
     """
-    member_set = set(members)
-    order = _topological(root, member_set)
-    reused = reused_members(root, member_set)
-    required = [m for m in order if m.opcode == "reduce" or (m in reused and is_expensive(m))]
-    if not required or (root.shape.is_tuple and root.opcode != "reduce"):
+    found = _minimal_split(root, members)
+    if found is None:
         return None
-    has_reduce = any(m.opcode == "reduce" for m in required)
-    sources = index_sources(root, member_set)
-    out_shape = root.shape if isinstance(root.shape, ArrayShape) else \
-        next(iter(root.shape.leaves()))[1]
-    physical = tuple(reversed(out_shape.minor_to_major))
-    split = next((k for k in range(len(physical) + 1)
-                  if all(_invariant(sources[m], physical[:k]) for m in required)), None)
-    if split is None:
-        return None
-    while not has_reduce and split < len(physical) and \
-            _count(out_shape, physical[:split]) < PARALLEL_ROWS:
+    split, physical = found.split, found.physical
+    while not found.has_reduce and split < len(physical) and \
+            _count(found.shape, physical[:split]) < PARALLEL_ROWS:
         split += 1
-    if split == len(physical) and not has_reduce:
+    if split == len(physical) and not found.has_reduce:
         return None
     rows = physical[:split]
-    hoisted = tuple(m for m in order if _computes(m) and _invariant(sources[m], rows))
-    index_of = {m: tuple(s[1] if isinstance(s, tuple) else None for s in sources[m])
+    hoisted = tuple(m for m in found.order
+                    if _computes(m) and _invariant(found.sources[m], rows))
+    index_of = {m: tuple(s[1] if isinstance(s, tuple) else None for s in found.sources[m])
                 for m in hoisted}
     return RowPlan(tuple(rows), tuple(physical[split:]), hoisted, index_of)
 

@@ -34,7 +34,7 @@ import heapq
 from dataclasses import dataclass, field
 
 from ..analysis.call_graph import sequential_callees
-from ..analysis.rows import is_expensive, plan_rows, reads_many_times
+from ..analysis.rows import is_expensive, reads_many_times, row_count
 from ..hlo.attributes import Identifier
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
@@ -242,8 +242,8 @@ class _Planner:
                     or not self._only_reader(group, q)
                     or len(group.members) + len(producer.members) > self.rules.max_members):
                 continue
-            plan = plan_rows(group.root, set(group.members) | set(producer.members))
-            if plan is not None and _row_count(group.root, plan.row_dims) >= self.rules.min_rows:
+            rows = row_count(group.root, set(group.members) | set(producer.members))
+            if rows is not None and rows >= self.rules.min_rows:
                 return producer
         return None
 
@@ -251,14 +251,6 @@ class _Planner:
 def _small_if_constant(inst: HloInstruction) -> bool:
     return inst.opcode != "constant" or (isinstance(inst.shape, ArrayShape)
                                          and inst.shape.element_count <= 1)
-
-
-def _row_count(root: HloInstruction, row_dims: tuple[int, ...]) -> int:
-    shape = root.shape if isinstance(root.shape, ArrayShape) else next(iter(root.shape.leaves()))[1]
-    n = 1
-    for d in row_dims:
-        n *= shape.dims[d]
-    return n
 
 
 # --- building fusion instructions ------------------------------------------------------------
