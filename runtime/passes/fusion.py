@@ -41,7 +41,8 @@ from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape
 from .dce import remove_dead_code
-from .fusion_rules import FusionRules, in_place_operands, in_place_roots, rules_for
+from .fusion_rules import (FREE_DUPLICATES, FusionRules, in_place_operands, in_place_roots,
+                           rules_for)
 from .names import NameUniquer
 
 MOVE, DUPLICATE = "move", "duplicate"
@@ -50,11 +51,12 @@ MOVE, DUPLICATE = "move", "duplicate"
 def fuse(module: HloModule, strategy: str = "cpu") -> HloModule:
     """A fused copy of ``module`` for a device of the given strategy ("cpu" | "gpu")."""
     new, _ = clone_module(module)
-    fuse_in_place(new, rules_for(strategy))
+    fuse_in_place(new, strategy)
     return new
 
 
-def fuse_in_place(module: HloModule, rules: FusionRules) -> None:
+def fuse_in_place(module: HloModule, strategy: str = "cpu") -> None:
+    rules = rules_for(strategy)
     names = NameUniquer.instructions_of(module)
     computation_names = NameUniquer.computations_of(module)
     for comp in _sequential_computations(module):
@@ -85,6 +87,7 @@ class _Group:
     reused: set[HloInstruction] = field(default_factory=set)       # read many times per output
     same_index: set[HloInstruction] = field(default_factory=set)   # read at the root's index
     moved: set[HloInstruction] = field(default_factory=set)        # members that leave the caller
+    duplicates: int = 0                                            # copies counted in the budget
     parameters: set[HloInstruction] = field(default_factory=set)   # operands from outside
     merged_into: _Group | None = None
 
@@ -107,6 +110,7 @@ class _Planner:
                 self.pinned.update(inst.control_predecessors)
         self.owner: dict[HloInstruction, _Group] = {}
         self.groups: list[_Group] = []
+        self.dead: set[HloInstruction] = set()        # every user has its own copy
         # groups reading an instruction from outside (it is among their parameters)
         self.readers: dict[HloInstruction, set[_Group]] = {i: set() for i in self.order}
 
@@ -115,6 +119,7 @@ class _Planner:
             if inst in self.owner or inst in self.pinned or inst.opcode not in self.rules.roots:
                 continue
             if self._only_duplicates_needed(inst):
+                self.dead.add(inst)
                 continue
             self._grow(inst)
         if self.rules.row_fusion:
@@ -124,16 +129,25 @@ class _Planner:
         return [g for g in self.groups if g.merged_into is None and len(g.members) > 1]
 
     def _only_duplicates_needed(self, inst: HloInstruction) -> bool:
-        """Every user already has its own copy of ``inst``: it would be dead code."""
+        """Every user already has its own copy of ``inst`` (or is dead code itself) and no
+        kernel reads it: it would be dead code."""
         users = self.users[inst]
-        return inst is not self.comp_root and bool(users) and all(
-            u in self.owner and inst in self.owner[u].members for u in users)
+        return inst is not self.comp_root and bool(users) and not self.readers[inst] and all(
+            u in self.dead or (u in self.owner and inst in self.owner[u].members) for u in users)
+
+    def _duplicable(self, inst: HloInstruction) -> bool:
+        rules = self.rules
+        if inst.opcode in rules.duplicable:
+            return _small_if_constant(inst)
+        return (rules.duplicate_cheap_elementwise and OPCODES[inst.opcode].elementwise
+                and not is_expensive(inst))
 
     def _only_reader(self, group: _Group, inst: HloInstruction) -> bool:
         """Whether ``group`` is the only reader of ``inst``, so it may move into the group: a
         duplicated member's original stays behind and still reads its operands, and so do
         copies of it in other groups."""
-        return (inst is not self.comp_root and all(u in group.moved for u in self.users[inst])
+        return (inst is not self.comp_root
+                and all(u in group.moved or u in self.dead for u in self.users[inst])
                 and self.readers[inst] <= {group})
 
     def _set_parameters(self, group: _Group, parameters: set[HloInstruction]) -> None:
@@ -200,13 +214,16 @@ class _Planner:
             decision = MOVE
         elif moves:
             decision = MOVE
-        elif producer.opcode in rules.duplicable and _small_if_constant(producer):
+        elif self._duplicable(producer) and (producer.opcode in FREE_DUPLICATES
+                                             or group.duplicates < rules.max_duplicates):
             decision = DUPLICATE
         else:
             return None
         added = {op for op in producer.operands if op not in group.members}
         if len((group.parameters - {producer}) | added) > rules.max_parameters:
             return None
+        if decision == DUPLICATE and producer.opcode not in FREE_DUPLICATES:
+            group.duplicates += 1
         if reused:
             group.reused.add(producer)
         if same_index:
@@ -271,10 +288,13 @@ class _Builder:
         pos = {inst: i for i, inst in enumerate(self.comp.instructions)}
         fusion_of: dict[HloInstruction, HloInstruction] = {}
         moved: set[HloInstruction] = set()
+        fused: list[HloComputation] = []
         for group in groups:
             members = sorted(group.members, key=pos.__getitem__)
-            fusion_of[group.root] = self._fusion(group, members)
+            fusion_of[group.root] = self._fusion(group, members, fused)
             moved.update(group.moved)
+        at = self.module.computations.index(self.comp)
+        self.module.computations[at:at] = fused
         kept = [fusion_of.get(inst, inst) for inst in self.comp.instructions
                 if inst in fusion_of or inst not in moved]
         for inst in kept:
@@ -283,8 +303,10 @@ class _Builder:
         if self.comp.root in fusion_of:
             self.comp.root = fusion_of[self.comp.root]
 
-    def _fusion(self, group: _Group, members: list[HloInstruction]) -> HloInstruction:
+    def _fusion(self, group: _Group, members: list[HloInstruction],
+                computations: list[HloComputation]) -> HloInstruction:
         fused = HloComputation(self.computation_names("fused_computation"))
+        computations.append(fused)
         copies: dict[HloInstruction, HloInstruction] = {}
         operands: list[HloInstruction] = []
         for m in members:
@@ -301,7 +323,6 @@ class _Builder:
                 operands=[copies[op] for op in m.operands], attrs=dict(m.attrs), parent=fused)
             fused.instructions.append(copies[m])
         fused.root = copies[group.root]
-        self.module.computations.insert(self.module.computations.index(self.comp), fused)
         attrs: dict[str, object] = {"kind": Identifier(group.kind), "calls": fused}
         if "metadata" in group.root.attrs:
             attrs["metadata"] = group.root.attrs["metadata"]

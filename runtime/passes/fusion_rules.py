@@ -29,6 +29,9 @@ class FusionRules:
     roots: dict[str, str]               # opcode -> kind of the fusion it roots
     producers: frozenset[str]           # fused into a consumer's kernel
     duplicable: frozenset[str]          # may be copied into several kernels (cheap to recompute)
+    duplicate_cheap_elementwise: bool   # ... and so may any elementwise op that is not expensive
+    max_duplicates: int                 # copies per kernel, constants/iota/broadcasts aside (a
+                                        # bound that keeps the module linear in size)
     heroes: frozenset[str]              # fused with their elementwise consumers (kOutput)
     row_fusion: bool                    # merge reductions into consumers that broadcast them back
     min_rows: int                       # ... when the row kernel gets at least this many rows
@@ -46,9 +49,11 @@ def _roots() -> dict[str, str]:
 _CPU = FusionRules(
     roots=_roots(),
     producers=_ELEMENTWISE | _DATA_MOVEMENT | frozenset(
-        {"iota", "constant", "bitcast", "dynamic-slice", "gather", "map"}),
+        {"iota", "constant", "bitcast", "dynamic-slice", "gather", "map", "reduce-window"}),
     duplicable=frozenset({"broadcast", "iota", "constant", "reshape", "bitcast", "transpose",
-                          "slice", "reverse", "convert"}),
+                          "slice", "reverse", "dynamic-slice"}),
+    duplicate_cheap_elementwise=True,
+    max_duplicates=8,
     heroes=frozenset({"dot", "convolution"}),
     row_fusion=True,
     min_rows=2,
@@ -59,6 +64,10 @@ _CPU = FusionRules(
 
 # The GPU strategy uses the same decisions; its kernels are the simple, correct forms.
 RULES: dict[str, FusionRules] = {"cpu": _CPU, "gpu": _CPU}
+
+
+# copied into kernels without counting against ``max_duplicates``: they read nothing big
+FREE_DUPLICATES = frozenset({"constant", "iota", "broadcast"})
 
 
 def rules_for(strategy: str) -> FusionRules:

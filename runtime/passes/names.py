@@ -10,6 +10,7 @@ class NameUniquer:
 
     def __init__(self, taken: set[str]) -> None:
         self.taken = taken
+        self._next: dict[str, int] = {}     # base -> first suffix not tried yet
 
     @classmethod
     def instructions_of(cls, module: HloModule) -> NameUniquer:
@@ -20,9 +21,11 @@ class NameUniquer:
         return cls({c.name for c in module.computations})
 
     def __call__(self, base: str) -> str:
-        name, k = base, 0
+        k = self._next.get(base, 0)
+        name = base if k == 0 else f"{base}.{k}"
         while name in self.taken:
             k += 1
             name = f"{base}.{k}"
+        self._next[base] = k + 1
         self.taken.add(name)
         return name

@@ -32,11 +32,11 @@ _MAX_REWRITES = 8     # rewrites of one instruction in a row (each one shrinks t
 
 def simplify(module: HloModule, strategy: str = "cpu") -> HloModule:
     new, _ = clone_module(module)
-    simplify_in_place(new)
+    simplify_in_place(new, strategy)
     return new
 
 
-def simplify_in_place(module: HloModule) -> None:
+def simplify_in_place(module: HloModule, strategy: str = "cpu") -> None:
     for comp in module.computations:
         replacement: dict[HloInstruction, HloInstruction] = {}
         ordered = {p for inst in comp.instructions for p in inst.control_predecessors}

@@ -41,13 +41,17 @@ RULES = {"cpu": SplitRules(min_length=1 << 16, max_outputs=64, target_rows=128, 
 
 def split_reductions(module: HloModule, strategy: str = "cpu") -> HloModule:
     new, _ = clone_module(module)
+    split_reductions_in_place(new, strategy)
+    return new
+
+
+def split_reductions_in_place(module: HloModule, strategy: str = "cpu") -> None:
     rules = RULES.get(strategy, RULES["cpu"])
-    names = NameUniquer.instructions_of(new)
-    for comp in list(new.computations):
+    names = NameUniquer.instructions_of(module)
+    for comp in list(module.computations):
         for inst in list(comp.instructions):
             if inst.opcode == "fusion":
                 _split_fusion(comp, inst, rules, names)
-    return new
 
 
 def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRules,
