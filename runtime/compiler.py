@@ -103,6 +103,7 @@ def _build(module: HloModule, dev, options: CompileOptions, progress, start: flo
 
 def build_kernels(dev, program, report: ProgressCallback) -> dict:
     """Build the program, then launch each kernel once with a zero work bound (see module doc)."""
+    from . import binary_cache
     from .codegen.plan import iter_launches
     from .device import build_program, opencl
     cl = opencl()
@@ -137,6 +138,7 @@ def build_kernels(dev, program, report: ProgressCallback) -> dict:
         if launch.kernel not in built:
             built.add(launch.kernel)
             report("build", len(built), total)
+    binary_cache.save(cl, dev, program.source, (*dev.build_options, *program.options), cl_program)
     return kernels
 
 
