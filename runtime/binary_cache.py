@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,9 @@ def load(cl, device, source: str, options: tuple[str, ...]) -> Any | None:
         return None
     try:
         program = cl.Program(device.context, [device.cl_device], [path.read_bytes()])
-        program.build(options=list(options), devices=[device.cl_device])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+            program.build(options=list(options), devices=[device.cl_device])
     except (cl.Error, OSError):
         path.unlink(missing_ok=True)
         return None
