@@ -41,14 +41,18 @@ from ..plan import Launch, Step
 
 @dataclass(frozen=True)
 class ReductionShape:
-    """Per-strategy kernel shape: partial accumulators per work-item, work-group size."""
+    """Per-strategy kernel shape: partial accumulators per work-item, work-group size, and
+    whether index arithmetic is 64-bit even when 32 bits would do. On PoCL (LLVM) a 32-bit
+    ``row * stride + (j + k)`` is sign-extended per lane and the lanes' loads are no longer
+    seen as consecutive: the row sums ran at half speed (0.8 ms against 0.4 ms for 32 MB)."""
 
     lanes: int
     local_size: int
+    wide_index: bool
 
 
-SHAPES = {"cpu": ReductionShape(lanes=16, local_size=8),
-          "gpu": ReductionShape(lanes=1, local_size=64)}
+SHAPES = {"cpu": ReductionShape(lanes=16, local_size=8, wide_index=True),
+          "gpu": ReductionShape(lanes=1, local_size=64, wide_index=False)}
 
 
 def lower_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
@@ -62,7 +66,8 @@ def lower_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     if out.element_count == 0:
         return []
     shape = SHAPES.get(ctx.strategy, SHAPES["gpu"])
-    kb = KernelBuilder(index_type="long" if needs_long_index(*_shapes(inst, members)) else "int")
+    wide = shape.wide_index or needs_long_index(*_shapes(inst, members))
+    kb = KernelBuilder(index_type="long" if wide else "int")
     hero = _column_hero(root, plan, members, shape)
     if hero is not None:
         count = _column_kernel(ctx, kb, inst, root, params, plan, hero, shape.lanes)
