@@ -10,7 +10,7 @@ its opcode).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from ..errors import HloUnsupportedError
@@ -26,12 +26,8 @@ class LoweringContext:
     assignment: object          # runtime.buffers.assignment.BufferAssignment
     strategy: str               # "cpu" | "gpu"
     program: ProgramBuilder
-    # instructions made up during lowering (a fusion's hero lowered on its own) -> their bytes
-    placed: dict[int, BufferRef] = field(default_factory=dict)
 
     def ref(self, inst: HloInstruction, index: tuple[int, ...] = ()) -> BufferRef:
-        if not index and id(inst) in self.placed:
-            return self.placed[id(inst)]
         s = self.assignment.slice(inst, index)  # type: ignore[attr-defined]
         return BufferRef(s.allocation, s.offset)
 

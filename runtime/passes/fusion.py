@@ -43,7 +43,7 @@ from ..hlo.shape import ArrayShape
 from .dce import remove_dead_code
 from .fusion_rules import (FREE_DUPLICATES, FusionRules, in_place_operands, in_place_roots,
                            rules_for)
-from .names import NameUniquer
+from .names import FreshNames
 
 MOVE, DUPLICATE = "move", "duplicate"
 
@@ -57,11 +57,11 @@ def fuse(module: HloModule, strategy: str = "cpu") -> HloModule:
 
 def fuse_in_place(module: HloModule, strategy: str = "cpu") -> None:
     rules = rules_for(strategy)
-    names = NameUniquer.instructions_of(module)
-    computation_names = NameUniquer.computations_of(module)
+    names = FreshNames(module)
+    names.taken |= {c.name for c in module.computations}   # fused computations too
     for comp in _sequential_computations(module):
         groups = _Planner(comp, rules).plan()
-        _Builder(module, comp, names, computation_names).build(groups)
+        _Builder(module, comp, names).build(groups)
     remove_dead_code(module)
 
 
@@ -273,12 +273,10 @@ def _small_if_constant(inst: HloInstruction) -> bool:
 # --- building fusion instructions ------------------------------------------------------------
 
 class _Builder:
-    def __init__(self, module: HloModule, comp: HloComputation, names: NameUniquer,
-                 computation_names: NameUniquer) -> None:
+    def __init__(self, module: HloModule, comp: HloComputation, names: FreshNames) -> None:
         self.module = module
         self.comp = comp
         self.names = names
-        self.computation_names = computation_names
 
     def build(self, groups: list[_Group]) -> None:
         """Replace each group's root by a fusion and drop the members that moved into it;
@@ -305,27 +303,27 @@ class _Builder:
 
     def _fusion(self, group: _Group, members: list[HloInstruction],
                 computations: list[HloComputation]) -> HloInstruction:
-        fused = HloComputation(self.computation_names("fused_computation"))
+        fused = HloComputation(self.names.fresh("fused_computation"))
         computations.append(fused)
         copies: dict[HloInstruction, HloInstruction] = {}
         operands: list[HloInstruction] = []
         for m in members:
             for op in m.operands:
                 if op not in group.members and op not in copies:
-                    copies[op] = HloInstruction(self.names(f"param_{len(operands)}"), "parameter",
-                                                op.shape, parameter_number=len(operands),
-                                                parent=fused)
+                    name = self.names.fresh(f"param_{len(operands)}")
+                    copies[op] = HloInstruction(name, "parameter", op.shape,
+                                                parameter_number=len(operands), parent=fused)
                     operands.append(op)
                     fused.instructions.append(copies[op])
         for m in members:
             copies[m] = dataclasses.replace(
-                m, name=m.name if m in group.moved else self.names(m.name),
+                m, name=m.name if m in group.moved else self.names.fresh(m.name),
                 operands=[copies[op] for op in m.operands], attrs=dict(m.attrs), parent=fused)
             fused.instructions.append(copies[m])
         fused.root = copies[group.root]
         attrs: dict[str, object] = {"kind": Identifier(group.kind), "calls": fused}
         if "metadata" in group.root.attrs:
             attrs["metadata"] = group.root.attrs["metadata"]
-        return HloInstruction(self.names(f"{group.root.opcode}_fusion"), "fusion",
+        return HloInstruction(self.names.fresh(f"{group.root.opcode}_fusion"), "fusion",
                               group.root.shape, operands=operands, attrs=attrs,
                               location=group.root.location, parent=self.comp)

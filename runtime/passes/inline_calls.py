@@ -15,7 +15,7 @@ import dataclasses
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from .dce import remove_dead_code
-from .names import NameUniquer
+from .names import FreshNames
 
 
 def inline_calls(module: HloModule, strategy: str = "cpu") -> HloModule:
@@ -25,13 +25,13 @@ def inline_calls(module: HloModule, strategy: str = "cpu") -> HloModule:
 
 
 def inline_calls_in_place(module: HloModule, strategy: str = "cpu") -> None:
-    names = NameUniquer.instructions_of(module)
+    names = FreshNames(module)
     for comp in module.computations:          # callees come before their callers
         _inline_in(comp, names)
     remove_dead_code(module)
 
 
-def _inline_in(comp: HloComputation, names: NameUniquer) -> None:
+def _inline_in(comp: HloComputation, names: FreshNames) -> None:
     ordered = {p for inst in comp.instructions for p in inst.control_predecessors}
     replacement: dict[HloInstruction, HloInstruction] = {}
     body: list[HloInstruction] = []
@@ -47,7 +47,7 @@ def _inline_in(comp: HloComputation, names: NameUniquer) -> None:
                 copies[c] = inst.operands[c.parameter_number]  # type: ignore[index]
                 continue
             copies[c] = dataclasses.replace(
-                c, name=names(c.name), operands=[copies[op] for op in c.operands],
+                c, name=names.fresh(c.name), operands=[copies[op] for op in c.operands],
                 attrs=dict(c.attrs), parent=comp)
             body.append(copies[c])
         replacement[inst] = copies[callee.root]  # type: ignore[index]

@@ -24,7 +24,7 @@ from ..hlo.attributes import PadDim, PaddingConfig
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.shape import ArrayShape, default_layout
-from .names import NameUniquer
+from .names import FreshNames
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ def split_reductions(module: HloModule, strategy: str = "cpu") -> HloModule:
 
 def split_reductions_in_place(module: HloModule, strategy: str = "cpu") -> None:
     rules = RULES.get(strategy, RULES["cpu"])
-    names = NameUniquer.instructions_of(module)
+    names = FreshNames(module)
     for comp in list(module.computations):
         for inst in list(comp.instructions):
             if inst.opcode == "fusion":
@@ -55,7 +55,7 @@ def split_reductions_in_place(module: HloModule, strategy: str = "cpu") -> None:
 
 
 def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRules,
-                  names: NameUniquer) -> None:
+                  names: FreshNames) -> None:
     fused: HloComputation = fusion.attrs["calls"]  # type: ignore[assignment]
     red = fused.root
     chunks = _chunks(red, rules) if red is not None and red.opcode == "reduce" else None
@@ -71,7 +71,7 @@ def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRule
 
     def add(name: str, opcode: str, dims: tuple[int, ...], operands, **attrs) -> HloInstruction:
         shape = ArrayShape(src.element_type, dims, layout=default_layout(len(dims)))
-        inst = HloInstruction(names(name), opcode, shape, list(operands), dict(attrs),
+        inst = HloInstruction(names.fresh(name), opcode, shape, list(operands), dict(attrs),
                               parent=fused)
         fused.instructions.insert(fused.instructions.index(red), inst)
         return inst
@@ -89,9 +89,9 @@ def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRule
     fused.root = partial
     fused.signature = None      # the result changed; the printer writes the new one
     fusion.shape = partial.shape
-    constant = dataclasses.replace(init, name=names(f"{init.name}.final"), operands=[],
+    constant = dataclasses.replace(init, name=names.fresh(f"{init.name}.final"), operands=[],
                                    attrs=dict(init.attrs), parent=comp)
-    final = HloInstruction(names(f"{fusion.name}.final"), "reduce", red.shape,
+    final = HloInstruction(names.fresh(f"{fusion.name}.final"), "reduce", red.shape,
                            [fusion, constant], {"dimensions": (kept,),
                                                 "to_apply": red.attrs["to_apply"]},
                            location=fusion.location, parent=comp)
