@@ -2,7 +2,8 @@
 command line) on this project and, when jax is installed, on XLA's CPU backend in the same
 run, plus numpy for dots and reductions.
 
-For each program: run time (median of ``--runs`` on device-resident arguments, after warm-up),
+For each program: run time (median of ``--runs`` on device-resident arguments, after warm-up;
+ours, XLA's and numpy's runs take turns, so the shared machine's busy moments hit all alike),
 compile time cold (fresh process, empty PoCL cache) and warm (fresh process, the cache the
 cold one left), and memory (argument + output + temp - alias bytes: our buffer assignment
 against XLA's compiled memory stats), each as a ratio to XLA. Then corpus-wide figures: warm
@@ -95,31 +96,40 @@ def _block(result) -> None:
             leaf.block_until_ready()
 
 
-def time_ours(exe, args: list[np.ndarray], runs: int, donates: bool, warmup: int = 2) -> float:
-    """Median run time on device-resident arguments; aliased ones are donated, each run
+def ours_runner(exe, args: list[np.ndarray], donates: bool):
+    """One timed run on device-resident arguments; aliased ones are donated, each run
     getting fresh ones (untimed), as XLA's runs do."""
     donate = tuple(range(len(args))) if donates else ()
     resident = [runtime.device_put(a) for a in args]
-    times = []
-    for k in range(warmup + runs):
-        if donates and k:
+
+    def run() -> float:
+        nonlocal resident
+        if donates:
             resident = [runtime.device_put(a) for a in args]
         start = time.perf_counter()
-        out = exe.run(*resident, donate=donate)
-        _block(out)
-        if k >= warmup:
-            times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        _block(exe.run(*resident, donate=donate))
+        return time.perf_counter() - start
+    return run
 
 
-def time_numpy(fn, args, runs: int) -> float:
-    fn(args)
-    times = []
-    for _ in range(runs):
+def numpy_runner(fn, args):
+    def run() -> float:
         start = time.perf_counter()
         fn(args)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        return time.perf_counter() - start
+    return run
+
+
+def interleaved_medians(runners: dict, runs: int, warmup: int = 2) -> dict[str, float]:
+    """Median seconds of each runner, taking turns run by run, so that a busy moment of a
+    shared machine lands on all of them alike."""
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for k in range(warmup + runs):
+        for name, run in runners.items():
+            seconds = run()
+            if k >= warmup:
+                times[name].append(seconds)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def measure_program(p: BenchProgram, runs: int, use_xla: bool) -> Row:
@@ -127,15 +137,15 @@ def measure_program(p: BenchProgram, runs: int, use_xla: bool) -> Row:
     args = p.inputs()
     exe = runtime.compile(p.text)
     row.kernels = len(exe.program.kernel_names)
-    row.run_s = time_ours(exe, args, runs, p.donates)
     if p.check is not None:
         problems = p.check(exe(*args))
         row.correct, row.problems = not problems, "; ".join(problems)
     stats = exe.memory_stats
     row.total_bytes, row.peak_bytes = stats.total, stats.peak
+    runners = {"ours": ours_runner(exe, args, p.donates)}
     if use_xla:
         xla = xla_cpu.compile_hlo(p.text)
-        row.xla_run_s = xla.run_seconds(args, runs, donates=p.donates)
+        runners["xla"] = xla.runner(args, donates=p.donates)
         row.xla_compile_s, row.xla_total_bytes = xla.compile_seconds, xla.total_bytes
         row.xla_source = "measured"
     elif p.xla_index:
@@ -145,8 +155,12 @@ def measure_program(p: BenchProgram, runs: int, use_xla: bool) -> Row:
         row.xla_source = "index"
     base = baseline(runtime.parse(p.text))
     if base is not None:
-        row.numpy_s = time_numpy(base.run, args, runs)
+        runners["numpy"] = numpy_runner(base.run, args)
         row.flops = base.flops if base.kind == "dot" else 0
+    medians = interleaved_medians(runners, runs)
+    row.run_s = medians["ours"]
+    row.xla_run_s = medians.get("xla", row.xla_run_s)
+    row.numpy_s = medians.get("numpy", math.nan)
     return row
 
 

@@ -8,7 +8,6 @@ CPU pipeline. Nothing here is needed when jax is not installed (``available()`` 
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -34,21 +33,21 @@ class XlaProgram:
         m = self.memory
         return m["argument"] + m["output"] + m["temp"] - m["alias"]
 
-    def run_seconds(self, args, runs: int, warmup: int = 2, donates: bool = False) -> float:
-        """Median wall time of ``execute`` on device-resident arguments, outputs ready. XLA
-        consumes aliased arguments, so with ``donates`` each run gets fresh ones (untimed)."""
+    def runner(self, args, donates: bool = False):
+        """A function doing one timed ``execute`` on device-resident arguments, outputs ready.
+        XLA consumes aliased arguments, so with ``donates`` each run gets fresh ones (untimed)."""
         import jax
         buffers = [jax.device_put(a) for a in args]
-        times = []
-        for k in range(warmup + runs):
-            if donates and k:
+
+        def run() -> float:
+            nonlocal buffers
+            if donates:
                 buffers = [jax.device_put(a) for a in args]
             start = time.perf_counter()
             for out in self.executable.execute(buffers):
                 out.block_until_ready()
-            if k >= warmup:
-                times.append(time.perf_counter() - start)
-        return statistics.median(times)
+            return time.perf_counter() - start
+        return run
 
 
 def compile_hlo(text: str) -> XlaProgram:
