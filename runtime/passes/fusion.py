@@ -29,7 +29,6 @@ decide every tie).
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 from dataclasses import dataclass, field
 
@@ -168,18 +167,21 @@ class _Planner:
         self.owner[root] = group
         self.groups.append(group)
         heap: list[tuple[int, int]] = []
-        queued: set[HloInstruction] = set()
+        readers: dict[HloInstruction, list[HloInstruction]] = {}   # operand -> members using it
 
         def push_operands(inst: HloInstruction) -> None:
-            for op in inst.operands:
-                if op not in queued and op not in group.excluded:
-                    queued.add(op)
+            for op in dict.fromkeys(inst.operands):
+                if op in group.excluded:
+                    continue
+                if op not in readers:
+                    readers[op] = []
                     heapq.heappush(heap, (-self.pos[op], self.pos[op]))
+                readers[op].append(inst)
 
         push_operands(root)
         while heap:
             producer = self.order[heapq.heappop(heap)[1]]
-            decision = self._decide(group, producer)
+            decision = self._decide(group, producer, readers[producer])
             if decision is None:
                 continue
             group.members[producer] = None
@@ -193,13 +195,14 @@ class _Planner:
             else:
                 push_operands(producer)
 
-    def _decide(self, group: _Group, producer: HloInstruction) -> str | None:
+    def _decide(self, group: _Group, producer: HloInstruction,
+                inside: list[HloInstruction]) -> str | None:
+        """MOVE, DUPLICATE or None for ``producer``, which the members ``inside`` read."""
         rules = self.rules
         if (producer in self.pinned or producer.shape.is_tuple
                 or producer.opcode not in rules.producers | rules.heroes
                 or len(group.members) >= rules.max_members):
             return None
-        inside = [u for u in self.users[producer] if u in group.members]
         reused = any(u in group.reused or any(reads_many_times(u, k)
                                               for k, op in enumerate(u.operands) if op is producer)
                      for u in inside)
@@ -255,7 +258,7 @@ class _Planner:
             producer = self.owner.get(q)
             if (producer is None or producer is group or producer.root is not q
                     or producer.merged_into is not None or producer.kind == "kOutput"
-                    or q.opcode not in self.rules.producers and q.opcode != "reduce"
+                    or (q.opcode not in self.rules.producers and q.opcode != "reduce")
                     or not self._only_reader(group, q)
                     or len(group.members) + len(producer.members) > self.rules.max_members):
                 continue
@@ -316,10 +319,14 @@ class _Builder:
                     operands.append(op)
                     fused.instructions.append(copies[op])
         for m in members:
-            copies[m] = dataclasses.replace(
-                m, name=m.name if m in group.moved else self.names.fresh(m.name),
-                operands=[copies[op] for op in m.operands], attrs=dict(m.attrs), parent=fused)
-            fused.instructions.append(copies[m])
+            copy = object.__new__(HloInstruction)      # every field of m, then the changed ones
+            copy.__dict__.update(m.__dict__)
+            copy.name = m.name if m in group.moved else self.names.fresh(m.name)
+            copy.operands = [copies[op] for op in m.operands]
+            copy.attrs = dict(m.attrs)
+            copy.parent = fused
+            copies[m] = copy
+            fused.instructions.append(copy)
         fused.root = copies[group.root]
         attrs: dict[str, object] = {"kind": Identifier(group.kind), "calls": fused}
         if "metadata" in group.root.attrs:
