@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Iterator
 
+from . import binary_cache
 from .cache import configure_pocl_cache
 from .errors import DeviceError
 
@@ -288,9 +289,10 @@ def build_program(device: Device, source: str, options: tuple[str, ...] = ()) ->
     """Build ``source`` for ``device`` once per process (per device, options and source).
 
     Builds go straight from source to the driver: PoCL and NVIDIA cache compiled kernels
-    themselves, keyed by the exact source text, and pyopencl's own binary cache would only
-    save the cheap clBuildProgram step while hiding the source from PoCL's cache (opencl-notes
-    section 3). A failure raises ``DeviceError`` with the compiler's errors, each followed by
+    themselves, keyed by the exact source text, and pyopencl's own binary cache would hide the
+    source from PoCL's cache (opencl-notes section 3). On PoCL a binary that ``compile`` saved
+    after launching every kernel once is loaded instead when there is one (``binary_cache``).
+    A failure raises ``DeviceError`` with the compiler's errors, each followed by
     the numbered source line it points at.
     """
     all_options = (*device.build_options, *options)
@@ -301,6 +303,10 @@ def build_program(device: Device, source: str, options: tuple[str, ...] = ()) ->
         if cached is not None:
             return cached
         cl = opencl()
+        program = binary_cache.load(cl, device, source, all_options)
+        if program is not None:
+            _programs[key] = program
+            return program
         program = cl.Program(device.context, source)
         try:
             with warnings.catch_warnings():

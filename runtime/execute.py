@@ -25,6 +25,7 @@ from .device import allocate_buffer, opencl
 from .errors import DeviceError, DonatedBufferError, HloArgumentError
 from .hlo.dtypes import ElementType, from_numpy
 from .hlo.shape import ArrayShape, Shape, TupleShape
+from .output_buffers import OutputRecycler
 
 _RUN_COUNTER = itertools.count(1)
 
@@ -56,6 +57,7 @@ class DeviceArray:
         self.hlo_shape = shape
         self.device = device
         self._deleted_by: str | None = None
+        self._lease = None          # set when an executable may reuse the buffer afterwards
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -108,6 +110,8 @@ class DeviceArray:
     def delete(self, by: str = "delete()") -> None:
         self._deleted_by = by
         self._buffer = None
+        if self._lease is not None:
+            self._lease.returnable = False
 
     def __repr__(self) -> str:
         state = f", donated to {self._deleted_by}" if self._deleted_by else ""
@@ -188,6 +192,18 @@ class Executable:
         self._embedded = None
         self._entry_params = list(assignment.module.entry.parameters)
         self._param_allocations = self._index_parameter_allocations()
+        self._recycler = OutputRecycler()
+        self._outputs = assignment.output_slices()
+        # output allocations backing exactly one result array: reusable once it is dropped
+        backing = [sl.allocation for sl in self._outputs.values()]
+        self._recyclable = {a for a in backing if backing.count(a) == 1
+                            and assignment.allocations[a].kind == "output"}
+        self._arena_size = sum(a.size for a in assignment.allocations if a.kind == "temp")
+        self._bytes_needed = sum(a.size for a in assignment.allocations) + sum(
+            a.size for a in assignment.allocations
+            if a.kind == "parameter" and a.aliased_output is not None)
+        self._largest = max((a.size for a in assignment.allocations), default=0)
+        self._launch_args: dict[str, tuple] = {}   # kernel -> (last step, its buffer handles)
 
     # --- public -----------------------------------------------------------------------------
     @property
@@ -339,7 +355,7 @@ class Executable:
         assignment = self.buffer_assignment
         bindings: list[Any] = [None] * len(assignment.allocations)
         fresh: list[Any] = []
-        self._check_capacity(leaves)
+        self._check_capacity()
         for i, arg_leaves in enumerate(leaves):
             for index, shape, value in arg_leaves:
                 alloc = self._param_allocations.get((i, index))
@@ -360,30 +376,25 @@ class Executable:
                     record.copied_bytes += alloc.size
                     buf = protected
                 bindings[alloc.index] = buf
-        arena_size = sum(a.size for a in assignment.allocations if a.kind == "temp")
         for alloc in assignment.allocations:
             if alloc.kind == "output":
-                buf = allocate_buffer(dev, alloc.size, f"output allocation {alloc.index}")
+                buf = self._recycler.take(alloc.index) or allocate_buffer(
+                    dev, alloc.size, f"output allocation {alloc.index}")
                 fresh.append(buf)
                 bindings[alloc.index] = buf
             elif alloc.kind == "temp":
-                bindings[alloc.index] = self._arena_buffer(alloc, arena_size)
+                bindings[alloc.index] = self._arena_buffer(alloc, self._arena_size)
             elif alloc.kind == "constant":
                 bindings[alloc.index] = self._constant_buffer(alloc)
         return bindings, fresh
 
-    def _check_capacity(self, leaves) -> None:
-        assignment = self.buffer_assignment
-        needed = sum(a.size for a in assignment.allocations)
-        needed += sum(a.size for a in assignment.allocations if a.kind == "parameter"
-                      and a.aliased_output is not None)
+    def _check_capacity(self) -> None:
         available = self.device.global_mem_bytes
-        if needed > available:
-            raise DeviceError(f"{self.name} needs {needed} bytes of device memory, but "
-                              f"{self.device} has {available} bytes")
-        largest = max((a.size for a in assignment.allocations), default=0)
-        if largest > self.device.max_alloc_bytes:
-            raise DeviceError(f"{self.name} needs a single buffer of {largest} bytes, but "
+        if self._bytes_needed > available:
+            raise DeviceError(f"{self.name} needs {self._bytes_needed} bytes of device memory, "
+                              f"but {self.device} has {available} bytes")
+        if self._largest > self.device.max_alloc_bytes:
+            raise DeviceError(f"{self.name} needs a single buffer of {self._largest} bytes, but "
                               f"{self.device} allows at most {self.device.max_alloc_bytes} "
                               f"bytes per buffer")
 
@@ -437,14 +448,23 @@ class Executable:
             runner(self, step, bindings)
 
     def _launch(self, step, bindings) -> None:
+        """Set only the arguments that changed since this kernel's last launch: the scalars and
+        offsets of a step never change, and most runs rebind few buffers."""
         cl = opencl()
         kernel = self._kernels[step.kernel]
-        args = []
-        for ref in step.buffers:
-            args.append(self._buffer(bindings, ref))
-            args.append(np.uint64(ref.offset))
-        args.extend(step.scalars)
-        kernel.set_args(*args)
+        buffers = [self._buffer(bindings, ref) for ref in step.buffers]
+        handles = [buf.int_ptr for buf in buffers]     # no reference kept to the buffers
+        last = self._launch_args.get(step.kernel)
+        if last is None or last[0] is not step:
+            args: list = []
+            for ref, buf in zip(step.buffers, buffers):
+                args += [buf, np.uint64(ref.offset)]
+            kernel.set_args(*args, *step.scalars)
+        else:
+            for k, (buf, handle, old) in enumerate(zip(buffers, handles, last[1])):
+                if handle != old:
+                    kernel.set_arg(2 * k, buf)
+        self._launch_args[step.kernel] = (step, handles)
         cl.enqueue_nd_range_kernel(self.device.queue, kernel, step.global_size, step.local_size)
 
     def _copy(self, step, bindings) -> None:
@@ -489,17 +509,20 @@ class Executable:
 
     # --- results ----------------------------------------------------------------------------
     def _collect_outputs(self, bindings):
-        assignment = self.buffer_assignment
         shape = self.result_shape
 
         def build(s: Shape, index: tuple[int, ...]):
             if s.is_tuple:
                 return tuple(build(e, index + (k,)) for k, e in enumerate(s.elements))
-            sl = assignment.output_slices()[index]
+            sl = self._outputs[index]
             buf = bindings[sl.allocation]
-            if sl.offset or sl.size != buf.size:
+            whole = not sl.offset and sl.size == buf.size
+            if not whole:
                 buf = buf.get_sub_region(sl.offset, max(sl.size, 1))
-            return DeviceArray(buf, s, self.device)
+            array = DeviceArray(buf, s, self.device)
+            if whole and sl.allocation in self._recyclable:
+                self._recycler.watch(array, sl.allocation, buf)
+            return array
         return build(shape, ())
 
     def _cache_hit_copy(self) -> Executable:

@@ -1,5 +1,6 @@
 """Every corpus program (pre-optimisation and XLA-optimised) runs on the default device and
-matches XLA's CPU reference outputs within the index's per-output tolerances."""
+matches XLA's CPU reference outputs within the index's per-output tolerances, both through the
+fusion passes and without them (one kernel per instruction)."""
 
 import pytest
 
@@ -17,9 +18,10 @@ def test_corpus_is_present():
     assert len(_CASES) >= 100
 
 
+@pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
 @pytest.mark.parametrize("program,kind", _CASES, ids=lambda x: x.name if hasattr(x, "name") else x)
-def test_program_matches_xla(program, kind):
-    exe = runtime.compile(program.text(kind))
+def test_program_matches_xla(program, kind, fusion):
+    exe = runtime.compile(program.text(kind), fusion=fusion)
     got = flatten(exe(*program.inputs()))
     problems = mismatches(program, got)
     assert not problems, "\n".join(problems)

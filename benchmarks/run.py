@@ -1,0 +1,315 @@
+"""The performance benchmark: every bench program of the corpus (and any HLO file given on the
+command line) on this project and, when jax is installed, on XLA's CPU backend in the same
+run, plus numpy for dots and reductions.
+
+For each program: run time (median of ``--runs`` on device-resident arguments, after warm-up;
+ours, XLA's and numpy's runs take turns, so the shared machine's busy moments hit all alike),
+compile time cold (fresh process, empty PoCL cache) and warm (fresh process, the cache the
+cold one left), and memory (argument + output + temp - alias bytes: our buffer assignment
+against XLA's compiled memory stats), each as a ratio to XLA. Then corpus-wide figures: warm
+compile of every corpus module against XLA's compile time, memory of every module against
+XLA's, the temp arena against its liveness lower bound, and the per-run overhead of a warm
+executable. Prints tables, the geomeans against the issue's targets and a Markdown summary
+for the README, and writes everything to ``bench-results/results.json``.
+
+    python benchmarks/run.py [FILE.hlo ...] [--runs N] [--no-xla] [--no-compile] [--no-corpus]
+
+XLA's figures are measured here, in this process (``benchmarks/xla_cpu.py``: jaxlib's HLO
+parser, StableHLO, ``Client.compile_and_load``); without jax the corpus index's figures
+(also 2 cores) stand in, marked as such. Nothing is asserted: the machine is shared and noisy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")    # jaxlib's start-up chatter
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO))
+
+import numpy as np  # noqa: E402
+
+import compile_times  # noqa: E402
+import memory  # noqa: E402
+import overhead  # noqa: E402
+import xla_cpu  # noqa: E402
+from numpy_baseline import baseline  # noqa: E402
+from programs import BenchProgram, corpus_bench_programs, file_program  # noqa: E402
+
+import runtime  # noqa: E402
+
+CORPUS = REPO.parent / "shared" / "corpus"
+TARGETS = {"run_geomean": 1.5, "run_elementwise_layernorm": 1.0, "dot_vs_numpy": 0.4,
+           "memory_geomean": 1.0, "arena_vs_bound": 1.05, "warm_compile_vs_xla": 2.0,
+           "overhead_us": overhead.TARGET_US}
+
+
+@dataclass
+class Row:
+    name: str
+    kernels: int = 0
+    run_s: float = math.nan
+    correct: bool | None = None
+    problems: str = ""
+    total_bytes: int = 0
+    peak_bytes: int = 0
+    xla_run_s: float = math.nan
+    xla_compile_s: float = math.nan
+    xla_total_bytes: int = 0
+    xla_source: str = "none"          # "measured" | "index" | "none"
+    numpy_s: float = math.nan
+    flops: int = 0
+    compile_cold_s: float = math.nan
+    compile_warm_s: float = math.nan
+
+    @property
+    def run_ratio(self) -> float:
+        return self.run_s / self.xla_run_s
+
+    @property
+    def memory_ratio(self) -> float:
+        return self.total_bytes / self.xla_total_bytes if self.xla_total_bytes else math.nan
+
+
+def geomean(values) -> float:
+    values = [v for v in values if v == v and v > 0]
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else math.nan
+
+
+def _block(result) -> None:
+    leaves = result if isinstance(result, tuple) else (result,)
+    for leaf in leaves:
+        if isinstance(leaf, tuple):
+            _block(leaf)
+        else:
+            leaf.block_until_ready()
+
+
+def ours_runner(exe, args: list[np.ndarray], donates: bool):
+    """One timed run on device-resident arguments; aliased ones are donated, each run
+    getting fresh ones (untimed), as XLA's runs do."""
+    donate = tuple(range(len(args))) if donates else ()
+    resident = [runtime.device_put(a) for a in args]
+
+    def run() -> float:
+        nonlocal resident
+        if donates:
+            resident = [runtime.device_put(a) for a in args]
+        start = time.perf_counter()
+        _block(exe.run(*resident, donate=donate))
+        return time.perf_counter() - start
+    return run
+
+
+def numpy_runner(fn, args):
+    def run() -> float:
+        start = time.perf_counter()
+        fn(args)
+        return time.perf_counter() - start
+    return run
+
+
+def interleaved_medians(runners: dict, runs: int, warmup: int = 2) -> dict[str, float]:
+    """Median seconds of each runner, taking turns run by run, so that a busy moment of a
+    shared machine lands on all of them alike."""
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    for k in range(warmup + runs):
+        for name, run in runners.items():
+            seconds = run()
+            if k >= warmup:
+                times[name].append(seconds)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def measure_program(p: BenchProgram, runs: int, use_xla: bool) -> Row:
+    row = Row(p.name)
+    args = p.inputs()
+    exe = runtime.compile(p.text)
+    row.kernels = len(exe.program.kernel_names)
+    if p.check is not None:
+        problems = p.check(exe(*args))
+        row.correct, row.problems = not problems, "; ".join(problems)
+    stats = exe.memory_stats
+    row.total_bytes, row.peak_bytes = stats.total, stats.peak
+    runners = {"ours": ours_runner(exe, args, p.donates)}
+    if use_xla:
+        xla = xla_cpu.compile_hlo(p.text)
+        runners["xla"] = xla.runner(args, donates=p.donates)
+        row.xla_compile_s, row.xla_total_bytes = xla.compile_seconds, xla.total_bytes
+        row.xla_source = "measured"
+    elif p.xla_index:
+        row.xla_run_s = p.xla_index["run_median_s"]
+        row.xla_compile_s = p.xla_index["compile_s"]
+        row.xla_total_bytes = memory.xla_total(p.xla_index["memory"])
+        row.xla_source = "index"
+    base = baseline(runtime.parse(p.text))
+    if base is not None:
+        runners["numpy"] = numpy_runner(base.run, args)
+        row.flops = base.flops if base.kind == "dot" else 0
+    medians = interleaved_medians(runners, runs)
+    row.run_s = medians["ours"]
+    row.xla_run_s = medians.get("xla", row.xla_run_s)
+    row.numpy_s = medians.get("numpy", math.nan)
+    return row
+
+
+def corpus_compile(use_xla: bool) -> list[dict]:
+    """Warm compile of every corpus NAME.hlo (all in one fresh process) against XLA's."""
+    index = json.loads((CORPUS / "index.json").read_text())
+    files = [str(CORPUS / e["files"]["hlo"]) for e in index]
+    cold, warm = compile_times.measure(files, per_process=False)
+    out = []
+    for e, f in zip(index, files):
+        xla_s, source = e["xla"]["compile_s"], "index"
+        if use_xla:
+            xla_s, source = xla_cpu.compile_hlo(Path(f).read_text()).compile_seconds, "measured"
+        out.append({"name": e["name"], "cold_s": cold[f], "warm_s": warm[f], "xla_s": xla_s,
+                    "xla_source": source, "ratio": warm[f] / xla_s})
+    return out
+
+
+def print_programs(rows: list[Row]) -> None:
+    print(f"\n{'program':28} {'ours ms':>9} {'XLA ms':>9} {'ratio':>6} {'numpy ms':>9} "
+          f"{'GFLOP/s':>8} {'cold s':>7} {'warm s':>7} {'XLA c s':>7} {'mem ratio':>9} "
+          f"{'kern':>4}  ok")
+    for r in rows:
+        gflops = f"{r.flops / r.run_s / 1e9:8.2f}" if r.flops else " " * 8
+        print(f"{r.name:28} {r.run_s * 1e3:9.3f} {r.xla_run_s * 1e3:9.3f} {r.run_ratio:6.2f} "
+              f"{r.numpy_s * 1e3:9.3f} {gflops} {r.compile_cold_s:7.3f} {r.compile_warm_s:7.3f} "
+              f"{r.xla_compile_s:7.3f} {r.memory_ratio:9.3f} {r.kernels:4d}  "
+              f"{'yes' if r.correct else ('-' if r.correct is None else 'NO: ' + r.problems)}")
+
+
+def targets(rows: list[Row], corpus: list[dict] | None, mem: dict | None,
+            over: dict | None) -> list[dict]:
+    out = []
+
+    def add(name: str, value: float, target: float, at_most: bool = True, note: str = "") -> None:
+        met = value <= target if at_most else value >= target
+        out.append({"target": name, "value": value, "limit": target,
+                    "met": bool(met) if value == value else None, "note": note})
+
+    corpus_rows = [r for r in rows if r.xla_source != "none"]
+    add("run time, geomean ours/XLA over bench programs", geomean(r.run_ratio for r in corpus_rows),
+        TARGETS["run_geomean"])
+    for r in corpus_rows:
+        if "ew_" in r.name or "layernorm" in r.name:
+            add(f"run time ours/XLA, {r.name}", r.run_ratio, TARGETS["run_elementwise_layernorm"])
+    for r in rows:
+        if r.flops and r.numpy_s == r.numpy_s:
+            add(f"dot GFLOP/s ours/numpy, {r.name}", r.numpy_s / r.run_s, TARGETS["dot_vs_numpy"],
+                at_most=False)
+    if mem is not None:
+        add("memory, geomean ours/XLA over the corpus (NAME.hlo)", mem["total_vs_xla_hlo"],
+            TARGETS["memory_geomean"])
+        add("temp arena / liveness lower bound, geomean", mem["packing_geomean"],
+            TARGETS["arena_vs_bound"], note=f"worst {mem['packing_max']:.4f}")
+    if corpus is not None:
+        worst = max(corpus, key=lambda c: c["ratio"])
+        over_2x = sum(c["ratio"] > TARGETS["warm_compile_vs_xla"] for c in corpus)
+        add("warm compile ours/XLA, worst corpus module", worst["ratio"],
+            TARGETS["warm_compile_vs_xla"],
+            note=f"{worst['name']}; geomean {geomean(c['ratio'] for c in corpus):.3f}; "
+                 f"{over_2x} of {len(corpus)} over 2x")
+    if over is not None:
+        add("increment re-run overhead, device-resident, donated (us)", over["donated_us"],
+            TARGETS["overhead_us"], note=f"not donated {over['not_donated_us']:.1f} us")
+    return out
+
+
+def markdown(rows: list[Row], checks: list[dict], device: str, xla_source: str) -> str:
+    lines = [f"Measured on {device}; XLA: {xla_source}.", "",
+             "| program | ours | XLA CPU | ours/XLA | numpy | compile cold / warm | "
+             "XLA compile | memory ours / XLA | kernels |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        npy = f"{r.numpy_s * 1e3:.2f} ms" if r.numpy_s == r.numpy_s else "-"
+        if r.flops:
+            npy += f" ({r.flops / r.numpy_s / 1e9:.0f} vs {r.flops / r.run_s / 1e9:.1f} GFLOP/s)"
+        lines.append(f"| {r.name} | {r.run_s * 1e3:.2f} ms | {r.xla_run_s * 1e3:.2f} ms | "
+                     f"{r.run_ratio:.2f}x | {npy} | {r.compile_cold_s:.2f} / "
+                     f"{r.compile_warm_s:.3f} s | {r.xla_compile_s:.3f} s | "
+                     f"{r.total_bytes:,} / {r.xla_total_bytes:,} B | {r.kernels} |")
+    lines += ["", "| target | value | limit | met |", "|---|---|---|---|"]
+    for c in checks:
+        met = {True: "yes", False: "**no**", None: "-"}[c["met"]]
+        note = f" ({c['note']})" if c["note"] else ""
+        lines.append(f"| {c['target']}{note} | {c['value']:.3f} | {c['limit']} | {met} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("files", nargs="*", help="more HLO modules to benchmark")
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--no-xla", action="store_true", help="use the index's XLA figures")
+    parser.add_argument("--no-compile", action="store_true", help="skip compile-time runs")
+    parser.add_argument("--no-corpus", action="store_true",
+                        help="skip the corpus-wide compile, memory and overhead figures")
+    parser.add_argument("--out", default=str(REPO / "bench-results" / "results.json"))
+    args = parser.parse_args()
+    use_xla = not args.no_xla and xla_cpu.available()
+    xla_source = "jaxlib " + _jax_version() + ", measured in this run" if use_xla else \
+        "the corpus index's figures (jax not installed)"
+    device = str(runtime.get_device())
+    bench = corpus_bench_programs(CORPUS) + [file_program(Path(f)) for f in args.files]
+    rows = []
+    for p in bench:
+        print(f"running {p.name} ...", flush=True)
+        rows.append(measure_program(p, args.runs, use_xla))
+    if not args.no_compile:
+        print("compiling in fresh processes (cold, then warm PoCL cache) ...", flush=True)
+        cold, warm = compile_times.measure([str(p.path) for p in bench])
+        for row, p in zip(rows, bench):
+            row.compile_cold_s, row.compile_warm_s = cold[str(p.path)], warm[str(p.path)]
+    corpus = mem = over = None
+    if not args.no_corpus:
+        print("corpus-wide memory, compile times and run overhead ...", flush=True)
+        mem = memory.summary(memory.corpus_memory(CORPUS))
+        if not args.no_compile:
+            corpus = corpus_compile(use_xla)
+        over = overhead.measure((CORPUS / "increment.hlo").read_text())
+    print(f"\ndevice: {device}; XLA: {xla_source}; median of {args.runs} runs")
+    print_programs(rows)
+    checks = targets(rows, corpus, mem, over)
+    print("\ntargets:")
+    for c in checks:
+        met = {True: "met", False: "NOT MET", None: "-"}[c["met"]]
+        note = f"  ({c['note']})" if c["note"] else ""
+        print(f"  {c['target']:62} {c['value']:9.3f}  limit {c['limit']:<6} {met}{note}")
+    table = markdown(rows, checks, device, xla_source)
+    print("\nMarkdown for the README:\n")
+    print(table)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({
+        "device": device, "xla": xla_source, "runs": args.runs,
+        "programs": [dict(asdict(r), run_ratio=r.run_ratio, memory_ratio=r.memory_ratio)
+                     for r in rows],
+        "corpus_compile": corpus, "memory": mem, "overhead": over, "targets": checks,
+        "markdown": table}, indent=1, default=_json_number))
+    print(f"\nwrote {out}")
+
+
+def _json_number(value):
+    return None if isinstance(value, float) and value != value else str(value)
+
+
+def _jax_version() -> str:
+    import jax
+    return jax.__version__
+
+
+if __name__ == "__main__":
+    main()

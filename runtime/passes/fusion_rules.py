@@ -1,0 +1,88 @@
+"""What the fusion pass may fuse, per device strategy: the pass's cost model as data.
+
+A row of this table says which opcodes may root a fusion (and of which kind), which may be
+pulled into a consumer's kernel, which are cheap enough to copy into several kernels, and
+which fusions beyond XLA's plain loop/input fusion are worth making on the device: output
+fusion of elementwise consumers into a dot or convolution, and "row" fusion of reductions
+whose results are broadcast back along the reduced dimensions (computed once per row by the
+row kernel). Changing a decision for one device means changing its row, not the pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..hlo.ir import HloInstruction
+from ..hlo.opcodes import OPCODES
+
+_ELEMENTWISE = frozenset(n for n, s in OPCODES.items()
+                         if s.elementwise and not s.side_effect and n != "stochastic-convert")
+_DATA_MOVEMENT = frozenset({"broadcast", "reshape", "transpose", "slice", "pad", "concatenate",
+                            "reverse", "bitcast-convert"})
+
+_LOOP_ROOTS = _ELEMENTWISE | _DATA_MOVEMENT | frozenset(
+    {"dynamic-slice", "dynamic-update-slice", "gather", "reduce-window", "scatter"})
+
+
+@dataclass(frozen=True)
+class FusionRules:
+    roots: dict[str, str]               # opcode -> kind of the fusion it roots
+    producers: frozenset[str]           # fused into a consumer's kernel
+    duplicable: frozenset[str]          # may be copied into several kernels (cheap to recompute)
+    duplicate_cheap_elementwise: bool   # ... and so may any elementwise op that is not expensive
+    max_duplicates: int                 # copies per kernel, constants/iota/broadcasts aside (a
+                                        # bound that keeps the module linear in size)
+    heroes: frozenset[str]              # fused with their elementwise consumers (kOutput)
+    row_fusion: bool                    # merge reductions into consumers that broadcast them back
+    min_rows: int                       # ... when the row kernel gets at least this many rows
+    max_row_merges: int                 # bound on merges per consumer (keeps the pass linear)
+    max_members: int                    # bound on a fused computation's size
+    max_parameters: int                 # bound on a fusion's operands (kernel arguments)
+
+
+def _roots() -> dict[str, str]:
+    roots = {op: "kLoop" for op in _LOOP_ROOTS}
+    roots["reduce"] = "kInput"
+    return roots
+
+
+_CPU = FusionRules(
+    roots=_roots(),
+    producers=_ELEMENTWISE | _DATA_MOVEMENT | frozenset(
+        {"iota", "constant", "bitcast", "dynamic-slice", "gather", "map", "reduce-window"}),
+    duplicable=frozenset({"broadcast", "iota", "constant", "reshape", "bitcast", "transpose",
+                          "slice", "reverse", "dynamic-slice"}),
+    duplicate_cheap_elementwise=True,
+    max_duplicates=8,
+    heroes=frozenset({"dot", "convolution"}),
+    row_fusion=True,
+    min_rows=2,
+    max_row_merges=16,
+    max_members=256,
+    max_parameters=32,
+)
+
+# The GPU strategy uses the same decisions; its kernels are the simple, correct forms.
+RULES: dict[str, FusionRules] = {"cpu": _CPU, "gpu": _CPU}
+
+
+# copied into kernels without counting against ``max_duplicates``: they read nothing big
+FREE_DUPLICATES = frozenset({"constant", "iota", "broadcast"})
+
+
+def rules_for(strategy: str) -> FusionRules:
+    return RULES.get(strategy, _CPU)
+
+
+def in_place_roots() -> tuple[str, ...]:
+    return ("dynamic-update-slice", "scatter")
+
+
+def in_place_operands(inst: HloInstruction) -> range:
+    """Operands a fusion rooted at ``inst`` must keep as parameters: the buffers it updates in
+    place (fusing their producers would make the update read what it overwrites)."""
+    if inst.opcode == "dynamic-update-slice":
+        return range(1)
+    if inst.opcode == "scatter":
+        return range((len(inst.operands) - 1) // 2)
+    return range(0)

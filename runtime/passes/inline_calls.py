@@ -1,0 +1,56 @@
+"""Inlining ``call`` instructions (XLA's CallInliner), so fusion sees across them.
+
+JAX writes every nested ``jit`` (``jnp.where``, ``round``, ``remainder``...) as a ``call`` of a
+private computation. A call is a wall for fusion: its result must be materialised, and nothing
+inside can join the caller's kernels. Replacing each call by a copy of its body (parameters
+become the call's operands, the call's users read the copied root) removes the wall. Bodies
+are inlined innermost first, so nested calls disappear in one walk. Calls with control
+dependencies are left alone.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from ..hlo.clone import clone_module
+from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from .dce import remove_dead_code
+from .names import FreshNames
+
+
+def inline_calls(module: HloModule, strategy: str = "cpu") -> HloModule:
+    new, _ = clone_module(module)
+    inline_calls_in_place(new, strategy)
+    return new
+
+
+def inline_calls_in_place(module: HloModule, strategy: str = "cpu") -> None:
+    names = FreshNames(module)
+    for comp in module.computations:          # callees come before their callers
+        _inline_in(comp, names)
+    remove_dead_code(module)
+
+
+def _inline_in(comp: HloComputation, names: FreshNames) -> None:
+    ordered = {p for inst in comp.instructions for p in inst.control_predecessors}
+    replacement: dict[HloInstruction, HloInstruction] = {}
+    body: list[HloInstruction] = []
+    for inst in comp.instructions:
+        inst.operands = [replacement.get(op, op) for op in inst.operands]
+        if inst.opcode != "call" or inst.control_predecessors or inst in ordered:
+            body.append(inst)
+            continue
+        callee: HloComputation = inst.attrs["to_apply"]  # type: ignore[assignment]
+        copies: dict[HloInstruction, HloInstruction] = {}
+        for c in callee.instructions:
+            if c.opcode == "parameter":
+                copies[c] = inst.operands[c.parameter_number]  # type: ignore[index]
+                continue
+            copies[c] = dataclasses.replace(
+                c, name=names.fresh(c.name), operands=[copies[op] for op in c.operands],
+                attrs=dict(c.attrs), parent=comp)
+            body.append(copies[c])
+        replacement[inst] = copies[callee.root]  # type: ignore[index]
+    comp.instructions = body
+    if comp.root in replacement:
+        comp.root = replacement[comp.root]

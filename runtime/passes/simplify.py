@@ -1,0 +1,136 @@
+"""A few of XLA's algebraic simplifications: the ones that matter before fusion.
+
+JAX writes ``broadcast_in_dim`` as a reshape that adds a size-1 dimension, an identity
+broadcast and another reshape, around every per-row value of a normalisation. Left alone,
+each reshape costs integer divisions per element of a fused kernel and hides from the row
+analysis that the value only depends on the row. These rewrites, applied operands first so
+chains collapse in one walk, remove them:
+
+* an identity reshape, broadcast, transpose or convert (result shape == operand shape,
+  layout included) is its operand;
+* reshape(reshape(y)) is reshape(y); broadcast(broadcast(y)) is one broadcast;
+* broadcast(reshape(y)), where the reshape only inserts or removes size-1 dimensions, is a
+  broadcast of y; a broadcast that only adds size-1 dimensions is a reshape.
+
+Instructions with control dependencies are left alone. Rules live in ``RULES`` (opcode ->
+rewrite); a rewrite returns the instruction that replaces its argument (the argument itself
+when it was changed in place), or None when nothing applies.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..hlo.clone import clone_module
+from ..hlo.ir import HloInstruction, HloModule
+from ..hlo.shape import ArrayShape
+from .dce import remove_dead_code
+
+
+_MAX_REWRITES = 8     # rewrites of one instruction in a row (each one shrinks the chain)
+
+
+def simplify(module: HloModule, strategy: str = "cpu") -> HloModule:
+    new, _ = clone_module(module)
+    simplify_in_place(new, strategy)
+    return new
+
+
+def simplify_in_place(module: HloModule, strategy: str = "cpu") -> None:
+    for comp in module.computations:
+        replacement: dict[HloInstruction, HloInstruction] = {}
+        ordered = {p for inst in comp.instructions for p in inst.control_predecessors}
+        for inst in comp.post_order():
+            inst.operands = [replacement.get(op, op) for op in inst.operands]
+            if inst.control_predecessors or inst in ordered:
+                continue
+            current = inst
+            for _ in range(_MAX_REWRITES):
+                rule = RULES.get(current.opcode)
+                rewritten = rule(current) if rule is not None else None
+                if rewritten is None:
+                    break
+                current = rewritten
+            if current is not inst:
+                replacement[inst] = current
+        if comp.root in replacement:
+            comp.root = replacement[comp.root]
+    remove_dead_code(module)
+
+
+def _same_shape(a: HloInstruction, b: HloInstruction) -> bool:
+    """Same element type, dimensions and layout (so the bytes are the same too)."""
+    return isinstance(a.shape, ArrayShape) and a.shape == b.shape
+
+
+def _identity(inst: HloInstruction) -> HloInstruction | None:
+    op = inst.operands[0]
+    if not _same_shape(inst, op):
+        return None
+    if inst.opcode == "transpose" and tuple(inst.attrs["dimensions"]) != \
+            tuple(range(inst.shape.rank)):  # type: ignore[arg-type, union-attr]
+        return None
+    if inst.opcode == "broadcast" and tuple(inst.attrs.get("dimensions", ())) != \
+            tuple(range(inst.shape.rank)):  # type: ignore[arg-type, union-attr]
+        return None
+    return op
+
+
+def _reshape(inst: HloInstruction) -> HloInstruction | None:
+    op = inst.operands[0]
+    if op.opcode == "reshape":
+        inst.operands = [op.operands[0]]
+        return _identity(inst) or inst
+    return _identity(inst)
+
+
+def _broadcast(inst: HloInstruction) -> HloInstruction | None:
+    op = inst.operands[0]
+    dims = tuple(inst.attrs.get("dimensions", ()))  # type: ignore[arg-type]
+    if op.opcode == "broadcast":
+        inner = tuple(op.attrs.get("dimensions", ()))  # type: ignore[arg-type]
+        inst.operands = [op.operands[0]]
+        inst.attrs["dimensions"] = tuple(dims[d] for d in inner)
+        return inst
+    if op.opcode == "reshape":
+        through = _through_size_one_reshape(op, dims, inst.shape.dims)  # type: ignore[union-attr]
+        if through is not None:
+            inst.operands = [op.operands[0]]
+            inst.attrs["dimensions"] = through
+            return inst
+    if inst.shape.element_count == op.shape.element_count and op.shape.rank:  # type: ignore[union-attr]
+        # only size-1 dimensions are added: it is a reshape, which composes with reshapes
+        inst.opcode = "reshape"
+        del inst.attrs["dimensions"]
+        return inst
+    return _identity(inst)
+
+
+def _through_size_one_reshape(reshape: HloInstruction, dims: tuple[int, ...],
+                              out_dims: tuple[int, ...]) -> tuple[int, ...] | None:
+    """Broadcast dimensions for the reshape's operand, when the reshape only inserts or
+    removes size-1 dimensions (None otherwise, or when no increasing assignment exists)."""
+    src = reshape.operands[0].shape.dims  # type: ignore[union-attr]
+    mid = reshape.shape.dims  # type: ignore[union-attr]
+    if [n for n in src if n != 1] != [n for n in mid if n != 1]:
+        return None
+    big_targets = iter(dims[d] for d, n in enumerate(mid) if n != 1)
+    wanted = [next(big_targets) if n != 1 else None for n in src]
+    result: list[int] = []
+    for k, target in enumerate(wanted):
+        low = result[-1] + 1 if result else 0
+        if target is None:
+            high = next((t for t in wanted[k + 1:] if t is not None), len(out_dims))
+            target = low if low < high else None
+        if target is None or target < low:
+            return None
+        result.append(target)
+    return tuple(result)
+
+
+RULES: dict[str, Callable[[HloInstruction], HloInstruction | None]] = {
+    "reshape": _reshape,
+    "broadcast": _broadcast,
+    "transpose": _identity,
+    "convert": _identity,
+}

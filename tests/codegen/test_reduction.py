@@ -1,0 +1,233 @@
+"""Reduction kernels (row, column, layer-norm rows) against numpy: odd sizes, layouts, element
+types, zero sizes, multi-operand reducers, non-identity inits, fused producers and consumers,
+and both device strategies' kernel shapes."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import runtime
+from runtime.buffers.assignment import assign_buffers
+from runtime.codegen.lower import lower
+from runtime.compiler import build_kernels
+from runtime.device import get_device
+from runtime.execute import Executable
+from runtime.passes.pipeline import optimise
+
+RNG = np.random.default_rng(7)
+
+
+def reducer(name: str, op: str, t: str = "f32") -> str:
+    return f"""
+{name} {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT r = {t}[] {op}(a, b)
+}}
+"""
+
+
+def compile_for(text: str, strategy: str) -> Executable:
+    """Compile with the given strategy's fusion decisions and kernel shapes (the kernels run on
+    the default device whatever the strategy: a GPU-shaped kernel is valid OpenCL anywhere)."""
+    dev = get_device()
+    module = runtime.parse(text)
+    assignment = assign_buffers(optimise(module, strategy=strategy),
+                                alignment=dev.mem_base_addr_align)
+    program = lower(assignment, strategy, dev.mem_base_addr_align)
+    return Executable(module, assignment, program, dev,
+                      build_kernels(dev, program, lambda *a: None))
+
+
+def reduce_module(shape: str, out: str, dims: str, t: str = "f32", op: str = "add",
+                  init: str = "0", epilogue: str = "") -> str:
+    root = "ROOT r" if not epilogue else "r"
+    tail = f"\n  ROOT o = {out} {epilogue}(r)" if epilogue else ""
+    return f"""
+HloModule red
+{reducer("f", op, t)}
+ENTRY e {{
+  x = {shape} parameter(0)
+  z = {t}[] constant({init})
+  {root} = {out} reduce(x, z), dimensions={{{dims}}}, to_apply=f{tail}
+}}
+"""
+
+
+@pytest.mark.parametrize("strategy", ["cpu", "gpu"])
+@pytest.mark.parametrize("shape,out,dims,axis", [
+    ("f32[37,300]{1,0}", "f32[37]", "1", 1),                     # rows, lanes + tail
+    ("f32[300,37]{1,0}", "f32[37]", "0", 0),                     # columns, partial block
+    ("f32[5,7,33]{2,1,0}", "f32[7]", "0,2", (0, 2)),            # outer and contiguous
+    ("f32[37,300]{0,1}", "f32[37]", "1", 1),                     # column-major input
+    ("f32[6,40,3]{2,1,0}", "f32[6,3]", "1", 1),                  # middle dimension
+])
+def test_sums_match_numpy(strategy, shape, out, dims, axis):
+    dims_list = [int(d) for d in shape[shape.index("[") + 1:shape.index("]")].split(",")]
+    x = RNG.standard_normal(dims_list).astype(np.float32)
+    exe = compile_for(reduce_module(shape, out, dims), strategy)
+    np.testing.assert_allclose(exe(x), x.sum(axis), rtol=1e-5, atol=1e-4)
+
+
+def test_row_sums_use_vector_lanes_and_one_work_item_per_row():
+    exe = runtime.compile(reduce_module("f32[37,300]{1,0}", "f32[37]", "1"))
+    assert "+= 16" in exe.program.source
+    [launch] = exe.program.plan
+    assert launch.scalars[0] == 37
+
+
+def test_column_sums_give_each_work_item_adjacent_outputs():
+    exe = runtime.compile(reduce_module("f32[300,37]{1,0}", "f32[37]", "0"))
+    [launch] = exe.program.plan
+    assert launch.scalars[0] == 3          # ceil(37 / 16) blocks of adjacent outputs
+
+
+@pytest.mark.parametrize("t,op,init,np_op", [
+    ("f64", "add", "0", np.sum),
+    ("f16", "add", "0", np.sum),
+    ("bf16", "maximum", "-inf", np.max),
+    ("s32", "add", "0", np.sum),
+    ("u8", "maximum", "0", np.max),
+    ("s32", "minimum", "2147483647", np.min),
+])
+def test_element_types(t, op, init, np_op):
+    dtype = {"f64": np.float64, "f16": np.float16, "bf16": ml_dtypes.bfloat16,
+             "s32": np.int32, "u8": np.uint8}[t]
+    x = (RNG.standard_normal((9, 70)) * 20).astype(dtype) if t[0] in "fb" else \
+        RNG.integers(0, 100, (9, 70)).astype(dtype)
+    got = runtime.compile(reduce_module(f"{t}[9,70]", f"{t}[9]", "1", t, op, init))(x)
+    want = np_op(x.astype(np.float64), axis=1)
+    rtol = {"f16": 5e-3, "bf16": 0}.get(t, 1e-9)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol, atol=0.5 if t == "f16" else 0)
+
+
+def test_pred_and_reduction():
+    text = reduce_module("pred[4,20]", "pred[4]", "1", "pred", "and", "true")
+    x = np.ones((4, 20), bool)
+    x[1, 7] = x[3, 19] = False
+    np.testing.assert_array_equal(runtime.compile(text)(x), x.all(1))
+
+
+@pytest.mark.parametrize("shape,out,dims,want_shape", [
+    ("f32[0,5]", "f32[5]", "0", (5,)),
+    ("f32[5,0]", "f32[5]", "1", (5,)),
+    ("f32[0,5]", "f32[0]", "1", (0,)),
+])
+def test_zero_size_reductions_give_init(shape, out, dims, want_shape):
+    x = np.zeros([int(d) for d in shape[4:-1].split(",")], np.float32)
+    got = runtime.compile(reduce_module(shape, out, dims, init="2.5"))(x)
+    np.testing.assert_array_equal(got, np.full(want_shape, 2.5, np.float32))
+
+
+def test_non_identity_init_is_applied_once():
+    x = np.ones((3, 1000), np.float32)
+    exe = runtime.compile(reduce_module("f32[3,1000]", "f32[3]", "1", init="5"))
+    assert "+= 16" not in exe.program.source
+    np.testing.assert_array_equal(exe(x), np.full(3, 1005, np.float32))
+
+
+def test_argmax_with_a_two_operand_reducer():
+    text = """
+HloModule argmax
+amax {
+  av = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  bv = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(av, bv), direction=GT
+  eq = pred[] compare(av, bv), direction=EQ
+  lt = pred[] compare(ai, bi), direction=LT
+  tie = pred[] and(eq, lt)
+  keep = pred[] or(gt, tie)
+  v = f32[] select(keep, av, bv)
+  i = s32[] select(keep, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+ENTRY e {
+  x = f32[11,45] parameter(0)
+  idx = s32[11,45] iota(), iota_dimension=1
+  ninf = f32[] constant(-inf)
+  zero = s32[] constant(0)
+  r = (f32[11], s32[11]) reduce(x, idx, ninf, zero), dimensions={1}, to_apply=amax
+  ROOT i = s32[11] get-tuple-element(r), index=1
+}
+"""
+    x = RNG.standard_normal((11, 45)).astype(np.float32)
+    x[4, 3] = x[4, 30] = 10.0                          # a tie: the lower index wins
+    got = runtime.compile(text)(x)
+    np.testing.assert_array_equal(got, x.argmax(1))
+
+
+def test_reduction_with_epilogue_computes_each_output_once():
+    text = reduce_module("f32[20,64]", "f32[20]", "1", epilogue="sqrt")
+    x = np.abs(RNG.standard_normal((20, 64))).astype(np.float32)
+    exe = runtime.compile(text)
+    assert len(exe.program.plan) == 1
+    np.testing.assert_allclose(exe(x), np.sqrt(x.sum(1)), rtol=1e-5)
+
+
+SOFTMAX = f"""
+HloModule softmax
+{reducer("mx", "maximum")}
+{reducer("add", "add")}
+ENTRY e {{
+  x = f32[13,257]{{1,0}} parameter(0)
+  ninf = f32[] constant(-inf)
+  m = f32[13]{{0}} reduce(x, ninf), dimensions={{1}}, to_apply=mx
+  mb = f32[13,257]{{1,0}} broadcast(m), dimensions={{0}}
+  d = f32[13,257]{{1,0}} subtract(x, mb)
+  ex = f32[13,257]{{1,0}} exponential(d)
+  z = f32[] constant(0)
+  s = f32[13]{{0}} reduce(ex, z), dimensions={{1}}, to_apply=add
+  sb = f32[13,257]{{1,0}} broadcast(s), dimensions={{0}}
+  ROOT y = f32[13,257]{{1,0}} divide(ex, sb)
+}}
+"""
+
+
+@pytest.mark.parametrize("strategy", ["cpu", "gpu"])
+def test_softmax_is_one_row_kernel(strategy):
+    x = (RNG.standard_normal((13, 257)) * 3).astype(np.float32)
+    exe = compile_for(SOFTMAX, strategy)
+    assert len(exe.program.plan) == 1
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(exe(x), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_xla_layernorm_fusion_computes_reductions_once_per_row():
+    text = f"""
+HloModule xla_ln
+{reducer("add", "add")}
+fused (p0: f32[64,1024], p1: f32[1024]) -> f32[64,1024] {{
+  p0 = f32[64,1024]{{1,0}} parameter(0)
+  z = f32[] constant(0)
+  s = f32[64]{{0}} reduce(p0, z), dimensions={{1}}, to_apply=add
+  k = f32[] constant(0.0009765625)
+  kb = f32[64]{{0}} broadcast(k), dimensions={{}}
+  mean = f32[64]{{0}} multiply(s, kb)
+  mb = f32[64,1024]{{1,0}} broadcast(mean), dimensions={{0}}
+  c = f32[64,1024]{{1,0}} subtract(p0, mb)
+  c2 = f32[64,1024]{{1,0}} multiply(c, c)
+  v = f32[64]{{0}} reduce(c2, z), dimensions={{1}}, to_apply=add
+  var = f32[64]{{0}} multiply(v, kb)
+  r = f32[64]{{0}} rsqrt(var)
+  rb = f32[64,1024]{{1,0}} broadcast(r), dimensions={{0}}
+  y = f32[64,1024]{{1,0}} multiply(c, rb)
+  p1 = f32[1024]{{0}} parameter(1)
+  gb = f32[64,1024]{{1,0}} broadcast(p1), dimensions={{1}}
+  ROOT o = f32[64,1024]{{1,0}} multiply(y, gb)
+}}
+ENTRY e {{
+  x = f32[64,1024]{{1,0}} parameter(0)
+  g = f32[1024]{{0}} parameter(1)
+  ROOT f = f32[64,1024]{{1,0}} fusion(x, g), kind=kLoop, calls=fused
+}}
+"""
+    x = RNG.standard_normal((64, 1024)).astype(np.float32)
+    g = RNG.standard_normal(1024).astype(np.float32)
+    exe = runtime.compile(text)
+    [launch] = exe.program.plan
+    assert launch.scalars[0] == 64, "one work-item per row"
+    c = x - x.mean(1, keepdims=True)
+    want = c / np.sqrt((c * c).mean(1, keepdims=True)) * g
+    np.testing.assert_allclose(exe(x, g), want, rtol=1e-4, atol=1e-5)

@@ -1,0 +1,94 @@
+"""The simplifier removes JAX's broadcast_in_dim reshape chains without changing values."""
+
+import numpy as np
+
+import runtime
+from runtime.passes.simplify import simplify
+
+
+def simplified(text: str):
+    out = simplify(runtime.parse(text))
+    assert runtime.parse(out.to_text()).to_text() == out.to_text()
+    return out
+
+
+def opcodes(module) -> list[str]:
+    return [i.opcode for i in module.entry.instructions]
+
+
+def test_broadcast_in_dim_chain_becomes_one_broadcast():
+    text = """
+HloModule bid
+ENTRY e {
+  g = f32[48]{0} parameter(0)
+  r = f32[1,48]{1,0} reshape(g)
+  b = f32[1,48]{1,0} broadcast(r), dimensions={0,1}
+  r2 = f32[48]{0} reshape(b)
+  ROOT out = f32[64,48]{1,0} broadcast(r2), dimensions={1}
+}
+"""
+    out = simplified(text)
+    assert opcodes(out) == ["parameter", "broadcast"]
+    assert tuple(out.entry.root.attrs["dimensions"]) == (1,)
+    g = np.arange(48, dtype=np.float32)
+    np.testing.assert_array_equal(runtime.compile(text)(g), np.broadcast_to(g, (64, 48)))
+
+
+def test_per_row_value_keeps_its_size_one_dimension_in_the_broadcast():
+    text = """
+HloModule row
+ENTRY e {
+  m = f32[64,1]{1,0} parameter(0)
+  r = f32[64]{0} reshape(m)
+  ROOT out = f32[64,48]{1,0} broadcast(r), dimensions={0}
+}
+"""
+    out = simplified(text)
+    assert opcodes(out) == ["parameter", "broadcast"]
+    assert tuple(out.entry.root.attrs["dimensions"]) == (0, 1)
+    m = np.arange(64, dtype=np.float32).reshape(64, 1)
+    np.testing.assert_array_equal(runtime.compile(text)(m), np.broadcast_to(m, (64, 48)))
+
+
+def test_identity_ops_disappear_but_layout_changes_stay():
+    out = simplified("""
+HloModule ident
+ENTRY e {
+  x = f32[4,8]{1,0} parameter(0)
+  a = f32[4,8]{1,0} reshape(x)
+  b = f32[4,8]{1,0} transpose(a), dimensions={0,1}
+  c = f32[4,8]{1,0} convert(b)
+  t = f32[4,8]{0,1} transpose(c), dimensions={0,1}
+  ROOT n = f32[4,8]{0,1} negate(t)
+}
+""")
+    assert opcodes(out) == ["parameter", "transpose", "negate"]
+
+
+def test_broadcast_of_broadcast_composes():
+    text = """
+HloModule bb
+ENTRY e {
+  s = f32[3] parameter(0)
+  a = f32[3,4] broadcast(s), dimensions={0}
+  ROOT b = f32[2,3,4] broadcast(a), dimensions={1,2}
+}
+"""
+    out = simplified(text)
+    assert opcodes(out) == ["parameter", "broadcast"]
+    assert tuple(out.entry.root.attrs["dimensions"]) == (1,)
+    s = np.array([1, 2, 3], np.float32)
+    np.testing.assert_array_equal(runtime.compile(text)(s),
+                                  np.broadcast_to(s[None, :, None], (2, 3, 4)))
+
+
+def test_instructions_with_control_dependencies_are_kept():
+    out = simplified("""
+HloModule ctl
+ENTRY e {
+  x = f32[4] parameter(0)
+  r = f32[4] reshape(x)
+  ROOT n = f32[4] negate(x), control-predecessors={r}
+}
+""")
+    assert "reshape" in opcodes(out)
