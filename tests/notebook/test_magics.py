@@ -109,7 +109,7 @@ def test_run_binds_only_the_module_name_and_shows_the_output(ip):
     assert np.asarray(result.outputs) == np.float32(42.0)
     assert isinstance(ip.user_ns["increment"], runtime.Executable)
     assert ip.user_ns["increment"](1.0) == np.float32(2.0)
-    assert repr(result) == ("HloResult(module=increment, peak=12 B, outputs=(f32[],), "
+    assert repr(result) == ("HloResult(module=increment, peak=8 B, outputs=(f32[],), "
                             "device=pocl:cpu)")
 
 
@@ -131,7 +131,7 @@ def test_donating_a_device_array_updates_it_in_place(ip):
     assert result.run.donated == (0,) and result.run.copied == ()
     assert ip.user_ns["d"].is_deleted()
     assert result.donated == frozenset({0})
-    assert result.memory_stats == runtime.buffers.MemoryStats(4, 4, 4, 0, 8)
+    assert result.memory_stats == runtime.buffers.MemoryStats(4, 4, 4, 0, 4)
     html = result._repr_html_()
     assert "donated: output {} written in place" in html
 
@@ -140,7 +140,7 @@ def test_without_donation_the_run_copies_and_the_plan_gives_the_output_its_own_b
     ip.user_ns["x"] = np.float32(1.0)
     result = ip.run_cell_magic("hlo", "--run x", INCREMENT)
     assert result.run.donated == () and result.run.copied == (0,)
-    assert result.memory_stats == runtime.buffers.MemoryStats(4, 4, 0, 0, 12)
+    assert result.memory_stats == runtime.buffers.MemoryStats(4, 4, 0, 0, 8)
     assert "the run copied it first (copy-protection)" in result._repr_html_()
 
 
