@@ -212,3 +212,18 @@ def test_compile_cache_hit_is_reported():
     assert not first.cache_hit
     assert again.cache_hit
     assert again.program is first.program
+
+
+def test_a_module_larger_than_device_memory_fails_before_allocating():
+    text = """HloModule huge
+    ENTRY e {
+      s = f32[] parameter(0)
+      ROOT b = f32[200000,1000000] broadcast(s), dimensions={}
+    }"""
+    exe = runtime.compile(text)
+    s = runtime.device_put(np.float32(1))
+    with pytest.raises(runtime.DeviceError, match=r"needs 800000000004 bytes of device memory, "
+                                                  r"but .* has \d+ bytes"):
+        exe.run(s)
+    assert exe.last_run is None                     # nothing ran, nothing was returned
+    np.testing.assert_array_equal(np.asarray(s), np.float32(1))
