@@ -140,13 +140,29 @@ for _op in ("all-reduce-start", "all-reduce-done", "all-gather-start", "all-gath
             "all-gather", "all-reduce"):
     LOWERING[_op] = _unsupported("asynchronous and collective operations are not supported; "
                                  "print the module before XLA's SPMD/async passes")
-for _op in ("fft", "cholesky", "triangular-solve", "batch-norm-training",
-            "batch-norm-inference", "batch-norm-grad", "rng", "rng-get-and-update-state",
-            "dynamic-reshape", "get-dimension-size", "set-dimension-size", "ragged-dot",
-            "scaled-dot", "stochastic-convert"):
-    LOWERING.setdefault(_op, _unsupported(
-        "this opcode has no OpenCL lowering; XLA expands it before code generation "
-        "(print the module after XLA's expanders, or replace it)"))
+_EXPANDED_BY_XLA = ("XLA rewrites it into simpler HLO before code generation; print the "
+                    "module after XLA's optimisation passes (compiled.as_text()) to run it")
+_NOT_IMPLEMENTED = {
+    "fft": "FFTs are not implemented by the OpenCL backend (XLA's CPU backend calls a "
+           "library for them)",
+    "cholesky": "JAX lowers it to the lapack_?potrf_ffi custom call on CPU, which this "
+                "runtime implements; use that form",
+    "triangular-solve": "JAX lowers it to the lapack_?trsm_ffi custom call on CPU, which this "
+                        "runtime implements; use that form",
+    "batch-norm-training": _EXPANDED_BY_XLA, "batch-norm-inference": _EXPANDED_BY_XLA,
+    "batch-norm-grad": _EXPANDED_BY_XLA, "stochastic-convert": _EXPANDED_BY_XLA,
+    "rng": "its random stream is implementation-defined; use rng-bit-generator (or JAX's "
+           "threefry, which is plain integer HLO)",
+    "rng-get-and-update-state": "module-level rng state is not supported; use "
+                                "rng-bit-generator with an explicit state",
+    "dynamic-reshape": "dynamic shapes are not supported",
+    "get-dimension-size": "dynamic shapes are not supported",
+    "set-dimension-size": "dynamic shapes are not supported",
+    "ragged-dot": "ragged and scaled dots are not implemented",
+    "scaled-dot": "ragged and scaled dots are not implemented",
+}
+for _op, _reason in _NOT_IMPLEMENTED.items():
+    LOWERING.setdefault(_op, _unsupported(_reason))
 
 
 def lower(assignment, strategy: str = "cpu", alignment: int = 128) -> Program:

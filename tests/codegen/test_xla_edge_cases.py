@@ -181,3 +181,18 @@ def test_stable_sort_keeps_equal_keys_in_order(stable_input):
     order = np.argsort(keys, kind="stable")
     np.testing.assert_array_equal(got_k, keys[order])
     np.testing.assert_array_equal(got_i, order)
+
+
+@pytest.mark.parametrize("body,reason", [
+    ("x = c64[8] parameter(0)\n  ROOT y = c64[8] fft(x), fft_type=FFT, fft_length={8}",
+     "c64 is not supported"),
+    ("x = f32[8] parameter(0)\n  ROOT y = c64[5] fft(x), fft_type=RFFT, fft_length={8}",
+     "FFTs are not implemented"),
+    ("x = f32[3,3] parameter(0)\n  ROOT y = f32[3,3] cholesky(x), lower=true",
+     "lapack_\\?potrf_ffi"),
+    ("a = f32[] parameter(0)\n  b = f32[] constant(1)\n"
+     "  ROOT y = f32[4] rng(a, b), distribution=rng_uniform", "use rng-bit-generator"),
+])
+def test_unsupported_constructs_are_named_errors(body, reason):
+    with pytest.raises(runtime.HloUnsupportedError, match=reason):
+        runtime.compile("HloModule u\nENTRY e {\n  " + body + "\n}")
