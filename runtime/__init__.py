@@ -20,7 +20,10 @@ from .hlo.parser import parse as _parse_unverified
 
 
 def parse(text: str, *, verify: bool = True) -> HloModule:
-    """Parse HLO text into an ``HloModule``; by default also verify it (shapes, aliasing)."""
+    """Parse HLO text into an ``HloModule``; by default also verify it (shapes, aliasing).
+
+    Even with ``verify=False`` a result shape the text omits must be inferable, so an
+    ``HloVerifyError`` is still possible there."""
     module = _parse_unverified(text)
     if verify:
         from .hlo.verifier import verify as _verify

@@ -38,12 +38,29 @@ class CompileOptions:
 
 
 _CACHE: dict[tuple, object] = {}
-_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_STRING_OR_COMMENT = re.compile(r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|//[^\n]*|/\*.*?\*/""",
+                                re.S)
+_BLANK = re.compile(r"\s+")
 
 
 def normalise(text: str) -> str:
-    """The cache key's view of the text: comments and blank space do not matter."""
-    return " ".join(_COMMENT.sub(" ", text).split())
+    """The cache key's view of the text: comments and blank space outside string literals do
+    not matter; strings (opaque custom-call bytes, metadata) are kept exactly."""
+    pieces: list[str] = []
+    code: list[str] = []          # text between strings, comments replaced by a blank
+    last = 0
+    for m in _STRING_OR_COMMENT.finditer(text):
+        code.append(text[last:m.start()])
+        if m.group(1) is None:
+            code.append(" ")
+        else:
+            pieces.append(_BLANK.sub(" ", "".join(code)))
+            pieces.append(m.group(1))
+            code = []
+        last = m.end()
+    code.append(text[last:])
+    pieces.append(_BLANK.sub(" ", "".join(code)))
+    return "".join(pieces).strip()
 
 
 def _cache_key(text: str, device, options: CompileOptions) -> tuple:

@@ -227,3 +227,11 @@ def test_a_module_larger_than_device_memory_fails_before_allocating():
         exe.run(s)
     assert exe.last_run is None                     # nothing ran, nothing was returned
     np.testing.assert_array_equal(np.asarray(s), np.float32(1))
+
+
+def test_cache_key_ignores_comments_and_blanks_but_not_string_contents():
+    from runtime.compiler import normalise
+    a = 'x = f32[] custom-call(), backend_config="a//b"  // note\n'
+    assert normalise(a) == normalise('x =  f32[]\ncustom-call(),  /* c */ backend_config="a//b"')
+    assert normalise(a) != normalise('x = f32[] custom-call(), backend_config="a//c"')
+    assert normalise('b="a  b"') != normalise('b="a b"')
