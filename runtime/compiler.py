@@ -24,6 +24,7 @@ import numpy as np
 
 from .errors import DeviceError, HloError
 from .hlo.ir import HloModule
+from .target import Target
 
 ProgressCallback = Callable[[str, int, int], None]   # (stage, done, total)
 
@@ -112,11 +113,12 @@ def _build(module: HloModule, dev, options: CompileOptions, progress, start: flo
     check_runnable(module)
     report = progress or (lambda stage, done, total: None)
     report("passes", 0, 1)
-    optimised = optimise(module, fusion=options.fusion, strategy=dev.strategy)
+    target = Target.for_device(dev)
+    optimised = optimise(module, fusion=options.fusion, target=target)
     alignment = options.alignment or dev.mem_base_addr_align
     assignment = assign_buffers(optimised, alignment=alignment)
     report("codegen", 0, 1)
-    program = lower(assignment, dev.strategy, alignment)
+    program = lower(assignment, target, alignment)
     kernels = build_kernels(dev, program, report)
     prepare_host_calls(dev, program)
     return Executable(module, assignment, program, dev, kernels,

@@ -100,11 +100,6 @@ class Device:
         return self.platform_short == "pocl"
 
     @property
-    def strategy(self) -> str:
-        """Which kernel shapes to generate: "cpu" (PoCL-like) or "gpu"."""
-        return "cpu" if self.kind == "cpu" else "gpu"
-
-    @property
     def identity(self) -> str:
         """What compiled code depends on, for cache keys."""
         return f"{self.platform} {self.platform_version} | {self.name} | {self.driver_version}"

@@ -11,6 +11,7 @@ import pytest
 
 from runtime import cache, device
 from runtime.errors import DeviceError
+from runtime.target import Target
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -25,7 +26,7 @@ def test_devices_are_listed_with_their_facts():
         assert dev.mem_base_addr_align >= 4 and dev.mem_base_addr_align % 4 == 0
         assert 0 < dev.max_alloc_bytes <= dev.global_mem_bytes
         assert dev.name in dev.identity and dev.driver_version in dev.identity
-        assert dev.strategy == ("cpu" if dev.kind == "cpu" else "gpu")
+        assert Target.for_device(dev).kind == ("cpu" if dev.kind == "cpu" else "gpu")
     assert len({d.spec for d in found}) == len(found)
 
 

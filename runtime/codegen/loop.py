@@ -13,18 +13,14 @@ operand while writing it would race.
 
 from __future__ import annotations
 
-from typing import Callable
-
 from ..hlo.ir import HloInstruction
 from ..hlo.shape import ArrayShape, Shape
 from . import cltypes
 from .elemental import BufferLeaf, ElementalEmitter, Index, dynamic_starts, layout_key
 from .kernel import BufferRef, KernelBuilder, needs_long_index
-from .lower import FUSION_ROOTS, FUSION_STRATEGIES, LoweringContext, register
+from .context import LoweringContext
+from .registry import ANY, FUSION, LOOP, fusion_root, register
 from .plan import Launch, Step
-
-LOCAL_SIZE = {"cpu": 64, "gpu": 256}
-
 
 def _all_shapes(inst: HloInstruction) -> list[ArrayShape]:
     shapes = [s for _, s in inst.shape.leaves()]
@@ -60,7 +56,7 @@ def fused_parts(inst: HloInstruction):
 
 
 def launch_1d(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction, count: int) -> Launch:
-    local = LOCAL_SIZE.get(ctx.strategy, 64)
+    local = ctx.target.loop_local_size
     name = ctx.program.add_kernel(kb, inst.name)
     size = max(1, -(-count // local)) * local
     return Launch(name, tuple(b.ref for b in kb.buffers), tuple(kb.scalar_arg_values()),
@@ -81,21 +77,15 @@ def output_index(em: ElementalEmitter, shape: ArrayShape, gid: str) -> Index:
     return Index(exprs, (layout_key(shape), gid))
 
 
-# Specialised shapes of loop kernels (several elements per work-item in vector types, blocked
-# transposition), tried in order before the one-element-per-work-item kernel: each returns
-# steps for (inst, root, fused parameters) or None to decline. The modules defining them
-# append themselves (``codegen.families`` imports them).
-LoopVariant = Callable[[LoweringContext, HloInstruction, HloInstruction,
-                        "list[HloInstruction] | None"], "list[Step] | None"]
-LOOP_VARIANTS: list[LoopVariant] = []
-
-
+@register(ANY)
 def lower_loop(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+    """The loop kernel, in the first specialised shape registered under ``LOOP`` for the target
+    (several elements per work-item in vector types, blocked transposition) that takes it, else
+    one element per work-item."""
     root, params = fused_parts(inst)
-    for variant in LOOP_VARIANTS:
-        steps = variant(ctx, inst, root, params)
-        if steps is not None:
-            return steps
+    steps = ctx.first_taker(LOOP, inst, root, params)
+    if steps is not None:
+        return steps
     outputs = [(idx, s) for idx, s in inst.shape.leaves()]
     if root.opcode == "dynamic-update-slice" and _updates_in_place(ctx, inst, root, params):
         return _update_in_place(ctx, inst, root, params)
@@ -166,17 +156,14 @@ def _statement(text: str) -> str:
     return text if text.rstrip().endswith(";") else text + ";"
 
 
-@register("fusion")
-def lower_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
-    """A fusion lowers through the first structural strategy that takes it, else like its
-    root: a dedicated family when the root has one, else the loop kernel."""
-    for strategy in FUSION_STRATEGIES:
-        steps = strategy(ctx, inst)
-        if steps is not None:
-            return steps
+@register(FUSION)
+def lower_by_root(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+    """A fusion no structural rule (registered under ``FUSION`` at a higher priority) took
+    lowers like its root: through a family registered for fusions with that root, else the
+    loop kernel."""
     root = inst.attrs["calls"].root  # type: ignore[attr-defined]
-    rule = FUSION_ROOTS.get(root.opcode, lower_loop)
-    return rule(ctx, inst)
+    steps = ctx.first_taker(fusion_root(root.opcode), inst)
+    return steps if steps is not None else lower_loop(ctx, inst)
 
 __all__ = ["lower_loop", "launch_1d", "begin_1d", "kernel_builder", "operand_leaves",
            "fused_parts", "output_index", "BufferRef", "Shape"]

@@ -29,17 +29,19 @@ from ..hlo.shape import ArrayShape
 from . import cltypes, elementwise as E
 from .elemental import ElementalEmitter, element_strides
 from .kernel import argument_value
-from .lower import LoweringContext
-from .loop import LOOP_VARIANTS, begin_1d, kernel_builder, launch_1d
+from .context import LoweringContext
+from .loop import begin_1d, kernel_builder, launch_1d
+from .registry import LOOP, register
 from .plan import Step
 
 
+@register(LOOP, target="cpu", priority=10)
 def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction,
                 params: list[HloInstruction] | None) -> list[Step] | None:
     """One vector loop launch computing ``inst`` (``root`` over ``params``), or None when the
     kernel is not of that form."""
     out = inst.shape
-    if ctx.strategy != "cpu" or not isinstance(out, ArrayShape) or out.element_count == 0:
+    if not isinstance(out, ArrayShape) or out.element_count == 0:
         return None
     lanes = E.vector_lanes("add", out.element_type)
     if lanes is None:
@@ -238,5 +240,3 @@ class _VectorEmitter:
             with kb.block(f"for ({t} {i} = 0; {self.base} + {i} < {self.total}; ++{i})"):
                 kb.line(f"{ptr}[{self.base} + {i}] = {tmp}[{i}];")
 
-
-LOOP_VARIANTS.append(vector_loop)

@@ -40,22 +40,22 @@ from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape
 from .dce import remove_dead_code
-from .fusion_rules import (FREE_DUPLICATES, FusionRules, in_place_operands, in_place_roots,
-                           rules_for)
+from ..target import CPU, Target
+from .fusion_rules import FREE_DUPLICATES, FusionRules, in_place_operands, in_place_roots
 from .names import FreshNames
 
 MOVE, DUPLICATE = "move", "duplicate"
 
 
-def fuse(module: HloModule, strategy: str = "cpu") -> HloModule:
-    """A fused copy of ``module`` for a device of the given strategy ("cpu" | "gpu")."""
+def fuse(module: HloModule, target: Target = CPU) -> HloModule:
+    """A fused copy of ``module`` for a device of the given target."""
     new, _ = clone_module(module)
-    fuse_in_place(new, strategy)
+    fuse_in_place(new, target)
     return new
 
 
-def fuse_in_place(module: HloModule, strategy: str = "cpu") -> None:
-    rules = rules_for(strategy)
+def fuse_in_place(module: HloModule, target: Target = CPU) -> None:
+    rules = target.fusion
     names = FreshNames(module)
     names.taken |= {c.name for c in module.computations}   # fused computations too
     for comp in _sequential_computations(module):

@@ -1,11 +1,11 @@
-"""What the fusion pass may fuse, per device strategy: the pass's cost model as data.
+"""What the fusion pass may fuse, per device target: the pass's cost model as data.
 
 A row of this table says which opcodes may root a fusion (and of which kind), which may be
 pulled into a consumer's kernel, which are cheap enough to copy into several kernels, and
 which fusions beyond XLA's plain loop/input fusion are worth making on the device: output
 fusion of elementwise consumers into a dot or convolution, and "row" fusion of reductions
 whose results are broadcast back along the reduced dimensions (computed once per row by the
-row kernel). Changing a decision for one device means changing its row, not the pass.
+row kernel). Changing a decision for one device kind means changing its ``Target``'s rules, not the pass.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def _roots() -> dict[str, str]:
     return roots
 
 
-_CPU = FusionRules(
+CPU_RULES = FusionRules(
     roots=_roots(),
     producers=_ELEMENTWISE | _DATA_MOVEMENT | frozenset(
         {"iota", "constant", "bitcast", "dynamic-slice", "gather", "map", "reduce-window"}),
@@ -62,16 +62,8 @@ _CPU = FusionRules(
     max_parameters=32,
 )
 
-# The GPU strategy uses the same decisions; its kernels are the simple, correct forms.
-RULES: dict[str, FusionRules] = {"cpu": _CPU, "gpu": _CPU}
-
-
 # copied into kernels without counting against ``max_duplicates``: they read nothing big
 FREE_DUPLICATES = frozenset({"constant", "iota", "broadcast"})
-
-
-def rules_for(strategy: str) -> FusionRules:
-    return RULES.get(strategy, _CPU)
 
 
 def in_place_roots() -> tuple[str, ...]:

@@ -13,18 +13,19 @@ from __future__ import annotations
 import dataclasses
 
 from ..hlo.clone import clone_module
+from ..target import CPU, Target
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from .dce import remove_dead_code
 from .names import FreshNames
 
 
-def inline_calls(module: HloModule, strategy: str = "cpu") -> HloModule:
+def inline_calls(module: HloModule, target: Target = CPU) -> HloModule:
     new, _ = clone_module(module)
-    inline_calls_in_place(new, strategy)
+    inline_calls_in_place(new, target)
     return new
 
 
-def inline_calls_in_place(module: HloModule, strategy: str = "cpu") -> None:
+def inline_calls_in_place(module: HloModule, target: Target = CPU) -> None:
     names = FreshNames(module)
     for comp in module.computations:          # callees come before their callers
         _inline_in(comp, names)

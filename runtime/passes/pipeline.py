@@ -5,7 +5,7 @@ flattening, copy insertion); this list holds the ones that change what is comput
 Each entry is (name, pass, whether it belongs to fusion): ``optimise(fusion=False)`` skips
 the fusion passes, which gives one kernel per instruction (the reference behaviour tests
 compare against). A pass changes, in place, a module ``optimise`` cloned once, given the
-device strategy ("cpu" | "gpu").
+device's ``Target``.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from typing import Callable
 
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloModule
+from ..target import CPU, Target
 from .fusion import fuse_in_place
 from .inline_calls import inline_calls_in_place
 from .simplify import simplify_in_place
 from .split_reductions import split_reductions_in_place
 
-Pass = Callable[[HloModule, str], None]
+Pass = Callable[[HloModule, Target], None]
 
 PASSES: list[tuple[str, Pass, bool]] = [
     ("inline-calls", inline_calls_in_place, True),
@@ -29,12 +30,12 @@ PASSES: list[tuple[str, Pass, bool]] = [
 ]
 
 
-def optimise(module: HloModule, *, fusion: bool = True, strategy: str = "cpu") -> HloModule:
+def optimise(module: HloModule, *, fusion: bool = True, target: Target = CPU) -> HloModule:
     """The module after the passes; the caller's module is never changed (passes run on a copy)."""
     passes = [run for _name, run, is_fusion in PASSES if fusion or not is_fusion]
     if not passes:
         return module
     new, _ = clone_module(module)
     for run in passes:
-        run(new, strategy)
+        run(new, target)
     return new

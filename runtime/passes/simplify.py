@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..hlo.clone import clone_module
+from ..target import CPU, Target
 from ..hlo.ir import HloInstruction, HloModule
 from ..hlo.shape import ArrayShape
 from .dce import remove_dead_code
@@ -30,13 +31,13 @@ from .dce import remove_dead_code
 _MAX_REWRITES = 8     # rewrites of one instruction in a row (each one shrinks the chain)
 
 
-def simplify(module: HloModule, strategy: str = "cpu") -> HloModule:
+def simplify(module: HloModule, target: Target = CPU) -> HloModule:
     new, _ = clone_module(module)
-    simplify_in_place(new, strategy)
+    simplify_in_place(new, target)
     return new
 
 
-def simplify_in_place(module: HloModule, strategy: str = "cpu") -> None:
+def simplify_in_place(module: HloModule, target: Target = CPU) -> None:
     for comp in module.computations:
         replacement: dict[HloInstruction, HloInstruction] = {}
         ordered = {p for inst in comp.instructions for p in inst.control_predecessors}

@@ -17,36 +17,24 @@ a row-major input (contiguous chunks).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 from ..analysis.reducers import init_is_identity
 from ..hlo.attributes import PadDim, PaddingConfig
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.shape import ArrayShape, default_layout
+from ..target import CPU, SplitRules, Target
 from .names import FreshNames
 
 
-@dataclass(frozen=True)
-class SplitRules:
-    min_length: int        # reductions shorter than this stay in one stage
-    max_outputs: int       # ... and so do ones with this many outputs (already parallel)
-    target_rows: int       # first-stage rows (outputs x chunks) to aim for
-    min_chunk: int         # elements per chunk at least
-
-
-RULES = {"cpu": SplitRules(min_length=1 << 16, max_outputs=64, target_rows=128, min_chunk=4096),
-         "gpu": SplitRules(min_length=1 << 16, max_outputs=64, target_rows=1024, min_chunk=1024)}
-
-
-def split_reductions(module: HloModule, strategy: str = "cpu") -> HloModule:
+def split_reductions(module: HloModule, target: Target = CPU) -> HloModule:
     new, _ = clone_module(module)
-    split_reductions_in_place(new, strategy)
+    split_reductions_in_place(new, target)
     return new
 
 
-def split_reductions_in_place(module: HloModule, strategy: str = "cpu") -> None:
-    rules = RULES.get(strategy, RULES["cpu"])
+def split_reductions_in_place(module: HloModule, target: Target = CPU) -> None:
+    rules = target.split
     names = FreshNames(module)
     for comp in list(module.computations):
         for inst in list(comp.instructions):

@@ -9,8 +9,15 @@ import pytest
 import runtime
 from runtime.codegen.families.dot import plan_dot
 from runtime.codegen.families.tiles import contraction_parts
+from runtime.codegen import registry
 
 RNG = np.random.default_rng(7)
+
+
+def lowers_by_tiles(opcode: str, kind: str) -> bool:
+    """Whether the register-tiled family is registered for ``opcode`` on a target kind."""
+    return any(rule.__module__ == "runtime.codegen.families.tiles"
+               for rule in registry.rules(opcode, kind))
 
 
 def dot_module(et: str, lhs: str, rhs: str, out: str, dims: str, out_et: str | None = None,
@@ -31,8 +38,8 @@ def entry_root(text: str):
     return runtime.parse(text).entry.root
 
 
-def plan_of(text: str, strategy: str = "cpu"):
-    return plan_dot(contraction_parts(entry_root(text), "dot"), strategy)
+def plan_of(text: str):
+    return plan_dot(contraction_parts(entry_root(text), "dot"))
 
 
 @pytest.mark.parametrize("lhs, rhs, out, dims, form, row_side", [
@@ -61,7 +68,8 @@ def test_layout_chooses_the_form(lhs, rhs, out, dims, form, row_side):
 
 def test_declines_where_the_family_does_not_apply():
     nn = dot_module("f32", "8,32", "32,64", "8,64", NN)
-    assert plan_of(nn, "gpu") is None                           # GPUs keep the simple kernel
+    assert plan_of(nn) is not None
+    assert lowers_by_tiles("dot", "cpu") and not lowers_by_tiles("dot", "gpu")  # GPUs: simple kernel
     assert plan_of(dot_module("pred", "8,32", "32,64", "8,64", NN)) is None
     assert plan_of(dot_module("s32", "8,32", "32,64", "8,64", NN, "f32")) is None
     assert plan_of(dot_module("f32", "8,32", "32,64", "8,64", NN, "f16")) is None

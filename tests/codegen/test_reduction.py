@@ -9,6 +9,7 @@ import pytest
 import runtime
 from runtime.buffers.assignment import assign_buffers
 from runtime.codegen.lower import lower
+from runtime.target import Target
 from runtime.compiler import build_kernels
 from runtime.device import get_device
 from runtime.execute import Executable
@@ -27,14 +28,15 @@ def reducer(name: str, op: str, t: str = "f32") -> str:
 """
 
 
-def compile_for(text: str, strategy: str) -> Executable:
-    """Compile with the given strategy's fusion decisions and kernel shapes (the kernels run on
-    the default device whatever the strategy: a GPU-shaped kernel is valid OpenCL anywhere)."""
+def compile_for(text: str, kind: str) -> Executable:
+    """Compile with the given target's fusion decisions and kernel shapes (the kernels run on
+    the default device whatever the target: a GPU-shaped kernel is valid OpenCL anywhere)."""
     dev = get_device()
     module = runtime.parse(text)
-    assignment = assign_buffers(optimise(module, strategy=strategy),
+    target = Target.for_kind(kind)
+    assignment = assign_buffers(optimise(module, target=target),
                                 alignment=dev.mem_base_addr_align)
-    program = lower(assignment, strategy, dev.mem_base_addr_align)
+    program = lower(assignment, target, dev.mem_base_addr_align)
     return Executable(module, assignment, program, dev,
                       build_kernels(dev, program, lambda *a: None))
 

@@ -7,6 +7,7 @@ import pytest
 import runtime
 from runtime.hlo.verifier import verify
 from runtime.passes.fusion import fuse
+from runtime.target import CPU, Target
 from runtime.passes.pipeline import optimise
 
 ADD = """
@@ -18,8 +19,8 @@ add {
 """
 
 
-def fused(text: str, strategy: str = "cpu"):
-    out = fuse(runtime.parse(text), strategy)
+def fused(text: str, target: Target = CPU):
+    out = fuse(runtime.parse(text), target)
     printed = out.to_text()
     again = runtime.parse(printed)           # re-parses and verifies
     assert again.to_text() == printed
@@ -179,12 +180,10 @@ def test_layernorm_becomes_one_row_fusion_and_matches_numpy():
                                rtol=1e-4, atol=1e-5)
 
 
-def test_row_fusion_can_be_switched_off_per_strategy(monkeypatch):
-    from runtime.passes import fusion_rules
+def test_row_fusion_can_be_switched_off_per_target():
     import dataclasses
-    rules = dataclasses.replace(fusion_rules.RULES["cpu"], row_fusion=False)
-    monkeypatch.setitem(fusion_rules.RULES, "cpu", rules)
-    out = fused(LAYERNORM)
+    target = dataclasses.replace(CPU, fusion=dataclasses.replace(CPU.fusion, row_fusion=False))
+    out = fused(LAYERNORM, target)
     assert all(members(f).count("reduce") <= 1 for f in fusions(out))
 
 

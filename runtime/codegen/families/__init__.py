@@ -1,10 +1,10 @@
-"""Kernel families with dedicated lowerings; importing this package registers them.
+"""Kernel families; importing this package registers every lowering rule.
 
-Loop kernel variants are tried in import order: the blocked transposition before the vector
-loop (which could also move a layout-changing copy, with strided gathers).
+Which rule wins is decided by the registry's (target, priority), never by the order of these
+imports.
 """
 
-from .. import loop  # noqa: F401  (fusion and the one-element-per-work-item loop kernel)
-from . import transpose  # noqa: F401
-from .. import vector_loop  # noqa: F401
-from . import convolution, custom_call, dot, reduction, rng, scatter, sort  # noqa: F401
+from .. import loop, vector_loop  # noqa: F401  (the loop kernel and its vector shape)
+from . import (  # noqa: F401
+    control, convolution, custom_call, dot, reduction, rng, scatter, sort, transpose,
+)

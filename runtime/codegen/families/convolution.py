@@ -1,5 +1,5 @@
 """convolution (and output fusions over one) as a direct, register-tiled kernel on the CPU
-strategy.
+target.
 
 A convolution is a contraction over (window taps x input features) whose row operand is read
 through the window: each work-item holds an ``R`` x ``V*L`` tile (``tiles.Tile``) of output
@@ -26,7 +26,7 @@ from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
 from ..elemental import ElementalEmitter, element_strides, row_major
 from ..loop import kernel_builder, operand_leaves
-from ..lower import LoweringContext
+from ..context import LoweringContext
 from ..plan import Launch
 from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile, begin_tiles, lanes_for,
                     launch_3d, operand_buffer, register_contraction, rows_for, tiled_accumulation)
@@ -51,8 +51,8 @@ def _window(conv: HloInstruction) -> Window:
     return Window(tuple(WindowDim(conv.operands[1].shape.dims[d]) for d in dn.kernel_spatial))
 
 
-def plan_convolution(c: Contraction, strategy: str) -> ConvPlan | None:
-    acc = tiled_accumulation(c, strategy)
+def plan_convolution(c: Contraction) -> ConvPlan | None:
+    acc = tiled_accumulation(c)
     if acc is None:
         return None
     lhs, rhs = (o.shape for o in c.operands)
@@ -191,4 +191,5 @@ def _tap_rows(kb, window: Window, dn: ConvDimensionNumbers, lhs: ArrayShape, sx,
     return valid, offsets
 
 
-register_contraction("convolution", plan_convolution, _conv_kernel)  # type: ignore[arg-type]
+register_contraction("convolution", plan_convolution, _conv_kernel,  # type: ignore[arg-type]
+                     target="cpu", priority=30)

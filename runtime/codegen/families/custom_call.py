@@ -17,7 +17,8 @@ from ...custom_calls.opencl import OpenCLCallRunner
 from ...custom_calls.registry import CustomCallTarget, unknown_target_message
 from ...errors import CustomCallError
 from ...hlo.ir import HloInstruction
-from ..lower import LoweringContext, register
+from ..context import LoweringContext
+from ..registry import register
 from ..plan import HostCall, Step
 from .sort import lower_topk_custom_call
 

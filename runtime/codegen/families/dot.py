@@ -1,4 +1,4 @@
-"""dot (and output fusions over a dot) as register-tiled kernels on the CPU strategy.
+"""dot (and output fusions over a dot) as register-tiled kernels on the CPU target.
 
 The dot's dimensions become *axes*: batch (in both operands and the output), free (in one
 operand and the output), contracting (in both operands). Size-1 axes are dropped. Two kernel
@@ -33,7 +33,7 @@ from ...hlo.shape import ArrayShape
 from ..elemental import ElementalEmitter, element_strides, row_major
 from ..kernel import KernelBuilder
 from ..loop import kernel_builder, operand_leaves
-from ..lower import LoweringContext
+from ..context import LoweringContext
 from ..plan import Launch
 from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile, begin_tiles,
                     horizontal_sum, lanes_for, launch_3d, linear_sum, operand_buffer, pointer,
@@ -95,8 +95,8 @@ def _axes(dot: HloInstruction):
     return kept(batch), kept(lhs_free), kept(rhs_free), kept(contracting)
 
 
-def plan_dot(c: Contraction, strategy: str) -> DotPlan | None:
-    acc = tiled_accumulation(c, strategy)
+def plan_dot(c: Contraction) -> DotPlan | None:
+    acc = tiled_accumulation(c)
     if acc is None:
         return None
     lhs, rhs = (o.shape for o in c.operands)
@@ -312,4 +312,5 @@ def _inner_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
 _FORMS = {"outer": _outer_kernel, "inner": _inner_kernel}
 
 register_contraction(
-    "dot", plan_dot, lambda ctx, c, plan: _FORMS[plan.form](ctx, c, plan))  # type: ignore[attr-defined]
+    "dot", plan_dot, lambda ctx, c, plan: _FORMS[plan.form](ctx, c, plan),  # type: ignore[attr-defined]
+    target="cpu", priority=20)

@@ -25,34 +25,18 @@ included), and the reduction order is fixed, so results are deterministic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ...analysis.reducers import init_is_identity
 from ...analysis.rows import RowPlan, plan_rows
 from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.shape import ArrayShape
+from ...target import ReductionShape
 from .. import cltypes
 from ..elemental import SCALAR, ElementalEmitter, Index, ValueLeaf
 from ..kernel import KernelBuilder, needs_long_index
-from ..lower import FUSION_STRATEGIES, LoweringContext, register
-from ..loop import begin_1d, fused_parts, lower_loop, operand_leaves
+from ..context import LoweringContext
+from ..loop import begin_1d, fused_parts, operand_leaves
 from ..plan import Launch, Step
-
-
-@dataclass(frozen=True)
-class ReductionShape:
-    """Per-strategy kernel shape: partial accumulators per work-item, work-group size, and
-    whether index arithmetic is 64-bit even when 32 bits would do. On PoCL (LLVM) a 32-bit
-    ``row * stride + (j + k)`` is sign-extended per lane and the lanes' loads are no longer
-    seen as consecutive: the row sums ran at half speed (0.8 ms against 0.4 ms for 32 MB)."""
-
-    lanes: int
-    local_size: int
-    wide_index: bool
-
-
-SHAPES = {"cpu": ReductionShape(lanes=16, local_size=8, wide_index=True),
-          "gpu": ReductionShape(lanes=1, local_size=64, wide_index=False)}
+from ..registry import FUSION, register
 
 
 def lower_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
@@ -65,7 +49,7 @@ def lower_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     out = _first_leaf(inst)
     if out.element_count == 0:
         return []
-    shape = SHAPES.get(ctx.strategy, SHAPES["gpu"])
+    shape = ctx.target.reduction
     wide = shape.wide_index or needs_long_index(*_shapes(inst, members))
     kb = KernelBuilder(index_type="long" if wide else "int")
     hero = _column_hero(root, plan, members, shape)
@@ -76,18 +60,16 @@ def lower_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     return [_launch(ctx, kb, inst, count, shape.local_size)]
 
 
-@register("reduce", fusion_root=True)
-def lower_reduce(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
-    steps = lower_rows(ctx, inst)
-    return steps if steps is not None else lower_loop(ctx, inst)
-
-
-def _row_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
-    """Fusion strategy: a fusion with reductions (or values read many times) inside."""
+@register("reduce", fusion_root_too=True)
+def lower_reduce(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
+    """A reduce (or a fusion rooted at one) as a row kernel; declines to the loop kernel."""
     return lower_rows(ctx, inst)
 
 
-FUSION_STRATEGIES.append(_row_fusion)
+@register(FUSION, priority=10)
+def _row_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
+    """Structural fusion rule: a fusion with reductions (or values read many times) inside."""
+    return lower_rows(ctx, inst)
 
 
 # --- kernels --------------------------------------------------------------------------------

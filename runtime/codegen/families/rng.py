@@ -11,7 +11,8 @@ from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
 from .. import cltypes
 from ..elemental import ElementalEmitter
-from ..lower import LoweringContext, register
+from ..context import LoweringContext
+from ..registry import register
 from ..loop import begin_1d, kernel_builder, launch_1d, output_index
 from ..plan import Step
 from ..rng import rng_bit_generator

@@ -16,7 +16,8 @@ from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
 from .. import cltypes
 from ..elemental import BufferLeaf, ElementalEmitter, Index
-from ..lower import LoweringContext, register
+from ..context import LoweringContext
+from ..registry import register
 from ..loop import begin_1d, fused_parts, kernel_builder, launch_1d, operand_leaves, output_index
 from ..plan import Step
 
@@ -153,4 +154,4 @@ def _row_major(rank: int) -> tuple[int, ...]:
     return tuple(range(rank - 1, -1, -1))
 
 
-register("scatter", fusion_root=True)(lower_scatter)
+register("scatter", fusion_root_too=True)(lower_scatter)

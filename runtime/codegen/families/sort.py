@@ -22,7 +22,8 @@ from ...hlo.shape import ArrayShape
 from .. import cltypes, elementwise as E
 from ..elemental import ElementalEmitter, Index, SCALAR
 from ..kernel import KernelBuilder
-from ..lower import LoweringContext, register
+from ..context import LoweringContext
+from ..registry import register
 from ..loop import begin_1d, kernel_builder, launch_1d
 from ..plan import CopyBytes, Step
 

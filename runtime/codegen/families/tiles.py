@@ -1,4 +1,4 @@
-"""Register tiles for contractions (dot and convolution) on the CPU strategy.
+"""Register tiles for contractions (dot and convolution) on the CPU target.
 
 PoCL runs a work-group as a loop over its work-items and vectorises *across* them, which
 cannot help a work-item that loops over a contraction. What is fast instead (opencl-notes §5,
@@ -30,9 +30,9 @@ from ...hlo.shape import ArrayShape
 from .. import cltypes
 from ..elemental import ElementalEmitter, Index, ValueLeaf, element_strides, is_elemental
 from ..kernel import KernelBuilder
-from ..loop import lower_loop
-from ..lower import FUSION_STRATEGIES, LoweringContext, register
+from ..context import LoweringContext
 from ..plan import Launch, Step
+from ..registry import FUSION, register
 
 # work-items per group along the row-block dimension: neighbouring row blocks of one column
 # block share the vector operand's strip in cache
@@ -141,12 +141,10 @@ def accumulation(out: ElementType, operands: tuple[ElementType, ...]) -> Accumul
     return acc
 
 
-def tiled_accumulation(c: Contraction, strategy: str) -> Accumulation | None:
-    """The accumulation of a contraction that gets register tiles: only on the CPU strategy
-    (GPU devices keep the simple elemental kernel), and only for operand types
-    ``accumulation`` accepts."""
-    if strategy != "cpu":
-        return None
+def tiled_accumulation(c: Contraction) -> Accumulation | None:
+    """The accumulation of a contraction that gets register tiles: only for operand types
+    ``accumulation`` accepts (the families register for the CPU target only: GPU devices keep
+    the simple elemental kernel)."""
     return accumulation(c.op.shape.element_type,
                         tuple(o.shape.element_type for o in c.operands))  # type: ignore[union-attr]
 
@@ -397,11 +395,13 @@ def launch_3d(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
                   (col_blocks, rows, outer), (1, ROW_GROUP, 1), inst.name)
 
 
-def register_contraction(opcode: str, plan: Callable[[Contraction, str], object | None],
-                         emit: Callable[[LoweringContext, Contraction, object], Launch]) -> None:
-    """Register a contraction family: ``opcode`` (and fusions rooted at it) lower through
-    ``plan`` and ``emit`` (a plan of None declines to the elemental loop kernel); output
-    fusions over one ``opcode`` (elementwise roots) are claimed by a fusion strategy."""
+def register_contraction(opcode: str, plan: Callable[[Contraction], object | None],
+                         emit: Callable[[LoweringContext, Contraction, object], Launch], *,
+                         target: str | None, priority: int) -> None:
+    """Register a contraction family for ``target``: ``opcode`` (and fusions rooted at it)
+    lower through ``plan`` and ``emit`` (a plan of None declines to the elemental loop kernel);
+    output fusions over one ``opcode`` (elementwise roots) are claimed by a structural fusion
+    rule at ``priority``."""
 
     def lower_contraction(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
         c = contraction_parts(inst, opcode)
@@ -409,17 +409,13 @@ def register_contraction(opcode: str, plan: Callable[[Contraction, str], object 
             return None
         if inst.shape.element_count == 0:  # type: ignore[union-attr]
             return []
-        chosen = plan(c, ctx.strategy)
+        chosen = plan(c)
         return None if chosen is None else [emit(ctx, c, chosen)]
-
-    def lower(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
-        steps = lower_contraction(ctx, inst)
-        return steps if steps is not None else lower_loop(ctx, inst)
 
     def output_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
         root = inst.attrs["calls"].root  # type: ignore[attr-defined]
         return None if root.opcode == opcode else lower_contraction(ctx, inst)
 
-    register(opcode, fusion_root=True)(lower)
-    FUSION_STRATEGIES.append(output_fusion)
+    register(opcode, target=target, fusion_root_too=True)(lower_contraction)
+    register(FUSION, target=target, priority=priority)(output_fusion)
 

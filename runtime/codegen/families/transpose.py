@@ -19,8 +19,9 @@ from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
 from .. import cltypes
 from ..elemental import ElementalEmitter, element_strides, row_major
-from ..loop import LOOP_VARIANTS, kernel_builder
-from ..lower import LoweringContext
+from ..context import LoweringContext
+from ..loop import kernel_builder
+from ..registry import LOOP, register
 from ..plan import Step
 from .tiles import begin_tiles, launch_3d, linear_sum
 
@@ -28,10 +29,11 @@ BLOCK = 16
 _HEX = "0123456789abcdef"
 
 
+@register(LOOP, target="cpu", priority=20)
 def transpose_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction,
                    params: list[HloInstruction] | None) -> list[Step] | None:
     """The blocked transposition computing ``inst``, or None when it is not one."""
-    if ctx.strategy != "cpu" or root.opcode not in ("copy", "transpose"):
+    if root.opcode not in ("copy", "transpose"):
         return None
     source = root.operands[0]
     if params is not None:
@@ -101,5 +103,3 @@ def _kernel(ctx: LoweringContext, inst: HloInstruction, source: HloInstruction, 
     return launch_3d(ctx, kb, inst, blocks_a, blocks_b,
                      math.prod(out.dims[d] for d in others))
 
-
-LOOP_VARIANTS.append(transpose_loop)

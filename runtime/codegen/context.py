@@ -1,0 +1,56 @@
+"""The state one lowering shares: the assignment, the target, the program being built.
+
+``lower_computation`` walks a computation's schedule and lowers each instruction through the
+first rule of the registry (``codegen.registry``) that takes it on this target, else through
+the ``ANY`` rule (the loop kernel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..buffers.assignment import BufferAssignment
+from ..hlo.ir import HloComputation, HloInstruction
+from ..target import Target
+from . import registry
+from .kernel import BufferRef
+from .plan import Step
+from .program import ProgramBuilder
+
+
+@dataclass
+class LoweringContext:
+    assignment: BufferAssignment
+    target: Target
+    program: ProgramBuilder
+
+    def ref(self, inst: HloInstruction, index: tuple[int, ...] = ()) -> BufferRef:
+        s = self.assignment.slice(inst, index)
+        return BufferRef(s.allocation, s.offset)
+
+    def same_bytes(self, a: HloInstruction, b: HloInstruction) -> bool:
+        return self.ref(a) == self.ref(b)
+
+    def sequence(self, comp: HloComputation) -> list[HloInstruction]:
+        return self.assignment.schedule.sequences[comp.name]
+
+    def lower_computation(self, comp: HloComputation) -> list[Step]:
+        steps: list[Step] = []
+        for inst in self.sequence(comp):
+            steps.extend(self.lower_instruction(inst))
+        return steps
+
+    def lower_instruction(self, inst: HloInstruction) -> list[Step]:
+        for key in (inst.opcode, registry.ANY):
+            steps = self.first_taker(key, inst)
+            if steps is not None:
+                return steps
+        raise AssertionError(f"no lowering rule took {inst.opcode} {inst.name}")
+
+    def first_taker(self, key: str, *args) -> list[Step] | None:
+        """The steps of the first rule for ``key`` on this target that does not decline."""
+        for rule in registry.rules(key, self.target.kind):
+            steps = rule(self, *args)
+            if steps is not None:
+                return steps
+        return None

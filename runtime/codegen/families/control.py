@@ -1,0 +1,110 @@
+"""Lowerings that launch no kernel of their own: forwarding, byte copies, control flow as
+host steps, and the opcodes this backend does not lower, each with its reason.
+
+A bitcast onto other bytes and a layout-changing copy decline (None), so the loop kernel
+(the registry's ``ANY`` rule) moves them.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ...errors import HloUnsupportedError
+from ...hlo.ir import HloComputation, HloInstruction
+from ...hlo.shape import ArrayShape
+from ..context import LoweringContext
+from ..plan import CopyBytes, HostConditional, HostWhile, Step
+from ..registry import add, register
+
+
+@register("parameter", "constant", "get-tuple-element", "tuple", "after-all",
+          "add-dependency", "opt-barrier", "domain")
+def _forwarding(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+    return []
+
+
+@register("bitcast")
+def _bitcast(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
+    return [] if ctx.same_bytes(inst, inst.operands[0]) else None
+
+
+@register("copy")
+def _copy(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
+    src = inst.operands[0]
+    if inst.shape.is_tuple:
+        return []       # a shallow copy defines only the tuple table, which holds no data here
+    assert isinstance(inst.shape, ArrayShape) and isinstance(src.shape, ArrayShape)
+    if inst.shape.minor_to_major == src.shape.minor_to_major or inst.shape.rank <= 1:
+        if ctx.same_bytes(inst, src) or inst.shape.byte_size == 0:
+            return []
+        return [CopyBytes(ctx.ref(src), ctx.ref(inst), inst.shape.byte_size, inst.name)]
+    return None
+
+
+@register("call")
+def _call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+    return ctx.lower_computation(inst.attrs["to_apply"])  # type: ignore[arg-type]
+
+
+@register("while")
+def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+    cond: HloComputation = inst.attrs["condition"]  # type: ignore[assignment]
+    body: HloComputation = inst.attrs["body"]  # type: ignore[assignment]
+    return [HostWhile(condition=ctx.lower_computation(cond), predicate=ctx.ref(cond.root),
+                      body=ctx.lower_computation(body), instruction=inst.name)]
+
+
+@register("conditional")
+def _conditional(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+    if "branch_computations" in inst.attrs:
+        branches = list(inst.attrs["branch_computations"])  # type: ignore[arg-type]
+        is_pred = False
+    else:
+        branches = [inst.attrs["true_computation"], inst.attrs["false_computation"]]
+        is_pred = True
+    return [HostConditional(selector=ctx.ref(inst.operands[0]), selector_is_pred=is_pred,
+                            branches=[ctx.lower_computation(b) for b in branches],
+                            instruction=inst.name)]
+
+
+def _unsupported(reason: str) -> Callable:
+    def rule(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+        raise HloUnsupportedError(f"{inst.opcode} {inst.name}: {reason}", instruction=inst.name,
+                                  location=inst.location)
+    return rule
+
+
+_HOST_IO = "host I/O channels do not exist on this single-device runtime"
+_COLLECTIVE = ("asynchronous and collective operations are not supported; print the module "
+               "before XLA's SPMD/async passes")
+_EXPANDED_BY_XLA = ("XLA rewrites it into simpler HLO before code generation; print the "
+                    "module after XLA's optimisation passes (compiled.as_text()) to run it")
+# opcode -> why this backend does not lower it (the exhaustiveness test reads this table)
+UNSUPPORTED: dict[str, str] = {
+    **dict.fromkeys(("infeed", "outfeed", "send", "send-done", "recv", "recv-done"), _HOST_IO),
+    **dict.fromkeys(("all-reduce-start", "all-reduce-done", "all-gather-start",
+                     "all-gather-done", "collective-permute-start", "collective-permute-done",
+                     "async-start", "async-update", "async-done", "copy-start", "copy-done",
+                     "ragged-all-to-all", "collective-broadcast", "all-to-all",
+                     "collective-permute", "reduce-scatter", "all-gather", "all-reduce"),
+                    _COLLECTIVE),
+    "fft": "FFTs are not implemented by the OpenCL backend (XLA's CPU backend calls a "
+           "library for them)",
+    "cholesky": "JAX lowers it to the lapack_?potrf_ffi custom call on CPU, which this "
+                "runtime implements; use that form",
+    "triangular-solve": "JAX lowers it to the lapack_?trsm_ffi custom call on CPU, which this "
+                        "runtime implements; use that form",
+    "batch-norm-training": _EXPANDED_BY_XLA, "batch-norm-inference": _EXPANDED_BY_XLA,
+    "batch-norm-grad": _EXPANDED_BY_XLA, "stochastic-convert": _EXPANDED_BY_XLA,
+    "rng": "its random stream is implementation-defined; use rng-bit-generator (or JAX's "
+           "threefry, which is plain integer HLO)",
+    "rng-get-and-update-state": "module-level rng state is not supported; use "
+                                "rng-bit-generator with an explicit state",
+    "dynamic-reshape": "dynamic shapes are not supported",
+    "get-dimension-size": "dynamic shapes are not supported",
+    "set-dimension-size": "dynamic shapes are not supported",
+    "ragged-dot": "ragged and scaled dots are not implemented",
+    "scaled-dot": "ragged and scaled dots are not implemented",
+}
+for _op, _reason in UNSUPPORTED.items():
+    add(_op, _unsupported(_reason))
