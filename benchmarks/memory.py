@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import runtime  # noqa: E402
-from runtime.buffers.assignment import assign_buffers  # noqa: E402
+from runtime.passes.pipeline import buffer_assignment  # noqa: E402
 from runtime.passes.pipeline import optimise  # noqa: E402
 
 
@@ -64,7 +64,7 @@ def corpus_memory(corpus: Path) -> list[ModuleMemory]:
             if not name:
                 continue
             module = optimise(runtime.parse((corpus / name).read_text()))
-            ba = assign_buffers(module)
+            ba = buffer_assignment(module)
             arena = ba.temp_arena
             xla = entry["xla"][figures]
             rows.append(ModuleMemory(name, key, arena.size if arena else 0,
@@ -108,7 +108,7 @@ def main(corpus: Path) -> None:
     times = []
     for _ in range(7):
         start = time.perf_counter()
-        assign_buffers(module)
+        buffer_assignment(module)
         times.append(time.perf_counter() - start)
     print(f"assigning the largest module ({largest.file}, {largest.steps} steps): "
           f"{statistics.median(times) * 1000:.1f} ms median of 7 (target: under 100 ms)")

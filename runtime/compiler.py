@@ -105,18 +105,16 @@ def compile(module_or_text: str | HloModule, device=None, *, alignment: int | No
 
 
 def _build(module: HloModule, dev, options: CompileOptions, progress, start: float):
-    from .buffers.assignment import assign_buffers
     from .codegen.lower import lower
     from .execute import Executable
     from .hlo.runnable import check_runnable
-    from .passes.pipeline import optimise
+    from .passes.pipeline import run
     check_runnable(module)
     report = progress or (lambda stage, done, total: None)
     report("passes", 0, 1)
     target = Target.for_device(dev)
-    optimised = optimise(module, fusion=options.fusion, target=target)
     alignment = options.alignment or dev.mem_base_addr_align
-    assignment = assign_buffers(optimised, alignment=alignment)
+    assignment = run(module, target, fusion=options.fusion, alignment=alignment)
     report("codegen", 0, 1)
     program = lower(assignment, target, alignment)
     kernels = build_kernels(dev, program, report)

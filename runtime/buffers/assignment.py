@@ -1,10 +1,8 @@
 """Buffer assignment: the static memory plan the executor allocates and the notebook draws.
 
-``assign_buffers`` runs, on a copy of the module: dead-code elimination, call-graph flattening
-(with relayout copies where a call crosses layouts, ``passes.call_layouts``),
-scheduling (the lower simulated peak of post-order and the list scheduler, and the module's own
-order when it is ``is_scheduled``), copy insertion, then dataflow, alias analysis and live
-ranges, and places every buffer:
+``assign_buffers`` takes a module the pre-assignment passes prepared (``passes.pipeline``:
+dead-code elimination, call-graph flattening, call layouts, scheduling, copy insertion) and
+its schedule, runs dataflow, alias analysis and live ranges, and places every buffer:
 
 * each entry parameter position (leaf or tuple table) gets its own allocation; an output
   aliased with it (``input_output_alias``, or a matched ``buffer_donor``) lives in it too;
@@ -21,24 +19,18 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..analysis.alias_analysis import AliasAnalysis, HloBuffer
 from ..analysis.dataflow import Dataflow, HloValue
 from ..analysis.in_place import may_hand_off
 from ..analysis.liveness import LiveRange, Liveness, peak_of
-from ..analysis.memory_scheduler import choose_schedule
-from ..analysis.schedule import Schedule, build_schedule, text_order
-from ..errors import HloArgumentError, HloError, HloUnsupportedError
-from ..hlo.clone import clone_module
+from ..analysis.schedule import Schedule
+from ..errors import HloArgumentError, HloError
 from ..hlo.ir import AliasEntry, HloInstruction, HloModule
 from ..hlo.shape import ShapeIndex, index_text
-from ..hlo.verifier import verify
-from ..passes.apply_schedule import schedule_in_place
-from ..passes.call_layouts import match_call_layouts
-from ..passes.copy_insertion import InsertedCopy, copy_insertion, inserted_copies
-from ..passes.dce import remove_dead_code
-from ..passes.flatten_call_graph import flatten_in_place
-from .donation import UnusedDonor, plan_aliasing
+from ..passes.copy_insertion import InsertedCopy, inserted_copies
+from .donation import AliasPlan, UnusedDonor
 from .heap import Interval, align_up, pack
 
 
@@ -107,50 +99,27 @@ class TempArena:
     reuse: dict[HloBuffer, HloBuffer] = field(default_factory=dict)
 
 
-def assign_buffers(module: HloModule, *, alignment: int = 128,
-                   donated: frozenset[int] | None = None) -> BufferAssignment:
-    """The memory plan of ``module`` (never mutated; verified first, so a malformed module or
-    an alias that cannot be honoured is a located ``HloVerifyError``).
-
-    ``donated``: None means as the module says (every ``input_output_alias`` entry applied,
-    every ``buffer_donor`` matched); otherwise only parameters in the set are donated: aliases
-    of other parameters are not applied (those outputs get their own allocations and the
-    parameter lives to the end) and only their donors are matched.
-    """
+def check_alignment(alignment: int) -> None:
     if alignment < 1:
         raise HloArgumentError(f"alignment must be a positive number of bytes, not {alignment}")
-    assert module.entry is not None
-    verify(module)
-    _reject_unbounded_shapes(module)
-    plan = plan_aliasing(module, donated)
-    prepared, _ = clone_module(module)
-    remove_dead_code(prepared)
-    prepared.input_output_alias = plan.aliases
-    unused = {(d.parameter_number, d.parameter_index) for d in plan.unused_donors}
-    prepared.buffer_donors = [d for d in prepared.buffer_donors
-                              if (d.parameter_number, d.parameter_index) in unused]
-    flatten_in_place(prepared)
-    match_call_layouts(prepared)
-    flow = Dataflow(prepared)
-    chosen = choose_schedule(flow, AliasAnalysis(flow, prepared.input_output_alias))
-    schedule_in_place(prepared, chosen.sequences)
-    final = copy_insertion(prepared)
-    flow = Dataflow(final)
-    aliasing = AliasAnalysis(flow, final.input_output_alias)
-    schedule = build_schedule(final, text_order(flow.call_graph), chosen.scheduler, chosen.peaks)
-    return BufferAssignment(final, schedule, flow, aliasing, Liveness(flow, schedule),
-                            alignment, inserted_copies(final), plan.unused_donors,
-                            plan.not_donated, source=module)
 
 
-def _reject_unbounded_shapes(module: HloModule) -> None:
-    """``f32[?]`` has no size, so there is nothing to allocate (bounded ``<=N`` is fine)."""
-    for inst in module.instructions():
-        if any(shape.is_unbounded for _, shape in inst.shape.leaves()):
-            raise HloUnsupportedError(
-                f"{inst.name} has shape {inst.shape} with an unbounded dimension: it has no size "
-                "to allocate", instruction=inst.name,
-                computation=inst.parent.name if inst.parent else None, location=inst.location)
+def assign_buffers(module: HloModule, schedule: Schedule, *, alignment: int = 128,
+                   donation: AliasPlan | None = None, source: HloModule | None = None,
+                   reassign: Callable[[frozenset[int] | None], BufferAssignment] | None = None,
+                   ) -> BufferAssignment:
+    """The memory plan of a prepared module (``passes.pipeline.prepare``: scheduled in
+    ``schedule``'s order, donation applied, copies inserted). ``donation`` is the plan that
+    was applied (for the report), ``source`` the module before preparation, ``reassign`` how
+    to redo the whole preparation for other donations (``BufferAssignment.reassign``)."""
+    check_alignment(alignment)
+    flow = Dataflow(module)
+    aliasing = AliasAnalysis(flow, module.input_output_alias)
+    return BufferAssignment(module, schedule, flow, aliasing, Liveness(flow, schedule),
+                            alignment, inserted_copies(module),
+                            donation.unused_donors if donation else [],
+                            donation.not_donated if donation else [],
+                            source=source or module, reassign=reassign)
 
 
 class BufferAssignment:
@@ -164,9 +133,11 @@ class BufferAssignment:
     def __init__(self, module: HloModule, schedule: Schedule, dataflow: Dataflow,
                  aliasing: AliasAnalysis, liveness: Liveness, alignment: int,
                  copies: list[InsertedCopy], unused_donors: list[UnusedDonor],
-                 not_donated: list[AliasEntry], *, source: HloModule) -> None:
+                 not_donated: list[AliasEntry], *, source: HloModule,
+                 reassign: Callable[[frozenset[int] | None], BufferAssignment] | None) -> None:
         self.module = module
         self.source = source
+        self._reassign = reassign
         self.schedule = schedule
         self.dataflow = dataflow
         self.aliasing = aliasing
@@ -239,8 +210,12 @@ class BufferAssignment:
 
     def reassign(self, donated: frozenset[int] | None) -> BufferAssignment:
         """The plan of the same module at the same alignment for another choice of donated
-        parameters (see ``assign_buffers``): what a donation toggle shows without a device."""
-        return assign_buffers(self.source, alignment=self.alignment, donated=donated)
+        parameters (see ``passes.pipeline.buffer_assignment``, which made this one): what a
+        donation toggle shows without a device."""
+        if self._reassign is None:
+            raise HloError("this assignment was made from a prepared module; make it with "
+                           "passes.pipeline.buffer_assignment to reassign it")
+        return self._reassign(donated)
 
     def live_intervals(self) -> list[tuple[AssignedBuffer, int, int]]:
         """(buffer, first step, last step) of every buffer as ``peak`` counts it: a temp whose

@@ -1,20 +1,43 @@
-"""The passes ``runtime.compile`` runs before buffer assignment, in order.
+"""The whole path from a verified module to its buffer assignment, in one visible list.
 
-Buffer assignment itself runs the passes it depends on (dead-code elimination, call-graph
-flattening, copy insertion); this list holds the ones that change what is computed and how.
-Each entry is (name, pass, whether it belongs to fusion): ``optimise(fusion=False)`` skips
-the fusion passes, which gives one kernel per instruction (the reference behaviour tests
-compare against). A pass changes, in place, a module ``optimise`` cloned once, given the
-device's ``Target``.
+1. Optimisation passes (``OPTIMISATION``), on a copy of the module, given the device's
+   ``Target``: they change what is computed and how. Each entry is (name, pass, whether it
+   belongs to fusion): ``fusion=False`` skips the fusion passes, which gives one kernel per
+   instruction (the reference behaviour tests compare against).
+2. Pre-assignment passes (``PREPARATION``), on another copy: dead-code elimination, the
+   donation plan (which aliases and donors apply), call-graph flattening, call layouts,
+   scheduling (the lowest simulated peak among post-order, the list scheduler and the
+   module's own order when it is ``is_scheduled``), copy insertion. The result is a scheduled
+   module: its instruction order is the schedule.
+3. ``assign_buffers(module, schedule)`` on the prepared module.
+
+``run`` does all three; ``buffer_assignment`` does 2 and 3 (what a donation toggle redoes:
+``BufferAssignment.reassign``). Nothing here needs a device: ``Target.for_kind("cpu")``
+stands in for one.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
+from ..analysis.alias_analysis import AliasAnalysis
+from ..analysis.call_graph import CallGraph
+from ..analysis.dataflow import Dataflow
+from ..analysis.memory_scheduler import choose_schedule
+from ..analysis.schedule import Schedule, build_schedule, text_order
+from ..buffers.assignment import BufferAssignment, assign_buffers, check_alignment
+from ..buffers.donation import AliasPlan, plan_aliasing
+from ..errors import HloUnsupportedError
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloModule
+from ..hlo.verifier import verify
 from ..target import CPU, Target
+from .apply_schedule import schedule_in_place
+from .call_layouts import match_call_layouts
+from .copy_insertion import copy_insertion
+from .dce import remove_dead_code
+from .flatten_call_graph import flatten_in_place
 from .fusion import fuse_in_place
 from .inline_calls import inline_calls_in_place
 from .simplify import simplify_in_place
@@ -22,7 +45,7 @@ from .split_reductions import split_reductions_in_place
 
 Pass = Callable[[HloModule, Target], None]
 
-PASSES: list[tuple[str, Pass, bool]] = [
+OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("inline-calls", inline_calls_in_place, True),
     ("simplify", simplify_in_place, True),
     ("fusion", fuse_in_place, True),
@@ -31,11 +54,114 @@ PASSES: list[tuple[str, Pass, bool]] = [
 
 
 def optimise(module: HloModule, *, fusion: bool = True, target: Target = CPU) -> HloModule:
-    """The module after the passes; the caller's module is never changed (passes run on a copy)."""
-    passes = [run for _name, run, is_fusion in PASSES if fusion or not is_fusion]
+    """The module after the optimisation passes; the caller's module is never changed."""
+    passes = [run for _name, run, is_fusion in OPTIMISATION if fusion or not is_fusion]
     if not passes:
         return module
     new, _ = clone_module(module)
     for run in passes:
         run(new, target)
     return new
+
+
+@dataclass
+class Prepared:
+    """A module on its way to buffer assignment: after ``PREPARATION`` it is scheduled (its
+    instruction order is ``schedule``), with the donation plan applied and copies inserted."""
+
+    module: HloModule
+    donation: AliasPlan
+    schedule: Schedule | None = None
+
+
+def _dce(p: Prepared) -> None:
+    remove_dead_code(p.module)
+
+
+def _apply_donation(p: Prepared) -> None:
+    """Only the aliases the plan applies, and only the donors it left unused, stay."""
+    p.module.input_output_alias = p.donation.aliases
+    unused = {(d.parameter_number, d.parameter_index) for d in p.donation.unused_donors}
+    p.module.buffer_donors = [d for d in p.module.buffer_donors
+                              if (d.parameter_number, d.parameter_index) in unused]
+
+
+def _flatten_call_graph(p: Prepared) -> None:
+    flatten_in_place(p.module)
+
+
+def _call_layouts(p: Prepared) -> None:
+    match_call_layouts(p.module)
+
+
+def _schedule(p: Prepared) -> None:
+    """Order every sequential computation by the schedule of the lowest simulated peak."""
+    flow = Dataflow(p.module)
+    p.schedule = choose_schedule(flow, AliasAnalysis(flow, p.module.input_output_alias))
+    schedule_in_place(p.module, p.schedule.sequences)
+
+
+def _copy_insertion(p: Prepared) -> None:
+    """Copies go into the scheduled order; the schedule is the resulting module's order."""
+    assert p.schedule is not None
+    p.module = copy_insertion(p.module)
+    p.schedule = build_schedule(p.module, text_order(CallGraph(p.module)), p.schedule.scheduler,
+                                p.schedule.peaks)
+
+
+PREPARATION: list[tuple[str, Callable[[Prepared], None]]] = [
+    ("dce", _dce),
+    ("apply-donation", _apply_donation),
+    ("flatten-call-graph", _flatten_call_graph),
+    ("call-layouts", _call_layouts),
+    ("schedule", _schedule),
+    ("copy-insertion", _copy_insertion),
+]
+
+
+def prepare(module: HloModule, donated: frozenset[int] | None = None) -> Prepared:
+    """Run ``PREPARATION`` on a copy of ``module`` (verified first, so a malformed module or an
+    alias that cannot be honoured is a located ``HloVerifyError``). ``donated``: see
+    ``buffer_assignment``."""
+    assert module.entry is not None
+    verify(module)
+    _reject_unbounded_shapes(module)
+    plan = plan_aliasing(module, donated)
+    prepared = Prepared(clone_module(module)[0], plan)
+    for _name, step in PREPARATION:
+        step(prepared)
+    return prepared
+
+
+def buffer_assignment(module: HloModule, *, alignment: int = 128,
+                      donated: frozenset[int] | None = None) -> BufferAssignment:
+    """The memory plan of ``module`` (never mutated): ``prepare``, then ``assign_buffers``.
+
+    ``donated``: None means as the module says (every ``input_output_alias`` entry applied,
+    every ``buffer_donor`` matched); otherwise only parameters in the set are donated: aliases
+    of other parameters are not applied (those outputs get their own allocations and the
+    parameter lives to the end) and only their donors are matched.
+    """
+    check_alignment(alignment)
+    prepared = prepare(module, donated)
+    assert prepared.schedule is not None
+    return assign_buffers(
+        prepared.module, prepared.schedule, alignment=alignment, donation=prepared.donation,
+        source=module,
+        reassign=lambda again: buffer_assignment(module, alignment=alignment, donated=again))
+
+
+def run(module: HloModule, target: Target = CPU, *, fusion: bool = True,
+        alignment: int = 128) -> BufferAssignment:
+    """Optimisation passes, pre-assignment passes, buffer assignment."""
+    return buffer_assignment(optimise(module, fusion=fusion, target=target), alignment=alignment)
+
+
+def _reject_unbounded_shapes(module: HloModule) -> None:
+    """``f32[?]`` has no size, so there is nothing to allocate (bounded ``<=N`` is fine)."""
+    for inst in module.instructions():
+        if any(shape.is_unbounded for _, shape in inst.shape.leaves()):
+            raise HloUnsupportedError(
+                f"{inst.name} has shape {inst.shape} with an unbounded dimension: it has no size "
+                "to allocate", instruction=inst.name,
+                computation=inst.parent.name if inst.parent else None, location=inst.location)

@@ -18,8 +18,8 @@ import json
 from pathlib import Path
 
 import runtime
-from runtime.buffers.assignment import BufferAssignment, assign_buffers
-from runtime.passes.pipeline import optimise
+from runtime.buffers.assignment import BufferAssignment
+from runtime.passes.pipeline import run
 from runtime.target import Target
 
 from ..corpus_data import CORPUS, load_index
@@ -36,7 +36,7 @@ def corpus_files() -> list[str]:
 
 def assignment(name: str, kind: str) -> BufferAssignment:
     module = runtime.parse((CORPUS / name).read_text())
-    return assign_buffers(optimise(module, fusion=True, target=Target.for_kind(kind)), alignment=ALIGNMENT)
+    return run(module, Target.for_kind(kind), alignment=ALIGNMENT)
 
 
 def dump(name: str, kind: str) -> str:

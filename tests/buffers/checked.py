@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import runtime
-from runtime.buffers.assignment import BufferAssignment, assign_buffers
+from runtime.buffers.assignment import BufferAssignment
+from runtime.passes.pipeline import buffer_assignment
 from runtime.buffers.checker import check_assignment
 from runtime.hlo.ir import HloModule
 
 
 def assigned(source: str | HloModule, **kwargs) -> BufferAssignment:
     module = runtime.parse(source) if isinstance(source, str) else source
-    ba = assign_buffers(module, **kwargs)
+    ba = buffer_assignment(module, **kwargs)
     check_assignment(ba)
     return ba

@@ -3,7 +3,8 @@
 import pytest
 
 import runtime
-from runtime.buffers.assignment import BufferSlice, MemoryStats, assign_buffers
+from runtime.buffers.assignment import BufferSlice, MemoryStats
+from runtime.passes.pipeline import buffer_assignment
 from runtime.errors import HloArgumentError, HloError, HloUnsupportedError
 
 from .checked import assigned
@@ -242,7 +243,7 @@ def test_slice_accepts_instructions_of_the_original_module():
     assert ba.slice(module.entry.parameters[1]) == ba.parameter_slice(1)
 
 
-def test_assign_buffers_never_mutates_its_module():
+def test_buffer_assignment_never_mutates_its_module():
     module = runtime.parse(LOOP)
     before = module.to_text()
     assigned(module)
@@ -251,9 +252,9 @@ def test_assign_buffers_never_mutates_its_module():
 
 def test_bad_arguments_are_reported():
     with pytest.raises(HloArgumentError, match="donated names parameter 3"):
-        assign_buffers(runtime.parse(LOOP), donated=frozenset({3}))
+        buffer_assignment(runtime.parse(LOOP), donated=frozenset({3}))
     with pytest.raises(HloArgumentError, match="alignment"):
-        assign_buffers(runtime.parse(LOOP), alignment=0)
+        buffer_assignment(runtime.parse(LOOP), alignment=0)
 
 
 def test_alignment_is_configurable():
@@ -289,7 +290,7 @@ def test_unbounded_dimensions_have_nothing_to_allocate():
     module = runtime.parse("HloModule m\nENTRY e {\n  a = f32[?] parameter(0)\n"
                            "  ROOT b = f32[?] negate(a)\n}\n")
     with pytest.raises(HloUnsupportedError, match="a has shape f32.* unbounded") as caught:
-        assign_buffers(module)
+        buffer_assignment(module)
     assert caught.value.line == 3
     bounded = assigned(module.to_text().replace("?", "<=8"))
     assert bounded.memory_stats.argument == 32

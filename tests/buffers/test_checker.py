@@ -3,7 +3,7 @@
 import pytest
 
 import runtime
-from runtime.buffers.assignment import assign_buffers
+from runtime.passes.pipeline import buffer_assignment
 from runtime.buffers.checker import UnsoundAssignment, check_assignment
 
 from .test_assignment import LOOP, XLA_EXAMPLE
@@ -22,7 +22,7 @@ ENTRY e {
 
 
 def test_planted_overlap_of_two_live_temps_is_caught():
-    ba = assign_buffers(runtime.parse(CHAIN))
+    ba = buffer_assignment(runtime.parse(CHAIN))
     check_assignment(ba)
     arena = next(a for a in ba.allocations if a.kind == "temp")
     b, c = (p for p in arena.buffers if p.name in ("b", "c"))
@@ -35,7 +35,7 @@ def test_planted_overlap_of_two_live_temps_is_caught():
 
 
 def test_planted_misplaced_loop_state_is_caught():
-    ba = assign_buffers(runtime.parse(LOOP))
+    ba = buffer_assignment(runtime.parse(LOOP))
     moved = ba.placement(ba.aliasing.buffer_of(ba.dataflow.value_at(ba.module.entry.root)))
     moved.offset += 128
     with pytest.raises(UnsoundAssignment, match="does not fit"):
@@ -43,14 +43,14 @@ def test_planted_misplaced_loop_state_is_caught():
 
 
 def test_planted_alias_break_is_caught():
-    ba = assign_buffers(runtime.parse(XLA_EXAMPLE))
+    ba = buffer_assignment(runtime.parse(XLA_EXAMPLE))
     ba.aliases[0] = type(ba.aliases[0])((1,), 0, ())
     with pytest.raises(UnsoundAssignment, match="input_output_alias"):
         check_assignment(ba)
 
 
 def test_planted_schedule_error_is_caught():
-    ba = assign_buffers(runtime.parse(CHAIN))
+    ba = buffer_assignment(runtime.parse(CHAIN))
     sequence = ba.schedule.sequences["e"]
     sequence[0], sequence[-1] = sequence[-1], sequence[0]
     with pytest.raises(UnsoundAssignment, match="scheduled before its predecessor"):

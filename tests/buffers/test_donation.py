@@ -3,7 +3,7 @@
 import pytest
 
 import runtime
-from runtime.buffers.assignment import assign_buffers
+from runtime.passes.pipeline import buffer_assignment
 from runtime.buffers.donation import plan_aliasing
 from runtime.errors import HloVerifyError
 
@@ -85,5 +85,5 @@ ENTRY e {{
 """
     module = runtime.parse(text, verify=False)
     with pytest.raises(HloVerifyError, match=message) as caught:
-        assign_buffers(module)
+        buffer_assignment(module)
     assert caught.value.line == 1

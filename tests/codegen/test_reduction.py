@@ -7,13 +7,12 @@ import numpy as np
 import pytest
 
 import runtime
-from runtime.buffers.assignment import assign_buffers
 from runtime.codegen.lower import lower
 from runtime.target import Target
 from runtime.compiler import build_kernels
 from runtime.device import get_device
 from runtime.execute import Executable
-from runtime.passes.pipeline import optimise
+from runtime.passes.pipeline import buffer_assignment, optimise
 
 RNG = np.random.default_rng(7)
 
@@ -34,7 +33,7 @@ def compile_for(text: str, kind: str) -> Executable:
     dev = get_device()
     module = runtime.parse(text)
     target = Target.for_kind(kind)
-    assignment = assign_buffers(optimise(module, target=target),
+    assignment = buffer_assignment(optimise(module, target=target),
                                 alignment=dev.mem_base_addr_align)
     program = lower(assignment, target, dev.mem_base_addr_align)
     return Executable(module, assignment, program, dev,

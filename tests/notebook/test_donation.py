@@ -6,18 +6,18 @@ import pytest
 
 import runtime
 from hlo_magic.donation import DonationModel, describe_parameters
-from runtime.buffers import assign_buffers
+from runtime.passes.pipeline import buffer_assignment
 
 from ..conftest import corpus_dir
 from .hlo_texts import ADD_MUL, INCREMENT, MUST_ALIAS, UNMATCHED_DONOR
 
 
 def model_of(text: str, donated=()) -> DonationModel:
-    return DonationModel(assign_buffers(runtime.parse(text)), donated)
+    return DonationModel(buffer_assignment(runtime.parse(text)), donated)
 
 
 def test_parameters_say_what_the_module_declares_and_why_one_cannot_alias():
-    x, y = describe_parameters(assign_buffers(runtime.parse(ADD_MUL)))
+    x, y = describe_parameters(buffer_assignment(runtime.parse(ADD_MUL)))
     assert (x.number, x.name, x.shape_text, x.dtype, x.size) == (0, "x", "f32[4,8]", "f32", 128)
     assert x.declared() == "output {0} (may-alias)" and x.blocked is None and not x.must_alias
     assert y.declared() == "" and y.blocked == (
@@ -26,7 +26,7 @@ def test_parameters_say_what_the_module_declares_and_why_one_cannot_alias():
 
 
 def test_a_donor_no_output_can_take_is_blocked_with_the_reason():
-    (a,) = describe_parameters(assign_buffers(runtime.parse(UNMATCHED_DONOR)))
+    (a,) = describe_parameters(buffer_assignment(runtime.parse(UNMATCHED_DONOR)))
     assert a.donor and a.declared() == "buffer_donor"
     assert a.blocked == ("buffer_donor matches no output: no output of 32 bytes is left to take "
                          "it (outputs without an input_output_alias: {} (16 bytes))")
@@ -95,6 +95,6 @@ def test_blocked_and_unknown_parameters_are_clear_errors():
 
 def test_starting_donated_matches_the_compile_time_plan():
     model = model_of(INCREMENT, donated=(0,))
-    ba = assign_buffers(runtime.parse(INCREMENT))
+    ba = buffer_assignment(runtime.parse(INCREMENT))
     assert model.assignment.memory_stats == ba.memory_stats
     assert model.summary() == "peak 12 B \u2192 8 B, \u221233 % (donating p)"

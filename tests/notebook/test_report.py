@@ -2,7 +2,7 @@
 
 import runtime
 from hlo_magic.report import allocation_table, memory_table, peak_table
-from runtime.buffers import assign_buffers
+from runtime.passes.pipeline import buffer_assignment
 
 from .hlo_texts import ADD_MUL
 
@@ -23,7 +23,7 @@ ENTRY main {
 
 
 def test_many_constants_share_one_allocation_row():
-    table = allocation_table(assign_buffers(runtime.parse(FOUR_CONSTANTS)), limit=25)
+    table = allocation_table(buffer_assignment(runtime.parse(FOUR_CONSTANTS)), limit=25)
     kinds = [row[1] for row in table.rows]
     assert kinds.count("constant") == 1
     (row,) = [row for row in table.rows if row[1] == "constant"]
@@ -34,13 +34,13 @@ def test_many_constants_share_one_allocation_row():
 def test_few_constants_keep_their_own_rows_and_the_limit_counts_the_rest():
     three = FOUR_CONSTANTS.replace("  c4 = f32[] constant(4)\n", "").replace(
         "divide(c, c4)", "divide(c, c3)")
-    table = allocation_table(assign_buffers(runtime.parse(three)), limit=2)
+    table = allocation_table(buffer_assignment(runtime.parse(three)), limit=2)
     assert [row[0] for row in table.rows] == ["0", "1"]
     assert table.omitted == 4 and table.omitted_what == "allocations"   # c2, c3, d, temp
 
 
 def test_memory_and_peak_tables_say_what_the_numbers_are():
-    plan = assign_buffers(runtime.parse(ADD_MUL))
+    plan = buffer_assignment(runtime.parse(ADD_MUL))
     memory = {row[0]: row for row in memory_table(plan).rows}
     assert memory["alias"][1:] == ("128 B", "parameter bytes an output lives in")
     assert memory["peak"][1] == "400 B" and "reached at step 4 (t)" in memory["peak"][2]

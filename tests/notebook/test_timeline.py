@@ -12,7 +12,7 @@ from hlo_magic.timeline import (
     KIND_STYLES, allocation_bands, compare, figure_png, live_bytes_by_kind, plot_memory,
     plot_packing, plot_peak_buffers, plot_timeline,
 )
-from runtime.buffers import assign_buffers
+from runtime.passes.pipeline import buffer_assignment
 
 from ..conftest import corpus_dir
 from .fresh_python import run_python
@@ -22,7 +22,7 @@ from .hlo_texts import ADD_MUL
 @pytest.fixture(scope="module")
 def donated():
     """ADD_MUL with x donated: allocations x(+m) 128 B, y 128 B, t 16 B, s 128 B."""
-    return assign_buffers(runtime.parse(ADD_MUL))
+    return buffer_assignment(runtime.parse(ADD_MUL))
 
 
 def rectangles(ax) -> dict[str, Rectangle]:
@@ -89,7 +89,7 @@ def test_peak_buffers_are_sorted_by_size(donated):
 def test_plots_draw_into_a_given_axis():
     fig = Figure()
     ax = fig.add_subplot()
-    assignment = assign_buffers(runtime.parse(ADD_MUL))
+    assignment = buffer_assignment(runtime.parse(ADD_MUL))
     assert plot_timeline(assignment, ax=ax) is fig
     assert plot_packing(assignment, ax=ax) is fig
 
@@ -105,7 +105,7 @@ def test_compare_puts_both_plans_on_one_scale(donated):
 
 
 def test_corpus_module_rectangles_match_the_records():
-    assignment = assign_buffers(runtime.parse((corpus_dir() / "mlp_train_step.hlo").read_text()))
+    assignment = buffer_assignment(runtime.parse((corpus_dir() / "mlp_train_step.hlo").read_text()))
     fig = plot_memory(assignment, max_buffers=30)
     packing = fig.axes[1]
     bands = {b.allocation: b.base for b in allocation_bands(assignment)}
@@ -121,10 +121,10 @@ def test_corpus_module_rectangles_match_the_records():
 
 
 def test_library_code_never_imports_pyplot():
-    code = ("import sys, runtime\nfrom runtime.buffers import assign_buffers\n"
+    code = ("import sys, runtime\nfrom runtime.passes.pipeline import buffer_assignment\n"
             "from hlo_magic.timeline import plot_memory, figure_png\n"
             "text = 'HloModule m\\nENTRY e {\\n  a = f32[4] parameter(0)\\n"
             "  ROOT n = f32[4] negate(a)\\n}\\n'\n"
-            "figure_png(plot_memory(assign_buffers(runtime.parse(text))))\n"
+            "figure_png(plot_memory(buffer_assignment(runtime.parse(text))))\n"
             "print('matplotlib.pyplot' in sys.modules)\n")
     assert run_python(code) == ["False"]

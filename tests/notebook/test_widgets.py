@@ -8,14 +8,14 @@ from IPython.utils.capture import capture_output
 import runtime
 from hlo_magic.donation import DonationModel
 from hlo_magic.widgets import DONATE, KEEP, DonationPanel
-from runtime.buffers import assign_buffers
+from runtime.passes.pipeline import buffer_assignment
 
 from .hlo_texts import ADD_MUL
 
 
 @pytest.fixture
 def panel() -> DonationPanel:
-    return DonationPanel(DonationModel(assign_buffers(runtime.parse(ADD_MUL))))
+    return DonationPanel(DonationModel(buffer_assignment(runtime.parse(ADD_MUL))))
 
 
 def packed(panel: DonationPanel) -> dict[str, tuple]:
