@@ -31,20 +31,13 @@ DimSource = object     # ("out", k) | ("loop", id(reduce), d) | ZERO | UNKNOWN
 
 PARALLEL_ROWS = 256    # rows worth having before recomputing cheap values to get more
 
-# Elementwise ops whose repeated evaluation costs real time (XLA's ``IsExpensive`` for them).
-EXPENSIVE = frozenset({
-    "exponential", "exponential-minus-one", "log", "log-plus-one", "sqrt", "rsqrt", "cbrt",
-    "tanh", "logistic", "sine", "cosine", "tan", "atan2", "erf", "power", "sinh", "cosh",
-    "asin", "acos", "atan", "asinh", "acosh", "atanh", "reduce", "reduce-window", "dot",
-    "convolution", "gather", "select-and-scatter", "map",
-})
-
-
 def is_expensive(inst: HloInstruction) -> bool:
-    if inst.opcode in ("divide", "remainder"):
+    """Whether evaluating ``inst`` again costs real time: the opcode table's cost class."""
+    cost = OPCODES[inst.opcode].cost
+    if cost == "expensive-int":
         et = getattr(inst.shape, "element_type", None)
         return et is not None and et.is_integer
-    return inst.opcode in EXPENSIVE
+    return cost == "expensive"
 
 
 @dataclass(frozen=True)

@@ -218,17 +218,24 @@ def _operand_index_same(em: ElementalEmitter, inst: HloInstruction, op: HloInstr
     return index
 
 
-def _unary(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
-    op = inst.operands[0]
-    x = em.value(op, index)
-    return em.computed(inst.shape.element_type,
-                       E.unary(inst.opcode, op.shape.element_type, inst.shape.element_type, x))
+def arithmetic(opcode: str, et_in: ElementType, et_out: ElementType, args: list[str],
+               lanes: int = 1) -> str:
+    """The template expression (``elementwise``'s tables) of an arithmetic elementwise opcode
+    over ``args``: the one dispatch from such an opcode to its template, shared by the vector
+    loop (with ``lanes``)."""
+    if opcode == "clamp":
+        return E.clamp(et_out, *args, lanes=lanes)
+    if OPCODES[opcode].max_operands == 1:
+        return E.unary(opcode, et_in, et_out, args[0], lanes=lanes)
+    return E.binary(opcode, et_in, *args, lanes=lanes)
 
 
-def _binary(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
-    a, b = (em.value(o, index) for o in inst.operands)
+def _arithmetic(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    args = [em.value(o, _operand_index_same(em, inst, o, index) if inst.opcode == "clamp"
+                     else index) for o in inst.operands]
     return em.computed(inst.shape.element_type,
-                       E.binary(inst.opcode, inst.operands[0].shape.element_type, a, b))
+                       arithmetic(inst.opcode, inst.operands[0].shape.element_type,
+                                  inst.shape.element_type, args))
 
 
 def _compare(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
@@ -244,11 +251,6 @@ def _select(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     a = em.value(inst.operands[1], index)
     b = em.value(inst.operands[2], index)
     return em.kb.let(cltypes.compute_type(inst.shape.element_type), f"({p}) ? {a} : {b}")
-
-
-def _clamp(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
-    lo, x, hi = (em.value(o, _operand_index_same(em, inst, o, index)) for o in inst.operands)
-    return em.computed(inst.shape.element_type, E.clamp(inst.shape.element_type, lo, x, hi))
 
 
 def _convert(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
@@ -810,7 +812,7 @@ def _select_and_scatter(em: ElementalEmitter, inst: HloInstruction, index: Index
 
 RULES: dict[str, Callable[[ElementalEmitter, HloInstruction, Index], Value]] = {
     "convert": _convert, "reduce-precision": _reduce_precision, "bitcast-convert": _bitcast_convert,
-    "compare": _compare, "select": _select, "clamp": _clamp,
+    "compare": _compare, "select": _select,
     "copy": _identity, "opt-barrier": _identity, "domain": _identity,
     "constant": _constant, "iota": _iota, "broadcast": _broadcast, "reshape": _reshape,
     "bitcast": _bitcast, "transpose": _transpose, "slice": _slice,
@@ -822,7 +824,7 @@ RULES: dict[str, Callable[[ElementalEmitter, HloInstruction, Index], Value]] = {
 }
 for _name, _spec in OPCODES.items():
     if _spec.elementwise and _name not in RULES:
-        RULES[_name] = _unary if _spec.max_operands == 1 else _binary
+        RULES[_name] = _arithmetic       # unary, binary and clamp: ``arithmetic``
 
 
 def is_elemental(inst: HloInstruction) -> bool:

@@ -258,6 +258,8 @@ _UNARY: dict[tuple[str, str], str] = {
     ("logistic", "float"): "(($T)1 / (($T)1 + exp(-$x)))",
     ("erf", "float"): "erf($x)",
     ("is-finite", "float"): "((uchar)isfinite($x))",
+    ("real", "float"): "$x",                   # a real number is its own real part
+    ("imag", "float"): "(($T)0)",              # ... and has no imaginary one
     ("not", "sint"): "(($T)~$x)",
     ("not", "uint"): "(($T)~$x)",
     ("not", "pred"): "((uchar)($x ^ 1))",
@@ -278,7 +280,8 @@ _PRED_RESULTS = frozenset({"is-finite"})
 
 # Results that are exact in any float format, so they need no rounding to f16/bf16.
 _EXACT = frozenset({"abs", "negate", "sign", "floor", "ceil", "round-nearest-afz",
-                    "round-nearest-even", "copy", "is-finite", "maximum", "minimum"})
+                    "round-nearest-even", "copy", "is-finite", "maximum", "minimum", "real",
+                    "imag"})
 
 
 def unary(opcode: str, et_in: ElementType | str, et_out: ElementType | str, x: str,
@@ -384,7 +387,8 @@ def select(pred: str, on_true: str, on_false: str) -> str:
 
 
 _CLAMP = {"float": "xla_fmin_$T($hi, xla_fmax_$T($lo, $x))",
-          "sint": "min($hi, max($lo, $x))", "uint": "min($hi, max($lo, $x))"}
+          "sint": "min($hi, max($lo, $x))", "uint": "min($hi, max($lo, $x))",
+          "pred": "((uchar)(($lo | $x) & $hi))"}
 
 
 def clamp(et: ElementType | str, lo: str, x: str, hi: str, lanes: int = 1) -> str:

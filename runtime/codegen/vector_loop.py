@@ -27,7 +27,7 @@ from __future__ import annotations
 from ..hlo.ir import HloInstruction
 from ..hlo.shape import ArrayShape
 from . import cltypes, elementwise as E
-from .elemental import ElementalEmitter, element_strides
+from .elemental import ElementalEmitter, arithmetic, element_strides
 from .kernel import argument_value
 from .context import LoweringContext
 from .loop import begin_1d, kernel_builder, launch_1d
@@ -161,13 +161,7 @@ class _VectorEmitter:
         if inst.opcode == "broadcast":
             return self.value(inst.operands[0])
         args = [self.value(op) for op in inst.operands]
-        if inst.opcode == "clamp":
-            expr = E.clamp(et, *args, lanes=self.lanes)
-        elif len(args) == 1:
-            expr = E.unary(inst.opcode, et, et, args[0], lanes=self.lanes)
-        else:
-            expr = E.binary(inst.opcode, et, *args, lanes=self.lanes)
-        return kb.let(vec, expr)
+        return kb.let(vec, arithmetic(inst.opcode, et, et, args, lanes=self.lanes))
 
     def _pointer(self, operand: HloInstruction) -> str:
         return self.kb.buffer(self.out.element_type, self.ctx.ref(operand),

@@ -1,7 +1,8 @@
 """The opcode table: the single source of truth for what each HLO opcode accepts.
 
 One row per opcode: how many operands, which attributes it allows and requires, whether its
-result shape may be omitted in text, whether it is elementwise, and its shape rule. The parser,
+result shape may be omitted in text, whether it is elementwise, which element-type classes
+its operands may have, its cost class, and its shape rule. The parser,
 verifier, passes and code generator all read this table; adding an opcode adds a row.
 
 ``ATTRIBUTE_KINDS`` says how each attribute's value is written, so the parser and printer have
@@ -99,8 +100,14 @@ class OpcodeSpec:
     required: frozenset[str] = frozenset()
     shape_required: bool = False        # the text must write the result shape
     elementwise: bool = False
-    family: str = "other"               # coarse grouping for codegen and reports
     side_effect: bool = False
+    # element-type classes (``ElementType.kind``) its operands may have; None: the shape rule
+    # decides (the verifier checks this column after the rule)
+    operand_types: frozenset[str] | None = None
+    # "cheap"; "expensive": evaluating it again costs real time (XLA's ``IsExpensive``), so
+    # fusion does not duplicate it into kernels that read it many times; "expensive-int":
+    # only on integers (integer division)
+    cost: str = "cheap"
 
     @property
     def arity_text(self) -> str:
@@ -115,99 +122,124 @@ OPCODES: dict[str, OpcodeSpec] = {}
 
 
 def _op(name: str, arity, rule: Callable, attrs=(), required=(), *, shape_required=False,
-        elementwise=False, family="other", side_effect=False) -> None:
+        elementwise=False, side_effect=False, operand_types=None, cost="cheap") -> None:
     lo, hi = (arity, arity) if isinstance(arity, int) else arity
     OPCODES[name] = OpcodeSpec(name, lo, hi, rule, frozenset(attrs) | frozenset(required),
-                               frozenset(required), shape_required, elementwise, family,
-                               side_effect)
+                               frozenset(required), shape_required, elementwise, side_effect,
+                               None if operand_types is None else frozenset(operand_types),
+                               cost)
 
 
 _ACCURACY = ("result_accuracy",)
 
-# elementwise unary: same shape
-for _n in ("abs", "negate", "sign", "floor", "ceil", "round-nearest-afz", "round-nearest-even",
-           "exponential", "exponential-minus-one", "log", "log-plus-one", "sqrt", "rsqrt",
-           "cbrt", "sine", "cosine", "tan", "tanh", "sinh", "cosh", "asin", "acos", "atan",
-           "asinh", "acosh", "atanh", "logistic", "erf", "not", "popcnt",
-           "count-leading-zeros", "real", "imag", "is-finite", "copy"):
+# element-type classes
+FLOAT = ("float",)
+FLOAT_OR_COMPLEX = ("float", "complex")
+INTEGER = ("sint", "uint")
+INTEGER_OR_PRED = ("sint", "uint", "pred")
+NUMBER = ("sint", "uint", "float", "complex")          # anything but pred
+ANY = ("pred", "sint", "uint", "float", "complex")
+
+# elementwise unary: same shape; (operand types, cost)
+for _n, _types, _cost in (
+        ("abs", NUMBER, "cheap"), ("negate", NUMBER, "cheap"), ("sign", NUMBER, "cheap"),
+        ("floor", FLOAT, "cheap"), ("ceil", FLOAT, "cheap"), ("round-nearest-afz", FLOAT, "cheap"),
+        ("round-nearest-even", FLOAT, "cheap"),
+        ("exponential", FLOAT_OR_COMPLEX, "expensive"),
+        ("exponential-minus-one", FLOAT_OR_COMPLEX, "expensive"),
+        ("log", FLOAT_OR_COMPLEX, "expensive"), ("log-plus-one", FLOAT_OR_COMPLEX, "expensive"),
+        ("sqrt", FLOAT_OR_COMPLEX, "expensive"), ("rsqrt", FLOAT_OR_COMPLEX, "expensive"),
+        ("cbrt", FLOAT, "expensive"), ("sine", FLOAT_OR_COMPLEX, "expensive"),
+        ("cosine", FLOAT_OR_COMPLEX, "expensive"), ("tan", FLOAT_OR_COMPLEX, "expensive"),
+        ("tanh", FLOAT_OR_COMPLEX, "expensive"), ("sinh", FLOAT_OR_COMPLEX, "expensive"),
+        ("cosh", FLOAT_OR_COMPLEX, "expensive"), ("asin", FLOAT_OR_COMPLEX, "expensive"),
+        ("acos", FLOAT_OR_COMPLEX, "expensive"), ("atan", FLOAT_OR_COMPLEX, "expensive"),
+        ("asinh", FLOAT_OR_COMPLEX, "expensive"), ("acosh", FLOAT_OR_COMPLEX, "expensive"),
+        ("atanh", FLOAT_OR_COMPLEX, "expensive"), ("logistic", FLOAT, "expensive"),
+        ("erf", FLOAT, "expensive"), ("not", INTEGER_OR_PRED, "cheap"),
+        ("popcnt", INTEGER, "cheap"), ("count-leading-zeros", INTEGER, "cheap"),
+        ("real", FLOAT_OR_COMPLEX, "cheap"), ("imag", FLOAT_OR_COMPLEX, "cheap"),
+        ("is-finite", FLOAT, "cheap"), ("copy", None, "cheap")):
     _op(_n, 1, rules.unary, _ACCURACY if _n not in ("not", "popcnt", "count-leading-zeros", "copy")
-        else (), elementwise=True, family="elementwise")
+        else (), elementwise=True, operand_types=_types, cost=_cost)
 
-_op("convert", 1, rules.convert, shape_required=True, elementwise=True, family="elementwise")
-_op("bitcast-convert", 1, rules.bitcast_convert, shape_required=True, family="elementwise")
+_op("convert", 1, rules.convert, shape_required=True, elementwise=True)
+_op("bitcast-convert", 1, rules.bitcast_convert, shape_required=True)
 _op("reduce-precision", 1, rules.reduce_precision, ("exponent_bits", "mantissa_bits"),
-    ("exponent_bits", "mantissa_bits"), elementwise=True, family="elementwise")
-_op("stochastic-convert", 2, rules.stochastic_convert, shape_required=True,
-    elementwise=True, family="elementwise")
+    ("exponent_bits", "mantissa_bits"), elementwise=True)
+_op("stochastic-convert", 2, rules.stochastic_convert, shape_required=True, elementwise=True)
 
-for _n in ("add", "subtract", "multiply", "divide", "remainder", "power", "maximum", "minimum",
-           "atan2", "complex", "and", "or", "xor", "shift-left", "shift-right-logical",
-           "shift-right-arithmetic", "mulhi"):
-    _op(_n, 2, rules.binary, elementwise=True, family="elementwise")
+# elementwise binary (complex: the shape rule checks for f32/f64)
+for _n, _types, _cost in (
+        ("add", NUMBER, "cheap"), ("subtract", NUMBER, "cheap"), ("multiply", NUMBER, "cheap"),
+        ("divide", NUMBER, "expensive-int"), ("remainder", NUMBER, "expensive-int"),
+        ("power", NUMBER, "expensive"), ("maximum", ANY, "cheap"), ("minimum", ANY, "cheap"),
+        ("atan2", FLOAT_OR_COMPLEX, "expensive"), ("complex", None, "cheap"),
+        ("and", INTEGER_OR_PRED, "cheap"), ("or", INTEGER_OR_PRED, "cheap"),
+        ("xor", INTEGER_OR_PRED, "cheap"), ("shift-left", INTEGER, "cheap"),
+        ("shift-right-logical", INTEGER, "cheap"), ("shift-right-arithmetic", INTEGER, "cheap"),
+        ("mulhi", INTEGER, "cheap")):
+    _op(_n, 2, rules.binary, elementwise=True, operand_types=_types, cost=_cost)
 
-_op("compare", 2, rules.compare, ("direction", "type"), ("direction",), elementwise=True,
-    family="elementwise")
-_op("select", 3, rules.select, elementwise=True, family="elementwise")
-_op("clamp", 3, rules.clamp, elementwise=True, family="elementwise")
+_op("compare", 2, rules.compare, ("direction", "type"), ("direction",), elementwise=True)
+_op("select", 3, rules.select, elementwise=True)
+_op("clamp", 3, rules.clamp, elementwise=True)
 
 # shape manipulation
-_op("parameter", 0, rules.declared, shape_required=True, family="leaf")
-_op("constant", 0, rules.declared, shape_required=True, family="leaf")
-_op("iota", 0, rules.iota, ("iota_dimension",), ("iota_dimension",), shape_required=True,
-    family="data-movement")
-_op("broadcast", 1, rules.broadcast, ("dimensions",), shape_required=True, family="data-movement")
-_op("reshape", 1, rules.reshape, ("inferred_dimension",), shape_required=True,
-    family="data-movement")
-_op("dynamic-reshape", (1, None), rules.declared, shape_required=True, family="data-movement")
-_op("transpose", 1, rules.transpose, ("dimensions",), ("dimensions",), family="data-movement")
-_op("bitcast", 1, rules.bitcast, shape_required=True, family="data-movement")
-_op("slice", 1, rules.slice_, ("slice",), ("slice",), family="data-movement")
+_op("parameter", 0, rules.declared, shape_required=True)
+_op("constant", 0, rules.declared, shape_required=True)
+_op("iota", 0, rules.iota, ("iota_dimension",), ("iota_dimension",), shape_required=True)
+_op("broadcast", 1, rules.broadcast, ("dimensions",), shape_required=True)
+_op("reshape", 1, rules.reshape, ("inferred_dimension",), shape_required=True)
+_op("dynamic-reshape", (1, None), rules.declared, shape_required=True)
+_op("transpose", 1, rules.transpose, ("dimensions",), ("dimensions",))
+_op("bitcast", 1, rules.bitcast, shape_required=True)
+_op("slice", 1, rules.slice_, ("slice",), ("slice",))
 _op("dynamic-slice", (2, None), rules.dynamic_slice, ("dynamic_slice_sizes",),
-    ("dynamic_slice_sizes",), family="data-movement")
-_op("dynamic-update-slice", (3, None), rules.dynamic_update_slice, family="data-movement")
-_op("concatenate", (1, None), rules.concatenate, ("dimensions",), ("dimensions",),
-    family="data-movement")
-_op("pad", 2, rules.pad, ("padding",), ("padding",), family="data-movement")
-_op("reverse", 1, rules.reverse, ("dimensions",), ("dimensions",), family="data-movement")
-_op("get-tuple-element", 1, rules.get_tuple_element, ("index",), ("index",), family="tuple")
-_op("tuple", (0, None), rules.tuple_, family="tuple")
+    ("dynamic_slice_sizes",))
+_op("dynamic-update-slice", (3, None), rules.dynamic_update_slice)
+_op("concatenate", (1, None), rules.concatenate, ("dimensions",), ("dimensions",))
+_op("pad", 2, rules.pad, ("padding",), ("padding",))
+_op("reverse", 1, rules.reverse, ("dimensions",), ("dimensions",))
+_op("get-tuple-element", 1, rules.get_tuple_element, ("index",), ("index",))
+_op("tuple", (0, None), rules.tuple_)
 _op("get-dimension-size", 1, rules.get_dimension_size, ("dimensions",), ("dimensions",))
 _op("set-dimension-size", 2, rules.set_dimension_size, ("dimensions",), ("dimensions",))
 _op("gather", 2, rules.gather,
     ("offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim", "slice_sizes",
      "operand_batching_dims", "start_indices_batching_dims", "indices_are_sorted"),
     ("offset_dims", "collapsed_slice_dims", "start_index_map", "index_vector_dim",
-     "slice_sizes"), family="gather")
+     "slice_sizes"), cost="expensive")
 _op("scatter", (3, None), rules.scatter,
     ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
      "index_vector_dim", "input_batching_dims", "scatter_indices_batching_dims",
      "indices_are_sorted", "unique_indices", "to_apply"),
     ("update_window_dims", "inserted_window_dims", "scatter_dims_to_operand_dims",
-     "index_vector_dim", "to_apply"), family="scatter")
+     "index_vector_dim", "to_apply"))
 
 # reductions, windows, contractions
 _op("reduce", (2, None), rules.reduce, ("dimensions", "to_apply"), ("dimensions", "to_apply"),
-    family="reduce")
+    cost="expensive")
 _op("reduce-window", (2, None), rules.reduce_window, ("window", "to_apply"),
-    ("window", "to_apply"), family="reduce-window")
+    ("window", "to_apply"), cost="expensive")
 _op("select-and-scatter", 3, rules.select_and_scatter, ("window", "select", "scatter"),
-    ("window", "select", "scatter"), family="select-and-scatter")
-_op("map", (1, None), rules.map_, ("dimensions", "to_apply"), ("to_apply",), family="map")
+    ("window", "select", "scatter"), cost="expensive")
+_op("map", (1, None), rules.map_, ("dimensions", "to_apply"), ("to_apply",), cost="expensive")
 _op("dot", 2, rules.dot,
     ("lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims",
-     "operand_precision", "algorithm"), family="dot")
+     "operand_precision", "algorithm"), cost="expensive")
 _op("ragged-dot", 3, rules.declared,
     ("lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims",
-     "lhs_ragged_dims", "rhs_group_dims", "operand_precision"), shape_required=True, family="dot")
+     "lhs_ragged_dims", "rhs_group_dims", "operand_precision"), shape_required=True)
 _op("scaled-dot", 4, rules.declared,
     ("lhs_contracting_dims", "rhs_contracting_dims", "lhs_batch_dims", "rhs_batch_dims",
-     "operand_precision"), shape_required=True, family="dot")
+     "operand_precision"), shape_required=True)
 _op("convolution", 2, rules.convolution,
     ("window", "dim_labels", "feature_group_count", "batch_group_count", "operand_precision"),
-    ("dim_labels",), family="convolution")
+    ("dim_labels",), cost="expensive")
 _op("sort", (1, None), rules.sort, ("dimensions", "is_stable", "to_apply"),
-    ("dimensions", "to_apply"), family="sort")
-_op("topk", 1, rules.topk, ("k", "largest"), ("k",), family="sort")
+    ("dimensions", "to_apply"))
+_op("topk", 1, rules.topk, ("k", "largest"), ("k",))
 _op("fft", 1, rules.fft, ("fft_type", "fft_length"), ("fft_type", "fft_length"))
 _op("cholesky", 1, rules.cholesky, ("lower",))
 _op("triangular-solve", 2, rules.triangular_solve,
@@ -220,39 +252,38 @@ _op("batch-norm-grad", 5, rules.batch_norm_grad, ("epsilon", "feature_index"),
     ("epsilon", "feature_index"))
 
 # control flow and calls
-_op("while", 1, rules.while_, ("condition", "body"), ("condition", "body"), family="control")
+_op("while", 1, rules.while_, ("condition", "body"), ("condition", "body"))
 _op("conditional", (1, None), rules.conditional,
-    ("branch_computations", "true_computation", "false_computation"), family="control")
-_op("call", (0, None), rules.call, ("to_apply", "is_composite"), ("to_apply",), family="control")
+    ("branch_computations", "true_computation", "false_computation"))
+_op("call", (0, None), rules.call, ("to_apply", "is_composite"), ("to_apply",))
 _op("fusion", (0, None), rules.fusion, ("kind", "calls", "output_to_operand_aliasing"),
-    ("kind", "calls"), family="fusion")
+    ("kind", "calls"))
 _op("custom-call", (0, None), rules.custom_call,
     ("custom_call_target", "api_version", "custom_call_has_side_effect",
      "output_to_operand_aliasing", "operand_layout_constraints", "called_computations",
      "to_apply", "window", "dim_labels", "feature_group_count", "batch_group_count",
      "padding_type", "literal", "schedule", "operand_precision"),
-    ("custom_call_target",), shape_required=True, family="custom-call")
+    ("custom_call_target",), shape_required=True)
 _op("opt-barrier", 1, rules.identity)
 _op("domain", 1, rules.identity, ("domain",))
 _op("add-dependency", 2, rules.add_dependency)
 _op("after-all", (0, None), rules.token, side_effect=True)
 
 # random numbers
-_op("rng", 2, rules.rng, ("distribution",), ("distribution",), shape_required=True,
-    family="rng", side_effect=True)
+_op("rng", 2, rules.rng, ("distribution",), ("distribution",), shape_required=True, side_effect=True)
 _op("rng-bit-generator", 1, rules.rng_bit_generator, ("algorithm",), ("algorithm",),
-    shape_required=True, family="rng")
+    shape_required=True)
 _op("rng-get-and-update-state", 0, rules.declared, ("delta",), ("delta",),
-    shape_required=True, family="rng", side_effect=True)
+    shape_required=True, side_effect=True)
 
 # single-device I/O and collectives: parsed so every printed module reads; shapes as written
 for _n, _a in (
         ("infeed", ("infeed_config",)), ("outfeed", ("outfeed_config", "outfeed_shape")),
         ("send", ("channel_id", "is_host_transfer")), ("send-done", ("channel_id", "is_host_transfer")),
         ("recv", ("channel_id", "is_host_transfer")), ("recv-done", ("channel_id", "is_host_transfer"))):
-    _op(_n, (0, None), rules.declared, _a, shape_required=True, family="io", side_effect=True)
-_op("replica-id", 0, rules.u32_scalar, family="collective")
-_op("partition-id", 0, rules.u32_scalar, family="collective")
+    _op(_n, (0, None), rules.declared, _a, shape_required=True, side_effect=True)
+_op("replica-id", 0, rules.u32_scalar)
+_op("partition-id", 0, rules.u32_scalar)
 _COLLECTIVE = ("replica_groups", "channel_id", "use_global_device_ids", "constrain_layout")
 for _n, _a in (
         ("all-reduce", _COLLECTIVE + ("to_apply",)), ("all-gather", _COLLECTIVE + ("dimensions",)),
@@ -261,24 +292,15 @@ for _n, _a in (
         ("ragged-all-to-all", _COLLECTIVE),
         ("collective-permute", ("source_target_pairs", "channel_id", "slice_sizes")),
         ("collective-broadcast", _COLLECTIVE)):
-    _op(_n, (0, None), rules.declared, _a, shape_required=True, family="collective")
+    _op(_n, (0, None), rules.declared, _a, shape_required=True)
     if _n in ("all-reduce", "all-gather", "collective-permute"):
-        _op(_n + "-start", (0, None), rules.declared, _a, shape_required=True, family="collective")
-        _op(_n + "-done", 1, rules.declared, shape_required=True, family="collective")
-_op("copy-start", 1, rules.declared, ("cross_program_prefetch_index",), shape_required=True,
-    family="async")
-_op("copy-done", 1, rules.declared, shape_required=True, family="async")
+        _op(_n + "-start", (0, None), rules.declared, _a, shape_required=True)
+        _op(_n + "-done", 1, rules.declared, shape_required=True)
+_op("copy-start", 1, rules.declared, ("cross_program_prefetch_index",), shape_required=True)
+_op("copy-done", 1, rules.declared, shape_required=True)
 _op("async-start", (0, None), rules.declared,
     ("calls", "async_execution_thread", "output_to_operand_aliasing"), ("calls",),
-    shape_required=True, family="async")
-_op("async-update", 1, rules.declared, shape_required=True, family="async")
-_op("async-done", 1, rules.declared, shape_required=True, family="async")
+    shape_required=True)
+_op("async-update", 1, rules.declared, shape_required=True)
+_op("async-done", 1, rules.declared, shape_required=True)
 
-
-def spec(opcode: str) -> OpcodeSpec:
-    return OPCODES[opcode]
-
-
-def is_elementwise(opcode: str) -> bool:
-    s = OPCODES.get(opcode)
-    return bool(s and s.elementwise)

@@ -11,7 +11,7 @@ from ..errors import HloVerifyError
 from .ir import HloComputation, HloInstruction, HloModule
 from .opcodes import ATTRIBUTE_VALUES, OPCODES
 from .shape import ArrayShape, Shape, compatible, index_text, is_valid_index, subshape
-from .shape_inference import ShapeError
+from .shape_inference import ShapeError, check_operand_types
 
 
 def verify(module: HloModule) -> None:
@@ -26,8 +26,12 @@ def verify(module: HloModule) -> None:
 def infer_shape(inst: HloInstruction) -> Shape:
     """The instruction's result shape by its opcode's rule (checking its operands and
     attributes), or a located ``HloVerifyError`` saying what is wrong with them."""
+    spec = OPCODES[inst.opcode]
     try:
-        return OPCODES[inst.opcode].shape_rule(inst)
+        shape = spec.shape_rule(inst)
+        if spec.operand_types is not None:
+            check_operand_types(inst, spec.operand_types)
+        return shape
     except ShapeError as e:
         raise _located(inst, f"{inst.opcode} {inst.name}: {e.message}",
                        expected=e.expected, got=e.got) from None

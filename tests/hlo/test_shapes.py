@@ -344,12 +344,19 @@ def test_invalid_instruction_is_rejected_at_it(params, root, fragment):
         f"  ROOT %r = {root}") + 1
 
 
-def test_every_computing_opcode_family_has_valid_and_invalid_cases():
-    def families(cases):
-        return {OPCODES[re.search(r"([a-z][a-z0-9-]*)\(", c[2]).group(1)].family for c in cases}
-    computing = {spec.family for spec in OPCODES.values()} - {"leaf", "io", "collective", "async"}
-    assert families(INFERRED + DECLARED) >= computing
-    assert families(INVALID) >= computing - {"select-and-scatter", "map", "fusion", "custom-call", "other"}
+def test_every_shape_rule_has_valid_and_invalid_cases():
+    def rules(cases):
+        return {OPCODES[re.search(r"([a-z][a-z0-9-]*)\(", c[2]).group(1)].shape_rule.__name__
+                for c in cases}
+    # rules that only take the written shape (leaves, I/O, collectives, async) have no cases
+    computing = {spec.shape_rule.__name__ for spec in OPCODES.values()} - {"declared", "u32_scalar"}
+    assert rules(INFERRED + DECLARED) >= computing - {"stochastic_convert"}
+    # rules not (yet) exercised by an invalid case here (test_errors and test_fuzz cover some)
+    untested = {"batch_norm_inference", "call", "compare", "custom_call", "dynamic_update_slice",
+                "fft", "fusion", "get_dimension_size", "identity", "map_", "reverse", "rng",
+                "select_and_scatter", "set_dimension_size", "stochastic_convert", "token",
+                "transpose", "triangular_solve", "tuple_"}
+    assert rules(INVALID) >= computing - untested
 
 
 def test_shape_required_opcodes_without_a_shape_are_parse_errors():

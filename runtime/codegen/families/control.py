@@ -103,6 +103,10 @@ UNSUPPORTED: dict[str, str] = {
     "dynamic-reshape": "dynamic shapes are not supported",
     "get-dimension-size": "dynamic shapes are not supported",
     "set-dimension-size": "dynamic shapes are not supported",
+    "replica-id": "replica and partition ids belong to multi-device programs; this runtime runs "
+                  "one device (print the module before XLA's SPMD partitioning)",
+    "partition-id": "replica and partition ids belong to multi-device programs; this runtime "
+                    "runs one device (print the module before XLA's SPMD partitioning)",
     "ragged-dot": "ragged and scaled dots are not implemented",
     "scaled-dot": "ragged and scaled dots are not implemented",
 }
