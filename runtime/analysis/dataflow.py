@@ -151,7 +151,7 @@ class Dataflow:
         return values
 
     def _get_tuple_element(self, inst: HloInstruction) -> ValueSet:
-        k = inst.attrs["index"]
+        k = inst.index
         return {index[1:]: value for index, value in self._sets[inst.operands[0]].items()
                 if index and index[0] == k}
 
@@ -192,7 +192,7 @@ class Dataflow:
         get-tuple-element touches only the element it extracts."""
         values = self._sets[inst.operands[k]]
         if inst.opcode == "get-tuple-element":
-            element = inst.attrs["index"]
+            element = inst.index
             return [(i, v) for i, v in values.items() if i and i[0] == element]
         return list(values.items())
 

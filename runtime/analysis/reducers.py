@@ -57,7 +57,7 @@ def init_is_identity(reduce: HloInstruction) -> bool:
     if len(reduce.operands) != 2:
         return False
     init = reduce.operands[1]
-    op = reducer_opcode(reduce.attrs["to_apply"])  # type: ignore[arg-type]
+    op = reducer_opcode(reduce.to_apply)
     if op is None or init.opcode != "constant" or init.literal is None \
             or init.literal.data is None:
         return False

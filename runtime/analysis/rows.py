@@ -94,10 +94,10 @@ def _operand_sources(user: HloInstruction, k: int, sources: tuple) -> tuple:
     if spec.elementwise or user.opcode in ("get-tuple-element", "reduce-precision"):
         return sources if len(sources) == rank else unknown
     if user.opcode == "broadcast":
-        return tuple(sources[d] for d in user.attrs.get("dimensions", ()))  # type: ignore[union-attr]
+        return tuple(sources[d] for d in user.attrs.get("dimensions", ()))
     if user.opcode == "transpose":
         out = [UNKNOWN] * rank
-        for i, p in enumerate(user.attrs["dimensions"]):  # type: ignore[union-attr]
+        for i, p in enumerate(user.dimensions):
             out[p] = sources[i]
         return tuple(out)
     if user.opcode in ("reshape", "bitcast"):
@@ -109,12 +109,12 @@ def _operand_sources(user: HloInstruction, k: int, sources: tuple) -> tuple:
         n = len(user.operands) // 2
         if k >= n:
             return unknown
-        reduced = tuple(user.attrs["dimensions"])  # type: ignore[arg-type]
+        reduced = tuple(user.dimensions)
         kept = iter(sources)
         return tuple(("loop", id(user), d) if d in reduced else next(kept) for d in range(rank))
     if user.opcode == "slice":
         return tuple(sources[d] if s.start == 0 and s.stride == 1 else UNKNOWN
-                     for d, s in enumerate(user.attrs["slice"].dims))  # type: ignore[attr-defined]
+                     for d, s in enumerate(user.slice.dims))
     return unknown
 
 

@@ -99,7 +99,7 @@ class ElementalEmitter:
                 raise HloUnsupportedError(f"cannot index the array {inst.name} at {shape_index}")
             whole = self.value(inst, index)
             for i in shape_index:
-                whole = whole[i]  # type: ignore[index]
+                whole = whole[i]
             return whole
         key = (id(inst), index.exprs)
         hit = self._lookup(key)
@@ -241,7 +241,7 @@ def _arithmetic(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Val
 def _compare(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     a, b = (em.value(o, index) for o in inst.operands)
     ctype = inst.attrs.get("type")
-    return em.computed(PRED, E.compare(str(inst.attrs["direction"]),
+    return em.computed(PRED, E.compare(str(inst.direction),
                                        str(ctype) if ctype is not None else None,
                                        inst.operands[0].shape.element_type, a, b))
 
@@ -263,8 +263,8 @@ def _convert(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
 def _reduce_precision(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     x = em.value(inst.operands[0], index)
     return em.computed(inst.shape.element_type, E.reduce_precision(
-        inst.shape.element_type, x, int(inst.attrs["exponent_bits"]),  # type: ignore[arg-type]
-        int(inst.attrs["mantissa_bits"])))  # type: ignore[arg-type]
+        inst.shape.element_type, x, int(inst.exponent_bits),  # type: ignore[arg-type]
+        int(inst.mantissa_bits)))
 
 
 def _bitcast_convert(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
@@ -302,7 +302,7 @@ def _constant(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value
 
 
 def _iota(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
-    d = int(inst.attrs["iota_dimension"])  # type: ignore[arg-type]
+    d = int(inst.iota_dimension)
     et = inst.shape.element_type
     return em.computed(et, E.convert(em.index_et, et, index.exprs[d]))
 
@@ -311,7 +311,7 @@ def _broadcast(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Valu
     op = inst.operands[0]
     dims = inst.attrs.get("dimensions", ())
     exprs = tuple("0" if op.shape.dims[i] == 1 and inst.shape.dims[d] != 1 else index.exprs[d]
-                  for i, d in enumerate(dims))  # type: ignore[union-attr]
+                  for i, d in enumerate(dims))
     return em.value(op, Index(exprs))
 
 
@@ -366,9 +366,9 @@ def _bitcast(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
 
 
 def _transpose(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
-    perm = inst.attrs["dimensions"]
-    exprs = ["0"] * len(perm)  # type: ignore[arg-type]
-    for i, p in enumerate(perm):  # type: ignore[arg-type]
+    perm = inst.dimensions
+    exprs = ["0"] * len(perm)
+    for i, p in enumerate(perm):
         exprs[p] = index.exprs[i]
     return em.value(inst.operands[0], Index(tuple(exprs)))
 
@@ -376,7 +376,7 @@ def _transpose(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Valu
 def _slice(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     key = ("slice", id(inst))
     exprs = []
-    for d, s in enumerate(inst.attrs["slice"].dims):  # type: ignore[attr-defined]
+    for d, s in enumerate(inst.slice.dims):
         e = index.exprs[d]
         if s.stride != 1:
             e = f"{e} * {em.kb.param(s.stride, key=(key, 'stride', d))}"
@@ -404,7 +404,7 @@ def dynamic_starts(em: ElementalEmitter, inst: HloInstruction, first: int,
 
 
 def _dynamic_slice(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
-    sizes = tuple(inst.attrs["dynamic_slice_sizes"])  # type: ignore[arg-type]
+    sizes = tuple(inst.dynamic_slice_sizes)
     starts = dynamic_starts(em, inst, 1, sizes)
     exprs = tuple(em.kb.let(em.kb.index_type, f"{s} + {i}", "i") for s, i in zip(starts, index.exprs))
     return em.value(inst.operands[0], Index(exprs))
@@ -431,7 +431,7 @@ def _pad(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     op = _shape(inst.operands[0])
     key = ("pad", id(inst))
     conds, exprs = [], []
-    for d, p in enumerate(inst.attrs["padding"].dims):  # type: ignore[attr-defined]
+    for d, p in enumerate(inst.padding.dims):
         q = index.exprs[d]
         if p.low != 0:
             q = em.kb.let(em.kb.index_type, f"{q} - ({em.kb.param(p.low, key=(key, 'lo', d))})", "i")
@@ -453,7 +453,7 @@ def _pad(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
 
 
 def _concatenate(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
-    d = inst.attrs["dimensions"][0]  # type: ignore[index]
+    d = inst.dimensions[0]
     key = ("concat", id(inst))
     ctype = cltypes.compute_type(inst.shape.element_type)
     result = em.kb.declare(ctype, "r")
@@ -478,7 +478,7 @@ def _concatenate(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
 def _reverse(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     key = ("rev", id(inst))
     exprs = list(index.exprs)
-    for d in inst.attrs["dimensions"]:  # type: ignore[union-attr]
+    for d in inst.dimensions:
         last = em.kb.param(inst.shape.dims[d] - 1, key=(key, d))
         exprs[d] = em.kb.let(em.kb.index_type, f"{last} - {index.exprs[d]}", "i")
     return em.value(inst.operands[0], Index(tuple(exprs)))
@@ -490,15 +490,15 @@ def _tuple(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
 
 def _get_tuple_element(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     op = inst.operands[0]
-    k = int(inst.attrs["index"])  # type: ignore[arg-type]
+    k = int(inst.index)
     if (id(op), (k,)) in em.leaves:
         return em.value(op, index, (k,))
-    return em.value(op, index)[k]  # type: ignore[index]
+    return em.value(op, index)[k]
 
 
 def _map(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     args = [em.value(op, index) for op in inst.operands]
-    return em.call(inst.attrs["to_apply"], args)  # type: ignore[arg-type]
+    return em.call(inst.to_apply, args)
 
 
 def _accumulators(em: ElementalEmitter, inits: list[HloInstruction]) -> list[str]:
@@ -548,7 +548,7 @@ def _close(blocks) -> None:
 def _reduce(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     n = len(inst.operands) // 2
     inputs, inits = inst.operands[:n], inst.operands[n:]
-    dims = tuple(inst.attrs["dimensions"])  # type: ignore[arg-type]
+    dims = tuple(inst.dimensions)
     src = _shape(inputs[0])
     key = ("reduce", id(inst))
     accs = _accumulators(em, inits)
@@ -558,7 +558,7 @@ def _reduce(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     for d in range(src.rank):
         exprs.append(by_dim[d] if d in by_dim else next(kept))
     xs = [em.value(x, Index(tuple(exprs))) for x in inputs]
-    _combine(em, inst.attrs["to_apply"], accs, xs)  # type: ignore[arg-type]
+    _combine(em, inst.to_apply, accs, xs)
     _close(blocks)
     return accs[0] if n == 1 else tuple(accs)
 
@@ -591,16 +591,16 @@ def _window_positions(em: ElementalEmitter, inst: HloInstruction, window, out_in
 def _reduce_window(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     n = len(inst.operands) // 2
     inputs, inits = inst.operands[:n], inst.operands[n:]
-    window = inst.attrs["window"]
+    window = inst.window
     key = ("rw", id(inst))
     accs = _accumulators(em, inits)
     init_vals = [em.value(i, SCALAR) for i in inits]
     exprs, valid, blocks, _ = _window_positions(em, inst, window, index, inputs[0].shape.dims, key)
     with em.block(f"if ({valid})"):
         xs = [em.value(x, Index(exprs)) for x in inputs]
-        _combine(em, inst.attrs["to_apply"], accs, xs)  # type: ignore[arg-type]
+        _combine(em, inst.to_apply, accs, xs)
     with em.block("else"):
-        _combine(em, inst.attrs["to_apply"], accs, init_vals)  # type: ignore[arg-type]
+        _combine(em, inst.to_apply, accs, init_vals)
     _close(blocks)
     return accs[0] if n == 1 else tuple(accs)
 
@@ -642,10 +642,10 @@ def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
 
 def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     lhs, rhs = inst.operands
-    dn = inst.attrs["dim_labels"]
+    dn = inst.dim_labels
     window = inst.attrs.get("window")
-    g = int(inst.attrs.get("feature_group_count", 1))  # type: ignore[arg-type]
-    bg = int(inst.attrs.get("batch_group_count", 1))  # type: ignore[arg-type]
+    g = int(inst.attrs.get("feature_group_count", 1))
+    bg = int(inst.attrs.get("batch_group_count", 1))
     key = ("conv", id(inst))
     et = inst.shape.element_type
     kb = em.kb
@@ -706,7 +706,7 @@ def _gather(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     sizes = tuple(a["slice_sizes"])  # type: ignore[arg-type]
     op_batch = tuple(a.get("operand_batching_dims", ()))  # type: ignore[arg-type]
     idx_batch = tuple(a.get("start_indices_batching_dims", ()))  # type: ignore[arg-type]
-    ivd = int(a["index_vector_dim"])  # type: ignore[arg-type]
+    ivd = int(a["index_vector_dim"])
     key = ("gather", id(inst))
     op_shape = _shape(operand)
     idx_rank = indices.shape.rank
@@ -750,8 +750,8 @@ def _select_and_scatter(em: ElementalEmitter, inst: HloInstruction, index: Index
     contains it, find the position ``select`` picks in that window, and if it is ``index``
     combine that window's source value into the result."""
     operand, source, init = inst.operands
-    window = inst.attrs["window"]
-    select, scatter = inst.attrs["select"], inst.attrs["scatter"]
+    window = inst.window
+    select, scatter = inst.select, inst.scatter
     kb = em.kb
     t = kb.index_type
     key = ("sas", id(inst))

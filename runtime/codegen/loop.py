@@ -50,8 +50,8 @@ def fused_parts(inst: HloInstruction):
     """(root, parameters) of what the kernel computes: the fused computation for a fusion,
     else the instruction itself over its operands."""
     if inst.opcode == "fusion":
-        comp = inst.attrs["calls"]
-        return comp.root, comp.parameters  # type: ignore[attr-defined]
+        comp = inst.calls
+        return comp.root, comp.parameters
     return inst, None
 
 
@@ -161,7 +161,7 @@ def lower_by_root(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     """A fusion no structural rule (registered under ``FUSION`` at a higher priority) took
     lowers like its root: through a family registered for fusions with that root, else the
     loop kernel."""
-    root = inst.attrs["calls"].root  # type: ignore[attr-defined]
+    root = inst.calls.root
     steps = ctx.first_taker(fusion_root(root.opcode), inst)
     return steps if steps is not None else lower_loop(ctx, inst)
 

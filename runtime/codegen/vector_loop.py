@@ -47,7 +47,7 @@ def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction
     if lanes is None:
         return None
     operands = {id(p): inst.operands[p.parameter_number] for p in params} if params \
-        else {id(op): op for op in inst.operands}   # type: ignore[index]
+        else {id(op): op for op in inst.operands}
     mapped: dict = {}
     if not _vectorizes(root, out, operands, mapped, set()):
         return None
@@ -104,7 +104,7 @@ def _kept_order(inst: HloInstruction) -> tuple[int, ...] | None:
 
 # how instructions over an operand map the operand's dimensions onto the output's
 _MAPPINGS = {
-    "broadcast": lambda inst: tuple(inst.attrs["dimensions"]),  # type: ignore[arg-type]
+    "broadcast": lambda inst: tuple(inst.dimensions),
     "copy": _kept_order,
     "reshape": _kept_order,
 }

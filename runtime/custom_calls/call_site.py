@@ -81,7 +81,7 @@ class CallSite:
 def call_site(inst: HloInstruction, ref: Callable[[HloInstruction, ShapeIndex], BufferRef]
               ) -> CallSite:
     """The call site of ``inst``, with buffer references from ``ref(instruction, index)``."""
-    target = str(inst.attrs["custom_call_target"])
+    target = str(inst.custom_call_target)
     api_version = str(inst.attrs.get("api_version", DEFAULT_API_VERSION))
     config = inst.attrs.get("backend_config")
     opaque = config.opaque if isinstance(config, BackendConfig) else b""
@@ -103,7 +103,7 @@ def _tree(call: HloInstruction, owner: HloInstruction, shape: Shape, index: Shap
           ref: Callable[[HloInstruction, ShapeIndex], BufferRef]) -> Tree:
     if shape.is_tuple:
         return tuple(_tree(call, owner, element, index + (k,), ref)
-                     for k, element in enumerate(shape.elements))  # type: ignore[attr-defined]
+                     for k, element in enumerate(shape.elements))
     assert isinstance(shape, ArrayShape)
     if shape.is_token:
         return None

@@ -1,7 +1,8 @@
 """The HLO IR: modules, computations and instructions as plain dataclasses.
 
 Instructions hold their operands as object references and their attributes in one ordered
-dict (text order, so printing keeps the author's order). Computation references inside
+dict (text order, so printing keeps the author's order), read through typed properties
+(``inst.dimensions``, generated in ``attribute_accessors``). Computation references inside
 attributes are ``HloComputation`` objects (or tuples of them), so renaming or cloning a
 computation needs no string fix-ups.
 """
@@ -12,13 +13,14 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from ..errors import SourceLocation
+from .attribute_accessors import TypedAttributes
 from .graph import post_order
 from .literal import Literal
 from .shape import Shape, ShapeIndex
 
 
 @dataclass(eq=False)
-class HloInstruction:
+class HloInstruction(TypedAttributes):
     name: str
     opcode: str
     shape: Shape

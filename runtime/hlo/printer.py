@@ -79,15 +79,15 @@ def instruction_to_text(inst: HloInstruction) -> str:
 def attribute_text(key: str, value: object) -> str:
     kind = ATTRIBUTE_KINDS.get(key)
     if kind == "int_list":
-        return "{" + ",".join(str(v) for v in value) + "}"  # type: ignore[union-attr]
+        return "{" + ",".join(str(v) for v in value) + "}"
     if kind == "computation":
-        return f"%{value.name}"  # type: ignore[union-attr]
+        return f"%{value.name}"
     if kind == "computation_list":
-        return "{" + ", ".join(f"%{c.name}" for c in value) + "}"  # type: ignore[union-attr]
+        return "{" + ", ".join(f"%{c.name}" for c in value) + "}"
     if kind == "instruction_list":
-        return "{" + ", ".join(f"%{i.name}" for i in value) + "}"  # type: ignore[union-attr]
+        return "{" + ", ".join(f"%{i.name}" for i in value) + "}"
     if kind == "shape_list":
-        return "{" + ", ".join(s.to_text() for s in value) + "}"  # type: ignore[union-attr]
+        return "{" + ", ".join(s.to_text() for s in value) + "}"
     return _value_text(value)
 
 

@@ -351,8 +351,8 @@ def bitcast(inst: HloInstruction) -> Shape:
 
 def slice_(inst: HloInstruction) -> Shape:
     x = _array(inst, 0)
-    spec = inst.attrs["slice"]
-    dims = spec.dims  # type: ignore[attr-defined]
+    spec = inst.slice
+    dims = spec.dims
     if len(dims) != x.rank:
         fail(f"slice has {len(dims)} ranges for an operand of rank {x.rank}",
              expected=str(x.rank), got=str(len(dims)))
@@ -436,7 +436,7 @@ def pad(inst: HloInstruction) -> Shape:
     _same_type(x, v, "pad")
     if v.rank != 0:
         fail(f"pad's padding value must be a scalar, but is {v}")
-    cfg = inst.attrs["padding"].dims  # type: ignore[attr-defined]
+    cfg = inst.padding.dims
     if len(cfg) != x.rank:
         fail(f"padding has {len(cfg)} dimensions for an operand of rank {x.rank}",
              expected=str(x.rank), got=str(len(cfg)))
@@ -585,10 +585,10 @@ def scatter(inst: HloInstruction) -> Shape:
     scatter_dims = [d for i, d in enumerate(idx_dims) if i != ivd]
     if u.rank != len(uwd) + len(scatter_dims):
         fail(f"scatter updates have rank {u.rank}, expected {len(uwd) + len(scatter_dims)}")
-    comp = inst.attrs["to_apply"]
+    comp = inst.to_apply
     scalars = [_scalar_of(a) for a in inputs] + [_scalar_of(a) for a in updates]
     want = scalars[0] if n == 1 else TupleShape(tuple(scalars[:n]))
-    check_computation_signature(comp, scalars, "scatter combiner", want)  # type: ignore[arg-type]
+    check_computation_signature(comp, scalars, "scatter combiner", want)
     if n == 1:
         return _shape(x.element_type, x.dims, inst.shape)
     return TupleShape(tuple(inputs))
@@ -626,7 +626,7 @@ def _reducer_types(inst: HloInstruction, inputs: list[ArrayShape],
                  f"vs {s.to_text(False)}", expected=inputs[0].to_text(False), got=s.to_text(False))
     accumulators = [_scalar_of(v) for v in inits]
     want = accumulators[0] if len(inits) == 1 else TupleShape(tuple(accumulators))
-    check_computation_signature(inst.attrs["to_apply"], accumulators + [_scalar_of(a) for a in inputs],  # type: ignore[arg-type]
+    check_computation_signature(inst.to_apply, accumulators + [_scalar_of(a) for a in inputs],
                                 "reducer", want)
     return [v.element_type for v in inits]
 
@@ -653,7 +653,7 @@ def reduce_window(inst: HloInstruction) -> Shape:
     n = n_ops // 2
     inputs = [_array(inst, i) for i in range(n)]
     inits = [_array(inst, n + i) for i in range(n)]
-    out_dims = _window_output(inputs[0].dims, inst.attrs["window"], "reduce-window")
+    out_dims = _window_output(inputs[0].dims, inst.window, "reduce-window")
     types = _reducer_types(inst, inputs, inits)
     if n == 1:
         return _shape(types[0], out_dims, inst.shape)
@@ -662,14 +662,14 @@ def reduce_window(inst: HloInstruction) -> Shape:
 
 def select_and_scatter(inst: HloInstruction) -> Shape:
     x, src, init = _array(inst, 0), _array(inst, 1), _array(inst, 2)
-    out_dims = _window_output(x.dims, inst.attrs["window"], "select-and-scatter")
+    out_dims = _window_output(x.dims, inst.window, "select-and-scatter")
     if list(src.dims) != out_dims:
         fail(f"select-and-scatter source {src.to_text(False)} must have the window output "
              f"dimensions {out_dims}", expected=str(out_dims), got=src.to_text(False))
     s = _scalar_of(x)
-    check_computation_signature(inst.attrs["select"], [s, s], "select",  # type: ignore[arg-type]
+    check_computation_signature(inst.select, [s, s], "select",
                                 ArrayShape(PRED, ()))
-    check_computation_signature(inst.attrs["scatter"], [_scalar_of(src), _scalar_of(src)],  # type: ignore[arg-type]
+    check_computation_signature(inst.scatter, [_scalar_of(src), _scalar_of(src)],
                                 "scatter")
     if init.rank != 0:
         fail(f"select-and-scatter init value must be a scalar, but is {init}")
@@ -681,8 +681,8 @@ def map_(inst: HloInstruction) -> Shape:
     for s in arrays[1:]:
         if s.dims != arrays[0].dims:
             fail("map operands must all have the same dimensions")
-    comp = inst.attrs["to_apply"]
-    root = check_computation_signature(comp, [_scalar_of(a) for a in arrays], "mapped computation")  # type: ignore[arg-type]
+    comp = inst.to_apply
+    root = check_computation_signature(comp, [_scalar_of(a) for a in arrays], "mapped computation")
     if root.is_tuple or root.rank != 0:
         fail(f"the mapped computation must return a scalar, but returns {root}")
     return _shape(root.element_type, arrays[0].dims, inst.shape)
@@ -729,29 +729,29 @@ def _contraction_type(inst: HloInstruction, a: ArrayShape, b: ArrayShape) -> Ele
 
 def convolution(inst: HloInstruction) -> Shape:
     x, k = _array(inst, 0), _array(inst, 1)
-    dn = inst.attrs["dim_labels"]
+    dn = inst.dim_labels
     window = inst.attrs.get("window")
     g = inst.attrs.get("feature_group_count", 1)
     bg = inst.attrs.get("batch_group_count", 1)
-    rank = len(dn.input_spatial) + 2  # type: ignore[attr-defined]
+    rank = len(dn.input_spatial) + 2
     if x.rank != rank or k.rank != rank:
-        fail(f"convolution dim_labels {dn.text} describe rank {rank}, but the operands have "  # type: ignore[attr-defined]
+        fail(f"convolution dim_labels {dn.text} describe rank {rank}, but the operands have "
              f"ranks {x.rank} and {k.rank}")
-    spatial = len(dn.input_spatial)  # type: ignore[attr-defined]
+    spatial = len(dn.input_spatial)
     if window is None:
         from .attributes import Window, WindowDim
-        window = Window(tuple(WindowDim(k.dims[d]) for d in dn.kernel_spatial))  # type: ignore[attr-defined]
+        window = Window(tuple(WindowDim(k.dims[d]) for d in dn.kernel_spatial))
     if len(window.dims) != spatial:
         fail(f"convolution window has {len(window.dims)} dimensions, expected {spatial}")
-    for i, d in enumerate(dn.kernel_spatial):  # type: ignore[attr-defined]
+    for i, d in enumerate(dn.kernel_spatial):
         if window.dims[i].size != k.dims[d]:
             fail(f"convolution window size {window.dims[i].size} in spatial dimension {i} differs "
                  f"from the kernel's {k.dims[d]}", expected=str(k.dims[d]), got=str(window.dims[i].size))
     if not isinstance(g, int) or g < 1 or not isinstance(bg, int) or bg < 1:
         fail("feature_group_count and batch_group_count must be positive")
-    in_f = x.dims[dn.input_feature]  # type: ignore[attr-defined]
-    k_in = k.dims[dn.kernel_input_feature]  # type: ignore[attr-defined]
-    k_out = k.dims[dn.kernel_output_feature]  # type: ignore[attr-defined]
+    in_f = x.dims[dn.input_feature]
+    k_in = k.dims[dn.kernel_input_feature]
+    k_out = k.dims[dn.kernel_output_feature]
     if in_f % g or in_f // g != k_in:
         fail(f"convolution input features ({in_f}) divided by feature_group_count ({g}) must "
              f"equal the kernel's input features ({k_in})", expected=str(in_f // g if g else 0),
@@ -759,15 +759,15 @@ def convolution(inst: HloInstruction) -> Shape:
     if k_out % g:
         fail(f"convolution kernel output features ({k_out}) must be divisible by "
              f"feature_group_count ({g})")
-    batch = x.dims[dn.input_batch]  # type: ignore[attr-defined]
+    batch = x.dims[dn.input_batch]
     if batch % bg or (bg > 1 and k_out % bg):
         fail(f"convolution batch ({batch}) and output features ({k_out}) must be divisible by "
              f"batch_group_count ({bg})")
-    spatial_out = _window_output([x.dims[d] for d in dn.input_spatial], window, "convolution")  # type: ignore[attr-defined]
+    spatial_out = _window_output([x.dims[d] for d in dn.input_spatial], window, "convolution")
     out = [0] * rank
-    out[dn.output_batch] = batch // bg  # type: ignore[attr-defined]
-    out[dn.output_feature] = k_out  # type: ignore[attr-defined]
-    for i, d in enumerate(dn.output_spatial):  # type: ignore[attr-defined]
+    out[dn.output_batch] = batch // bg
+    out[dn.output_feature] = k_out
+    for i, d in enumerate(dn.output_spatial):
         out[d] = spatial_out[i]
     return _shape(_contraction_type(inst, x, k), out, inst.shape)
 
@@ -783,7 +783,7 @@ def sort(inst: HloInstruction) -> Shape:
     params = []
     for a in arrays:
         params += [_scalar_of(a), _scalar_of(a)]
-    check_computation_signature(inst.attrs["to_apply"], params, "comparator",  # type: ignore[arg-type]
+    check_computation_signature(inst.to_apply, params, "comparator",
                                 ArrayShape(PRED, ()))
     if len(arrays) == 1:
         return _shape(arrays[0].element_type, arrays[0].dims, inst.shape)
@@ -874,20 +874,20 @@ def batch_norm_grad(inst: HloInstruction) -> Shape:
 
 def while_(inst: HloInstruction) -> Shape:
     state = inst.operands[0].shape
-    cond, body = inst.attrs["condition"], inst.attrs["body"]
-    check_computation_signature(cond, [state], "while condition", ArrayShape(PRED, ()))  # type: ignore[arg-type]
-    check_computation_signature(body, [state], "while body", state)  # type: ignore[arg-type]
+    cond, body = inst.condition, inst.body
+    check_computation_signature(cond, [state], "while condition", ArrayShape(PRED, ()))
+    check_computation_signature(body, [state], "while body", state)
     return inst.shape if inst.shape is not None and compatible(inst.shape, state) else state
 
 
 def conditional(inst: HloInstruction) -> Shape:
     idx = _array(inst, 0, "branch index")
     if "branch_computations" in inst.attrs:
-        branches = list(inst.attrs["branch_computations"])  # type: ignore[arg-type]
+        branches = list(inst.branch_computations)
         if idx.rank != 0 or idx.element_type is not S32:
             fail(f"conditional with branch_computations needs an s32[] index, but got {idx}")
     elif "true_computation" in inst.attrs and "false_computation" in inst.attrs:
-        branches = [inst.attrs["true_computation"], inst.attrs["false_computation"]]
+        branches = [inst.true_computation, inst.false_computation]
         if idx.rank != 0 or not idx.element_type.is_pred:
             fail(f"conditional with true/false computations needs a pred[] predicate, got {idx}")
     else:
@@ -899,25 +899,25 @@ def conditional(inst: HloInstruction) -> Shape:
         fail("conditional needs at least one branch")
     result = None
     for k, comp in enumerate(branches):
-        root = check_computation_signature(comp, [inst.operands[k + 1].shape], f"branch {k}")  # type: ignore[arg-type]
+        root = check_computation_signature(comp, [inst.operands[k + 1].shape], f"branch {k}")
         if result is None:
             result = root
         elif not compatible(result, root):
             fail(f"conditional branches return different shapes: {result.to_text(False)} vs "
-                 f"{root.to_text(False)} ({comp.name})", expected=result.to_text(False),  # type: ignore[attr-defined]
+                 f"{root.to_text(False)} ({comp.name})", expected=result.to_text(False),
                  got=root.to_text(False))
     return inst.shape if inst.shape is not None and compatible(inst.shape, result) else result  # type: ignore[return-value]
 
 
 def call(inst: HloInstruction) -> Shape:
-    comp = inst.attrs["to_apply"]
-    root = check_computation_signature(comp, [o.shape for o in inst.operands], "called computation")  # type: ignore[arg-type]
+    comp = inst.to_apply
+    root = check_computation_signature(comp, [o.shape for o in inst.operands], "called computation")
     return inst.shape if inst.shape is not None and compatible(inst.shape, root) else root
 
 
 def fusion(inst: HloInstruction) -> Shape:
-    comp = inst.attrs["calls"]
-    root = check_computation_signature(comp, [o.shape for o in inst.operands], "fused computation")  # type: ignore[arg-type]
+    comp = inst.calls
+    root = check_computation_signature(comp, [o.shape for o in inst.operands], "fused computation")
     return inst.shape if inst.shape is not None and compatible(inst.shape, root) else root
 
 

@@ -25,13 +25,13 @@ Boundaries = tuple[list[tuple[int, HloComputation, int]], list[HloComputation]]
 
 
 def _call(inst: HloInstruction) -> Boundaries:
-    callee: HloComputation = inst.attrs["to_apply"]  # type: ignore[assignment]
+    callee: HloComputation = inst.to_apply
     return [(k, callee, k) for k in range(len(inst.operands))], [callee]
 
 
 def _conditional(inst: HloInstruction) -> Boundaries:
-    branches = list(inst.attrs.get("branch_computations") or  # type: ignore[arg-type]
-                    (inst.attrs["true_computation"], inst.attrs["false_computation"]))
+    branches = list(inst.attrs.get("branch_computations") or
+                    (inst.true_computation, inst.false_computation))
     return [(b + 1, comp, 0) for b, comp in enumerate(branches)], branches
 
 

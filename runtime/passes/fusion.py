@@ -330,7 +330,7 @@ class _Builder:
         fused.root = copies[group.root]
         attrs: dict[str, object] = {"kind": Identifier(group.kind), "calls": fused}
         if "metadata" in group.root.attrs:
-            attrs["metadata"] = group.root.attrs["metadata"]
+            attrs["metadata"] = group.root.metadata
         return HloInstruction(self.names.fresh(f"{group.root.opcode}_fusion"), "fusion",
                               group.root.shape, operands=operands, attrs=attrs,
                               location=group.root.location, parent=self.comp)

@@ -41,7 +41,7 @@ def _inline_in(comp: HloComputation, names: FreshNames) -> None:
         if inst.opcode != "call" or inst.control_predecessors or inst in ordered:
             body.append(inst)
             continue
-        callee: HloComputation = inst.attrs["to_apply"]  # type: ignore[assignment]
+        callee: HloComputation = inst.to_apply
         copies: dict[HloInstruction, HloInstruction] = {}
         for c in callee.instructions:
             if c.opcode == "parameter":

@@ -68,11 +68,11 @@ def _identity(inst: HloInstruction) -> HloInstruction | None:
     op = inst.operands[0]
     if not _same_shape(inst, op):
         return None
-    if inst.opcode == "transpose" and tuple(inst.attrs["dimensions"]) != \
-            tuple(range(inst.shape.rank)):  # type: ignore[arg-type, union-attr]
+    if inst.opcode == "transpose" and tuple(inst.dimensions) != \
+            tuple(range(inst.shape.rank)):
         return None
     if inst.opcode == "broadcast" and tuple(inst.attrs.get("dimensions", ())) != \
-            tuple(range(inst.shape.rank)):  # type: ignore[arg-type, union-attr]
+            tuple(range(inst.shape.rank)):
         return None
     return op
 

@@ -44,7 +44,7 @@ def split_reductions_in_place(module: HloModule, target: Target = CPU) -> None:
 
 def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRules,
                   names: FreshNames) -> None:
-    fused: HloComputation = fusion.attrs["calls"]  # type: ignore[assignment]
+    fused: HloComputation = fusion.calls
     red = fused.root
     chunks = _chunks(red, rules) if red is not None and red.opcode == "reduce" else None
     if chunks is None:
@@ -52,7 +52,7 @@ def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRule
     assert red is not None
     x, init = red.operands
     src: ArrayShape = x.shape  # type: ignore[assignment]
-    kept = src.rank - len(red.attrs["dimensions"])  # type: ignore[arg-type]
+    kept = src.rank - len(red.dimensions)
     outer = src.dims[:kept]
     length = src.element_count // max(1, _product(outer))
     padded = -(-length // chunks) * chunks
@@ -72,7 +72,7 @@ def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRule
                                          + (PadDim(0, padded - length),)))
     rows = add(f"{red.name}.chunks", "reshape", outer + (chunks, padded // chunks), [flat])
     partial = add(f"{red.name}.partial", "reduce", outer + (chunks,), [rows, init],
-                  dimensions=(kept + 1,), to_apply=red.attrs["to_apply"])
+                  dimensions=(kept + 1,), to_apply=red.to_apply)
     fused.instructions.remove(red)
     fused.root = partial
     fused.signature = None      # the result changed; the printer writes the new one
@@ -81,7 +81,7 @@ def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRule
                                    attrs=dict(init.attrs), parent=comp)
     final = HloInstruction(names.fresh(f"{fusion.name}.final"), "reduce", red.shape,
                            [fusion, constant], {"dimensions": (kept,),
-                                                "to_apply": red.attrs["to_apply"]},
+                                                "to_apply": red.to_apply},
                            location=fusion.location, parent=comp)
     for user in comp.instructions:
         user.operands = [final if op is fusion else op for op in user.operands]
@@ -98,7 +98,7 @@ def _chunks(red: HloInstruction, rules: SplitRules) -> int | None:
     src = red.operands[0].shape
     if not isinstance(src, ArrayShape) or src.minor_to_major != tuple(range(src.rank - 1, -1, -1)):
         return None
-    dims = tuple(red.attrs["dimensions"])  # type: ignore[arg-type]
+    dims = tuple(red.dimensions)
     if sorted(dims) != list(range(src.rank - len(dims), src.rank)) or not dims:
         return None
     outputs = _product(src.dims[:src.rank - len(dims)])

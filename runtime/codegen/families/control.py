@@ -43,13 +43,13 @@ def _copy(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
 
 @register("call")
 def _call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
-    return ctx.lower_computation(inst.attrs["to_apply"])  # type: ignore[arg-type]
+    return ctx.lower_computation(inst.to_apply)
 
 
 @register("while")
 def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
-    cond: HloComputation = inst.attrs["condition"]  # type: ignore[assignment]
-    body: HloComputation = inst.attrs["body"]  # type: ignore[assignment]
+    cond: HloComputation = inst.condition
+    body: HloComputation = inst.body
     return [HostWhile(condition=ctx.lower_computation(cond), predicate=ctx.ref(cond.root),
                       body=ctx.lower_computation(body), instruction=inst.name)]
 
@@ -57,10 +57,10 @@ def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
 @register("conditional")
 def _conditional(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     if "branch_computations" in inst.attrs:
-        branches = list(inst.attrs["branch_computations"])  # type: ignore[arg-type]
+        branches = list(inst.branch_computations)
         is_pred = False
     else:
-        branches = [inst.attrs["true_computation"], inst.attrs["false_computation"]]
+        branches = [inst.true_computation, inst.false_computation]
         is_pred = True
     return [HostConditional(selector=ctx.ref(inst.operands[0]), selector_is_pred=is_pred,
                             branches=[ctx.lower_computation(b) for b in branches],

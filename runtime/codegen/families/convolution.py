@@ -45,7 +45,7 @@ class ConvPlan:
 
 def _window(conv: HloInstruction) -> Window:
     window = conv.attrs.get("window")
-    dn: ConvDimensionNumbers = conv.attrs["dim_labels"]  # type: ignore[assignment]
+    dn: ConvDimensionNumbers = conv.dim_labels
     if isinstance(window, Window) and window.dims:
         return window
     return Window(tuple(WindowDim(conv.operands[1].shape.dims[d]) for d in dn.kernel_spatial))
@@ -56,11 +56,11 @@ def plan_convolution(c: Contraction) -> ConvPlan | None:
     if acc is None:
         return None
     lhs, rhs = (o.shape for o in c.operands)
-    g = int(c.op.attrs.get("feature_group_count", 1))  # type: ignore[arg-type]
-    bg = int(c.op.attrs.get("batch_group_count", 1))  # type: ignore[arg-type]
+    g = int(c.op.attrs.get("feature_group_count", 1))
+    bg = int(c.op.attrs.get("batch_group_count", 1))
     if g > 1 and bg > 1:
         return None
-    dn: ConvDimensionNumbers = c.op.attrs["dim_labels"]  # type: ignore[assignment]
+    dn: ConvDimensionNumbers = c.op.dim_labels
     columns = rhs.dims[dn.kernel_output_feature] // (g * bg)  # type: ignore[union-attr]
     lanes = lanes_for(acc, columns)
     if lanes is None:
@@ -73,7 +73,7 @@ def plan_convolution(c: Contraction) -> ConvPlan | None:
 
 def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
     conv = c.op
-    dn: ConvDimensionNumbers = conv.attrs["dim_labels"]  # type: ignore[assignment]
+    dn: ConvDimensionNumbers = conv.dim_labels
     window = _window(conv)
     lhs: ArrayShape = c.operands[0].shape  # type: ignore[assignment]
     rhs: ArrayShape = c.operands[1].shape  # type: ignore[assignment]

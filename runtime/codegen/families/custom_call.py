@@ -43,7 +43,7 @@ STEP_BUILDERS = {"host": _host_step, "opencl": _opencl_step}
 
 @register("custom-call")
 def lower_custom_call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
-    name = str(inst.attrs["custom_call_target"])
+    name = str(inst.custom_call_target)
     target = lookup(name)
     if (target is None or target.builtin) and name in BUILTIN_TARGETS:
         return BUILTIN_TARGETS[name](ctx, inst)

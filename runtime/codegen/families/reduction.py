@@ -42,7 +42,7 @@ from ..registry import FUSION, register
 def lower_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     """A row kernel for ``inst`` (a reduce, or a fusion), or None when no row plan applies."""
     root, params = fused_parts(inst)
-    members = inst.attrs["calls"].instructions if params is not None else [inst]  # type: ignore[attr-defined]
+    members = inst.calls.instructions if params is not None else [inst]
     plan = plan_rows(root, members)
     if plan is None:
         return None
@@ -142,7 +142,7 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
     kb = em.kb
     inputs, inits, comp = _parts(red)
     src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
-    reduced = tuple(red.attrs["dimensions"])  # type: ignore[arg-type]
+    reduced = tuple(red.dimensions)
     accs = _accumulators(em, inits)
     if src.element_count == 0:
         return accs
@@ -179,7 +179,7 @@ def _reduce_columns(em: ElementalEmitter, red: HloInstruction,
     """One sequential reduction per index, sharing one loop nest (the column kernel)."""
     inputs, inits, comp = _parts(red)
     src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
-    reduced = tuple(red.attrs["dimensions"])  # type: ignore[arg-type]
+    reduced = tuple(red.dimensions)
     results = [_accumulators(em, inits) for _ in indices]
     if src.element_count == 0:
         return results
@@ -193,7 +193,7 @@ def _reduce_columns(em: ElementalEmitter, red: HloInstruction,
 
 def _parts(red: HloInstruction) -> tuple[list[HloInstruction], list[HloInstruction], HloComputation]:
     n = len(red.operands) // 2
-    return red.operands[:n], red.operands[n:], red.attrs["to_apply"]  # type: ignore[return-value]
+    return red.operands[:n], red.operands[n:], red.to_apply
 
 
 def _accumulators(em: ElementalEmitter, inits: list[HloInstruction]) -> list[str]:
@@ -238,7 +238,7 @@ def _close(blocks) -> None:
 def _input_index(red: HloInstruction, index: Index, variables: dict[int, str]) -> Index:
     """The input index: kept dimensions from the result's index, reduced ones from loops."""
     src: ArrayShape = red.operands[0].shape  # type: ignore[assignment]
-    reduced = tuple(red.attrs["dimensions"])  # type: ignore[arg-type]
+    reduced = tuple(red.dimensions)
     kept = iter(index.exprs)
     return Index(tuple(variables.get(d, "0") if d in reduced else next(kept)
                        for d in range(src.rank)))
@@ -262,8 +262,8 @@ def _column_hero(root: HloInstruction, plan: RowPlan, members, shape: ReductionS
     if plan.column_dims or len(reduces) != 1 or shape.lanes == 1:
         return None
     red = reduces[0]
-    src: ArrayShape = red.operands[0].shape  # type: ignore[assignment]
-    reduced = tuple(red.attrs["dimensions"])  # type: ignore[arg-type]
+    src: ArrayShape = red.operands[0].shape
+    reduced = tuple(red.dimensions)
     minor = src.minor_to_major[0] if src.rank else None
     if minor is None or minor in reduced or red not in plan.index_of:
         return None

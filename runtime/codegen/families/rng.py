@@ -25,7 +25,7 @@ def lower_rng_bit_generator(ctx: LoweringContext, inst: HloInstruction) -> list[
     new_state: ArrayShape = inst.shape.elements[0]  # type: ignore[union-attr]
     bits: ArrayShape = inst.shape.elements[1]  # type: ignore[union-attr]
     words = state_shape.element_count
-    gen = rng_bit_generator(str(inst.attrs["algorithm"]), words, bits.element_type, bits.dims)
+    gen = rng_bit_generator(str(inst.algorithm), words, bits.element_type, bits.dims)
     count = max(bits.element_count, 1)
     kb = kernel_builder(bits, state_shape)
     gid = begin_1d(kb, count)

@@ -42,7 +42,7 @@ def lower_scatter(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
             continue
         if shape.element_count:
             steps.append(_copy_launch(ctx, inst, root.operands[i], params, idx, shape))
-    update_shape: ArrayShape = root.operands[2 * n].shape  # type: ignore[assignment]
+    update_shape: ArrayShape = root.operands[2 * n].shape
     if update_shape.element_count:
         steps.append(_update_launch(ctx, inst, root, params, outputs))
     return steps
@@ -71,7 +71,7 @@ def _update_launch(ctx, inst: HloInstruction, root: HloInstruction, params, outp
     sd2od = tuple(a["scatter_dims_to_operand_dims"])  # type: ignore[arg-type]
     in_batch = tuple(a.get("input_batching_dims", ()))  # type: ignore[arg-type]
     idx_batch = tuple(a.get("scatter_indices_batching_dims", ()))  # type: ignore[arg-type]
-    ivd = int(a["index_vector_dim"])  # type: ignore[arg-type]
+    ivd = int(a["index_vector_dim"])
     unique = bool(a.get("unique_indices", False))
     upd: ArrayShape = updates[0].shape  # type: ignore[assignment]
     out0: ArrayShape = outputs[0][1]
@@ -141,7 +141,7 @@ def _update_launch(ctx, inst: HloInstruction, root: HloInstruction, params, outp
         o_index = Index(tuple(o_exprs))
         current = [em.load(leaf, o_index) for leaf in current_leaves]
         news = [em.value(u, Index(tuple(u_exprs))) for u in updates]
-        combined = em.call(root.attrs["to_apply"], current + news)  # type: ignore[arg-type]
+        combined = em.call(root.to_apply, current + news)  # type: ignore[arg-type]
         values = list(combined) if isinstance(combined, tuple) else [combined]
         results = [kb.let(cltypes.compute_type(s.element_type), str(v), "r")
                    for (_, s), v in zip(outputs, values)]

@@ -187,7 +187,7 @@ def lower_sort(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     steps = _fill_outputs(ctx, inst)
     outputs = list(inst.shape.leaves())
     first: ArrayShape = outputs[0][1]
-    dim = int(inst.attrs["dimensions"][0])  # type: ignore[index]
+    dim = int(inst.dimensions[0])
     rows, n, _ = _row_geometry(first, dim)
     if rows == 0 or n <= 1:
         return steps
@@ -201,7 +201,7 @@ def lower_sort(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
             for idx, s in outputs]
     em = ElementalEmitter(kb, {}, ctx.program.embed)
     row = RowAccess(kb, ptrs, [s for _, s in outputs], dim, gid, ("sort", id(inst)))
-    emit_stable_sort(em, inst.attrs["to_apply"], row)  # type: ignore[arg-type]
+    emit_stable_sort(em, inst.to_apply, row)
     steps.append(launch_1d(ctx, kb, inst, rows))
     return steps
 

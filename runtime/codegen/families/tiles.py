@@ -413,7 +413,7 @@ def register_contraction(opcode: str, plan: Callable[[Contraction], object | Non
         return None if chosen is None else [emit(ctx, c, chosen)]
 
     def output_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
-        root = inst.attrs["calls"].root  # type: ignore[attr-defined]
+        root = inst.calls.root
         return None if root.opcode == opcode else lower_contraction(ctx, inst)
 
     register(opcode, target=target, fusion_root_too=True)(lower_contraction)

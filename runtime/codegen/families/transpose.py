@@ -43,8 +43,8 @@ def transpose_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruct
     out, src = inst.shape, source.shape
     if not isinstance(out, ArrayShape) or not isinstance(src, ArrayShape) or out.element_count == 0:
         return None
-    perm = tuple(root.attrs["dimensions"]) if root.opcode == "transpose" \
-        else tuple(range(out.rank))  # type: ignore[arg-type]
+    perm = tuple(root.dimensions) if root.opcode == "transpose" \
+        else tuple(range(out.rank))
     in_strides = [element_strides(src)[perm[d]] for d in range(out.rank)]
     out_strides = element_strides(out)
     wide = [d for d in range(out.rank) if out.dims[d] > 1]
