@@ -28,7 +28,7 @@ _UNARY = ("exponential", "log", "tanh", "sqrt", "sine", "cosine", "logistic", "e
 def _program(kernels: int) -> str:
     sys.path.insert(0, str(REPO))
     from runtime.codegen import cltypes as ct
-    from runtime.codegen import elementwise as ew
+    from runtime.codegen import templates as ew
 
     bodies = []
     for k in range(kernels):
@@ -55,7 +55,7 @@ def child(kernels: int, elements: int) -> dict:
     sys.path.insert(0, str(REPO))
     import numpy as np
 
-    from runtime import device
+    from runtime.execution import device
 
     source = _program(kernels)
     start = time.perf_counter()

@@ -27,7 +27,8 @@ def child(files: list[str]) -> dict[str, float]:
     found its device (a notebook after ``import``; XLA's figures start from a live client)."""
     sys.path.insert(0, str(REPO))
     import runtime
-    from runtime import compiler, execute  # noqa: F401
+    from runtime import compiler
+    from runtime.execution import executable  # noqa: F401
     from runtime.buffers import assignment  # noqa: F401
     from runtime.codegen import families, lower  # noqa: F401
     from runtime.passes import pipeline  # noqa: F401

@@ -21,7 +21,7 @@ from .formatting import format_bytes, format_seconds
 
 if TYPE_CHECKING:
     from runtime.buffers import Allocation, BufferAssignment
-    from runtime.execute import RunRecord
+    from runtime.execution.executable import RunRecord
 
     from .result import HloResult
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
     from runtime import Executable
     from runtime.buffers import BufferAssignment, MemoryStats
-    from runtime.execute import RunRecord
+    from runtime.execution.executable import RunRecord
 
     from .widgets import DonationPanel
 

@@ -13,10 +13,13 @@ from .custom_calls import (
     CustomCallStatus, CustomCallTarget, register_custom_call, registered_custom_calls,
     unregister_custom_call,
 )
-from .device import Device, devices, get_device
-from .execute import DeviceArray, Executable, RunRecord, device_put
+from .execution.arrays import DeviceArray, device_put
+from .execution.device import Device, devices, get_device
+from .execution.executable import Executable, RunRecord
 from .hlo import HloModule
 from .hlo.parser import parse as _parse_unverified
+from .hlo.verifier import verify as _verify
+from .version import __version__
 
 
 def parse(text: str, *, verify: bool = True) -> HloModule:
@@ -26,12 +29,9 @@ def parse(text: str, *, verify: bool = True) -> HloModule:
     ``HloVerifyError`` is still possible there."""
     module = _parse_unverified(text)
     if verify:
-        from .hlo.verifier import verify as _verify
         _verify(module)
     return module
 
-
-__version__ = "0.1.0"
 
 __all__ = [
     "parse", "compile", "Executable", "DeviceArray", "RunRecord", "device_put", "devices",

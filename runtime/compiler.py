@@ -67,8 +67,8 @@ def normalise(text: str) -> str:
 def _cache_key(text: str, device, options: CompileOptions) -> tuple:
     """Also keyed by the registrations of the custom-call targets the text names, so that
     re-registering a target (re-running a notebook cell) recompiles what calls it."""
-    from . import __version__
     from .custom_calls import cache_token
+    from .version import __version__
     digest = hashlib.sha256(normalise(text).encode()).hexdigest()
     return (digest, device.identity, options.key(), __version__, cache_token(text))
 
@@ -77,7 +77,7 @@ def compile(module_or_text: str | HloModule, device=None, *, alignment: int | No
             fusion: bool = True, progress: ProgressCallback | None = None,
             force: bool = False):
     """Compile HLO for ``device`` (None: ``HLO_DEVICE`` or the default, PoCL on the CPU)."""
-    from .device import get_device
+    from .execution.device import get_device
     start = time.perf_counter()
     dev = get_device(device)
     options = CompileOptions(alignment, fusion)
@@ -93,12 +93,11 @@ def compile(module_or_text: str | HloModule, device=None, *, alignment: int | No
     if not force and key in _CACHE:
         exe = _CACHE[key]
         return exe._cache_hit_copy()  # type: ignore[attr-defined]
+    from .hlo.parser import parse
+    from .hlo.verifier import verify
     if module is None:
-        from . import parse
         module = parse(text)
-    else:
-        from .hlo.verifier import verify
-        verify(module)
+    verify(module)
     exe = _build(module, dev, options, progress, start)
     _CACHE[key] = exe
     return exe
@@ -106,7 +105,7 @@ def compile(module_or_text: str | HloModule, device=None, *, alignment: int | No
 
 def _build(module: HloModule, dev, options: CompileOptions, progress, start: float):
     from .codegen.lower import lower
-    from .execute import Executable
+    from .execution.executable import Executable
     from .hlo.runnable import check_runnable
     from .passes.pipeline import run
     check_runnable(module)
@@ -139,9 +138,9 @@ def warm_up_size(dev, global_size: tuple[int, ...], local_size: tuple[int, ...])
 
 def build_kernels(dev, program, report: ProgressCallback) -> dict:
     """Build the program, then launch each kernel once with a zero work bound (see module doc)."""
-    from . import binary_cache
+    from .execution import binary_cache
     from .codegen.plan import iter_launches
-    from .device import build_program, opencl
+    from .execution.device import build_program, opencl
     cl = opencl()
     total = len(program.kernel_names)
     report("build", 0, total)

@@ -31,14 +31,8 @@ from ..hlo.ir import AliasEntry, HloInstruction, HloModule
 from ..hlo.shape import ShapeIndex, index_text
 from ..passes.copy_insertion import InsertedCopy, inserted_copies
 from .donation import AliasPlan, UnusedDonor
+from .slices import BufferSlice
 from .heap import Interval, align_up, pack
-
-
-@dataclass(frozen=True)
-class BufferSlice:
-    allocation: int
-    offset: int
-    size: int
 
 
 @dataclass(frozen=True)

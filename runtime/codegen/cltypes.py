@@ -239,8 +239,8 @@ HELPERS: tuple[Helper, ...] = (
 )
 
 # Modules whose HELPERS tuples make up the prelude, in emission order.
-_HELPER_MODULES = ("runtime.codegen.cltypes", "runtime.codegen.elementwise",
-                   "runtime.codegen.rng")
+_HELPER_MODULES = ("runtime.codegen.cltypes", "runtime.codegen.templates",
+                   "runtime.codegen.rng_algorithms")
 _library: dict[str, Helper] | None = None
 
 

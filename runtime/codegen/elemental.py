@@ -25,7 +25,7 @@ from ..hlo.dtypes import F32, PRED, S32, S64, ElementType
 from ..hlo.ir import HloComputation, HloInstruction
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape
-from . import cltypes, elementwise as E
+from . import cltypes, templates as E
 from .kernel import BufferRef, KernelBuilder, argument_value
 
 Value = Union[str, tuple]

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..buffers.slices import BufferRef
 from ..hlo.dtypes import ElementType
 from ..hlo.shape import ArrayShape
 from . import cltypes
@@ -26,15 +27,6 @@ SCALAR_DTYPES: dict[str, np.dtype] = {
     "long": np.dtype(np.int64), "ulong": np.dtype(np.uint64), "float": np.dtype(np.float32),
     "double": np.dtype(np.float64),
 }
-
-
-@dataclass(frozen=True)
-class BufferRef:
-    """Where a kernel buffer argument points: an allocation of the buffer assignment (or the
-    program's embedded-constant blob, ``allocation == EMBEDDED``) and a byte offset in it."""
-
-    allocation: int
-    offset: int
 
 
 EMBEDDED = -1
@@ -129,9 +121,6 @@ class KernelBuilder:
         finally:
             self._depth -= 1
             self.line("}")
-
-    def use_helpers(self, names) -> None:
-        self.helpers.update(names)
 
     # --- output -----------------------------------------------------------------------------
     def signature_args(self) -> list[str]:

@@ -96,6 +96,3 @@ def iter_steps(steps: list[Step]):
 def iter_launches(steps: list[Step]):
     return (s for s in iter_steps(steps) if isinstance(s, Launch))
 
-
-def count_launches(steps: list[Step]) -> int:
-    return sum(1 for _ in iter_launches(steps))

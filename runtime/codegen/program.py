@@ -16,7 +16,7 @@ import numpy as np
 
 from ..hlo.ir import HloInstruction
 from ..hlo.shape import ArrayShape
-from . import cltypes, elementwise
+from . import cltypes, templates
 from .kernel import EMBEDDED, BufferRef, KernelBuilder
 from .plan import Step
 
@@ -77,7 +77,7 @@ class ProgramBuilder:
 
     def finish(self, plan: list[Step]) -> Program:
         body = "\n\n".join(self._texts)
-        parts = [elementwise.FP_CONTRACT_OFF]
+        parts = [templates.FP_CONTRACT_OFF]
         if self.uses_fp64 or "double" in body:
             parts.append(cltypes.FP64_PRAGMA)
         prelude = cltypes.prelude_for(cltypes.helpers_used(body))

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from ..hlo.ir import HloInstruction
 from ..hlo.shape import ArrayShape
-from . import cltypes, elementwise as E
+from . import cltypes, templates as E
 from .elemental import ElementalEmitter, arithmetic, element_strides
 from .kernel import argument_value
 from .context import LoweringContext

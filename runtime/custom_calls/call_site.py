@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, Union
 
 from ..analysis.in_place import InPlacePair, in_place_pairs
-from ..codegen.kernel import BufferRef
+from ..buffers.slices import BufferRef
 from ..errors import CustomCallError, HloUnsupportedError, SourceLocation
 from ..hlo.attributes import BackendConfig
 from ..hlo.ir import HloInstruction

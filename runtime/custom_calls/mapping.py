@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ..device import opencl
+from ..execution.device import opencl
 from ..errors import DeviceError
-from ..execute import physical_order
+from ..hlo.shape import physical_order
 from ..hlo.shape import ArrayShape
 from .call_site import Leaf
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..device import opencl
+from ..execution.device import opencl
 from ..errors import DeviceError
 from .call_site import CallSite, Leaf
 from .conventions import LAUNCHER_CONVENTIONS, CallArguments

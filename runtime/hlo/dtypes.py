@@ -106,10 +106,6 @@ def element_type(name: str) -> ElementType:
     return ELEMENT_TYPES[name]
 
 
-def is_element_type_name(name: str) -> bool:
-    return name in ELEMENT_TYPES
-
-
 def from_numpy(dtype: np.dtype) -> ElementType:
     """The element type carried by a numpy dtype (bool -> pred, bfloat16 -> bf16, ...)."""
     dtype = np.dtype(dtype)

@@ -112,15 +112,8 @@ class ArrayShape:
     def with_layout(self, layout: Layout | None) -> ArrayShape:
         return ArrayShape(self.element_type, self.dims, self.dynamic, layout)
 
-    def with_element_type(self, et: ElementType) -> ArrayShape:
-        return ArrayShape(et, self.dims, self.dynamic, self.layout)
-
     def without_layout(self) -> ArrayShape:
         return ArrayShape(self.element_type, self.dims, self.dynamic, None)
-
-    def same_dims_and_type(self, other: Shape) -> bool:
-        return (not other.is_tuple and self.element_type is other.element_type
-                and self.dims == other.dims)
 
     def to_text(self, with_layout: bool = True) -> str:
         dims = ",".join(_dim_text(d, dyn) for d, dyn in zip(self.dims, self.dynamic))
@@ -232,5 +225,6 @@ def compatible_ignoring_fp_precision(a: Shape, b: Shape) -> bool:
     return same_type and a.dims == b.dims
 
 
-def leaf_count(shape: Shape) -> int:
-    return sum(1 for _ in shape.leaves())
+def physical_order(shape: ArrayShape) -> tuple[int, ...]:
+    """Logical dimensions from major to minor: the order of the bytes in memory."""
+    return tuple(reversed(shape.minor_to_major))

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from runtime.codegen import cltypes as ct
-from runtime.codegen import elementwise as ew
+from runtime.codegen import templates as ew
 from runtime.errors import HloUnsupportedError
 from tests.clharness import run_cases
 from tests.codegen.golden_cases import numpy_type

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.special
 
-from runtime.codegen import elementwise as ew
+from runtime.codegen import templates as ew
 from runtime.errors import HloUnsupportedError
 from tests.clharness import run_cases
 from tests.codegen.golden_cases import (BITCAST_PAIRS, COMPARE_DIRECTIONS, CONVERT_TYPES,

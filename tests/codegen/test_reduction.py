@@ -10,8 +10,8 @@ import runtime
 from runtime.codegen.lower import lower
 from runtime.target import Target
 from runtime.compiler import build_kernels
-from runtime.device import get_device
-from runtime.execute import Executable
+from runtime.execution.device import get_device
+from runtime.execution.executable import Executable
 from runtime.passes.pipeline import buffer_assignment, optimise
 
 RNG = np.random.default_rng(7)

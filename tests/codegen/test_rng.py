@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from runtime.codegen.rng import rng_bit_generator
+from runtime.codegen.rng_algorithms import rng_bit_generator
 from runtime.errors import HloUnsupportedError
 from tests.clharness import elementwise_kernel, program_source, run
 from tests.codegen.golden_cases import RNG_CASES

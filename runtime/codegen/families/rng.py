@@ -15,7 +15,7 @@ from ..context import LoweringContext
 from ..registry import register
 from ..loop import begin_1d, kernel_builder, launch_1d, output_index
 from ..plan import Step
-from ..rng import rng_bit_generator
+from ..rng_algorithms import rng_bit_generator
 
 
 @register("rng-bit-generator")

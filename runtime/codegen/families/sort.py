@@ -19,7 +19,7 @@ from ...errors import HloUnsupportedError
 from ...hlo.dtypes import S32
 from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.shape import ArrayShape
-from .. import cltypes, elementwise as E
+from .. import cltypes, templates as E
 from ..elemental import ElementalEmitter, Index, SCALAR
 from ..kernel import KernelBuilder
 from ..context import LoweringContext

@@ -29,7 +29,7 @@ from typing import Any, Iterator
 
 from . import binary_cache
 from .cache import configure_pocl_cache
-from .errors import DeviceError
+from ..errors import DeviceError
 
 _INSTALL_HINT = ("pip install pyopencl pocl-binary-distribution (PoCL, runs on the CPU), "
                  "or install your GPU vendor's OpenCL driver")
