@@ -8,11 +8,14 @@ gives the same text, which is the round-trip property the tests check.
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from .attributes import quote_string
-from .ir import HloComputation, HloInstruction, HloModule
 from .opcodes import ATTRIBUTE_KINDS
 from .shape import index_text
+
+if TYPE_CHECKING:     # the IR calls the printer (HloModule.to_text)
+    from .ir import HloComputation, HloInstruction, HloModule
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*")
 
