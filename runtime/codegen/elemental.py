@@ -9,7 +9,7 @@ contractions become loops inside it. Leaves are either buffers (loaded with thei
 layout's strides) or values already computed (a reducer's parameters).
 
 Rules live in ``RULES`` keyed by opcode; elementwise arithmetic comes from the template tables
-in ``elementwise.py``. Every size, stride and offset enters the text via ``KernelBuilder.param``.
+in ``templates.py``. Every size, stride and offset enters the text via ``KernelBuilder.param``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Reduction kernels (row, column, layer-norm rows) against numpy: odd sizes, layouts, element
 types, zero sizes, multi-operand reducers, non-identity inits, fused producers and consumers,
-and both device strategies' kernel shapes."""
+and both targets' kernel shapes."""
 
 import ml_dtypes
 import numpy as np
@@ -55,7 +55,7 @@ ENTRY e {{
 """
 
 
-@pytest.mark.parametrize("strategy", ["cpu", "gpu"])
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
 @pytest.mark.parametrize("shape,out,dims,axis", [
     ("f32[37,300]{1,0}", "f32[37]", "1", 1),                     # rows, lanes + tail
     ("f32[300,37]{1,0}", "f32[37]", "0", 0),                     # columns, partial block
@@ -63,10 +63,10 @@ ENTRY e {{
     ("f32[37,300]{0,1}", "f32[37]", "1", 1),                     # column-major input
     ("f32[6,40,3]{2,1,0}", "f32[6,3]", "1", 1),                  # middle dimension
 ])
-def test_sums_match_numpy(strategy, shape, out, dims, axis):
+def test_sums_match_numpy(kind, shape, out, dims, axis):
     dims_list = [int(d) for d in shape[shape.index("[") + 1:shape.index("]")].split(",")]
     x = RNG.standard_normal(dims_list).astype(np.float32)
-    exe = compile_for(reduce_module(shape, out, dims), strategy)
+    exe = compile_for(reduce_module(shape, out, dims), kind)
     np.testing.assert_allclose(exe(x), x.sum(axis), rtol=1e-5, atol=1e-4)
 
 
@@ -186,10 +186,10 @@ ENTRY e {{
 """
 
 
-@pytest.mark.parametrize("strategy", ["cpu", "gpu"])
-def test_softmax_is_one_row_kernel(strategy):
+@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+def test_softmax_is_one_row_kernel(kind):
     x = (RNG.standard_normal((13, 257)) * 3).astype(np.float32)
-    exe = compile_for(SOFTMAX, strategy)
+    exe = compile_for(SOFTMAX, kind)
     assert len(exe.program.plan) == 1
     e = np.exp(x - x.max(1, keepdims=True))
     np.testing.assert_allclose(exe(x), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
