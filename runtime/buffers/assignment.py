@@ -31,8 +31,9 @@ from ..hlo.ir import AliasEntry, HloInstruction, HloModule
 from ..hlo.shape import ShapeIndex, index_text
 from ..passes.copy_insertion import InsertedCopy, inserted_copies
 from .donation import AliasPlan, UnusedDonor
-from .slices import BufferSlice
 from .heap import Interval, align_up, pack
+from .report import assignment_text
+from .slices import BufferSlice
 
 
 @dataclass(frozen=True)
@@ -199,7 +200,6 @@ class BufferAssignment:
                 for b in self.buffers()]
 
     def to_text(self) -> str:
-        from .report import assignment_text
         return assignment_text(self)
 
     def reassign(self, donated: frozenset[int] | None) -> BufferAssignment:

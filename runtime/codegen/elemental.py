@@ -21,6 +21,7 @@ from typing import Callable, Union
 import numpy as np
 
 from ..errors import HloUnsupportedError
+from ..hlo.attributes import Window, WindowDim
 from ..hlo.dtypes import F32, PRED, S32, S64, ElementType
 from ..hlo.ir import HloComputation, HloInstruction
 from ..hlo.opcodes import OPCODES
@@ -671,7 +672,6 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
     spatial_out = Index(tuple(index.exprs[d] for d in dn.output_spatial))
     in_dims = tuple(lhs.shape.dims[d] for d in dn.input_spatial)
     if window is None or not window.dims:
-        from ..hlo.attributes import Window, WindowDim
         window = Window(tuple(WindowDim(rhs.shape.dims[d]) for d in dn.kernel_spatial))
     c_vars, c_blocks = _loops(em, [(k_in, (key, "cin"))])
     exprs, valid, blocks, taps = _window_positions(em, inst, window, spatial_out, in_dims, key)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import CustomCallError, DeviceError
+from ..execution.device import Device, build_program, devices, opencl
 from ..hlo.attributes import unquote_string
 
 PLATFORMS = ("host", "opencl")
@@ -54,7 +55,6 @@ class CustomCallTarget:
 
     def program(self, device) -> Any:
         """The registered source built for ``device`` (once per device, like generated code)."""
-        from ..execution.device import build_program
         if self.source is None:
             raise CustomCallError(f"custom call target {self.name!r} was registered without "
                                   "OpenCL source, so it has no kernels", target=self.name)
@@ -66,7 +66,6 @@ class CustomCallTarget:
 
     def kernel(self, queue_or_device, name: str | None = None) -> Any:
         """A ``cl.Kernel`` of the registered source on the queue's device (cached)."""
-        from ..execution.device import opencl
         device = _device_of(queue_or_device)
         kernel_name = name or self.kernel_name
         if kernel_name is None:
@@ -100,7 +99,6 @@ class CustomCallTarget:
 
 
 def _device_of(queue_or_device):
-    from ..execution.device import Device, devices
     if isinstance(queue_or_device, Device):
         return queue_or_device
     cl_device = getattr(queue_or_device, "device", None)

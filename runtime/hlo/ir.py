@@ -16,6 +16,7 @@ from ..errors import SourceLocation
 from .attribute_accessors import TypedAttributes
 from .graph import post_order
 from .literal import Literal
+from .printer import module_to_text
 from .shape import Shape, ShapeIndex
 
 
@@ -182,7 +183,6 @@ class HloModule:
             yield from c.instructions
 
     def to_text(self) -> str:
-        from .printer import module_to_text
         return module_to_text(self)
 
     def __str__(self) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Sequence
 
 from ..errors import HloVerifyError
+from .attributes import Window, WindowDim
 from .dtypes import ELEMENT_TYPES, PRED, S32, U32, TOKEN, ElementType, complex_component
 from .shape import (
     ArrayShape, Shape, TupleShape, compatible, index_text, is_valid_index, subshape,
@@ -739,7 +740,6 @@ def convolution(inst: HloInstruction) -> Shape:
              f"ranks {x.rank} and {k.rank}")
     spatial = len(dn.input_spatial)
     if window is None:
-        from .attributes import Window, WindowDim
         window = Window(tuple(WindowDim(k.dims[d]) for d in dn.kernel_spatial))
     if len(window.dims) != spatial:
         fail(f"convolution window has {len(window.dims)} dimensions, expected {spatial}")
