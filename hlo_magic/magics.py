@@ -113,9 +113,10 @@ class HloMagics(Magics):
                    "show the outputs (a module without parameters: --run alone)")
     @argument("-i", "--inputs", metavar="A,B", default=None,
               help="the same as --run A B, comma-separated")
-    @argument("--donate", default="", metavar="IDX,...",
-              help="parameter numbers to donate, or 'all': their buffers hold the aliased "
-                   "outputs (updated in place) instead of being copied first")
+    @argument("--donate", default="", metavar="IDX|NAME,...",
+              help="parameters to donate, by number or name (0,2 or w,g), or 'all': their "
+                   "buffers hold the aliased outputs (updated in place) instead of being "
+                   "copied first")
     @argument("--device", metavar="SPEC", default=None,
               help="OpenCL device for this cell: cpu, gpu, gpu:1, pocl, ... (see %%hlo_devices)")
     @argument("--show", metavar="WHAT", default=None,
@@ -151,7 +152,7 @@ class HloMagics(Magics):
         ``r.memory_stats``, ``r.figure()``, ``r.panel()``).
 
         Inputs: ``--run A B`` or ``-i A,B`` name notebook variables (numpy arrays, numbers,
-        nested lists, or device arrays). Donation: ``--donate 0,2`` or ``--donate all``.
+        nested lists, or device arrays). Donation: ``--donate 0,2``, ``--donate w`` (by name) or ``--donate all``.
         Display: ``--show hlo|assignment|timeline|kernels|panel|none`` (comma-separated),
         ``-q`` for nothing. Build: ``--device SPEC``, ``-f`` to ignore the compile cache.
         Settings (default device, alignment, table sizes): ``%config HloMagics``.
@@ -176,7 +177,7 @@ class HloMagics(Magics):
             exe = runtime.compile(cell, device=device, alignment=self.alignment or None,
                                   force=opts.force, progress=progress)
         progress.finish()
-        donated = parse_donate(opts.donate, len(exe.parameter_shapes))
+        donated = parse_donate(opts.donate, exe.parameter_names)
         with self._program_errors():
             parameters = describe_parameters(exe.buffer_assignment)
             forced = frozenset(p.number for p in parameters if p.must_alias)

@@ -148,11 +148,15 @@ def test_donate_all_and_bad_donate_values(ip):
     result = ip.run_cell_magic("hlo", "--donate all", ADD_MUL)
     assert result.donated == frozenset({0, 1})
     assert result.peak == 400
-    for value, bad in (("5", "'5'"), ("x", "'x'"), ("0,-1", "'-1'")):
+    assert ip.run_cell_magic("hlo", "--donate y", ADD_MUL).donated == frozenset({1})
+    for value, bad in (("5", "5"), ("z", "'z'"), ("0,-1", "'-1'")):
         with pytest.raises(UsageError) as caught:
             ip.run_cell_magic("hlo", f"--donate {value}", ADD_MUL)
-        assert str(caught.value) == (f"--donate '{value}': {bad} is not a parameter number; "
-                                     "expected comma-separated numbers in 0..1, or 'all'")
+        assert str(caught.value) == (f"--donate '{value}': {bad} is not a parameter number or "
+                                     "name; expected numbers 0..1, names x, y, or 'all'")
+    with pytest.raises(UsageError, match=r"--donate '0,x': parameter 0 \(x\) is given as '0' "
+                                         r"and again as 'x'"):
+        ip.run_cell_magic("hlo", "--donate 0,x", ADD_MUL)
 
 
 def test_must_alias_parameters_are_always_in_the_plan(ip):
