@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from contextlib import contextmanager
+from functools import partial
 from typing import Iterator
 
 import numpy as np
@@ -34,6 +35,8 @@ from .devices import DeviceTable
 from .donation import describe_parameters
 from .progress import NotebookProgress
 from .result import HloResult
+from .tracebacks import render as render_error
+from .tracebacks import user_frames
 
 _MODULE_NAME = re.compile(r"HloModule\s+([^\s,]+)")
 
@@ -291,20 +294,15 @@ class HloMagics(Magics):
 
     @contextmanager
     def _program_errors(self) -> Iterator[None]:
-        """With ``full_traceback`` on, an ``HloError`` renders as an ordinary traceback."""
+        """An ``HloError`` renders short, after the user's own frames when the user's code
+        raised it; with ``full_traceback`` on, as an ordinary traceback after those frames."""
         try:
             yield
         except runtime.HloError as error:
-            if self.full_traceback:
-                error._render_traceback_ = _full_traceback(self.shell, error)
+            if self.full_traceback or user_frames(error) is not None:
+                error._render_traceback_ = partial(render_error, self.shell, error,
+                                                   full=self.full_traceback)
             raise
-
-
-def _full_traceback(shell, error: Exception):
-    """A ``_render_traceback_`` for ``error`` that gives IPython's ordinary traceback."""
-    def render() -> list[str]:
-        return shell.InteractiveTB.structured_traceback(type(error), error, error.__traceback__)
-    return render
 
 
 def _module_name(text: str) -> str:
