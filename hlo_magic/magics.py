@@ -22,7 +22,7 @@ from IPython.core.magic import (
 )
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
-from traitlets import Bool, Float, Int, TraitError, Unicode, validate
+from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, observe, validate
 
 import runtime
 
@@ -35,6 +35,7 @@ from .devices import DeviceTable
 from .donation import describe_parameters
 from .progress import NotebookProgress
 from .result import HloResult
+from .themes import set_figure_theme
 from .tracebacks import render as render_error
 from .tracebacks import user_frames
 
@@ -63,6 +64,10 @@ class HloMagics(Magics):
     full_traceback = Bool(False, help="Show the full Python traceback for errors in HLO "
                                       "programs instead of the short located message."
                           ).tag(config=True)
+    figure_theme = Enum(("light", "dark"), "light",
+                        help="Colours of the memory figures: 'light' (black on white) or "
+                             "'dark' (light ink on a transparent background, for dark "
+                             "notebook themes).").tag(config=True)
     progress_after = Float(1.0, help="Seconds a cold compile runs before kernel-build progress "
                                      "is shown.").tag(config=True)
 
@@ -77,6 +82,10 @@ class HloMagics(Magics):
             except runtime.DeviceError:
                 pass
         return spec
+
+    @observe("figure_theme")
+    def _use_figure_theme(self, change) -> None:
+        set_figure_theme(change["new"])
 
     @validate("alignment")
     def _check_alignment(self, proposal) -> int:

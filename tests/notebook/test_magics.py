@@ -293,7 +293,7 @@ def test_config_rejects_bad_values(ip, caplog, name, value, message):
 def test_config_lists_every_setting_with_help(ip):
     _, cap = run(ip, "%config HloMagics")
     for name in ("device", "alignment", "default_show", "max_table_rows",
-                 "timeline_max_buffers", "full_traceback", "progress_after"):
+                 "timeline_max_buffers", "full_traceback", "progress_after", "figure_theme"):
         assert f"HloMagics.{name}=" in cap.stdout
     assert "Current: 'assignment'" in cap.stdout
 
@@ -410,3 +410,15 @@ def test_a_configured_device_is_kept_when_there_is_no_opencl(ip, monkeypatch):
     result, cap = run(ip, "%%hlo\n" + INCREMENT)
     assert isinstance(result.error_in_exec, runtime.DeviceError)
     assert "DeviceError: OpenCL is not available" in cap.stdout
+
+
+def test_figure_theme_setting_reaches_the_figures(ip):
+    from hlo_magic.themes import figure_theme
+    ip.run_line_magic("config", "HloMagics.figure_theme = 'dark'")
+    try:
+        assert figure_theme() == "dark"
+        result = ip.run_cell_magic("hlo", "--show none -o r", INCREMENT) or ip.user_ns["r"]
+        assert result.timeline().get_facecolor()[3] == 0
+    finally:
+        ip.run_line_magic("config", "HloMagics.figure_theme = 'light'")
+    assert figure_theme() == "light"

@@ -128,3 +128,32 @@ def test_library_code_never_imports_pyplot():
             "figure_png(plot_memory(assign_buffers(runtime.parse(text))))\n"
             "print('matplotlib.pyplot' in sys.modules)\n")
     assert run_python(code) == ["False"]
+
+
+def test_compare_steps_are_whole_numbers(donated):
+    fig = compare(donated.reassign(frozenset()), donated)
+    live = fig.axes[0]
+    ticks = [t for t in live.get_xticks() if -0.5 <= t <= 4.5]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+
+
+def test_the_dark_theme_draws_light_ink_on_a_transparent_background(donated):
+    import io
+
+    import matplotlib.image
+
+    from hlo_magic.themes import THEMES, set_figure_theme
+    set_figure_theme("dark")
+    try:
+        fig = plot_timeline(donated)
+    finally:
+        set_figure_theme("light")
+    ax = fig.axes[0]
+    assert fig.get_facecolor()[3] == 0 and ax.get_facecolor()[3] == 0
+    assert ax.title.get_color() == THEMES["dark"]["text.color"]
+    assert {line.get_gid(): line.get_color() for line in ax.lines}["live-total"] == \
+        THEMES["dark"]["text.color"]
+    pixels = matplotlib.image.imread(io.BytesIO(figure_png(fig)))
+    assert pixels[0, 0, 3] == 0                      # the corner is transparent
+    light = plot_timeline(donated)
+    assert light.get_facecolor()[:3] == (1, 1, 1) and light.axes[0].title.get_color() == "black"
