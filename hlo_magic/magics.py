@@ -83,6 +83,8 @@ class HloMagics(Magics):
                 pass
         return spec
 
+    _terms_explained = False   # the glossary is open in the first report of a session only
+
     @observe("figure_theme")
     def _use_figure_theme(self, change) -> None:
         set_figure_theme(change["new"])
@@ -200,7 +202,9 @@ class HloMagics(Magics):
         bound_as = python_name(exe.name)
         self.shell.user_ns[bound_as] = exe
         result = HloResult(exe, plan, parameters, donated | forced, outputs, exe.last_run,
-                           bound_as, show, self.max_table_rows, self.timeline_max_buffers)
+                           bound_as, show, self.max_table_rows, self.timeline_max_buffers,
+                           explain_terms=not self._terms_explained)
+        self._terms_explained = True
         if out_name:
             self.shell.user_ns[out_name] = result
         if opts.quiet or (show == ("none",) and out_name):

@@ -220,7 +220,7 @@ def test_html_report_content(ip):
     for expected in (
         "HloModule add_mul", "(x: f32[4,8], y: f32[4,8]) -&gt; (f32[4,8], f32[4,8])",
         "output {0} (may-alias)", "donated: output {0} written in place",
-        "cannot alias: no input_output_alias or buffer_donor entry names parameter 1",
+        "cannot alias: no input_output_alias or buffer_donor entry names this parameter",
         "<td style=\"padding:2px 10px 2px 0;text-align:left;vertical-align:top\">alias</td>"
         "<td style=\"padding:2px 10px 2px 0;text-align:left;vertical-align:top\">128 B</td>",
         "reached at step 4 (t)", "Allocations", "Outputs",
