@@ -78,3 +78,30 @@ def test_notebook_executes(path: Path, kernel_environment, standalone_notebooks,
         expected = "raises-exception" in cell.metadata.get("tags", [])
         assert failed == expected, (f"{path.name}: cell {cell.id} "
                                     f"{'did not fail' if expected else 'failed'}")
+
+
+_CODE_SPAN = re.compile(r"`[^`]*`")
+_NUMBER = re.compile(r"(?<![\w.\[{-])(\d+(?:\.\d+)?)(?![\w.]*\])")
+_NOT_A_CLAIM = re.compile(r"^\s*\d+[.–-]|notebook \d+|\d+ · ")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_number_the_prose_states_is_asserted(path: Path):
+    """A number in a tutorial's text (outside code spans, headings and list markers) must
+    appear in an ``assert`` of the same notebook, so the text cannot drift from the output."""
+    nb = nbformat.read(path, as_version=4)
+    asserted = "\n".join(line for c in nb.cells if c.cell_type == "code"
+                         for line in c.source.splitlines() if "assert" in line)
+    unasserted = []
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        for line in cell.source.splitlines():
+            if line.startswith("#"):
+                continue
+            text = _NOT_A_CLAIM.sub(" ", _CODE_SPAN.sub(" ", line))
+            for number in _NUMBER.findall(text):
+                if float(number) >= 2 and not re.search(rf"(?<![\w.]){re.escape(number)}(?![\w.])",
+                                                        asserted):
+                    unasserted.append(f"{cell.id}: {number} in {line.strip()!r}")
+    assert not unasserted, "\n".join(unasserted)
