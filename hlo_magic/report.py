@@ -157,8 +157,8 @@ def _outputs_fit(outputs) -> bool:
 
 
 def biggest_saving(result: HloResult) -> str:
-    """The sentence of the largest of ``savings``."""
-    return max(savings(result), key=lambda pair: pair[0])[1]
+    """The sentence of the largest of the result's ``savings``."""
+    return max(result.savings(), key=lambda pair: pair[0])[1]
 
 
 def savings(result: HloResult) -> list[tuple[int, str]]:

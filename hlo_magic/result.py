@@ -44,6 +44,7 @@ class HloResult:
     timeline_max_buffers: int = 40
     explain_terms: bool = True         # the glossary starts open (the session's first report)
     _png: bytes | None = field(default=None, repr=False)
+    _savings: list[tuple[int, str]] | None = field(default=None, repr=False)
 
     # --- data --------------------------------------------------------------------------------
     @property
@@ -89,9 +90,12 @@ class HloResult:
         return fusions(self.assignment.module)
 
     def savings(self) -> list[tuple[int, str]]:
-        """(bytes, sentence) for each saving the report weighs; the largest is shown first."""
-        from .report import savings
-        return savings(self)
+        """(bytes, sentence) for each saving the report weighs; the largest is shown first.
+        Computed once (it plans the module again with other donations)."""
+        if self._savings is None:
+            from .report import savings
+            self._savings = savings(self)
+        return self._savings
 
     # --- figures and widgets ----------------------------------------------------------------
     def timeline(self, *, ax: Axes | None = None) -> Figure:
