@@ -60,12 +60,8 @@ def test_notebooks_read_only_what_the_project_ships(path: Path):
         assert (REPO / "notebooks" / "modules" / name).is_file(), f"{path.name} reads {name}"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_notebook_executes(path: Path, kernel_environment, standalone_notebooks, monkeypatch):
-    for name, value in kernel_environment.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.delenv("HLO_CORPUS", raising=False)
-    path = standalone_notebooks / path.name
+def execute(path: Path) -> None:
+    """Run every cell; cells tagged ``raises-exception`` must fail, all others must not."""
     nb = nbformat.read(path, as_version=4)
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(not c.outputs and c.execution_count is None for c in code), \
@@ -78,6 +74,48 @@ def test_notebook_executes(path: Path, kernel_environment, standalone_notebooks,
         expected = "raises-exception" in cell.metadata.get("tags", [])
         assert failed == expected, (f"{path.name}: cell {cell.id} "
                                     f"{'did not fail' if expected else 'failed'}")
+    return nb
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_executes(path: Path, kernel_environment, standalone_notebooks, monkeypatch):
+    for name, value in kernel_environment.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv("HLO_CORPUS", raising=False)
+    execute(standalone_notebooks / path.name)
+
+
+HIDE_JAX = """import sys
+
+
+class HideJax:
+    \"\"\"Installed by the test as sitecustomize: the kernel behaves as if JAX were absent.\"\"\"
+
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("jax", "jaxlib"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, HideJax())
+"""
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if "jax" in p.read_text().lower()],
+                         ids=lambda p: p.stem)
+def test_notebooks_teach_without_jax(path: Path, kernel_environment, standalone_notebooks,
+                                     tmp_path, monkeypatch):
+    """The JAX cells fall back to the text JAX printed when the tutorial was written."""
+    (tmp_path / "sitecustomize.py").write_text(HIDE_JAX)
+    for name, value in kernel_environment.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join((str(tmp_path),
+                                                      kernel_environment["PYTHONPATH"])))
+    nb = execute(standalone_notebooks / path.name)
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                      for o in c.outputs)
+    if "HAVE_JAX" in path.read_text():
+        assert "jax installed: False" in printed
 
 
 _CODE_SPAN = re.compile(r"`[^`]*`")
