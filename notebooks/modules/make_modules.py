@@ -5,12 +5,14 @@ for each program ``NAME.hlo`` (the text ``jax.jit(f).lower(...).as_text('hlo')``
 ``NAME.npz`` (inputs ``arg_0..`` and XLA's outputs ``out_0..``) and ``NAME.json`` (XLA's
 ``compiled.memory_analysis()`` in bytes and the tolerance the outputs are compared with).
 Inputs come from a seeded generator, so running this again reproduces the files up to the
-jaxlib version. Run from anywhere: ``python notebooks/modules/make_modules.py``.
+jaxlib version. Run from anywhere: ``python notebooks/modules/make_modules.py [OUT_DIR]``
+(by default it writes next to itself).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Callable
 
@@ -97,17 +99,17 @@ def transformer_inputs(rng: np.random.Generator):
     return params, tokens, targets
 
 
-def write(name: str, fn: Callable, args: tuple, *, donate: tuple[int, ...] = (),
+def write(out: Path, name: str, fn: Callable, args: tuple, *, donate: tuple[int, ...] = (),
           tolerance: float = 1e-4) -> None:
-    """``NAME.hlo``, ``NAME.npz`` and ``NAME.json`` for ``fn`` on ``args``."""
+    """``NAME.hlo``, ``NAME.npz`` and ``NAME.json`` for ``fn`` on ``args``, in ``out``."""
     lowered = jax.jit(fn, donate_argnums=donate).lower(*args)
-    (HERE / f"{name}.hlo").write_text(lowered.as_text(dialect="hlo"))
+    (out / f"{name}.hlo").write_text(lowered.as_text(dialect="hlo"))
     compiled = lowered.compile()
     flat_in = jax.tree_util.tree_leaves(args)
     flat_out = jax.tree_util.tree_leaves(jax.jit(fn)(*args))
     arrays = {f"arg_{i}": np.asarray(a) for i, a in enumerate(flat_in)}
     arrays |= {f"out_{i}": np.asarray(a) for i, a in enumerate(flat_out)}
-    np.savez_compressed(HERE / f"{name}.npz", **arrays)
+    np.savez_compressed(out / f"{name}.npz", **arrays)
     memory = compiled.memory_analysis()
     info = {"description": (fn.__doc__ or "").strip().splitlines()[0],
             "jax": jax.__version__,
@@ -116,20 +118,20 @@ def write(name: str, fn: Callable, args: tuple, *, donate: tuple[int, ...] = (),
                                "alias": memory.alias_size_in_bytes,
                                "temp": memory.temp_size_in_bytes},
             "tolerance": {"rtol": tolerance, "atol": tolerance}}
-    (HERE / f"{name}.json").write_text(json.dumps(info, indent=1) + "\n")
+    (out / f"{name}.json").write_text(json.dumps(info, indent=1) + "\n")
 
 
-def main() -> None:
+def main(out: Path = HERE) -> None:
     rng = np.random.default_rng(0)
     f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)
-    write("mlp_forward", mlp_forward, (f32(8, 32), f32(32, 64), f32(64), f32(64, 10), f32(10)))
-    write("attention", attention, (f32(2, 16, 32), f32(2, 16, 32), f32(2, 16, 32)))
+    write(out, "mlp_forward", mlp_forward, (f32(8, 32), f32(32, 64), f32(64), f32(64, 10), f32(10)))
+    write(out, "attention", attention, (f32(2, 16, 32), f32(2, 16, 32), f32(2, 16, 32)))
     w = np.linspace(-1, 1, 16 * 32, dtype=np.float32).reshape(16, 32)
     g = np.linspace(2, -2, 16 * 32, dtype=np.float32).reshape(16, 32)
-    write("sgd_tanh", sgd_tanh, (w, g), donate=(0,), tolerance=1e-6)
-    write("transformer_train_step", transformer_train_step, transformer_inputs(rng),
+    write(out, "sgd_tanh", sgd_tanh, (w, g), donate=(0,), tolerance=1e-6)
+    write(out, "transformer_train_step", transformer_train_step, transformer_inputs(rng),
           donate=(0,), tolerance=1e-3)
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else HERE)
