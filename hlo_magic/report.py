@@ -269,7 +269,8 @@ def memory_table(plan: BufferAssignment) -> Table:
             ("constant", format_bytes(constant), ""),
             ("total", format_bytes(s.total), "argument + output + temp \u2212 alias"),
             ("peak", format_bytes(s.peak),
-             f"reached at step {plan.peak_step} ({plan.peak_instruction.name})")]
+             f"reached at step {plan.peak_step} "
+             f"({label(plan.peak_instruction.name, fusions(plan.module))})")]
     arena = plan.temp_arena
     if arena is not None:
         rows.append(("fragmentation", format_bytes(plan.fragmentation),
