@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
+from runtime.errors import HloError
 from runtime.hlo.dtypes import from_numpy
 from runtime.hlo.shape import ArrayShape, index_text
 
@@ -171,14 +172,14 @@ def savings(result: HloResult) -> list[tuple[int, str]]:
     forced = frozenset(n for n, p in params.items() if p.must_alias)
     chosen = result.donated - forced
     missing = frozenset(n for n, p in params.items() if p.blocked is None) - forced - chosen
-    if chosen:
-        base = plan.reassign(result.donated - chosen)
+    base = _replan(plan, result.donated - chosen) if chosen else None
+    if base is not None:
         names = ", ".join(params[n].name for n in sorted(chosen))
         found.append((base.peak - plan.peak,
                       f"donating {names} saves {format_bytes(base.peak - plan.peak)} of peak "
                       f"({format_bytes(base.peak)} \u2192 {format_bytes(plan.peak)})"))
-    if missing:
-        best = plan.reassign(result.donated | missing)
+    best = _replan(plan, result.donated | missing) if missing else None
+    if best is not None:
         names = ",".join(params[n].name for n in sorted(missing))
         found.append((plan.peak - best.peak,
                       f"donating {names} (--donate {names}) would save "
@@ -192,6 +193,15 @@ def savings(result: HloResult) -> list[tuple[int, str]]:
                           f"{len(allocation.buffers)} temporaries of {format_bytes(held)} in "
                           f"{format_bytes(allocation.size)}"))
     return found
+
+
+def _replan(plan: BufferAssignment, donated: frozenset[int]) -> BufferAssignment | None:
+    """The plan for another donation set; None where the module allows no such plan (the
+    report then leaves that saving out rather than failing)."""
+    try:
+        return plan.reassign(donated)
+    except HloError:
+        return None
 
 
 def module_facts(result: HloResult) -> Facts:
