@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 SECTIONS = ("hlo", "assignment", "timeline", "kernels", "panel")
 CONSTANT_ROWS = 3      # beyond this many constant allocations, the table gives them one row
+SHOWN_NAMES = 4        # parameter names listed in one sentence before "..."
 
 
 @dataclass(frozen=True)
@@ -145,10 +146,14 @@ def answer_facts(result: HloResult, members: dict[str, list[str]]) -> Facts:
 
 
 def _compact(a: np.ndarray) -> str:
+    """One line: the whole array when it is small, else its shape and first values."""
     shape = ArrayShape(from_numpy(a.dtype), a.shape).to_text(False)
-    values = " ".join(np.array2string(a, threshold=6, edgeitems=2,
-                                      max_line_width=10**6).split())
-    return values if a.ndim == 0 else f"{shape} {values}"
+    if a.ndim == 0:
+        return np.array2string(a)
+    if a.size <= 6:
+        return f"{shape} {' '.join(np.array2string(a, max_line_width=10**6).split())}"
+    first = np.array2string(a.ravel()[:3], max_line_width=10**6)[1:-1].strip()
+    return f"{shape} [{' '.join(first.split())} \u2026]"
 
 
 def _outputs_fit(outputs) -> bool:
@@ -170,19 +175,22 @@ def savings(result: HloResult) -> list[tuple[int, str]]:
     found: list[tuple[int, str]] = [(0, "none found: nothing to donate, no bytes shared")]
     params = {p.number: p for p in result.parameters}
     forced = frozenset(n for n, p in params.items() if p.must_alias)
-    chosen = result.donated - forced
-    missing = frozenset(n for n, p in params.items() if p.blocked is None) - forced - chosen
+    donatable = frozenset(n for n, p in params.items() if p.blocked is None) - forced
+    chosen = result.donated & donatable
+    missing = donatable - chosen
     base = _replan(plan, result.donated - chosen) if chosen else None
     if base is not None:
-        names = ", ".join(params[n].name for n in sorted(chosen))
+        names = _names([params[n].name for n in sorted(chosen)], SHOWN_NAMES)
         found.append((base.peak - plan.peak,
                       f"donating {names} saves {format_bytes(base.peak - plan.peak)} of peak "
                       f"({format_bytes(base.peak)} \u2192 {format_bytes(plan.peak)})"))
     best = _replan(plan, result.donated | missing) if missing else None
     if best is not None:
         names = ",".join(params[n].name for n in sorted(missing))
+        flag = names if len(missing) <= SHOWN_NAMES else "all"
         found.append((plan.peak - best.peak,
-                      f"donating {names} (--donate {names}) would save "
+                      f"donating {_names(names.split(','), SHOWN_NAMES)} (--donate {flag}) "
+                      f"would save "
                       f"{format_bytes(plan.peak - best.peak)} of peak "
                       f"({format_bytes(plan.peak)} \u2192 {format_bytes(best.peak)})"))
     for allocation in plan.allocations:
