@@ -166,7 +166,8 @@ class HloMagics(Magics):
         ``r.memory_stats``, ``r.figure()``, ``r.panel()``).
 
         Inputs: ``--run A B`` or ``-i A,B`` name notebook variables (numpy arrays, numbers,
-        nested lists, or device arrays). Donation: ``--donate 0,2``, ``--donate w`` (by name) or ``--donate all``.
+        nested lists, or device arrays). Donation: ``--donate 0,2``, ``--donate w`` (by
+        name) or ``--donate all``.
         Display: ``--show hlo|assignment|timeline|kernels|panel|none`` (comma-separated),
         ``-q`` for nothing. Build: ``--device SPEC``, ``-f`` to ignore the compile cache.
         Settings (default device, alignment, table sizes): ``%config HloMagics``.
@@ -201,10 +202,11 @@ class HloMagics(Magics):
                 outputs = _host(exe.run(*args, donate=tuple(sorted(donated))))
         bound_as = python_name(exe.name)
         self.shell.user_ns[bound_as] = exe
+        shown = not opts.quiet and "none" not in show
         result = HloResult(exe, plan, parameters, donated | forced, outputs, exe.last_run,
                            bound_as, show, self.max_table_rows, self.timeline_max_buffers,
-                           explain_terms=not self._terms_explained)
-        self._terms_explained = True
+                           explain_terms=shown and not self._terms_explained)
+        self._terms_explained |= shown
         if out_name:
             self.shell.user_ns[out_name] = result
         if opts.quiet or (show == ("none",) and out_name):

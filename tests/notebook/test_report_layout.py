@@ -59,6 +59,7 @@ def test_the_answer_comes_first_and_the_details_are_folded(ip):
 
 
 def test_the_glossary_is_open_once_per_session_and_folded_after(ip):
+    ip.run_cell_magic("hlo", "--show none -o hidden", INCREMENT)     # never displayed
     first = ip.run_cell_magic("hlo", "", INCREMENT)
     second = ip.run_cell_magic("hlo", "", INCREMENT)
     assert '<details open style="margin-top:0.5em"><summary><b>What the memory words mean' \
