@@ -7,9 +7,12 @@ from __future__ import annotations
 import difflib
 import keyword
 import re
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from IPython.core.error import UsageError
+
+from runtime.donation_spec import resolve_donation
+from runtime.errors import HloArgumentError
 
 from .report import SECTIONS
 
@@ -29,22 +32,16 @@ def parse_show(value: str, flag: str = "--show") -> tuple[str, ...]:
     return parts
 
 
-def parse_donate(value: str, n_params: int) -> frozenset[int]:
-    """``0,2`` or ``all`` -> parameter numbers, each checked against the entry's count."""
-    text = value.strip()
-    if not text:
+def parse_donate(value: str, names: Sequence[str]) -> frozenset[int]:
+    """``0,2``, ``w,g`` or ``all`` -> parameter numbers, checked against the entry's
+    parameter ``names`` (the runtime's rules: each parameter at most once)."""
+    if not value.strip():
         return frozenset()
-    if text == "all":
-        return frozenset(range(n_params))
-    numbers = set()
-    for part in text.split(","):
-        part = part.strip()
-        if not part.isdigit() or int(part) >= n_params:
-            allowed = f"0..{n_params - 1}" if n_params else "none (the entry has no parameters)"
-            raise UsageError(f"--donate {value!r}: {part!r} is not a parameter number; "
-                             f"expected comma-separated numbers in {allowed}, or 'all'")
-        numbers.add(int(part))
-    return frozenset(numbers)
+    try:
+        return resolve_donation(value, names, what=f"--donate {value!r}")
+    except HloArgumentError as error:
+        hint = f" ({error.hint})" if error.hint else ""
+        raise UsageError(f"{error.message}{hint}") from None
 
 
 def split_names(value: str | None) -> list[str]:

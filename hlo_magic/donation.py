@@ -69,8 +69,8 @@ def describe_parameters(assignment: BufferAssignment) -> list[ParameterInfo]:
         if not aliases and number in donors:
             blocked = _unmatched_donor(assignment, number)
         elif not aliases:
-            blocked = (f"no input_output_alias or buffer_donor entry names parameter {number}, "
-                       "so no output can live in its buffer")
+            blocked = ("no input_output_alias or buffer_donor entry names this parameter, so "
+                       "no output can live in its buffer")
         infos.append(ParameterInfo(number, param.name, param.shape, aliases, number in donors,
                                    blocked))
     return infos

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from contextlib import contextmanager
+from functools import partial
 from typing import Iterator
 
 import numpy as np
@@ -21,7 +22,7 @@ from IPython.core.magic import (
 )
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
-from traitlets import Bool, Float, Int, TraitError, Unicode, validate
+from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, observe, validate
 
 import runtime
 
@@ -34,6 +35,9 @@ from .devices import DeviceTable
 from .donation import describe_parameters
 from .progress import NotebookProgress
 from .result import HloResult
+from .themes import set_figure_theme
+from .tracebacks import render as render_error
+from .tracebacks import user_frames
 
 _MODULE_NAME = re.compile(r"HloModule\s+([^\s,]+)")
 
@@ -60,6 +64,10 @@ class HloMagics(Magics):
     full_traceback = Bool(False, help="Show the full Python traceback for errors in HLO "
                                       "programs instead of the short located message."
                           ).tag(config=True)
+    figure_theme = Enum(("light", "dark"), "light",
+                        help="Colours of the memory figures: 'light' (black on white) or "
+                             "'dark' (light ink on a transparent background, for dark "
+                             "notebook themes).").tag(config=True)
     progress_after = Float(1.0, help="Seconds a cold compile runs before kernel-build progress "
                                      "is shown.").tag(config=True)
 
@@ -74,6 +82,12 @@ class HloMagics(Magics):
             except runtime.DeviceError:
                 pass
         return spec
+
+    _terms_explained = False   # the glossary is open in the first report of a session only
+
+    @observe("figure_theme")
+    def _use_figure_theme(self, change) -> None:
+        set_figure_theme(change["new"])
 
     @validate("alignment")
     def _check_alignment(self, proposal) -> int:
@@ -113,9 +127,10 @@ class HloMagics(Magics):
                    "show the outputs (a module without parameters: --run alone)")
     @argument("-i", "--inputs", metavar="A,B", default=None,
               help="the same as --run A B, comma-separated")
-    @argument("--donate", default="", metavar="IDX,...",
-              help="parameter numbers to donate, or 'all': their buffers hold the aliased "
-                   "outputs (updated in place) instead of being copied first")
+    @argument("--donate", default="", metavar="IDX|NAME,...",
+              help="parameters to donate, by number or name (0,2 or w,g), or 'all': their "
+                   "buffers hold the aliased outputs (updated in place) instead of being "
+                   "copied first")
     @argument("--device", metavar="SPEC", default=None,
               help="OpenCL device for this cell: cpu, gpu, gpu:1, pocl, ... (see %%hlo_devices)")
     @argument("--show", metavar="WHAT", default=None,
@@ -151,7 +166,8 @@ class HloMagics(Magics):
         ``r.memory_stats``, ``r.figure()``, ``r.panel()``).
 
         Inputs: ``--run A B`` or ``-i A,B`` name notebook variables (numpy arrays, numbers,
-        nested lists, or device arrays). Donation: ``--donate 0,2`` or ``--donate all``.
+        nested lists, or device arrays). Donation: ``--donate 0,2``, ``--donate w`` (by
+        name) or ``--donate all``.
         Display: ``--show hlo|assignment|timeline|kernels|panel|none`` (comma-separated),
         ``-q`` for nothing. Build: ``--device SPEC``, ``-f`` to ignore the compile cache.
         Settings (default device, alignment, table sizes): ``%config HloMagics``.
@@ -176,7 +192,7 @@ class HloMagics(Magics):
             exe = runtime.compile(cell, device=device, alignment=self.alignment or None,
                                   force=opts.force, progress=progress)
         progress.finish()
-        donated = parse_donate(opts.donate, len(exe.parameter_shapes))
+        donated = parse_donate(opts.donate, exe.parameter_names)
         with self._program_errors():
             parameters = describe_parameters(exe.buffer_assignment)
             forced = frozenset(p.number for p in parameters if p.must_alias)
@@ -186,8 +202,11 @@ class HloMagics(Magics):
                 outputs = _host(exe.run(*args, donate=tuple(sorted(donated))))
         bound_as = python_name(exe.name)
         self.shell.user_ns[bound_as] = exe
+        shown = not opts.quiet and "none" not in show
         result = HloResult(exe, plan, parameters, donated | forced, outputs, exe.last_run,
-                           bound_as, show, self.max_table_rows, self.timeline_max_buffers)
+                           bound_as, show, self.max_table_rows, self.timeline_max_buffers,
+                           explain_terms=shown and not self._terms_explained)
+        self._terms_explained |= shown
         if out_name:
             self.shell.user_ns[out_name] = result
         if opts.quiet or (show == ("none",) and out_name):
@@ -290,20 +309,15 @@ class HloMagics(Magics):
 
     @contextmanager
     def _program_errors(self) -> Iterator[None]:
-        """With ``full_traceback`` on, an ``HloError`` renders as an ordinary traceback."""
+        """An ``HloError`` renders short, after the user's own frames when the user's code
+        raised it; with ``full_traceback`` on, as an ordinary traceback after those frames."""
         try:
             yield
         except runtime.HloError as error:
-            if self.full_traceback:
-                error._render_traceback_ = _full_traceback(self.shell, error)
+            if self.full_traceback or user_frames(error) is not None:
+                error._render_traceback_ = partial(render_error, self.shell, error,
+                                                   full=self.full_traceback)
             raise
-
-
-def _full_traceback(shell, error: Exception):
-    """A ``_render_traceback_`` for ``error`` that gives IPython's ordinary traceback."""
-    def render() -> list[str]:
-        return shell.InteractiveTB.structured_traceback(type(error), error, error.__traceback__)
-    return render
 
 
 def _module_name(text: str) -> str:

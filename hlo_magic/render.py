@@ -1,6 +1,8 @@
 """Report parts as static HTML and as plain text.
 
-The HTML uses no JavaScript, no external CSS or fonts and no fixed background colour, so it
+``Folded`` parts become HTML ``<details>`` (open or closed as the part says); in text, which
+cannot fold, they are a heading with their parts below, after the answers. The HTML uses no
+JavaScript, no external CSS or fonts and no fixed background colour, so it
 reads the same in JupyterLab, Notebook 7, VS Code, nbconvert and dark themes; every name that
 comes from the HLO module is escaped.
 """
@@ -11,7 +13,7 @@ import base64
 import html
 import itertools
 
-from .report import Facts, Part, Picture, Preformatted, Table
+from .report import Facts, Folded, Part, Picture, Preformatted, Table
 
 _CELL = "padding:2px 10px 2px 0;text-align:left;vertical-align:top"
 _RULE = "border-bottom:1px solid rgba(127,127,127,0.35)"
@@ -50,6 +52,11 @@ def _html_part(part: Part) -> str:
     if isinstance(part, Preformatted):
         return (f'<details><summary><b>{_e(part.title)}</b></summary>'
                 f'<pre style="max-height:32em;overflow:auto">{_e(part.text)}</pre></details>')
+    if isinstance(part, Folded):
+        inner = "\n".join(_html_part(p) for p in part.parts)
+        return (f'<details{" open" if part.open else ""} style="margin-top:0.5em">'
+                f'<summary><b>{_e(part.title)}</b></summary>'
+                f'<div style="margin-left:1em">{inner}</div></details>')
     assert isinstance(part, Picture)
     data = base64.b64encode(part.png).decode("ascii")
     return (f'<h4 style="{_HEADING}">{_e(part.title)}</h4>'
@@ -86,9 +93,13 @@ def _text_part(part: Part) -> list[str]:
         return lines
     if isinstance(part, Preformatted):
         return [part.title + ":"] + ["  " + line for line in part.text.splitlines()]
+    if isinstance(part, Folded):
+        return [f"== {part.title} =="] + "\n\n".join(
+            "\n".join(_text_part(p)) for p in part.parts).splitlines()
     assert isinstance(part, Picture)
     return [f"{part.title}: ({part.alt}; shown as an image in a notebook)"]
 
 
 def to_text(parts: list[Part]) -> str:
-    return "\n\n".join("\n".join(_text_part(p)) for p in parts)
+    shown = [p for p in parts if not isinstance(p, Folded) or p.in_text]
+    return "\n\n".join("\n".join(_text_part(p)) for p in shown)

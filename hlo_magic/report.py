@@ -1,9 +1,14 @@
 """What a ``%%hlo`` report says, as plain data: facts, tables, preformatted text and pictures.
 
 The report is built once from the result of a cell and rendered twice (``render.to_html`` and
-``render.to_text``), so the HTML and the plain-text fallback can never disagree. Long tables
-keep their first ``max_table_rows`` rows and say how many were left out; the full data stays
-on the result object.
+``render.to_text``), so the HTML and the plain-text fallback can never disagree. Plain answers
+come first: the outputs, the peak and the biggest saving, then the parameters (what donation
+does) and the memory figures; the rest is folded (``Folded``: HTML ``<details>``): the module,
+device and run, the buffer assignment's tables, how buffers share bytes and what each fusion
+holds, and the glossary, open only in the first report of a session. Buffers are named so the
+user can find them: a fusion's buffer lists the source instructions it holds. Long tables keep
+their first ``max_table_rows`` rows and say how many were left out; the full data stays on the
+result object.
 """
 
 from __future__ import annotations
@@ -13,11 +18,14 @@ from typing import TYPE_CHECKING, Union
 
 import numpy as np
 
+from runtime.errors import HloError
 from runtime.hlo.dtypes import from_numpy
 from runtime.hlo.shape import ArrayShape, index_text
 
 from .donation import ParameterInfo, aliased_outputs
 from .formatting import format_bytes, format_seconds
+from .names import buffer_label, fusions, label
+from .sharing import reuses, sentence
 
 if TYPE_CHECKING:
     from runtime.buffers import Allocation, BufferAssignment
@@ -27,6 +35,7 @@ if TYPE_CHECKING:
 
 SECTIONS = ("hlo", "assignment", "timeline", "kernels", "panel")
 CONSTANT_ROWS = 3      # beyond this many constant allocations, the table gives them one row
+SHOWN_NAMES = 4        # parameter names listed in one sentence before "..."
 
 
 @dataclass(frozen=True)
@@ -60,32 +69,150 @@ class Picture:
     alt: str
 
 
-Part = Union[Facts, Table, Preformatted, Picture]
+@dataclass(frozen=True)
+class Folded:
+    """Parts shown under a heading that opens on request (HTML ``<details>``)."""
+
+    title: str
+    parts: list
+    open: bool = False
+    in_text: bool = True       # plain text cannot fold: parts said once per session stay out
+
+
+Part = Union[Facts, Table, Preformatted, Picture, Folded]
+
+GLOSSARY: list[tuple[str, str]] = [
+    ("argument", "parameter allocations"),
+    ("output", "maybe-live-out allocations (aliased parameters and tuple tables included)"),
+    ("alias", "parameter bytes an output lives in"),
+    ("temp", "the temp arena, shared by every temporary"),
+    ("constant", "constant allocations"),
+    ("total", "argument + output + temp \u2212 alias"),
+    ("peak", "live-range peak: the most bytes live at one step of the schedule (parameters, "
+             "constants, outputs and temporaries)"),
+    ("fragmentation", "temp arena beyond its liveness lower bound"),
+]
 
 
 def build_report(result: HloResult) -> list[Part]:
-    """The parts shown for ``result.show`` (the summary, parameters and memory always)."""
+    """The parts shown for ``result.show``: answers first, then the details folded."""
     limit = result.max_table_rows
-    parts: list[Part] = [summary_facts(result),
-                         parameter_table(result.parameters, result.donated, result.assignment,
-                                         result.run),
-                         memory_table(result.assignment)]
-    if result.outputs is not None:
+    plan = result.assignment
+    members = fusions(plan.module)
+    parts: list[Part] = [answer_facts(result, members)]
+    if result.outputs is not None and not _outputs_fit(result.outputs):
         parts.append(output_table(result.outputs, limit))
+    parts += [parameter_table(result.parameters, result.donated, plan, result.run),
+              memory_table(plan)]
+    details: list[Part] = [module_facts(result)]
+    title = "Details: module, device, run"
     if "assignment" in result.show:
-        parts += [allocation_table(result.assignment, limit), peak_table(result.assignment, limit)]
-        parts += copy_tables(result.assignment)
+        title += ", buffer assignment"
+        details += [allocation_table(plan, limit, members), peak_table(plan, limit, members)]
+        details += [t for t in (sharing_table(plan, limit, members), fusion_table(members, limit))
+                    if t.rows]
+        details += copy_tables(plan)
+    parts.append(Folded(title, details))
+    parts.append(Folded("What the memory words mean", [glossary_table()],
+                        open=result.explain_terms, in_text=result.explain_terms))
     if "timeline" in result.show:
         parts.append(Picture("Memory timeline", result.timeline_png(),
                              f"live bytes and buffer packing of {result.name}"))
     if "hlo" in result.show:
         parts.append(Preformatted("HLO (as parsed)", result.executable.module.to_text()))
+        parts.append(Preformatted("HLO after the passes (fusion)", plan.source.to_text()))
     if "kernels" in result.show:
         parts += kernel_parts(result.executable.program)
     return parts
 
 
-def summary_facts(result: HloResult) -> Facts:
+def answer_facts(result: HloResult, members: dict[str, list[str]]) -> Facts:
+    """The plain answers: outputs (when it ran), the peak, and the biggest saving."""
+    plan = result.assignment
+    items: list[tuple[str, str]] = []
+    if result.outputs is not None:
+        leaves = list(_output_leaves(result.outputs))
+        for index, a in leaves[:3]:
+            key = "output" if len(leaves) == 1 else f"output {index_text(index)}"
+            items.append((key, _compact(a)))
+        if len(leaves) > 3:
+            items.append(("outputs", f"\u2026 {len(leaves) - 3} more (see Outputs)"))
+    peak = plan.peak_instruction
+    items.append(("peak", f"{format_bytes(plan.peak)} at step {plan.peak_step} "
+                          f"({label(peak.name, members)}), of "
+                          f"{format_bytes(plan.memory_stats.total)} allocated"))
+    items.append(("biggest saving", biggest_saving(result)))
+    return Facts(f"HloModule {result.executable.module.name}", items)
+
+
+def _compact(a: np.ndarray) -> str:
+    """One line: the whole array when it is small, else its shape and first values."""
+    shape = ArrayShape(from_numpy(a.dtype), a.shape).to_text(False)
+    if a.ndim == 0:
+        return np.array2string(a)
+    if a.size <= 6:
+        return f"{shape} {' '.join(np.array2string(a, max_line_width=10**6).split())}"
+    first = np.array2string(a.ravel()[:3], max_line_width=10**6)[1:-1].strip()
+    return f"{shape} [{' '.join(first.split())} \u2026]"
+
+
+def _outputs_fit(outputs) -> bool:
+    """Whether the answer lines show every output value (small arrays, at most three)."""
+    leaves = list(_output_leaves(outputs))
+    return len(leaves) <= 3 and all(a.size <= 6 for _, a in leaves)
+
+
+def biggest_saving(result: HloResult) -> str:
+    """The sentence of the largest of the result's ``savings``."""
+    return max(result.savings(), key=lambda pair: pair[0])[1]
+
+
+def savings(result: HloResult) -> list[tuple[int, str]]:
+    """(bytes, sentence) for each way this plan saves or could save memory: the donations
+    made (against donating nothing optional), the donations left (donating every donatable
+    parameter), and sharing the temp arena (bytes of all temporaries beyond the arena)."""
+    plan = result.assignment
+    found: list[tuple[int, str]] = [(0, "none found: nothing to donate, no bytes shared")]
+    params = {p.number: p for p in result.parameters}
+    forced = frozenset(n for n, p in params.items() if p.must_alias)
+    donatable = frozenset(n for n, p in params.items() if p.blocked is None) - forced
+    chosen = result.donated & donatable
+    missing = donatable - chosen
+    base = _replan(plan, result.donated - chosen) if chosen else None
+    if base is not None:
+        names = _names([params[n].name for n in sorted(chosen)], SHOWN_NAMES)
+        found.append((base.peak - plan.peak,
+                      f"donating {names} saves {format_bytes(base.peak - plan.peak)} of peak "
+                      f"({format_bytes(base.peak)} \u2192 {format_bytes(plan.peak)})"))
+    best = _replan(plan, result.donated | missing) if missing else None
+    if best is not None:
+        names = ",".join(params[n].name for n in sorted(missing))
+        flag = names if len(missing) <= SHOWN_NAMES else "all"
+        found.append((plan.peak - best.peak,
+                      f"donating {_names(names.split(','), SHOWN_NAMES)} (--donate {flag}) "
+                      f"would save "
+                      f"{format_bytes(plan.peak - best.peak)} of peak "
+                      f"({format_bytes(plan.peak)} \u2192 {format_bytes(best.peak)})"))
+    for allocation in plan.allocations:
+        held = sum(b.size for b in allocation.buffers)
+        if allocation.kind == "temp" and held > allocation.size:
+            found.append((held - allocation.size,
+                          f"sharing the temp arena saves {format_bytes(held - allocation.size)}: "
+                          f"{len(allocation.buffers)} temporaries of {format_bytes(held)} in "
+                          f"{format_bytes(allocation.size)}"))
+    return found
+
+
+def _replan(plan: BufferAssignment, donated: frozenset[int]) -> BufferAssignment | None:
+    """The plan for another donation set; None where the module allows no such plan (the
+    report then leaves that saving out rather than failing)."""
+    try:
+        return plan.reassign(donated)
+    except HloError:
+        return None
+
+
+def module_facts(result: HloResult) -> Facts:
     exe = result.executable
     module = exe.module
     instructions = sum(len(c.instructions) for c in module.computations)
@@ -103,7 +230,7 @@ def summary_facts(result: HloResult) -> Facts:
                   else f"compiled in {built}"))
     if result.run is not None:
         items.append(("run", run_text(result.run)))
-    return Facts(f"HloModule {module.name}", items)
+    return Facts("Module, device and run", items)
 
 
 def run_text(run: RunRecord) -> str:
@@ -135,33 +262,42 @@ def parameter_status(param: ParameterInfo, donated: frozenset[int], plan: Buffer
 
 def parameter_table(params: list[ParameterInfo], donated: frozenset[int],
                     plan: BufferAssignment, run: RunRecord | None) -> Table:
+    """One row per parameter; a long reason shared by several rows is written once, as a
+    note the rows point to."""
+    statuses = [parameter_status(p, donated, plan, run) for p in params]
+    repeated = [s for s in dict.fromkeys(statuses) if statuses.count(s) > 1 and ": " in s]
+    marks = {s: f"[{k + 1}]" for k, s in enumerate(repeated)}
     rows = [(str(p.number), p.name, p.shape_text, p.dtype, format_bytes(p.size),
-             p.declared() or "\u2014", parameter_status(p, donated, plan, run)) for p in params]
+             p.declared() or "\u2014",
+             f"{status.split(': ')[0]} {marks[status]}" if status in marks else status)
+            for p, status in zip(params, statuses)]
+    notes = [f"{marks[s]} {s.split(': ', 1)[1]}" for s in repeated]
     return Table("Parameters", ("#", "name", "shape", "dtype", "size", "module says",
-                                "this plan"), rows)
+                                "this plan"), rows, notes)
 
 
 def memory_table(plan: BufferAssignment) -> Table:
+    """The figures in XLA's vocabulary; what each word means is in ``GLOSSARY``."""
     s = plan.memory_stats
     constant = sum(a.size for a in plan.allocations if a.kind == "constant")
-    peak_inst = plan.peak_instruction.name
-    rows = [("argument", format_bytes(s.argument), "parameter allocations"),
-            ("output", format_bytes(s.output), "maybe-live-out allocations (aliased parameters "
-                                                "and tuple tables included)"),
-            ("alias", format_bytes(s.alias), "parameter bytes an output lives in"),
-            ("temp", format_bytes(s.temp), "the temp arena, shared by every temporary"),
-            ("constant", format_bytes(constant), "constant allocations"),
+    rows = [("argument", format_bytes(s.argument), ""),
+            ("output", format_bytes(s.output), ""),
+            ("alias", format_bytes(s.alias), ""),
+            ("temp", format_bytes(s.temp), ""),
+            ("constant", format_bytes(constant), ""),
             ("total", format_bytes(s.total), "argument + output + temp \u2212 alias"),
             ("peak", format_bytes(s.peak),
-             f"live-range peak: the most bytes live at one step of the schedule (parameters, "
-             f"constants, outputs and temporaries), reached at step {plan.peak_step} "
-             f"({peak_inst})")]
+             f"reached at step {plan.peak_step} "
+             f"({label(plan.peak_instruction.name, fusions(plan.module))})")]
     arena = plan.temp_arena
     if arena is not None:
         rows.append(("fragmentation", format_bytes(plan.fragmentation),
-                     f"temp arena beyond its liveness lower bound of "
-                     f"{format_bytes(arena.lower_bound)} ({arena.order} packing)"))
-    return Table("Memory (XLA's vocabulary)", ("", "bytes", "meaning"), rows)
+                     f"lower bound {format_bytes(arena.lower_bound)} ({arena.order} packing)"))
+    return Table("Memory (XLA's vocabulary)", ("", "bytes", ""), rows)
+
+
+def glossary_table() -> Table:
+    return Table("Memory words", ("word", "meaning"), list(GLOSSARY))
 
 
 def _allocation_holds(a: Allocation) -> str:
@@ -181,7 +317,8 @@ def _names(names: list[str], shown: int = 4) -> str:
     return ", ".join(names[:shown]) + (" \u2026" if len(names) > shown else "")
 
 
-def allocation_table(plan: BufferAssignment, limit: int) -> Table:
+def allocation_table(plan: BufferAssignment, limit: int,
+                     members: dict[str, list[str]] | None = None) -> Table:
     """One row per allocation, except that the constants share one row when there are more
     than a few (a module may have dozens of scalar constants, and they would push the
     outputs and the temp arena off the table)."""
@@ -196,22 +333,41 @@ def allocation_table(plan: BufferAssignment, limit: int) -> Table:
                              _names([c.constant.name for c in constants])))
             continue
         rows.append((str(a.index), a.kind, format_bytes(a.size), _allocation_holds(a),
-                     _names([b.name for b in a.buffers])))
+                     _names([buffer_label(b, members or {}) for b in a.buffers])))
     return _limited(Table("Allocations", ("#", "kind", "size", "holds", "buffers"), rows,
                           omitted_what="allocations"), limit)
 
 
-def peak_table(plan: BufferAssignment, limit: int) -> Table:
+def peak_table(plan: BufferAssignment, limit: int,
+               members: dict[str, list[str]] | None = None) -> Table:
     rows = []
     cumulative = 0
     for b in plan.live_at_peak():
         cumulative += b.size
-        rows.append((b.name, format_bytes(b.size), format_bytes(cumulative),
+        rows.append((buffer_label(b, members or {}), format_bytes(b.size), format_bytes(cumulative),
                      b.values[0].shape.to_text(False), plan.allocations[b.allocation].kind,
                      f"{b.live.start}\u2013{b.live.end}"))
     return _limited(Table(f"Buffers live at the peak (step {plan.peak_step}, largest first)",
                           ("buffer", "size", "cumulative", "shape", "kind", "live"), rows,
                           omitted_what="buffers"), limit)
+
+
+def sharing_table(plan: BufferAssignment, limit: int,
+                  members: dict[str, list[str]] | None = None) -> Table:
+    """For each buffer that reuses bytes: which buffer held them before, and until when."""
+    rows = [(f"#{r.allocation} +{r.offset}", buffer_label(r.buffer, members or {}),
+             buffer_label(r.previous, members or {}), sentence(r)) for r in reuses(plan)]
+    return _limited(Table("How buffers share bytes", ("at", "buffer", "bytes held before by",
+                                                      "why they can share"), rows,
+                          omitted_what="reused ranges"), limit)
+
+
+def fusion_table(members: dict[str, list[str]], limit: int) -> Table:
+    """Each fusion and the source instructions it holds (root first)."""
+    rows = [(name, str(len(held)), ", ".join(held)) for name, held in members.items()]
+    return _limited(Table("Fusions: the source instructions each one holds",
+                          ("fusion", "holds", "source instructions (root first)"), rows,
+                          omitted_what="fusions"), limit)
 
 
 def copy_tables(plan: BufferAssignment) -> list[Table]:

@@ -42,7 +42,9 @@ class HloResult:
     show: tuple[str, ...] = ("assignment",)
     max_table_rows: int = 25
     timeline_max_buffers: int = 40
+    explain_terms: bool = True         # the glossary starts open (the session's first report)
     _png: bytes | None = field(default=None, repr=False)
+    _savings: list[tuple[int, str]] | None = field(default=None, repr=False)
 
     # --- data --------------------------------------------------------------------------------
     @property
@@ -76,6 +78,24 @@ class HloResult:
     def live_ranges(self) -> dict[str, tuple[int, int]]:
         """Buffer name -> (first, last) step of the flattened schedule, inclusive."""
         return {r["name"]: (r["start"], r["end"]) for r in self.records()}
+
+    def sharing(self) -> list[str]:
+        """For each reused byte range, which buffer held it before and until which step."""
+        from .sharing import reuses, sentence
+        return [sentence(r) for r in reuses(self.assignment)]
+
+    def fusions(self) -> dict[str, list[str]]:
+        """Fusion name -> the source instructions it holds, root first."""
+        from .names import fusions
+        return fusions(self.assignment.module)
+
+    def savings(self) -> list[tuple[int, str]]:
+        """(bytes, sentence) for each saving the report weighs; the largest is shown first.
+        Computed once (it plans the module again with other donations)."""
+        if self._savings is None:
+            from .report import savings
+            self._savings = savings(self)
+        return self._savings
 
     # --- figures and widgets ----------------------------------------------------------------
     def timeline(self, *, ax: Axes | None = None) -> Figure:

@@ -10,7 +10,8 @@ a pyplot figure returned from a cell is shown twice and stays in pyplot's regist
 * ``plot_peak_buffers``: the buffers live at the peak, largest first (XProf's breakdown).
 * ``plot_memory``: the three together; ``compare``: two plans side by side (donation).
 
-Every function takes ``ax=`` (or returns a new figure) so users can compose them. Program point
+Every function takes ``ax=`` (or returns a new figure) so users can compose them, and draws
+under the current figure theme (``themes``: light, or dark on a transparent background). Program point
 ``s`` is the integer ``x = s``; a buffer live over steps 4..9 spans ``x`` from 3.5 to 9.5.
 """
 
@@ -28,6 +29,7 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, MultipleLocator
 from runtime.buffers import AssignedBuffer, BufferAssignment
 
 from .formatting import BYTE_UNITS, format_bytes, format_change
+from .themes import ink, themed
 
 
 @dataclass(frozen=True)
@@ -119,6 +121,7 @@ def live_bytes_by_kind(assignment: BufferAssignment) -> dict[str, list[int]]:
     return series
 
 
+@themed
 def plot_timeline(assignment: BufferAssignment, *, ax: Axes | None = None,
                   title: str | None = None) -> Figure:
     """Live bytes over program order, stacked by kind, with the peak marked."""
@@ -132,11 +135,11 @@ def plot_timeline(assignment: BufferAssignment, *, ax: Axes | None = None,
         style = KIND_STYLES[kind]
         upper = [a + b for a, b in zip(lower, _edge_values(values))]
         ax.fill_between(edges, lower, upper, step="post", facecolor=style.colour,
-                        hatch=style.hatch, edgecolor="white" if style.hatch else style.colour,
+                        hatch=style.hatch, edgecolor=ink() if style.hatch else style.colour,
                         linewidth=0, alpha=0.85, label=style.label, gid=f"live-{kind}")
         lower = upper
-    ax.step(edges, lower, where="post", color="black", linewidth=0.8, gid="live-total")
-    _mark_peak(ax, assignment, "black")
+    ax.step(edges, lower, where="post", color=ink(), linewidth=0.8, gid="live-total")
+    _mark_peak(ax, assignment, ink())
     _program_axis(ax, assignment)
     top = max(assignment.peak, 1) * 1.18
     ax.set_ylim(0, top)
@@ -224,6 +227,7 @@ def _split_small(buffers: list[AssignedBuffer], max_buffers: int
     return ranked[:max_buffers], ranked[max_buffers:]
 
 
+@themed
 def plot_packing(assignment: BufferAssignment, *, ax: Axes | None = None,
                  max_buffers: int = 40, title: str | None = None,
                  height: int | None = None) -> Figure:
@@ -246,7 +250,7 @@ def plot_packing(assignment: BufferAssignment, *, ax: Axes | None = None,
         style = KIND_STYLES[kind]
         ax.add_patch(Rectangle((b.live.start - 0.5, bands[b.allocation].base + b.offset),
                                b.live.end - b.live.start + 1, b.size, facecolor=style.colour,
-                               hatch=style.hatch, edgecolor="black", linewidth=0.5, alpha=0.9,
+                               hatch=style.hatch, edgecolor=ink(), linewidth=0.5, alpha=0.9,
                                gid=b.name))
     if lumped:
         ax.add_collection(PatchCollection(
@@ -259,7 +263,7 @@ def plot_packing(assignment: BufferAssignment, *, ax: Axes | None = None,
     _label_bands(ax, outlined)
     _label_rectangles(ax, fig, shown, bands)
     handles = [Patch(facecolor=KIND_STYLES[k].colour, hatch=KIND_STYLES[k].hatch,
-                     edgecolor="black", label=KIND_STYLES[k].label)
+                     edgecolor=ink(), label=KIND_STYLES[k].label)
                for k in KIND_STYLES if k in kinds_used]
     if lumped:
         handles.append(Patch(facecolor=OTHER_COLOUR, label=f"{len(lumped)} smaller buffers "
@@ -302,6 +306,7 @@ def _label_rectangles(ax: Axes, fig: Figure, shown: list[AssignedBuffer],
                     clip_on=True, gid=f"label-{b.name}")
 
 
+@themed
 def plot_peak_buffers(assignment: BufferAssignment, *, ax: Axes | None = None,
                       top: int = 12) -> Figure:
     """The buffers live at the peak, largest first, with their shapes and sizes."""
@@ -318,7 +323,7 @@ def plot_peak_buffers(assignment: BufferAssignment, *, ax: Axes | None = None,
         colours.append(OTHER_COLOUR)
         hatches.append("")
     y = list(range(len(names)))
-    bars = ax.barh(y, sizes, color=colours, edgecolor="black", linewidth=0.5, gid="peak-buffers")
+    bars = ax.barh(y, sizes, color=colours, edgecolor=ink(), linewidth=0.5, gid="peak-buffers")
     for bar, hatch in zip(bars, hatches):
         bar.set_hatch(hatch)
     ax.set_yticks(y)
@@ -334,6 +339,7 @@ def plot_peak_buffers(assignment: BufferAssignment, *, ax: Axes | None = None,
     return fig
 
 
+@themed
 def plot_memory(assignment: BufferAssignment, *, max_buffers: int = 40,
                 peak_buffers: int = 12) -> Figure:
     """Live bytes and the packing map over the same x axis, and the peak's buffers."""
@@ -350,6 +356,7 @@ def plot_memory(assignment: BufferAssignment, *, max_buffers: int = 40,
     return fig
 
 
+@themed
 def compare(before: BufferAssignment, after: BufferAssignment, *,
             labels: tuple[str, str] = ("before", "after"), max_buffers: int = 40) -> Figure:
     """Two plans of one module (e.g. without and with donation): both live-bytes curves on one
@@ -366,6 +373,7 @@ def compare(before: BufferAssignment, after: BufferAssignment, *,
         _mark_peak(live, assignment, colour, f"{label}: ")
     longest = max(len(before.schedule.flattened), len(after.schedule.flattened))
     live.set_xlim(-0.5, longest - 0.5)
+    live.xaxis.set_major_locator(MaxNLocator(integer=True))
     top = max(before.peak, after.peak, 1) * 1.25
     live.set_ylim(0, top)
     live.set_xlabel(PROGRAM_ORDER)

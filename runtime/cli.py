@@ -101,8 +101,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         exe = compile_module(text, device=args.device, progress=progress)
         values = [parse_argument(a) for a in args.args]
-        donate = tuple(int(d) for d in args.donate.split(",")) if args.donate else ()
-        result = exe.run(*values, donate=donate) if donate else exe.run(*values)
+        result = exe.run(*values, donate=args.donate)
         _print_outputs(result)
     except HloError as e:
         _print_error(args.file, e)
@@ -145,8 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "or @file.npy")
     r.add_argument("--device", default=None, help="OpenCL device: cpu, gpu, gpu:1, pocl, ... "
                                                   "(default: $HLO_DEVICE or PoCL on the CPU)")
-    r.add_argument("--donate", default="", metavar="IDX,...",
-                   help="argument indices to donate (updated in place where aliased)")
+    r.add_argument("--donate", default="", metavar="IDX|NAME,...",
+                   help="parameters to donate, by number or name, or 'all' (updated in place "
+                        "where aliased)")
     r.set_defaults(func=cmd_run)
     return p
 

@@ -9,7 +9,12 @@ hint, and last the ``ClassName: message`` line that notebook runners report as t
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+_RUNTIME = str(Path(__file__).resolve().parent)
 
 
 @dataclass(frozen=True)
@@ -107,11 +112,33 @@ class DonatedBufferError(HloError):
 
 
 class CustomCallError(HloError):
-    """A custom call is unknown, malformed, or signalled failure while running."""
+    """A custom call is unknown, malformed, or signalled failure while running.
+
+    When the user's function raised, the exception is the ``__cause__``; its traceback
+    starts in the runtime (the call site, the calling convention), so ``user_frames`` cuts
+    those frames off and ``_render_traceback_`` shows the user's own lines first."""
 
     def __init__(self, message: str, *, target: str | None = None, **kwargs) -> None:
         self.target = target
         super().__init__(message, **kwargs)
+
+    def user_frames(self) -> tuple[BaseException, TracebackType] | None:
+        """The exception the user's code raised and its traceback from the first frame
+        outside the runtime; None when no user code raised this error."""
+        cause = self.__cause__
+        tb = cause.__traceback__ if cause is not None else None
+        while tb is not None and str(Path(tb.tb_frame.f_code.co_filename).resolve()
+                                     ).startswith(_RUNTIME):
+            tb = tb.tb_next
+        return (cause, tb) if cause is not None and tb is not None else None
+
+    def _render_traceback_(self) -> list[str]:
+        found = self.user_frames()
+        if found is None:
+            return super()._render_traceback_()
+        cause, tb = found
+        frames = "".join(traceback.format_exception(type(cause), cause, tb)).splitlines()
+        return [*frames, "", *super()._render_traceback_()]
 
 
 class DeviceError(HloError):

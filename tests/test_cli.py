@@ -83,3 +83,13 @@ def test_compile_reports_every_kernel_built():
     total = builds[0][2]
     assert total >= 1 and builds == [("build", n, total) for n in range(total + 1)]
     assert [c[0] for c in calls[:2]] == ["passes", "codegen"]
+
+
+def test_run_donates_by_name_and_rejects_a_repeat(tmp_path, capsys):
+    path = write(tmp_path, GOOD.replace("HloModule inc", "HloModule inc, input_output_alias={ {}: 0 }"))
+    assert main(["run", path, "41", "--donate", "p"]) == 0
+    out, _ = capsys.readouterr()
+    assert out.splitlines()[1] == "42." and "donated [0]" in out
+    assert main(["run", path, "41", "--donate", "0,0"]) == 1
+    _, err = capsys.readouterr()
+    assert "HloArgumentError: donate: parameter 0 (p) is given as '0' and again" in err

@@ -140,7 +140,7 @@ def test_argument_errors_print_the_signature(args, match):
 
 def test_donate_index_out_of_range():
     exe = runtime.compile(SCALE_VECTOR)
-    with pytest.raises(HloArgumentError, match="not an argument index"):
+    with pytest.raises(HloArgumentError, match="5 is not a parameter number or name"):
         exe.run(np.zeros(1024, np.float32), np.float32(1), donate=(5,))
 
 
@@ -235,3 +235,18 @@ def test_cache_key_ignores_comments_and_blanks_but_not_string_contents():
     assert normalise(a) == normalise('x =  f32[]\ncustom-call(),  /* c */ backend_config="a//b"')
     assert normalise(a) != normalise('x = f32[] custom-call(), backend_config="a//c"')
     assert normalise('b="a  b"') != normalise('b="a b"')
+
+
+def test_donate_by_name_and_each_parameter_once():
+    exe = runtime.compile(SCALE_VECTOR)
+    names = exe.parameter_names
+    x = runtime.device_put(np.zeros(1024, np.float32))
+    exe.run(x, np.float32(1), donate=names[0])
+    assert exe.last_run.donated == (0,) and x.is_deleted()
+    for twice in ((0, 0), f"0,{names[0]}", (names[0], 0)):
+        y = runtime.device_put(np.zeros(1024, np.float32))
+        with pytest.raises(HloArgumentError, match=r"parameter 0 \(.*\) is given as .* and again"):
+            exe.run(y, np.float32(1), donate=twice)
+        assert not y.is_deleted()
+    with pytest.raises(HloArgumentError, match="'nope' is not a parameter number or name"):
+        exe.run(np.zeros(1024, np.float32), np.float32(1), donate="nope")

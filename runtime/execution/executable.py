@@ -97,6 +97,11 @@ class Executable:
         return [p.shape for p in self._entry_params]
 
     @property
+    def parameter_names(self) -> list[str]:
+        """The entry's parameter names in order (``donate=`` accepts them)."""
+        return [p.name for p in self._entry_params]
+
+    @property
     def result_shape(self) -> Shape:
         return self.buffer_assignment.module.entry.root.shape
 
@@ -109,10 +114,13 @@ class Executable:
         outputs = self.run(*args)
         return _to_numpy(outputs)
 
-    def run(self, *args, donate: Sequence[int] | int | str = ()):
-        """Run on the device; returns ``DeviceArray``s (a nested tuple for a tuple result)."""
+    def run(self, *args, donate: Sequence[int | str] | int | str = ()):
+        """Run on the device; returns ``DeviceArray``s (a nested tuple for a tuple result).
+
+        ``donate``: parameter numbers or names (``0``, ``"w"``, ``(0, "g")``, ``"0,2"``) or
+        ``"all"``; each at most once."""
         record = RunRecord(name=f"{self.name}#{next(_RUN_COUNTER)}")
-        donate_set = self._donation_set(donate, len(args))
+        donate_set = self._donation_set(donate)
         leaves = self._check_arguments(args)
         self._check_clashes(args, donate_set)
         plan = self._donation_plan(donate_set, record)
@@ -135,18 +143,9 @@ class Executable:
         return results
 
     # --- arguments --------------------------------------------------------------------------
-    def _donation_set(self, donate, n_args: int) -> frozenset[int]:
-        if donate in ("all", "*"):
-            return frozenset(range(n_args))
-        if isinstance(donate, (int, np.integer)):
-            donate = (int(donate),)
-        out = set()
-        for d in donate:
-            if not isinstance(d, (int, np.integer)) or not 0 <= int(d) < len(self._entry_params):
-                raise HloArgumentError(f"donate={list(donate)}: {d!r} is not an argument index of "
-                                       f"{self.name}{self.signature()}")
-            out.add(int(d))
-        return frozenset(out)
+    def _donation_set(self, donate) -> frozenset[int]:
+        from .donation_spec import resolve_donation
+        return resolve_donation(donate, self.parameter_names)
 
     def _check_arguments(self, args) -> list[list[tuple[tuple[int, ...], ArrayShape, Any]]]:
         params = self._entry_params

@@ -30,6 +30,7 @@ from .ir import (
 from .literal import Literal
 from .literal_text import LiteralTextError, read_array, read_scalar, scalar_value
 from .opcodes import ATTRIBUTE_KINDS, ATTRIBUTE_VALUES, COMMON_ATTRIBUTES, OPCODES
+from .opcode_hints import suggest_opcode
 from .shape import ArrayShape, Layout, Shape, TupleShape, compatible
 from .verifier import infer_shape
 
@@ -403,9 +404,9 @@ class Parser:
         opcode = lx.value
         spec = OPCODES.get(opcode)
         if spec is None:
-            guess = difflib.get_close_matches(opcode, list(OPCODES), n=1)
+            guess = suggest_opcode(opcode, OPCODES)
             raise self.error(f"unknown opcode: {opcode}", opcode_at,
-                             hint=f"did you mean {guess[0]}?" if guess else None)
+                             hint=f"did you mean {guess}?" if guess else None)
         lx.advance()
         inst = HloInstruction(name=name, opcode=opcode, shape=shape,  # type: ignore[arg-type]
                               location=lx.location(at), parent=comp)

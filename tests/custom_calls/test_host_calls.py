@@ -367,3 +367,34 @@ ENTRY e {
     np.testing.assert_array_equal(runtime.compile(text)(np.ones(4, np.float32)),
                                   np.full(4, 3, np.float32))
     assert seen == {"ins": ["ndarray", "NoneType"], "out": ["ndarray", "NoneType"]}
+
+
+def test_a_raising_function_renders_the_users_frames_first(seed_inputs):
+    def check(values):
+        raise ValueError("broken on purpose")
+
+    def broken_call(out, ins):
+        check(ins[1])
+    runtime.register_custom_call("do_custom_call", broken_call)
+    with pytest.raises(CustomCallError) as info:
+        runtime.compile(seed())(*seed_inputs)
+    cause, tb = info.value.user_frames()
+    assert isinstance(cause, ValueError) and tb.tb_frame.f_code.co_name == "broken_call"
+    lines = info.value._render_traceback_()
+    assert lines[0] == "Traceback (most recent call last):"
+    user = lines.index("ValueError: broken on purpose")
+    assert any("broken_call" in line for line in lines[:user])
+    assert any("check(ins[1])" in line for line in lines[:user])
+    assert not any("runtime" in line and "custom_calls" in line for line in lines[:user])
+    assert lines[-1].startswith("CustomCallError: custom call 'do_custom_call' (r): the host "
+                                "function raised ValueError: broken on purpose")
+
+
+def test_a_reported_failure_has_no_frames_to_show(seed_inputs):
+    def failing(out, ins, status):
+        status.set_failure("bad input")
+    runtime.register_custom_call("do_custom_call", failing)
+    with pytest.raises(CustomCallError) as info:
+        runtime.compile(seed("API_VERSION_STATUS_RETURNING"))(*seed_inputs)
+    assert info.value.user_frames() is None
+    assert not info.value._render_traceback_()[0].startswith("Traceback")

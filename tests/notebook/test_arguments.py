@@ -16,12 +16,29 @@ def test_show_lists():
 
 
 def test_donate_values():
-    assert parse_donate("", 3) == frozenset()
-    assert parse_donate("0, 2", 3) == frozenset({0, 2})
-    assert parse_donate("all", 3) == frozenset({0, 1, 2})
-    with pytest.raises(UsageError, match=r"expected comma-separated numbers in none \(the entry "
-                                         r"has no parameters\)"):
-        parse_donate("0", 0)
+    names = ["w", "g", "lr"]
+    assert parse_donate("", names) == frozenset()
+    assert parse_donate("0, 2", names) == frozenset({0, 2})
+    assert parse_donate("all", names) == frozenset({0, 1, 2})
+    assert parse_donate("w", names) == frozenset({0})
+    assert parse_donate("g,%lr", names) == frozenset({1, 2})
+    assert parse_donate("w, 1", names) == frozenset({0, 1})
+    with pytest.raises(UsageError, match=r"expected none \(the entry has no parameters\)"):
+        parse_donate("0", [])
+
+
+@pytest.mark.parametrize("value, message", [
+    ("0,0", r"--donate '0,0': parameter 0 \(w\) is given as '0' and again; name each donated "
+            r"parameter once \(a buffer can be handed over once: drop the repeat\)"),
+    ("w,0", r"parameter 0 \(w\) is given as 'w' and again as '0'"),
+    ("q", r"'q' is not a parameter number or name; expected numbers 0..2, names w, g, lr, or "
+          r"'all'$"),
+    ("gg", r"'gg' is not a parameter number or name.*\(did you mean g\?\)"),
+    ("3", r"--donate '3': 3 is not a parameter number or name"),
+])
+def test_donate_mistakes_are_one_usage_error(value, message):
+    with pytest.raises(UsageError, match=message):
+        parse_donate(value, ["w", "g", "lr"])
 
 
 def test_names_and_identifiers():

@@ -145,3 +145,26 @@ def test_misuse_is_a_usage_error(ip, registry, line, cell, message):
         else:
             ip.run_cell_magic("hlo_custom_call", line, cell)
     assert message in str(caught.value)
+
+
+def test_a_raising_host_function_shows_the_users_frames_first(ip, registry):
+    def check(values):
+        if values.sum() > 0:
+            raise ValueError("broken on purpose")
+
+    def broken_call(out, ins):
+        check(ins[1])
+    ip.user_ns["broken_call"] = broken_call
+    ip.run_line_magic("hlo_custom_call", "do_custom_call --host broken_call")
+    ip.user_ns.update(B=np.ones(128, np.float32), C=np.ones(2048, np.float32))
+    for full in (False, True):
+        ip.run_line_magic("config", f"HloMagics.full_traceback = {full}")
+        with capture_output() as cap:
+            result = ip.run_cell("%%hlo --run B C\n" + seed_hlo())
+        assert isinstance(result.error_in_exec, runtime.CustomCallError)
+        text = cap.stdout
+        user = text.index("broken on purpose")
+        assert text.index("broken_call") < user
+        assert "host.py" not in text[:user]            # the runtime's frames are not first
+        assert "CustomCallError" in text[user:]
+        assert ("host.py" in text[user:]) == full

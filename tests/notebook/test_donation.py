@@ -21,7 +21,7 @@ def test_parameters_say_what_the_module_declares_and_why_one_cannot_alias():
     assert (x.number, x.name, x.shape_text, x.dtype, x.size) == (0, "x", "f32[4,8]", "f32", 128)
     assert x.declared() == "output {0} (may-alias)" and x.blocked is None and not x.must_alias
     assert y.declared() == "" and y.blocked == (
-        "no input_output_alias or buffer_donor entry names parameter 1, so no output can live "
+        "no input_output_alias or buffer_donor entry names this parameter, so no output can live "
         "in its buffer")
 
 

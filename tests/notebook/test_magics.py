@@ -148,11 +148,15 @@ def test_donate_all_and_bad_donate_values(ip):
     result = ip.run_cell_magic("hlo", "--donate all", ADD_MUL)
     assert result.donated == frozenset({0, 1})
     assert result.peak == 400
-    for value, bad in (("5", "'5'"), ("x", "'x'"), ("0,-1", "'-1'")):
+    assert ip.run_cell_magic("hlo", "--donate y", ADD_MUL).donated == frozenset({1})
+    for value, bad in (("5", "5"), ("z", "'z'"), ("0,-1", "'-1'")):
         with pytest.raises(UsageError) as caught:
             ip.run_cell_magic("hlo", f"--donate {value}", ADD_MUL)
-        assert str(caught.value) == (f"--donate '{value}': {bad} is not a parameter number; "
-                                     "expected comma-separated numbers in 0..1, or 'all'")
+        assert str(caught.value) == (f"--donate '{value}': {bad} is not a parameter number or "
+                                     "name; expected numbers 0..1, names x, y, or 'all'")
+    with pytest.raises(UsageError, match=r"--donate '0,x': parameter 0 \(x\) is given as '0' "
+                                         r"and again as 'x'"):
+        ip.run_cell_magic("hlo", "--donate 0,x", ADD_MUL)
 
 
 def test_must_alias_parameters_are_always_in_the_plan(ip):
@@ -216,7 +220,7 @@ def test_html_report_content(ip):
     for expected in (
         "HloModule add_mul", "(x: f32[4,8], y: f32[4,8]) -&gt; (f32[4,8], f32[4,8])",
         "output {0} (may-alias)", "donated: output {0} written in place",
-        "cannot alias: no input_output_alias or buffer_donor entry names parameter 1",
+        "cannot alias: no input_output_alias or buffer_donor entry names this parameter",
         "<td style=\"padding:2px 10px 2px 0;text-align:left;vertical-align:top\">alias</td>"
         "<td style=\"padding:2px 10px 2px 0;text-align:left;vertical-align:top\">128 B</td>",
         "reached at step 4 (t)", "Allocations", "Outputs",
@@ -289,7 +293,7 @@ def test_config_rejects_bad_values(ip, caplog, name, value, message):
 def test_config_lists_every_setting_with_help(ip):
     _, cap = run(ip, "%config HloMagics")
     for name in ("device", "alignment", "default_show", "max_table_rows",
-                 "timeline_max_buffers", "full_traceback", "progress_after"):
+                 "timeline_max_buffers", "full_traceback", "progress_after", "figure_theme"):
         assert f"HloMagics.{name}=" in cap.stdout
     assert "Current: 'assignment'" in cap.stdout
 
@@ -406,3 +410,15 @@ def test_a_configured_device_is_kept_when_there_is_no_opencl(ip, monkeypatch):
     result, cap = run(ip, "%%hlo\n" + INCREMENT)
     assert isinstance(result.error_in_exec, runtime.DeviceError)
     assert "DeviceError: OpenCL is not available" in cap.stdout
+
+
+def test_figure_theme_setting_reaches_the_figures(ip):
+    from hlo_magic.themes import figure_theme
+    ip.run_line_magic("config", "HloMagics.figure_theme = 'dark'")
+    try:
+        assert figure_theme() == "dark"
+        result = ip.run_cell_magic("hlo", "--show none -o r", INCREMENT) or ip.user_ns["r"]
+        assert result.timeline().get_facecolor()[3] == 0
+    finally:
+        ip.run_line_magic("config", "HloMagics.figure_theme = 'light'")
+    assert figure_theme() == "light"

@@ -1,7 +1,7 @@
 """Report parts built from a buffer assignment (the data both renderers show)."""
 
 import runtime
-from hlo_magic.report import allocation_table, memory_table, peak_table
+from hlo_magic.report import GLOSSARY, allocation_table, memory_table, peak_table
 from runtime.passes.pipeline import buffer_assignment
 
 from .hlo_texts import ADD_MUL
@@ -42,7 +42,8 @@ def test_few_constants_keep_their_own_rows_and_the_limit_counts_the_rest():
 def test_memory_and_peak_tables_say_what_the_numbers_are():
     plan = buffer_assignment(runtime.parse(ADD_MUL))
     memory = {row[0]: row for row in memory_table(plan).rows}
-    assert memory["alias"][1:] == ("128 B", "parameter bytes an output lives in")
+    assert memory["alias"][1:] == ("128 B", "")         # the meaning is in the glossary
+    assert dict(GLOSSARY)["alias"] == "parameter bytes an output lives in"
     assert memory["peak"][1] == "400 B" and "reached at step 4 (t)" in memory["peak"][2]
     assert "fragmentation" not in memory          # no temp arena
     peak = peak_table(plan, limit=25)

@@ -128,3 +128,36 @@ def test_library_code_never_imports_pyplot():
             "figure_png(plot_memory(buffer_assignment(runtime.parse(text))))\n"
             "print('matplotlib.pyplot' in sys.modules)\n")
     assert run_python(code) == ["False"]
+
+
+def test_compare_steps_are_whole_numbers():
+    """A short schedule is where matplotlib's default locator puts ticks at 0.5 steps."""
+    from .hlo_texts import INCREMENT
+    plan = buffer_assignment(runtime.parse(INCREMENT))
+    fig = compare(plan.reassign(frozenset()), plan)
+    live = fig.axes[0]
+    low, high = live.get_xlim()
+    ticks = [t for t in live.get_xticks() if low <= t <= high]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+
+
+def test_the_dark_theme_draws_light_ink_on_a_transparent_background(donated):
+    import io
+
+    import matplotlib.image
+
+    from hlo_magic.themes import THEMES, set_figure_theme
+    set_figure_theme("dark")
+    try:
+        fig = plot_timeline(donated)
+    finally:
+        set_figure_theme("light")
+    ax = fig.axes[0]
+    assert fig.get_facecolor()[3] == 0 and ax.get_facecolor()[3] == 0
+    assert ax.title.get_color() == THEMES["dark"]["text.color"]
+    assert {line.get_gid(): line.get_color() for line in ax.lines}["live-total"] == \
+        THEMES["dark"]["text.color"]
+    pixels = matplotlib.image.imread(io.BytesIO(figure_png(fig)))
+    assert pixels[0, 0, 3] == 0                      # the corner is transparent
+    light = plot_timeline(donated)
+    assert light.get_facecolor()[:3] == (1, 1, 1) and light.axes[0].title.get_color() == "black"

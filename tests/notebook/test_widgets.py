@@ -31,7 +31,7 @@ def test_one_toggle_per_parameter_and_blocked_ones_say_why(panel):
     x, y = panel.toggles[0], panel.toggles[1]
     assert not x.disabled and x.tooltip == "module says: output {0} (may-alias)"
     assert y.disabled and y.tooltip.startswith("cannot donate: no input_output_alias or "
-                                               "buffer_donor entry names parameter 1")
+                                               "buffer_donor entry names this parameter")
     assert panel.summary.value == "<b>peak 528 B (nothing donated)</b>"
 
 

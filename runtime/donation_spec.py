@@ -1,0 +1,60 @@
+"""Which parameters a caller donates: numbers, names, or ``all``, checked in one place.
+
+``Executable.run(donate=...)``, ``hlo run --donate`` and ``%%hlo --donate`` accept the same
+forms: ``0``, ``(0, 2)``, ``"0,2"``, ``"w"`` or ``("w", "g")`` (the entry's parameter names,
+as the report and the donation panel show them, with or without a leading ``%``), mixtures of
+both, and ``"all"``. A parameter given twice (``0,0``, or ``w`` and its number) is an error
+rather than silently one donation: it usually means a slip in which one was meant.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Sequence
+
+import numpy as np
+
+from .errors import HloArgumentError
+
+
+def resolve_donation(donate, names: Sequence[str], *, what: str = "donate") -> frozenset[int]:
+    """Parameter numbers for ``donate`` given the entry's parameter ``names`` in order."""
+    if isinstance(donate, str) and donate.strip() in ("all", "*"):
+        return frozenset(range(len(names)))
+    if isinstance(donate, (int, np.integer, str)):
+        donate = [donate]
+    items: list = []
+    for item in donate:
+        if isinstance(item, str):
+            items += [part.strip() for part in item.split(",") if part.strip()]
+        else:
+            items.append(item)
+    seen: dict[int, object] = {}
+    for item in items:
+        number = _number(item, names, what)
+        if number in seen:
+            first = seen[number]
+            again = "again" if first == item else f"again as {item!r}"
+            raise HloArgumentError(
+                f"{what}: parameter {number} ({names[number]}) is given as {first!r} and "
+                f"{again}; name each donated parameter once",
+                hint="a buffer can be handed over once: drop the repeat")
+        seen[number] = item
+    return frozenset(seen)
+
+
+def _number(item, names: Sequence[str], what: str) -> int:
+    if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
+        if 0 <= int(item) < len(names):
+            return int(item)
+    elif isinstance(item, str):
+        if item.isdigit():
+            return _number(int(item), names, what)
+        if item.lstrip("%") in names:
+            return list(names).index(item.lstrip("%"))
+    allowed = (f"numbers 0..{len(names) - 1}, names {', '.join(names)}, or 'all'" if names
+               else "none (the entry has no parameters)")
+    close = difflib.get_close_matches(item, list(names), n=1) if isinstance(item, str) else []
+    raise HloArgumentError(f"{what}: {item!r} is not a parameter number or name; "
+                           f"expected {allowed}",
+                           hint=f"did you mean {close[0]}?" if close else None)

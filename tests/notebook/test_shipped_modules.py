@@ -1,0 +1,35 @@
+"""The modules the tutorials read are what ``notebooks/modules/make_modules.py`` makes, and
+small enough to ship."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+
+from ..conftest import REPO
+
+MODULES = REPO / "notebooks" / "modules"
+GENERATED = ("attention", "mlp_forward", "sgd_tanh", "transformer_train_step")
+
+
+def test_the_shipped_files_are_small():
+    files = [MODULES / f"{name}.{ext}" for name in GENERATED for ext in ("hlo", "npz", "json")]
+    assert all(f.is_file() for f in files)
+    assert sum(f.stat().st_size for f in files) < 1_000_000
+
+
+def test_the_script_regenerates_the_shipped_files(tmp_path):
+    """JAX prints the same text for the same program and seeded inputs (with the jaxlib the
+    ``.json`` files record); a change to the script must come with regenerated files."""
+    subprocess.run([sys.executable, str(MODULES / "make_modules.py"), str(tmp_path)],
+                   check=True, capture_output=True, timeout=300)
+    for name in GENERATED:
+        for ext in ("hlo", "json"):
+            assert (tmp_path / f"{name}.{ext}").read_text() == \
+                (MODULES / f"{name}.{ext}").read_text(), f"{name}.{ext}"
+        made, shipped = np.load(tmp_path / f"{name}.npz"), np.load(MODULES / f"{name}.npz")
+        assert sorted(made.files) == sorted(shipped.files)
+        for key in made.files:
+            np.testing.assert_array_equal(made[key], shipped[key], err_msg=f"{name} {key}")
