@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from IPython.core.error import UsageError
 
-from runtime.donation_spec import resolve_donation
+from runtime.buffers.donation_spec import resolve_donation
 from runtime.errors import HloArgumentError
 
 from .report import SECTIONS

@@ -21,6 +21,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..buffers.donation_spec import resolve_donation
 from ..errors import DeviceError, HloArgumentError
 from ..hlo.dtypes import ElementType, from_numpy
 from ..hlo.shape import ArrayShape, Shape, TupleShape
@@ -144,7 +145,6 @@ class Executable:
 
     # --- arguments --------------------------------------------------------------------------
     def _donation_set(self, donate) -> frozenset[int]:
-        from .donation_spec import resolve_donation
         return resolve_donation(donate, self.parameter_names)
 
     def _check_arguments(self, args) -> list[list[tuple[tuple[int, ...], ArrayShape, Any]]]:

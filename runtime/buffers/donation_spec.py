@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import HloArgumentError
+from ..errors import HloArgumentError
 
 
 def resolve_donation(donate, names: Sequence[str], *, what: str = "donate") -> frozenset[int]:
