@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Iterator
 
 import numpy as np
@@ -192,9 +193,14 @@ class HloMagics(Magics):
             self.shell.user_ns[out_name] = result
         if opts.quiet or (show == ("none",) and out_name):
             return None
-        if "panel" in show:
-            display(result)
-            display(result.panel())
+        live_timeline = "timeline" in show and getattr(self.shell, "kernel", None) is not None
+        if "panel" in show or live_timeline:
+            display(replace(result, show=tuple(s for s in show if s != "timeline"))
+                    if live_timeline else result)
+            if live_timeline:
+                display(result.timeline())
+            if "panel" in show:
+                display(result.panel())
             return None
         return result
 

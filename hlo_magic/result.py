@@ -3,7 +3,8 @@
 The result keeps the executable, the buffer assignment for the cell's donation choice, the
 outputs of a run (numpy) and the run record, and renders itself as a static report: HTML for
 notebooks, text for terminals, a one-line ``repr``. Figures are made on request and only enter
-the display bundle when the cell asked for ``--show timeline``.
+the display bundle when the cell asked for ``--show timeline`` (in a kernel, ``%%hlo`` shows the
+interactive ``MemoryTimeline`` after the report instead; its bundle keeps the PNG).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from runtime.buffers import BufferAssignment, MemoryStats
     from runtime.execute import RunRecord
 
+    from .timeline_widget import MemoryTimeline
     from .widgets import DonationPanel
 
 
@@ -78,7 +80,14 @@ class HloResult:
         return {r["name"]: (r["start"], r["end"]) for r in self.records()}
 
     # --- figures and widgets ----------------------------------------------------------------
-    def timeline(self, *, ax: Axes | None = None) -> Figure:
+    def timeline(self) -> MemoryTimeline:
+        """The interactive memory timeline (hover, zoom, find a buffer); its display bundle
+        falls back to ``figure()``'s PNG where no widget front end runs."""
+        from .timeline_widget import MemoryTimeline
+        return MemoryTimeline(self.assignment, max_buffers=self.timeline_max_buffers)
+
+    def live_bytes(self, *, ax: Axes | None = None) -> Figure:
+        """The static plot of bytes live at each step, stacked by kind."""
         from .timeline import plot_timeline
         return plot_timeline(self.assignment, ax=ax)
 
