@@ -11,7 +11,7 @@ import base64
 import html
 import itertools
 
-from .report import Facts, Part, Picture, Preformatted, Table
+from .report import Facts, Markup, Part, Picture, Preformatted, Table
 
 _CELL = "padding:2px 10px 2px 0;text-align:left;vertical-align:top"
 _RULE = "border-bottom:1px solid rgba(127,127,127,0.35)"
@@ -50,6 +50,8 @@ def _html_part(part: Part) -> str:
     if isinstance(part, Preformatted):
         return (f'<details><summary><b>{_e(part.title)}</b></summary>'
                 f'<pre style="max-height:32em;overflow:auto">{_e(part.text)}</pre></details>')
+    if isinstance(part, Markup):
+        return f'<h4 style="{_HEADING}">{_e(part.title)}</h4>{part.html}'
     assert isinstance(part, Picture)
     data = base64.b64encode(part.png).decode("ascii")
     return (f'<h4 style="{_HEADING}">{_e(part.title)}</h4>'
@@ -85,6 +87,8 @@ def _text_part(part: Part) -> list[str]:
             lines.append(f"  {_omitted(part)}")
         return lines
     if isinstance(part, Preformatted):
+        return [part.title + ":"] + ["  " + line for line in part.text.splitlines()]
+    if isinstance(part, Markup):
         return [part.title + ":"] + ["  " + line for line in part.text.splitlines()]
     assert isinstance(part, Picture)
     return [f"{part.title}: ({part.alt}; shown as an image in a notebook)"]

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from .result import HloResult
 
-SECTIONS = ("hlo", "assignment", "timeline", "kernels", "panel")
+SECTIONS = ("hlo", "assignment", "timeline", "annotated", "kernels", "panel")
 CONSTANT_ROWS = 3      # beyond this many constant allocations, the table gives them one row
 
 
@@ -60,7 +60,16 @@ class Picture:
     alt: str
 
 
-Part = Union[Facts, Table, Preformatted, Picture]
+@dataclass(frozen=True)
+class Markup:
+    """A view that renders itself (the annotated module): its HTML and its plain text."""
+
+    title: str
+    html: str
+    text: str
+
+
+Part = Union[Facts, Table, Preformatted, Picture, Markup]
 
 
 def build_report(result: HloResult) -> list[Part]:
@@ -80,6 +89,10 @@ def build_report(result: HloResult) -> list[Part]:
                              f"live bytes and buffer packing of {result.name}"))
     if "hlo" in result.show:
         parts.append(Preformatted("HLO (as parsed)", result.executable.module.to_text()))
+    if "annotated" in result.show:
+        view = result.annotated()
+        parts.append(Markup("HLO after the passes, annotated with buffers", view.to_html(),
+                            view.to_text()))
     if "kernels" in result.show:
         parts += kernel_parts(result.executable.program)
     return parts

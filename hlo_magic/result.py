@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from runtime.buffers import BufferAssignment, MemoryStats
     from runtime.execute import RunRecord
 
+    from .annotated import AnnotatedModule
     from .timeline_widget import MemoryTimeline
     from .widgets import DonationPanel
 
@@ -85,6 +86,12 @@ class HloResult:
         falls back to ``figure()``'s PNG where no widget front end runs."""
         from .timeline_widget import MemoryTimeline
         return MemoryTimeline(self.assignment, max_buffers=self.timeline_max_buffers)
+
+    def annotated(self) -> AnnotatedModule:
+        """The module after the passes, each instruction with its allocation, offset, size,
+        live range and the source instructions a fusion was made from."""
+        from .annotated import annotate
+        return annotate(self.assignment, self.executable.module)
 
     def live_bytes(self, *, ax: Axes | None = None) -> Figure:
         """The static plot of bytes live at each step, stacked by kind."""
