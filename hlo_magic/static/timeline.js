@@ -386,19 +386,23 @@ class Timeline {
     const m = this.meta;
     const legend = m.kinds.map((k, j) => `<span class="hlo-tl-swatch" style="background:${m.kind_colours[j]}"></span>${esc(m.kind_labels[j])}`).join("<br>");
     this.details.innerHTML = `<div class="hlo-tl-name">${esc(m.module)}</div>` +
-      `<div>peak ${esc(m.peak_text)} at step ${m.peak_step} (${esc(m.steps[m.peak_step])})</div>` +
+      this.liveHtml(m.peak_step, 10) +
       `<div class="hlo-tl-legend">${legend}<br><span class="hlo-tl-swatch" style="background:grey"></span>small buffers, aggregated</div>` +
       `<div class="hlo-tl-note">Hover a buffer for its details; click to pin them here.</div>`;
   }
 
+  liveHtml(step, shown) {
+    const live = this.liveAt(step);
+    const rows = live.slice(0, shown).map((i) =>
+      `<tr><td><a href="#" data-buffer="${i}">${esc(this.meta.names[i])}</a></td><td>${formatBytes(this.size[i])}</td></tr>`).join("");
+    return this.stepHtml(step) +
+      `<div>${live.length} buffers live, largest first:</div><table class="hlo-tl-live">${rows}</table>` +
+      (live.length > shown ? `<div>\u2026 ${live.length - shown} more</div>` : "");
+  }
+
   showStep(step) {
     this.step = step;
-    const live = this.liveAt(step);
-    const rows = live.slice(0, 25).map((i) =>
-      `<tr><td><a href="#" data-buffer="${i}">${esc(this.meta.names[i])}</a></td><td>${formatBytes(this.size[i])}</td></tr>`).join("");
-    this.details.innerHTML = this.stepHtml(step) +
-      `<div>${live.length} buffers live, largest first:</div><table class="hlo-tl-live">${rows}</table>` +
-      (live.length > 25 ? `<div>\u2026 ${live.length - 25} more</div>` : "");
+    this.details.innerHTML = this.liveHtml(step, 25);
     this.draw();
   }
 
