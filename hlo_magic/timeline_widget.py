@@ -42,6 +42,7 @@ class MemoryTimeline(anywidget.AnyWidget):
         self.assignment = assignment
         self.data: TimelineData = timeline_data(assignment)
         self.max_buffers = max_buffers
+        self._png: bytes | None = None
         super().__init__(meta=self.data.meta(), columns=self.data.numeric.tobytes(), **kwargs)
 
     def select(self, name: str) -> None:
@@ -66,5 +67,7 @@ class MemoryTimeline(anywidget.AnyWidget):
         from .timeline import figure_png
         data, metadata = super()._repr_mimebundle_(**kwargs)
         data["text/plain"] = self.summary()
-        data["image/png"] = figure_png(self.figure())
+        if self._png is None:       # drawing a whole model's figure takes a second or two
+            self._png = figure_png(self.figure())
+        data["image/png"] = self._png
         return data, metadata

@@ -86,6 +86,7 @@ class Timeline {
     for (const series of meta.live) for (let s = 0; s < this.steps; s++) this.total[s] += series[s];
     this.layoutBands();
     this.resetView();
+    this.size_ = [this.canvas.clientWidth, this.model.get("height")];
     this.selected = -1;
     this.step = -1;
     this.showOverview();
@@ -110,8 +111,9 @@ class Timeline {
   }
 
   // --- geometry -----------------------------------------------------------------------------
-  get width() { return this.canvas.clientWidth; }
-  get height() { return this.model.get("height"); }
+  // sizes are read once per draw: reading clientWidth per rectangle forces a layout each time
+  get width() { return this.size_[0]; }
+  get height() { return this.size_[1]; }
   get mapY0() { return TOP + STRIP + GAP; }               // top of the map in pixels
   get mapY1() { return this.height - BOTTOM; }            // bottom of the map
   sx(step) { return LEFT + (step - this.x0) / (this.x1 - this.x0) * (this.width - LEFT - RIGHT); }
@@ -147,8 +149,15 @@ class Timeline {
              select: pick("--jp-brand-color1", "#1976d2"), warn: pick("--jp-error-color1", "#d32f2f") };
   }
 
+  redraw() {
+    // wheel and drag events come faster than frames: draw once per frame
+    if (this.pending) return;
+    this.pending = requestAnimationFrame(() => { this.pending = 0; this.draw(); });
+  }
+
   draw() {
     const ratio = window.devicePixelRatio || 1;
+    this.size_ = [this.canvas.clientWidth, this.model.get("height")];
     const width = this.width, height = this.height;
     if (!width) return;
     this.canvas.style.height = `${height}px`;
@@ -227,7 +236,7 @@ class Timeline {
     g.setLineDash([]);
     // buffers: large ones as rectangles, small ones into aggregation cells
     const cols = Math.ceil((x1 - x0) / CELL) + 1, rows = Math.ceil((y1 - y0) / CELL) + 1;
-    const cells = new Map();
+    const cells = new Uint32Array(cols * rows);
     this.drawn = [];
     let aggregated = 0;
     for (let i = 0; i < this.n; i++) {
@@ -237,12 +246,7 @@ class Timeline {
         aggregated += 1;
         const cx0 = Math.max(0, Math.floor((r.x - x0) / CELL)), cx1 = Math.min(cols - 1, Math.floor((r.x + r.w - x0) / CELL));
         const cy0 = Math.max(0, Math.floor((r.y - y0) / CELL)), cy1 = Math.min(rows - 1, Math.floor((r.y + r.h - y0) / CELL));
-        for (let cx = cx0; cx <= cx1; cx++) for (let cy = cy0; cy <= cy1; cy++) {
-          const key = cy * cols + cx;
-          let cell = cells.get(key);
-          if (!cell) { cell = []; cells.set(key, cell); }
-          cell.push(i);
-        }
+        for (let cy = cy0; cy <= cy1; cy++) for (let cx = cx0; cx <= cx1; cx++) cells[cy * cols + cx] += 1;
         continue;
       }
       g.fillStyle = this.meta.kind_colours[this.kind[i]];
@@ -254,10 +258,12 @@ class Timeline {
       this.drawn.push(i);
     }
     g.fillStyle = "rgba(128,128,128,1)";
-    for (const [key, members] of cells) {
-      g.globalAlpha = Math.min(0.9, 0.3 + 0.08 * members.length);
-      g.fillRect(x0 + (key % cols) * CELL, y0 + Math.floor(key / cols) * CELL, CELL, CELL);
+    // one path per shade (1..8 buffers in a cell): a few fills instead of one per cell
+    const shades = Array.from({ length: 8 }, () => new Path2D());
+    for (let key = 0; key < cells.length; key++) {
+      if (cells[key]) shades[Math.min(cells[key], 8) - 1].rect(x0 + (key % cols) * CELL, y0 + Math.floor(key / cols) * CELL, CELL, CELL);
     }
+    shades.forEach((path, k) => { g.globalAlpha = 0.3 + 0.08 * (k + 1); g.fill(path); });
     g.globalAlpha = 1;
     this.cells = cells; this.cellCols = cols; this.aggregated = aggregated;
     // names inside rectangles wide and tall enough
@@ -331,9 +337,8 @@ class Timeline {
         const i = this.drawn[k], r = this.rect(i);
         if (px >= r.x && px <= r.x + r.w && py >= r.y && py <= r.y + r.h) return { buffer: i };
       }
-      const key = Math.floor((py - this.mapY0) / CELL) * this.cellCols + Math.floor((px - LEFT) / CELL);
-      const members = this.cells.get(key);
-      if (members) return { cell: members };
+      const cx = Math.floor((px - LEFT) / CELL), cy = Math.floor((py - this.mapY0) / CELL);
+      if (this.cells[cy * this.cellCols + cx]) return { cell: this.cellMembers(cx, cy) };
       const y = this.yAt(py);
       for (let a = 0; a < this.bandBase.length; a++) {
         if (y >= this.bandBase[a] && y < this.bandBase[a] + this.bandHeight[a]) return { band: a, step: this.nearestStep(px) };
@@ -342,6 +347,16 @@ class Timeline {
     }
     if (py >= TOP && py <= TOP + STRIP && px >= LEFT && px <= this.width - RIGHT) return { step: this.nearestStep(px), strip: true };
     return null;
+  }
+
+  cellMembers(cx, cy) {
+    // the aggregated (too small to draw) buffers that touch one cell: found on hover only
+    const left = LEFT + cx * CELL, top = this.mapY0 + cy * CELL, members = [];
+    for (let i = 0; i < this.n; i++) {
+      const r = this.rect(i);
+      if ((r.w < MIN_PX || r.h < MIN_PX) && r.x <= left + CELL && r.x + r.w >= left && r.y <= top + CELL && r.y + r.h >= top) members.push(i);
+    }
+    return members;
   }
 
   nearestStep(px) { return Math.min(this.steps - 1, Math.max(0, Math.round(this.stepAt(px)))); }
@@ -461,7 +476,7 @@ class Timeline {
         const s = this.stepAt(px);
         this.x0 = Math.max(-0.5, s - (s - this.x0) * factor); this.x1 = Math.min(this.steps - 0.5, s + (this.x1 - s) * factor);
       }
-      this.draw();
+      this.redraw();
     }, { passive: false });
     canvas.addEventListener("mousedown", (e) => {
       const [px, py] = local(e);
@@ -485,7 +500,7 @@ class Timeline {
           this.y0 = Math.min(Math.max(0, drag.y0 + dy), this.mapTop - wy); this.y1 = this.y0 + wy;
         }
         this.tooltip.hidden = true;
-        this.draw();
+        this.redraw();
         return;
       }
       this.hover(px, py);

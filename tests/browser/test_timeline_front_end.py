@@ -75,7 +75,9 @@ def page(plan, request):
 
 
 def view(page, expression: str):
-    return page.evaluate(f"(() => {{ const v = {VIEW}; return {expression}; }})()")
+    """``expression`` over the front end's state, read after the next frame is drawn."""
+    return page.evaluate(f"new Promise((done) => requestAnimationFrame(() => "
+                         f"requestAnimationFrame(() => {{ const v = {VIEW}; done({expression}); }})))")
 
 
 def test_status_and_overview_name_the_peak_and_what_is_live_there(page, plan):
