@@ -146,6 +146,29 @@ def annotate(plan: BufferAssignment, source: HloModule | None = None) -> Annotat
     return AnnotatedModule(module.name, computations, allocations)
 
 
+def source_name(name: str, names: set[str]) -> str | None:
+    """The source instruction (one of ``names``) that ``name`` comes from: itself, or the
+    original of a copy a pass made (inlining a call or duplicating into a fusion appends
+    ``.N``, maybe more than once: ``constant.17.0.1`` is a copy of ``constant.17``)."""
+    while name not in names:
+        match = _DUPLICATE.match(name)
+        if not match:
+            return None
+        name = match.group(1)
+    return name
+
+
+def fused_from(fusion: HloInstruction, names: set[str]) -> list[str]:
+    """The source instructions a fusion holds, in its fused computation's order."""
+    found: list[str] = []
+    for comp in fusion.called_computations:
+        for member in comp.instructions:
+            original = source_name(member.name, names)
+            if member.opcode != "parameter" and original and original not in found:
+                found.append(original)
+    return found
+
+
 class _Builder:
     def __init__(self, plan: BufferAssignment, names: set[str], lines: dict[str, int],
                  origins: dict[str, str]) -> None:
@@ -155,15 +178,7 @@ class _Builder:
         self.origins = origins
 
     def source_name(self, name: str) -> str | None:
-        """The source instruction ``name`` comes from: itself, or the original of a copy a
-        pass made (inlining a call or duplicating into a fusion appends ``.N``, maybe twice:
-        ``constant.17.0.1`` is a copy of ``constant.17``)."""
-        while name not in self.names:
-            match = _DUPLICATE.match(name)
-            if not match:
-                return None
-            name = match.group(1)
-        return name
+        return source_name(name, self.names)
 
     def slots(self, inst: HloInstruction) -> list[Slot]:
         plan = self.plan
@@ -180,30 +195,24 @@ class _Builder:
         return slots
 
     def instruction(self, inst: HloInstruction) -> AnnotatedInstruction:
-        fused: list[AnnotatedInstruction] = []
-        fused_from: list[str] = []
-        if inst.opcode == "fusion":
-            for comp in inst.called_computations:
-                for member in comp.instructions:
-                    fused.append(self.instruction(member))
-                    original = self.source_name(member.name)
-                    if member.opcode != "parameter" and original and original not in fused_from:
-                        fused_from.append(original)
+        fused = [self.instruction(m) for c in inst.called_computations for m in c.instructions] \
+            if inst.opcode == "fusion" else []
+        held = fused_from(inst, self.names) if inst.opcode == "fusion" else []
         original = self.source_name(inst.name)
         origin = ""
         if inst.name in self.origins:
             origin = self.origins[inst.name]
         elif inst.opcode == "fusion":
-            origin = "" if fused_from else "made by fusion"
+            origin = "" if held else "made by fusion"
         elif original is None:
             origin = "made by the passes"
         elif original != inst.name:
             origin = f"a pass's copy of {original}"
-        traced = fused_from or ([original] if original else [])
+        traced = held or ([original] if original else [])
         source_lines = sorted({self.lines[n] for n in traced if n in self.lines})
         return AnnotatedInstruction(inst.name, inst.opcode, instruction_to_text(inst),
                                     self.plan.schedule.step.get(inst), self.slots(inst),
-                                    fused_from, fused, source_lines, origin)
+                                    held, fused, source_lines, origin)
 
 
 # --- rendering ---------------------------------------------------------------------------------

@@ -85,7 +85,8 @@ class HloResult:
         """The interactive memory timeline (hover, zoom, find a buffer); its display bundle
         falls back to ``figure()``'s PNG where no widget front end runs."""
         from .timeline_widget import MemoryTimeline
-        return MemoryTimeline(self.assignment, max_buffers=self.timeline_max_buffers)
+        return MemoryTimeline(self.assignment, source=self.executable.module,
+                              max_buffers=self.timeline_max_buffers)
 
     def annotated(self) -> AnnotatedModule:
         """The module after the passes, each instruction with its allocation, offset, size,

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from runtime.buffers import AssignedBuffer, BufferAssignment
+from runtime.hlo import HloModule
+
+from .annotated import fused_from
 
 from .formatting import format_bytes
 from .timeline import KIND_STYLES, buffer_kind, live_bytes_by_kind
@@ -76,16 +79,16 @@ def _allocation_label(assignment: BufferAssignment, index: int) -> str:
     return f"#{a.index} {what} ({format_bytes(a.size)})"
 
 
-def _note(assignment: BufferAssignment, placed: AssignedBuffer, taken_from: dict) -> str:
-    """Lines shown under a buffer's details: what it was fused from, what else it holds,
-    whose bytes it took over."""
+def _note(assignment: BufferAssignment, placed: AssignedBuffer, taken_from: dict,
+          names: set[str]) -> str:
+    """Lines shown under a buffer's details: the source instructions a fusion holds, what
+    else the buffer holds, whose bytes it took over."""
     lines = []
     inst = placed.buffer.first.instruction
     if inst.opcode == "fusion":
-        fused = [i.name for c in inst.called_computations for i in c.instructions
-                 if i.opcode != "parameter"]
+        fused = fused_from(inst, names)
         more = f" (+{len(fused) - MAX_LISTED} more)" if len(fused) > MAX_LISTED else ""
-        lines.append(f"fusion of {len(fused)}: {', '.join(fused[:MAX_LISTED])}{more}")
+        lines.append(f"fused from {len(fused)}: {', '.join(fused[:MAX_LISTED])}{more}")
     others = [v.label for v in placed.values[1:]]
     if others:
         more = f" (+{len(others) - MAX_LISTED} more)" if len(others) > MAX_LISTED else ""
@@ -97,8 +100,11 @@ def _note(assignment: BufferAssignment, placed: AssignedBuffer, taken_from: dict
     return "\n".join(lines)
 
 
-def timeline_data(assignment: BufferAssignment) -> TimelineData:
-    """The widget's data for ``assignment``: every buffer with a size, in allocation order."""
+def timeline_data(assignment: BufferAssignment, source: HloModule | None = None
+                  ) -> TimelineData:
+    """The widget's data for ``assignment``: every buffer with a size, in allocation order.
+    ``source`` (the module as written) names what fusions hold (default: the plan's input)."""
+    names = {i.name for i in (source or assignment.source).instructions()}
     buffers = [b for b in assignment.buffers() if b.size]
     taken_from = assignment.temp_arena.reuse if assignment.temp_arena else {}
     numeric = np.array([[b.size for b in buffers], [b.allocation for b in buffers],
@@ -116,7 +122,7 @@ def timeline_data(assignment: BufferAssignment) -> TimelineData:
         instructions=[b.buffer.first.instruction.name for b in buffers],
         opcodes=[b.buffer.first.instruction.opcode for b in buffers],
         shapes=[b.buffer.first.shape.to_text(False) for b in buffers],
-        notes=[_note(assignment, b, taken_from) for b in buffers],
+        notes=[_note(assignment, b, taken_from, names) for b in buffers],
         allocations=allocations, steps=[i.name for i in steps],
         step_opcodes=[i.opcode for i in steps], live_by_kind=live_bytes_by_kind(assignment),
         peak=assignment.peak, peak_step=assignment.peak_step)

@@ -18,6 +18,7 @@ import anywidget
 import traitlets
 
 from runtime.buffers import BufferAssignment
+from runtime.hlo import HloModule
 
 from .formatting import format_bytes
 from .timeline_data import TimelineData, timeline_data
@@ -37,10 +38,11 @@ class MemoryTimeline(anywidget.AnyWidget):
     selected = traitlets.Unicode("").tag(sync=True)
     height = traitlets.Int(460).tag(sync=True)
 
-    def __init__(self, assignment: BufferAssignment, *, max_buffers: int = 40,
-                 **kwargs) -> None:
+    def __init__(self, assignment: BufferAssignment, *, source: HloModule | None = None,
+                 max_buffers: int = 40, **kwargs) -> None:
+        """``source``: the module as written, whose names a fusion's details list."""
         self.assignment = assignment
-        self.data: TimelineData = timeline_data(assignment)
+        self.data: TimelineData = timeline_data(assignment, source)
         self.max_buffers = max_buffers
         self._png: bytes | None = None
         super().__init__(meta=self.data.meta(), columns=self.data.numeric.tobytes(), **kwargs)

@@ -42,10 +42,15 @@ def test_columns_are_the_assignments_records(name):
 
 
 def test_notes_say_what_a_fusion_holds_and_whose_bytes_a_buffer_reuses():
-    plan = corpus_plan("random_threefry")
-    data = timeline_data(plan)
+    source = runtime.parse((corpus_dir() / "random_threefry.hlo").read_text())
+    plan = assign_buffers(optimise(source), alignment=128)
+    data = timeline_data(plan, source)
     fusions = [i for i, op in enumerate(data.opcodes) if op == "fusion"]
-    assert fusions and all(data.notes[i].startswith("fusion of ") for i in fusions)
+    assert fusions and all(data.notes[i].startswith("fused from ") for i in fusions)
+    names = {i.name for i in source.instructions()}
+    for i in fusions:
+        listed = data.notes[i].splitlines()[0].split(": ", 1)[1].split(" (+")[0].split(", ")
+        assert set(listed) <= names, listed
     reuse = plan.temp_arena.reuse
     for later, earlier in reuse.items():
         note = data.notes[data.index_of(plan.placement(later).name)]
@@ -96,3 +101,26 @@ def test_in_a_kernel_show_timeline_displays_the_report_then_the_widget(ip, monke
     assert "data:image/png" not in report.data["text/html"]
     assert "application/vnd.jupyter.widget-view+json" in widget.data
     assert widget.data["image/png"].startswith(b"\x89PNG")
+
+
+def test_an_executed_notebook_keeps_the_png_for_nbconvert(tmp_path, monkeypatch):
+    """nbclient runs ``--show timeline`` in a real kernel (the widget is displayed); nbconvert,
+    with no widget state saved, falls back to the PNG in the widget's bundle."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbconvert import HTMLExporter
+
+    from ..conftest import REPO
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3",
+                                                           "display_name": "Python 3",
+                                                           "language": "python"}})
+    nb.cells = [nbformat.v4.new_code_cell("%load_ext hlo_magic"),
+                nbformat.v4.new_code_cell(f"%%hlo --show timeline\n{ADD_MUL}")]
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    report, widget = nb.cells[1].outputs
+    assert "Memory (XLA&#x27;s vocabulary)" in report.data["text/html"]
+    assert "application/vnd.jupyter.widget-view+json" in widget.data
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    assert html.count("data:image/png;base64,") == 1
