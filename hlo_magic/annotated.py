@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from runtime.buffers import BufferAssignment
 from runtime.hlo import HloModule
-from runtime.hlo.ir import HloComputation, HloInstruction
+from runtime.hlo.ir import HloInstruction
 from runtime.hlo.printer import instruction_to_text
 from runtime.hlo.shape import ShapeIndex, index_text
 

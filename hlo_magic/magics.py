@@ -154,7 +154,8 @@ class HloMagics(Magics):
         Inputs: ``--run A B`` or ``-i A,B`` name notebook variables (numpy arrays, numbers,
         nested lists, or device arrays). Donation: ``--donate 0,2`` or ``--donate all``.
         Display: ``--show hlo|assignment|timeline|annotated|kernels|panel|none``
-        (comma-separated), ``-q`` for nothing. Build: ``--device SPEC``, ``-f`` to ignore the compile cache.
+        (comma-separated), ``-q`` for nothing. Build: ``--device SPEC``, ``-f`` to ignore the
+        compile cache.
         Settings (default device, alignment, table sizes): ``%config HloMagics``.
         """
         opts = parse_argstring(self.hlo, line)

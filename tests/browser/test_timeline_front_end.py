@@ -39,7 +39,10 @@ window.model = {{
   save_changes() {{}},
   on(event, f) {{ (handlers[event] ||= []).push(f); }},
   off() {{}},
-  fromPython(key, value) {{ state[key] = value; (handlers["change:" + key] || []).forEach((f) => f()); }},
+  fromPython(key, value) {{
+    state[key] = value;
+    (handlers["change:" + key] || []).forEach((f) => f());
+  }},
 }};
 const source = "{js}";
 const module = await import("data:text/javascript;base64," + source);
@@ -77,7 +80,8 @@ def page(plan, request):
 def view(page, expression: str):
     """``expression`` over the front end's state, read after the next frame is drawn."""
     return page.evaluate(f"new Promise((done) => requestAnimationFrame(() => "
-                         f"requestAnimationFrame(() => {{ const v = {VIEW}; done({expression}); }})))")
+                         f"requestAnimationFrame(() => {{ const v = {VIEW}; "
+                         f"done({expression}); }})))")
 
 
 def test_status_and_overview_name_the_peak_and_what_is_live_there(page, plan):
