@@ -442,7 +442,7 @@ class Timeline {
     this.x1 = Math.min(this.steps - 0.5, this.end[i] + 0.5 + padX);
     const yb = this.bandBase[a] + this.offset[i] * this.bandScale[a];
     const h = this.size[i] * this.bandScale[a];
-    const padY = Math.max(h, this.bandHeight[a] * 0.05);
+    const padY = 2 * h;                 // the buffer takes a fifth of the height
     this.y0 = Math.max(0, yb - padY); this.y1 = Math.min(this.mapTop, yb + h + padY);
   }
 

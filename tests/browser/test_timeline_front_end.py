@@ -17,6 +17,7 @@ from hlo_magic.timeline_data import timeline_data
 from runtime.buffers import assign_buffers
 from runtime.passes.pipeline import optimise
 
+from ..conftest import CORPUS
 from .conftest import CHROMIUM
 
 pytestmark = pytest.mark.browser
@@ -56,8 +57,7 @@ def plan():
     return assign_buffers(optimise(runtime.parse(MODULE.read_text())), alignment=128)
 
 
-@pytest.fixture
-def page(plan, request):
+def open_page(request, plan):
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} not installed")
     browser = request.getfixturevalue("browser")
@@ -72,9 +72,14 @@ def page(plan, request):
     page.set_content(html)
     page.wait_for_function("window.ready === true && "
                            "document.querySelector('.hlo-tl-status').textContent !== ''")
-    yield page
-    page.close()
-    assert not errors
+    request.addfinalizer(page.close)
+    request.addfinalizer(lambda: not errors or pytest.fail(f"errors on the page: {errors}"))
+    return page
+
+
+@pytest.fixture
+def page(plan, request):
+    return open_page(request, plan)
 
 
 def view(page, expression: str):
@@ -146,3 +151,26 @@ def test_python_selects_and_clicks_pin(page, plan):
     # Peak lists what is live at the peak step
     page.click(".hlo-tl-peak")
     assert "the peak" in page.inner_text(".hlo-tl-details")
+
+
+def test_a_whole_model_with_a_thousand_buffers(request):
+    """ViT-tiny's training step from the shared models (1000+ buffers in 250 allocations):
+    every buffer live at the peak can be found, and hovering it shows its own details."""
+    models = CORPUS.parent / "models"
+    text = (models / "vit_tiny_train_step.hlo").read_text()     # missing models fail here
+    plan = assign_buffers(optimise(runtime.parse(text)), alignment=128)
+    assert len(plan.buffers()) > 1000
+    page = open_page(request, plan)
+    live = plan.live_at_peak()
+    for target in (live[0], live[len(live) // 2], live[-1]):
+        page.fill(".hlo-tl-search", target.name)
+        page.press(".hlo-tl-search", "Enter")
+        rect = view(page, f"v.rectOf({json.dumps(target.name)})")
+        assert rect["visible"], (target.name, rect)
+        page.mouse.move(rect["x"] + rect["width"] / 2, rect["y"] + rect["height"] / 2)
+        tooltip = page.inner_text(".hlo-tl-tooltip")
+        assert tooltip.startswith(target.name + "\n"), tooltip
+        assert f"steps {target.live.start}\u2013{target.live.end}" in tooltip
+        assert f"{target.offset} B" in tooltip
+    page.click(".hlo-tl-reset")
+    assert view(page, "v.aggregated") > 0        # at full view, most buffers are lumped
