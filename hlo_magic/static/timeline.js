@@ -303,15 +303,24 @@ class Timeline {
   }
 
   drawAxis(g, c) {
+    // ticks at 1, 2, 5 x 10^k steps; zoomed in far enough, each step also names its instruction
     const y = this.mapY1, span = this.x1 - this.x0, width = this.width - LEFT - RIGHT;
-    const target = Math.max(2, Math.floor(width / 80));
-    let step = 1;
-    for (const n of [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000]) { step = n; if (span / n <= target) break; }
+    const perStep = width / span, named = perStep >= 70;
+    const raw = span / Math.max(2, Math.floor(width / 80));
+    const magnitude = 10 ** Math.floor(Math.log10(Math.max(raw, 1)));
+    const step = named ? 1 : [1, 2, 5, 10].map((m) => m * magnitude).find((v) => v >= raw);
     g.fillStyle = c.fg; g.textAlign = "center"; g.textBaseline = "top";
     for (let s = Math.ceil(Math.max(this.x0, 0) / step) * step; s <= Math.min(this.x1, this.steps - 1); s += step) {
       const x = this.sx(s);
       g.fillRect(x, y, 1, 4);
-      g.fillText(String(s), x, y + 5);
+      let label = String(s);
+      if (named) {
+        const room = Math.floor((perStep - 8) / 6.5) - label.length - 1;
+        const name = this.meta.steps[s];
+        label += " " + (name.length > room ? name.slice(0, Math.max(room - 1, 1)) + "\u2026" : name);
+      }
+      const half = g.measureText(label).width / 2;
+      if (x - half >= LEFT - 4 && x + half <= this.width) g.fillText(label, x, y + 5);
     }
     g.textAlign = "right";
     g.fillStyle = c.muted;
