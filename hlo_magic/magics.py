@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 from contextlib import contextmanager
+from dataclasses import replace
 from functools import partial
 from typing import Iterator
 
@@ -168,8 +169,9 @@ class HloMagics(Magics):
         Inputs: ``--run A B`` or ``-i A,B`` name notebook variables (numpy arrays, numbers,
         nested lists, or device arrays). Donation: ``--donate 0,2``, ``--donate w`` (by
         name) or ``--donate all``.
-        Display: ``--show hlo|assignment|timeline|kernels|panel|none`` (comma-separated),
-        ``-q`` for nothing. Build: ``--device SPEC``, ``-f`` to ignore the compile cache.
+        Display: ``--show hlo|assignment|timeline|annotated|kernels|panel|none``
+        (comma-separated), ``-q`` for nothing. Build: ``--device SPEC``, ``-f`` to ignore the
+        compile cache.
         Settings (default device, alignment, table sizes): ``%config HloMagics``.
         """
         opts = parse_argstring(self.hlo, line)
@@ -211,9 +213,14 @@ class HloMagics(Magics):
             self.shell.user_ns[out_name] = result
         if opts.quiet or (show == ("none",) and out_name):
             return None
-        if "panel" in show:
-            display(result)
-            display(result.panel())
+        live_timeline = "timeline" in show and getattr(self.shell, "kernel", None) is not None
+        if "panel" in show or live_timeline:
+            display(replace(result, show=tuple(s for s in show if s != "timeline"))
+                    if live_timeline else result)
+            if live_timeline:
+                display(result.timeline())
+            if "panel" in show:
+                display(result.panel())
             return None
         return result
 

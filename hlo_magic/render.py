@@ -13,7 +13,7 @@ import base64
 import html
 import itertools
 
-from .report import Facts, Folded, Part, Picture, Preformatted, Table
+from .report import Facts, Folded, Markup, Part, Picture, Preformatted, Table
 
 _CELL = "padding:2px 10px 2px 0;text-align:left;vertical-align:top"
 _RULE = "border-bottom:1px solid rgba(127,127,127,0.35)"
@@ -57,6 +57,8 @@ def _html_part(part: Part) -> str:
         return (f'<details{" open" if part.open else ""} style="margin-top:0.5em">'
                 f'<summary><b>{_e(part.title)}</b></summary>'
                 f'<div style="margin-left:1em">{inner}</div></details>')
+    if isinstance(part, Markup):
+        return f'<h4 style="{_HEADING}">{_e(part.title)}</h4>{part.html}'
     assert isinstance(part, Picture)
     data = base64.b64encode(part.png).decode("ascii")
     return (f'<h4 style="{_HEADING}">{_e(part.title)}</h4>'
@@ -96,6 +98,8 @@ def _text_part(part: Part) -> list[str]:
     if isinstance(part, Folded):
         return [f"== {part.title} =="] + "\n\n".join(
             "\n".join(_text_part(p)) for p in part.parts).splitlines()
+    if isinstance(part, Markup):
+        return [part.title + ":"] + ["  " + line for line in part.text.splitlines()]
     assert isinstance(part, Picture)
     return [f"{part.title}: ({part.alt}; shown as an image in a notebook)"]
 

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
     from .result import HloResult
 
-SECTIONS = ("hlo", "assignment", "timeline", "kernels", "panel")
+SECTIONS = ("hlo", "assignment", "timeline", "annotated", "kernels", "panel")
 CONSTANT_ROWS = 3      # beyond this many constant allocations, the table gives them one row
 SHOWN_NAMES = 4        # parameter names listed in one sentence before "..."
 
@@ -79,7 +79,16 @@ class Folded:
     in_text: bool = True       # plain text cannot fold: parts said once per session stay out
 
 
-Part = Union[Facts, Table, Preformatted, Picture, Folded]
+@dataclass(frozen=True)
+class Markup:
+    """A view that renders itself (the annotated module): its HTML and its plain text."""
+
+    title: str
+    html: str
+    text: str
+
+
+Part = Union[Facts, Table, Preformatted, Picture, Folded, Markup]
 
 GLOSSARY: list[tuple[str, str]] = [
     ("argument", "parameter allocations"),
@@ -121,6 +130,10 @@ def build_report(result: HloResult) -> list[Part]:
     if "hlo" in result.show:
         parts.append(Preformatted("HLO (as parsed)", result.executable.module.to_text()))
         parts.append(Preformatted("HLO after the passes (fusion)", plan.source.to_text()))
+    if "annotated" in result.show:
+        view = result.annotated()
+        parts.append(Markup("HLO after the passes, annotated with buffers", view.to_html(),
+                            view.to_text()))
     if "kernels" in result.show:
         parts += kernel_parts(result.executable.program)
     return parts

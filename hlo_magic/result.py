@@ -3,7 +3,8 @@
 The result keeps the executable, the buffer assignment for the cell's donation choice, the
 outputs of a run (numpy) and the run record, and renders itself as a static report: HTML for
 notebooks, text for terminals, a one-line ``repr``. Figures are made on request and only enter
-the display bundle when the cell asked for ``--show timeline``.
+the display bundle when the cell asked for ``--show timeline`` (in a kernel, ``%%hlo`` shows the
+interactive ``MemoryTimeline`` after the report instead; its bundle keeps the PNG).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from runtime.buffers import BufferAssignment, MemoryStats
     from runtime.execution.executable import RunRecord
 
+    from .annotated import AnnotatedModule
+    from .timeline_widget import MemoryTimeline
     from .widgets import DonationPanel
 
 
@@ -98,7 +101,21 @@ class HloResult:
         return self._savings
 
     # --- figures and widgets ----------------------------------------------------------------
-    def timeline(self, *, ax: Axes | None = None) -> Figure:
+    def timeline(self) -> MemoryTimeline:
+        """The interactive memory timeline (hover, zoom, find a buffer); its display bundle
+        falls back to ``figure()``'s PNG where no widget front end runs."""
+        from .timeline_widget import MemoryTimeline
+        return MemoryTimeline(self.assignment, source=self.executable.module,
+                              max_buffers=self.timeline_max_buffers)
+
+    def annotated(self) -> AnnotatedModule:
+        """The module after the passes, each instruction with its allocation, offset, size,
+        live range and the source instructions a fusion was made from."""
+        from .annotated import annotate
+        return annotate(self.assignment, self.executable.module)
+
+    def live_bytes(self, *, ax: Axes | None = None) -> Figure:
+        """The static plot of bytes live at each step, stacked by kind."""
         from .timeline import plot_timeline
         return plot_timeline(self.assignment, ax=ax)
 

@@ -34,12 +34,18 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def lab_url(tmp_path_factory):
+def lab_root(tmp_path_factory) -> Path:
+    """The temporary folder JupyterLab runs in; it serves ``lab_root / "notebooks"``."""
+    return tmp_path_factory.mktemp("lab")
+
+
+@pytest.fixture(scope="session")
+def lab_url(lab_root):
     lab = shutil.which("jupyter-lab", path=os.path.dirname(sys.executable))
     if not lab or not os.path.exists(CHROMIUM):
         pytest.skip("jupyterlab or /usr/bin/chromium not installed")
     pytest.importorskip("playwright")
-    root = tmp_path_factory.mktemp("lab")
+    root = lab_root
     env = dict(os.environ)
     for name in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR"):
         env[name] = str(root / name.lower())
@@ -86,7 +92,17 @@ def browser():
         b.close()
 
 
+@pytest.fixture(scope="session")
+def artifacts() -> Path:
+    """Where browser tests leave their screenshots for CI to keep: ``$HLO_TEST_ARTIFACTS``
+    or ``test-artifacts/browser`` in the repository (ignored by git)."""
+    folder = Path(os.environ.get("HLO_TEST_ARTIFACTS", REPO / "test-artifacts")) / "browser"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 @pytest.fixture
-def screenshot_path(tmp_path) -> Path:
-    """Where the test leaves its screenshot: ``$SMOKE_SCREENSHOT`` or the test's temp dir."""
-    return Path(os.environ.get("SMOKE_SCREENSHOT", tmp_path / "after.png"))
+def screenshot_path(request, artifacts) -> Path:
+    """Where the test leaves its screenshot: ``$SMOKE_SCREENSHOT`` or the artifacts folder."""
+    default = artifacts / f"{request.node.name}.png"
+    return Path(os.environ.get("SMOKE_SCREENSHOT", default))

@@ -274,7 +274,7 @@ def test_default_show_from_config(ip):
 @pytest.mark.parametrize("name, value, message", [
     ("max_table_rows", "0", "HloMagics.max_table_rows = 0: expected a positive number"),
     ("default_show", "'bogus'", "HloMagics.default_show 'bogus': expected a comma-separated "
-                                "list of hlo, assignment, timeline, kernels, panel, none"),
+                                "list of hlo, assignment, timeline, annotated, kernels, panel, none"),
     ("alignment", "100", "HloMagics.alignment = 100: expected 0 (the device's) or a power of "
                          "two"),
     ("device", "'no-such-device'", "HloMagics.device 'no-such-device': no OpenCL device "
@@ -344,7 +344,7 @@ def test_a_fast_compile_shows_no_progress(ip):
 @pytest.mark.parametrize("line, cell, message", [
     ("--bogus", INCREMENT, "unrecognized arguments: --bogus"),
     ("--show everything", INCREMENT, "--show 'everything': expected a comma-separated list of "
-                                     "hlo, assignment, timeline, kernels, panel, none"),
+                                     "hlo, assignment, timeline, annotated, kernels, panel, none"),
     ("--show none,hlo", INCREMENT, "'none' cannot be combined"),
     ("", "   \n", "%%hlo needs an HLO module in the cell body"),
     ("--run missing", INCREMENT, "--run: no variable named 'missing' in the notebook"),

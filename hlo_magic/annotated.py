@@ -1,0 +1,342 @@
+"""The module after the passes, annotated with where each instruction's result lives.
+
+Like ``%%cython -a`` for memory: every instruction the program runs as a step of the schedule
+gets its step, the allocation, offset and size of each leaf of its result, and the live range
+of the buffer there; a fusion also lists the instructions it was fused from, by the names of the
+module the user wrote (and their lines), and expands to its fused computation. The numbers are
+read from the buffer assignment (``slice``, ``placement``), never recomputed. Rendered as HTML
+(rows coloured by allocation, fusions in ``<details>``) and as plain text.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import dataclass, field
+
+from runtime.buffers import BufferAssignment
+from runtime.hlo import HloModule
+from runtime.hlo.ir import HloInstruction
+from runtime.hlo.printer import instruction_to_text
+from runtime.hlo.shape import ShapeIndex, index_text
+
+from .formatting import format_bytes
+
+# Allocation colours (Paul Tol's "light" scheme): rows are tinted, so they stay readable in
+# light and dark themes alike.
+PALETTE = ("#77AADD", "#EE8866", "#EEDD88", "#FFAABB", "#99DDFF", "#44BB99", "#BBCC33",
+           "#AAAA00", "#DDDDDD")
+_DUPLICATE = re.compile(r"^(.*)\.\d+$")
+_CODE = ("font-family:var(--jp-code-font-family,monospace);white-space:pre;display:inline-block;"
+         "max-width:60em;overflow:hidden;text-overflow:ellipsis;vertical-align:top")
+_CELL = "padding:1px 8px 1px 0;text-align:left;vertical-align:top"
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where one leaf (or tuple table) of an instruction's result lives."""
+
+    index: ShapeIndex
+    buffer: str
+    allocation: int
+    kind: str
+    offset: int
+    size: int
+    live: tuple[int, int]
+    defined_here: bool          # False: the instruction forwards bytes defined elsewhere
+
+    @property
+    def where(self) -> str:
+        return f"#{self.allocation} {self.kind}"
+
+
+@dataclass(frozen=True)
+class AnnotatedInstruction:
+    name: str
+    opcode: str
+    text: str                                   # the printed HLO line
+    step: int | None                            # None inside fusions and called computations
+    slots: list[Slot] = field(default_factory=list)
+    fused_from: list[str] = field(default_factory=list)   # names in the source module
+    fused: list[AnnotatedInstruction] = field(default_factory=list)
+    source_lines: list[int] = field(default_factory=list)
+    origin: str = ""                            # what made it, when the source has no such name
+
+    @property
+    def allocation(self) -> int | None:
+        return self.slots[0].allocation if self.slots else None
+
+
+@dataclass(frozen=True)
+class AnnotatedComputation:
+    name: str
+    role: str                                   # "entry" | "sequential" | "called"
+    signature: str
+    instructions: list[AnnotatedInstruction]
+
+
+class AnnotatedModule:
+    """``annotate(plan, source)``; ``view["name"]`` is one instruction, ``view.to_text()`` the
+    plain rendering, and in a notebook it shows as HTML."""
+
+    def __init__(self, name: str, computations: list[AnnotatedComputation],
+                 allocations: list[tuple[int, str, int]]) -> None:
+        self.name = name
+        self.computations = computations
+        self.allocations = allocations          # (index, kind, size)
+        self._by_name = {i.name: i for c in computations for i in c.instructions}
+
+    def __getitem__(self, name: str) -> AnnotatedInstruction:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"{self.name} has no instruction {name!r} after the passes") from None
+
+    def instructions(self) -> list[AnnotatedInstruction]:
+        return [i for c in self.computations for i in c.instructions]
+
+    def to_text(self) -> str:
+        return annotated_text(self)
+
+    def to_html(self) -> str:
+        return annotated_html(self)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def __repr__(self) -> str:
+        return f"<AnnotatedModule {self.name}: {len(self._by_name)} instructions>"
+
+    def _repr_html_(self) -> str:
+        return self.to_html()
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:
+        printer.text(repr(self) if cycle else self.to_text())
+
+
+# --- building ----------------------------------------------------------------------------------
+def annotate(plan: BufferAssignment, source: HloModule | None = None) -> AnnotatedModule:
+    """The annotated view of ``plan.module``; ``source`` (the module as the user wrote it)
+    gives the names fusions are traced back to (default: the module the plan was made from)."""
+    source = source or plan.source
+    lines = {i.name: i.location.line for i in source.instructions() if i.location is not None}
+    names = {i.name for i in source.instructions()}
+    origins = {c.instruction: f"inserted copy: {c.reason}" for c in plan.copies}
+    builder = _Builder(plan, names, lines, origins)
+    module = plan.module
+    assert module.entry is not None
+    fused = {c for i in module.instructions() if i.opcode == "fusion"
+             for c in i.called_computations}
+    steps = plan.schedule.step
+    spans = plan.schedule.spans
+    sequential = sorted((c for c in module.computations if c in spans),
+                        key=lambda c: (c is not module.entry, spans[c][0]))
+    computations = []
+    for comp in sequential:
+        ordered = sorted(comp.instructions, key=lambda i: steps.get(i, len(steps)))
+        role = "entry" if comp is module.entry else "sequential"
+        computations.append(AnnotatedComputation(comp.name, role, comp.signature_text(),
+                                                 [builder.instruction(i) for i in ordered]))
+    for comp in module.computations:
+        if comp not in spans and comp not in fused:
+            computations.append(AnnotatedComputation(
+                comp.name, "called", comp.signature_text(),
+                [builder.instruction(i) for i in comp.instructions]))
+    allocations = [(a.index, a.kind, a.size) for a in plan.allocations]
+    return AnnotatedModule(module.name, computations, allocations)
+
+
+def source_name(name: str, names: set[str]) -> str | None:
+    """The source instruction (one of ``names``) that ``name`` comes from: itself, or the
+    original of a copy a pass made (inlining a call or duplicating into a fusion appends
+    ``.N``, maybe more than once: ``constant.17.0.1`` is a copy of ``constant.17``)."""
+    while name not in names:
+        match = _DUPLICATE.match(name)
+        if not match:
+            return None
+        name = match.group(1)
+    return name
+
+
+def fused_from(fusion: HloInstruction, names: set[str]) -> list[str]:
+    """The source instructions a fusion holds, in its fused computation's order."""
+    found: list[str] = []
+    for comp in fusion.called_computations:
+        for member in comp.instructions:
+            original = source_name(member.name, names)
+            if member.opcode != "parameter" and original and original not in found:
+                found.append(original)
+    return found
+
+
+class _Builder:
+    def __init__(self, plan: BufferAssignment, names: set[str], lines: dict[str, int],
+                 origins: dict[str, str]) -> None:
+        self.plan = plan
+        self.names = names
+        self.lines = lines
+        self.origins = origins
+
+    def source_name(self, name: str) -> str | None:
+        return source_name(name, self.names)
+
+    def slots(self, inst: HloInstruction) -> list[Slot]:
+        plan = self.plan
+        if not plan.dataflow.has_positions(inst):
+            return []
+        slots = []
+        for index, value in plan.dataflow.value_set(inst).items():
+            placed = plan.placement(plan.aliasing.buffer_of(value))
+            where = plan.value_slice(value)
+            slots.append(Slot(index, placed.name, where.allocation,
+                              plan.allocations[where.allocation].kind, where.offset, where.size,
+                              (placed.live.start, placed.live.end),
+                              value.instruction is inst))
+        return slots
+
+    def instruction(self, inst: HloInstruction) -> AnnotatedInstruction:
+        fused = [self.instruction(m) for c in inst.called_computations for m in c.instructions] \
+            if inst.opcode == "fusion" else []
+        held = fused_from(inst, self.names) if inst.opcode == "fusion" else []
+        original = self.source_name(inst.name)
+        origin = ""
+        if inst.name in self.origins:
+            origin = self.origins[inst.name]
+        elif inst.opcode == "fusion":
+            origin = "" if held else "made by fusion"
+        elif original is None:
+            origin = "made by the passes"
+        elif original != inst.name:
+            origin = f"a pass's copy of {original}"
+        traced = held or ([original] if original else [])
+        source_lines = sorted({self.lines[n] for n in traced if n in self.lines})
+        return AnnotatedInstruction(inst.name, inst.opcode, instruction_to_text(inst),
+                                    self.plan.schedule.step.get(inst), self.slots(inst),
+                                    held, fused, source_lines, origin)
+
+
+# --- rendering ---------------------------------------------------------------------------------
+def _lines_text(lines: list[int]) -> str:
+    if not lines:
+        return ""
+    if len(lines) == 1:
+        return f"line {lines[0]}"
+    more = " \u2026" if len(lines) > 8 else ""
+    return f"lines {', '.join(map(str, lines[:8]))}{more}"
+
+
+def _slot_text(inst: AnnotatedInstruction, slot: Slot) -> str:
+    """``{1} #3 temp +256 4.0 KiB live 2–7 (buffer w)``: the buffer is named where it is not
+    the instruction's own (an aliased parameter's, or one a forwarding instruction passes on)."""
+    index = f"{index_text(slot.index)} " if slot.index else ""
+    own = inst.name + (index_text(slot.index) if slot.index else "")
+    buffer = "" if slot.buffer == own else f" (buffer {slot.buffer})"
+    return (f"{index}{slot.where} +{slot.offset} {format_bytes(slot.size)} "
+            f"live {slot.live[0]}\u2013{slot.live[1]}{buffer}")
+
+
+def _notes(inst: AnnotatedInstruction) -> list[str]:
+    notes = []
+    if inst.fused_from:
+        more = f" (+{len(inst.fused_from) - 12} more)" if len(inst.fused_from) > 12 else ""
+        notes.append(f"fused from {', '.join(inst.fused_from[:12])}{more}")
+    if inst.origin:
+        notes.append(inst.origin)
+    if inst.source_lines:
+        notes.append(f"source {_lines_text(inst.source_lines)}")
+    return ["; ".join(notes)] if notes else []
+
+
+def annotated_text(view: AnnotatedModule) -> str:
+    out = [f"HloModule {view.name} after the passes: step, allocation, offset, size, live "
+           f"range of each result"]
+    for comp in view.computations:
+        out.append("")
+        out.append(f"{'ENTRY ' if comp.role == 'entry' else ''}%{comp.name} {comp.signature}"
+                   + ("  (called: no buffers of its own)" if comp.role == "called" else ""))
+        for inst in comp.instructions:
+            step = "" if inst.step is None else str(inst.step)
+            first = inst.slots[0] if inst.slots else None
+            where = (f"{first.where:<14} {first.offset:>10} {format_bytes(first.size):>10} "
+                     f"{first.live[0]:>5}\u2013{first.live[1]:<5}" if first else " " * 48)
+            out.append(f"  {step:>5}  {where}  {inst.text}")
+            if first and first.buffer != inst.name:
+                out.append(f"{'':>9}in buffer {first.buffer}")
+            for slot in inst.slots[1:]:
+                out.append(f"{'':>9}{_slot_text(inst, slot)}")
+            for note in _notes(inst):
+                out.append(f"{'':>9}// {note}")
+            for member in inst.fused:
+                out.append(f"{'':>9}| {member.text}")
+    return "\n".join(out)
+
+
+def allocation_colour(index: int) -> str:
+    return PALETTE[index % len(PALETTE)]
+
+
+def _tint(colour: str, alpha: float) -> str:
+    r, g, b = (int(colour[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _e(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def _instruction_cell(inst: AnnotatedInstruction) -> str:
+    code = f'<code style="{_CODE}" title="{_e(inst.text)}">{_e(inst.text)}</code>'
+    if not inst.fused:
+        return code
+    members = "\n".join(m.text for m in inst.fused)
+    return (f'<details class="hlo-fusion"><summary>{code}</summary>'
+            f'<pre style="margin:2px 0 4px 1.5em;font-size:0.95em;max-width:60em;overflow-x:auto">'
+            f'{_e(members)}</pre></details>')
+
+
+def _slots_cell(inst: AnnotatedInstruction) -> str:
+    if not inst.slots:
+        return ""
+    first = inst.slots[0]
+    text = _e(_slot_text(inst, first))
+    if len(inst.slots) == 1:
+        return text
+    rest = "<br>".join(_e(_slot_text(inst, s)) for s in inst.slots[1:])
+    return f"<details><summary>{text} (+{len(inst.slots) - 1} leaves)</summary>{rest}</details>"
+
+
+def _row(inst: AnnotatedInstruction) -> str:
+    colour = allocation_colour(inst.allocation) if inst.allocation is not None else None
+    style = (f"background:{_tint(colour, 0.22)};border-left:4px solid {colour}" if colour
+             else "border-left:4px solid transparent")
+    step = "" if inst.step is None else str(inst.step)
+    notes = "<br>".join(_e(n) for n in _notes(inst))
+    return (f'<tr data-instruction="{_e(inst.name)}" style="{style}">'
+            f'<td style="{_CELL};text-align:right">{step}</td>'
+            f'<td style="{_CELL};white-space:nowrap">{_slots_cell(inst)}</td>'
+            f'<td style="{_CELL}">{_instruction_cell(inst)}</td>'
+            f'<td style="{_CELL}">{notes}</td></tr>')
+
+
+def annotated_html(view: AnnotatedModule) -> str:
+    head = "".join(f'<th style="{_CELL}">{c}</th>' for c in
+                   ("step", "allocation +offset size, live range", "instruction (after the passes)",
+                    "fused from / origin"))
+    blocks = []
+    for comp in view.computations:
+        rows = "".join(_row(i) for i in comp.instructions)
+        title = (f"{'ENTRY ' if comp.role == 'entry' else ''}%{_e(comp.name)} "
+                 f"<small>{_e(comp.signature)}</small>"
+                 + (" <i>(called: no buffers of its own)</i>" if comp.role == "called" else ""))
+        opened = " open" if comp.role != "called" else ""
+        blocks.append(f'<details{opened}><summary><b>{title}</b></summary>'
+                      f'<table style="border-collapse:collapse"><thead><tr>{head}</tr></thead>'
+                      f'<tbody>{rows}</tbody></table></details>')
+    legend = " ".join(
+        f'<span style="display:inline-block;padding:0 4px;margin:1px;'
+        f'background:{_tint(allocation_colour(i), 0.35)};border-left:4px solid '
+        f'{allocation_colour(i)}">#{i} {_e(kind)} {format_bytes(size)}</span>'
+        for i, kind, size in view.allocations)
+    return (f'<div class="hlo-annotated" style="color:inherit;overflow-x:auto">'
+            f'<details><summary>allocations (row colours)</summary>{legend}</details>'
+            f'{"".join(blocks)}</div>')

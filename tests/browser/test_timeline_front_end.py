@@ -1,0 +1,176 @@
+"""The timeline's front end (``hlo_magic/static/timeline.js``) in headless Chromium without
+JupyterLab: a page renders it with a stand-in for the widget model holding the data Python
+computed for a transformer training step, and the test zooms, pans, finds, clicks and hovers."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+
+import pytest
+
+import hlo_magic
+import runtime
+from hlo_magic.formatting import format_bytes
+from hlo_magic.timeline_data import timeline_data
+from runtime.buffers import assign_buffers
+from runtime.passes.pipeline import optimise
+
+from ..conftest import CORPUS
+from .conftest import CHROMIUM
+
+pytestmark = pytest.mark.browser
+
+MODULE = Path(__file__).with_name("data") / "train_step.hlo"
+STATIC = Path(hlo_magic.__file__).parent / "static"
+VIEW = "document.getElementById('out').hloTimeline"
+
+# A stand-in for the anywidget model: get/set/save_changes/on/off, and `changed` records what
+# the front end sent back to Python.
+PAGE = """<!doctype html><html><head><style>{css}</style></head>
+<body style="width:1200px;margin:0"><div id="out"></div><script type="module">
+const raw = Uint8Array.from(atob("{columns}"), (c) => c.charCodeAt(0));
+const state = {{ meta: {meta}, columns: new DataView(raw.buffer), selected: "", height: 460 }};
+const handlers = {{}};
+window.changed = [];
+window.model = {{
+  get: (key) => state[key],
+  set: (key, value) => {{ state[key] = value; window.changed.push([key, value]); }},
+  save_changes() {{}},
+  on(event, f) {{ (handlers[event] ||= []).push(f); }},
+  off() {{}},
+  fromPython(key, value) {{
+    state[key] = value;
+    (handlers["change:" + key] || []).forEach((f) => f());
+  }},
+}};
+const source = "{js}";
+const module = await import("data:text/javascript;base64," + source);
+module.default.render({{ model: window.model, el: document.getElementById("out") }});
+window.ready = true;
+</script></body></html>"""
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return assign_buffers(optimise(runtime.parse(MODULE.read_text())), alignment=128)
+
+
+def open_page(request, plan):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} not installed")
+    browser = request.getfixturevalue("browser")
+    data = timeline_data(plan)
+    html = PAGE.format(css=(STATIC / "timeline.css").read_text(),
+                       columns=base64.b64encode(data.numeric.tobytes()).decode(),
+                       meta=json.dumps(data.meta()),
+                       js=base64.b64encode((STATIC / "timeline.js").read_bytes()).decode())
+    page = browser.new_page(viewport={"width": 1250, "height": 700})
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.set_content(html)
+    page.wait_for_function("window.ready === true && "
+                           "document.querySelector('.hlo-tl-status').textContent !== ''")
+    request.addfinalizer(page.close)
+    request.addfinalizer(lambda: not errors or pytest.fail(f"errors on the page: {errors}"))
+    return page
+
+
+@pytest.fixture
+def page(plan, request):
+    return open_page(request, plan)
+
+
+def view(page, expression: str):
+    """``expression`` over the front end's state, read after the next frame is drawn."""
+    return page.evaluate(f"new Promise((done) => requestAnimationFrame(() => "
+                         f"requestAnimationFrame(() => {{ const v = {VIEW}; "
+                         f"done({expression}); }})))")
+
+
+def test_status_and_overview_name_the_peak_and_what_is_live_there(page, plan):
+    status = page.inner_text(".hlo-tl-status")
+    assert status.startswith(f"{len([b for b in plan.buffers() if b.size])} buffers, "
+                             f"{len(plan.allocations)} allocations")
+    assert f"peak {format_bytes(plan.peak)} at step {plan.peak_step}" in status
+    details = page.inner_text(".hlo-tl-details")
+    live = plan.live_at_peak()
+    assert f"{len(live)} buffers live, largest first" in details
+    assert live[0].name in details
+
+
+def test_wheel_zooms_steps_and_shows_aggregated_buffers_one_by_one(page):
+    box = page.locator(".hlo-tl-canvas").bounding_box()
+    before = view(page, "[v.x0, v.x1, v.aggregated, v.drawn.length]")
+    page.mouse.move(box["x"] + box["width"] * 0.5, box["y"] + 300)
+    for _ in range(8):
+        page.mouse.wheel(0, -100)
+    after = view(page, "[v.x0, v.x1, v.aggregated, v.drawn.length]")
+    assert after[1] - after[0] < (before[1] - before[0]) / 3
+    page.keyboard.down("Shift")
+    for _ in range(8):
+        page.mouse.wheel(0, -100)
+    page.keyboard.up("Shift")
+    zoomed = view(page, "[v.y0, v.y1, v.mapTop, v.aggregated]")
+    assert zoomed[1] - zoomed[0] < zoomed[2] / 3
+    assert before[2] > 0 and zoomed[3] < before[2] / 2    # fewer lumped: drawn one by one
+    # the drag pans the step axis by the distance moved
+    x0 = view(page, "v.x0")
+    page.mouse.move(box["x"] + 600, box["y"] + 300)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 500, box["y"] + 300, steps=5)
+    page.mouse.up()
+    assert view(page, "v.x0") > x0
+    page.click(".hlo-tl-reset")
+    assert view(page, "[v.x0, v.y0]") == [-0.5, 0]
+
+
+def test_find_zooms_to_the_buffer_pins_it_and_tells_python(page, plan):
+    target = plan.live_at_peak()[-1]           # the smallest buffer live at the peak
+    page.fill(".hlo-tl-search", target.name)
+    page.press(".hlo-tl-search", "Enter")
+    rect = view(page, f"v.rectOf({json.dumps(target.name)})")
+    assert rect["visible"] and rect["width"] > 20 and rect["height"] > 5
+    assert ["selected", target.name] in page.evaluate("window.changed")
+    details = page.inner_text(".hlo-tl-details")
+    assert target.name in details and f"{target.offset} B" in details
+    page.mouse.move(rect["x"] + rect["width"] / 2, rect["y"] + rect["height"] / 2)
+    tooltip = page.inner_text(".hlo-tl-tooltip")
+    assert f"steps {target.live.start}\u2013{target.live.end}" in tooltip
+
+
+def test_python_selects_and_clicks_pin(page, plan):
+    buffers = sorted((b for b in plan.buffers() if b.size), key=lambda b: -b.size)
+    page.evaluate(f"window.model.fromPython('selected', {json.dumps(buffers[1].name)})")
+    assert buffers[1].name in page.inner_text(".hlo-tl-details")
+    page.click(".hlo-tl-reset")
+    rect = view(page, f"v.rectOf({json.dumps(buffers[0].name)})")
+    page.mouse.click(rect["x"] + rect["width"] / 2, rect["y"] + rect["height"] / 2)
+    assert page.evaluate("window.changed").pop() == ["selected", buffers[0].name]
+    # Peak lists what is live at the peak step
+    page.click(".hlo-tl-peak")
+    assert "the peak" in page.inner_text(".hlo-tl-details")
+
+
+def test_a_whole_model_with_a_thousand_buffers(request):
+    """ViT-tiny's training step from the shared models (1000+ buffers in 250 allocations):
+    every buffer live at the peak can be found, and hovering it shows its own details."""
+    models = CORPUS.parent / "models"
+    text = (models / "vit_tiny_train_step.hlo").read_text()     # missing models fail here
+    plan = assign_buffers(optimise(runtime.parse(text)), alignment=128)
+    assert len(plan.buffers()) > 1000
+    page = open_page(request, plan)
+    live = plan.live_at_peak()
+    for target in (live[0], live[len(live) // 2], live[-1]):
+        page.fill(".hlo-tl-search", target.name)
+        page.press(".hlo-tl-search", "Enter")
+        rect = view(page, f"v.rectOf({json.dumps(target.name)})")
+        assert rect["visible"], (target.name, rect)
+        page.mouse.move(rect["x"] + rect["width"] / 2, rect["y"] + rect["height"] / 2)
+        tooltip = page.inner_text(".hlo-tl-tooltip")
+        assert tooltip.startswith(target.name + "\n"), tooltip
+        assert f"steps {target.live.start}\u2013{target.live.end}" in tooltip
+        assert f"{target.offset} B" in tooltip
+    page.click(".hlo-tl-reset")
+    assert view(page, "v.aggregated") > 0        # at full view, most buffers are lumped

@@ -1,0 +1,134 @@
+"""The annotated module view: its allocations, offsets, sizes and live ranges are the buffer
+assignment's, fusions trace back to the source names, and both renderings carry the numbers."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import runtime
+from hlo_magic.annotated import annotate
+from runtime.buffers import assign_buffers
+from runtime.passes.pipeline import optimise
+
+from ..conftest import corpus_dir
+from .hlo_texts import ADD_MUL
+
+SGD = """HloModule sgd_step, input_output_alias={ {}: (0, {}, may-alias) }
+
+ENTRY main {
+  w = f32[1024,1024] parameter(0)
+  g = f32[1024,1024] parameter(1)
+  lr = f32[] constant(0.01)
+  lrb = f32[1024,1024] broadcast(lr), dimensions={}
+  step = f32[1024,1024] multiply(lrb, g)
+  ROOT new_w = f32[1024,1024] subtract(w, step)
+}
+"""
+
+
+def plan_of(text: str):
+    source = runtime.parse(text)
+    return source, assign_buffers(optimise(source), alignment=128)
+
+
+@pytest.mark.parametrize("name", ["random_threefry", "attention", "while_loop_count",
+                                  "cond_pred", "argmax_argmin"])
+def test_slots_are_the_assignments_slices_and_live_ranges(name):
+    source, plan = plan_of((corpus_dir() / f"{name}.hlo").read_text())
+    view = annotate(plan, source)
+    by_buffer = {r["name"]: r for r in plan.records()}
+    steps = plan.schedule.step
+    checked = 0
+    for shown in view.computations:
+        comp = plan.module.computation(shown.name)
+        assert {i.name for i in shown.instructions} == {i.name for i in comp.instructions}
+        annotated = {i.name: i for i in shown.instructions}
+        for inst in comp.instructions:
+            ours = annotated[inst.name]
+            assert ours.step == steps.get(inst)
+            if not plan.dataflow.has_positions(inst):
+                assert not ours.slots
+                continue
+            assert [s.index for s in ours.slots] == list(plan.dataflow.value_set(inst))
+            for slot in ours.slots:
+                where = plan.slice(inst, slot.index)
+                assert (slot.allocation, slot.offset, slot.size) == \
+                    (where.allocation, where.offset, where.size)
+                record = by_buffer[slot.buffer]
+                assert record["allocation"] == slot.allocation
+                assert record["offset"] <= slot.offset <= record["offset"] + record["size"]
+                assert (record["start"], record["end"]) == slot.live
+                assert slot.kind == plan.allocations[slot.allocation].kind
+                checked += 1
+    assert checked >= len(plan.buffers())
+
+
+def test_every_buffer_appears_where_it_is_defined():
+    source, plan = plan_of((corpus_dir() / "random_threefry.hlo").read_text())
+    view = annotate(plan, source)
+    slots = {s.buffer: s for i in view.instructions() for s in i.slots}
+    for record in plan.records():
+        slot = slots[record["name"]]
+        assert (slot.allocation, slot.offset, slot.live) == \
+            (record["allocation"], record["offset"], (record["start"], record["end"]))
+
+
+def test_a_fusion_names_the_source_instructions_it_holds():
+    source, plan = plan_of(SGD)
+    view = annotate(plan, source)
+    (fusion,) = [i for i in view.instructions() if i.opcode == "fusion"]
+    assert fusion.fused_from == ["lr", "lrb", "step", "new_w"]
+    assert fusion.source_lines == [6, 7, 8, 9]
+    assert [m.name for m in fusion.fused][-1] == "new_w"
+    # the root lives in w's buffer: donated parameter 0
+    (slot,) = fusion.slots
+    assert (slot.allocation, slot.kind, slot.buffer) == (0, "parameter", "w")
+    text = view.to_text()
+    line = next(t for t in text.splitlines() if f"%{fusion.name} =" in t)
+    assert re.search(r"\b2\s+#0 parameter\s+0\s+4\.0 MiB\s+0\u20132\s", line), line
+    assert "fused from lr, lrb, step, new_w; source lines 6, 7, 8, 9" in text
+    assert "in buffer w" in text
+
+
+def test_html_colours_rows_by_allocation_and_folds_fusions():
+    source, plan = plan_of(SGD)
+    html = annotate(plan, source).to_html()
+    rows = re.findall(r'<tr data-instruction="([^"]+)" style="background:([^;]+);', html)
+    colours = dict(rows)
+    assert colours["w"] == colours[next(n for n in colours if n.startswith("subtract_fusion"))]
+    assert colours["w"] != colours["g"]
+    assert '<details class="hlo-fusion"><summary>' in html
+    assert "#0 parameter +0 4.0 MiB live 0\u20132 (buffer w)" in html
+    assert "<script" not in html
+
+
+def test_copies_and_pass_made_instructions_say_where_they_come_from():
+    text = """HloModule m, input_output_alias={ {0}: (0, {}, may-alias) }
+ENTRY e {
+  p = f32[8] parameter(0)
+  n = f32[8] negate(p)
+  ROOT t = (f32[8], f32[8]) tuple(n, p)
+}"""
+    source, plan = plan_of(text)
+    view = annotate(plan, source)
+    copies = {c.instruction for c in plan.copies}
+    assert copies
+    for name in copies:
+        assert view[name].origin.startswith("inserted copy: ")
+    with pytest.raises(KeyError, match="no instruction 'nope'"):
+        view["nope"]
+
+
+def test_show_annotated_puts_the_view_in_the_report(ip):
+    result = ip.run_cell_magic("hlo", "--show annotated -o r", ADD_MUL)
+    html = result._repr_html_()
+    assert "HLO after the passes, annotated with buffers" in html
+    assert 'data-instruction="x"' in html
+    text = result.report_text()
+    assert "HLO after the passes, annotated with buffers:" in text
+    view = result.annotated()
+    for record in result.records():
+        assert any(s.buffer == record["name"] and s.offset == record["offset"]
+                   for i in view.instructions() for s in i.slots)

@@ -1,0 +1,126 @@
+"""The interactive timeline's data (the assignment's own numbers, as columns) and its widget
+(binary columns, selection, the static fallback in its display bundle)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import hlo_magic
+import runtime
+from hlo_magic.timeline_data import KINDS, NUMERIC_COLUMNS, timeline_data
+from hlo_magic.timeline_widget import MemoryTimeline
+from runtime.buffers import assign_buffers
+from runtime.passes.pipeline import optimise
+
+from ..conftest import corpus_dir
+from .hlo_texts import ADD_MUL
+
+
+def corpus_plan(name: str):
+    text = (corpus_dir() / f"{name}.hlo").read_text()
+    return assign_buffers(optimise(runtime.parse(text)), alignment=128)
+
+
+@pytest.mark.parametrize("name", ["random_threefry", "attention", "while_loop_count"])
+def test_columns_are_the_assignments_records(name):
+    plan = corpus_plan(name)
+    data = timeline_data(plan)
+    records = {r["name"]: r for r in plan.records() if r["size"]}
+    assert sorted(data.names) == sorted(records)
+    for i, buffer in enumerate(data.names):
+        record = records[buffer]
+        for column in ("size", "allocation", "offset", "start", "end"):
+            assert data.column(column)[i] == record[column], (buffer, column)
+        assert KINDS[int(data.column("kind")[i])] in (record["kind"], "aliased")
+    assert data.peak == plan.peak and data.steps[data.peak_step] == plan.peak_instruction.name
+    total = np.sum([data.live_by_kind[k] for k in KINDS], axis=0)
+    assert total.max() == plan.peak and int(np.argmax(total)) == plan.peak_step
+
+
+def test_notes_say_what_a_fusion_holds_and_whose_bytes_a_buffer_reuses():
+    source = runtime.parse((corpus_dir() / "random_threefry.hlo").read_text())
+    plan = assign_buffers(optimise(source), alignment=128)
+    data = timeline_data(plan, source)
+    fusions = [i for i, op in enumerate(data.opcodes) if op == "fusion"]
+    assert fusions and all(data.notes[i].startswith("fused from ") for i in fusions)
+    names = {i.name for i in source.instructions()}
+    for i in fusions:
+        listed = data.notes[i].splitlines()[0].split(": ", 1)[1].split(" (+")[0].split(", ")
+        assert set(listed) <= names, listed
+    reuse = plan.temp_arena.reuse
+    for later, earlier in reuse.items():
+        note = data.notes[data.index_of(plan.placement(later).name)]
+        assert f"reuses the bytes of {plan.placement(earlier).name}" in note
+
+
+def test_widget_sends_binary_columns_and_selects_by_name():
+    plan = assign_buffers(runtime.parse(ADD_MUL))
+    widget = MemoryTimeline(plan)
+    columns = np.frombuffer(widget.columns, dtype=np.float64).reshape(len(NUMERIC_COLUMNS), -1)
+    assert np.array_equal(columns, widget.data.numeric)
+    assert widget.meta["names"] == widget.data.names and widget.meta["peak"] == plan.peak
+    widget.select("s")
+    assert widget.selected == "s"
+    with pytest.raises(KeyError, match="no buffer named 'nope'"):
+        widget.select("nope")
+
+
+def test_bundle_falls_back_to_the_static_figure():
+    plan = assign_buffers(runtime.parse(ADD_MUL))
+    data, _ = MemoryTimeline(plan)._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert data["image/png"].startswith(b"\x89PNG")
+    assert data["text/plain"].startswith(f"add_mul: {len(plan.records())} buffers")
+
+
+def test_front_end_is_shipped_and_loads_nothing_from_the_network():
+    js = (Path(hlo_magic.__file__).parent / "static" / "timeline.js").read_text()
+    assert "export default" in js and "render(" in js
+    assert not re.search(r"^\s*import\b|https?://|\bimport\(", js, re.M)
+
+
+def test_result_timeline_is_the_widget_and_the_report_keeps_the_png(ip):
+    result = ip.run_cell_magic("hlo", "--show timeline -o r", ADD_MUL)
+    assert isinstance(result.timeline(), MemoryTimeline)
+    assert "image/png" in result._repr_mimebundle_()
+    assert result.live_bytes().axes[0].get_ylabel() == "live bytes"
+
+
+def test_in_a_kernel_show_timeline_displays_the_report_then_the_widget(ip, monkeypatch):
+    from IPython.utils.capture import capture_output
+    monkeypatch.setattr(ip, "kernel", object(), raising=False)
+    with capture_output() as cap:
+        returned = ip.run_cell_magic("hlo", "--show timeline,assignment -o r", ADD_MUL)
+    assert returned is None
+    report, widget = cap.outputs
+    assert "Allocations" in report.data["text/html"]
+    assert "data:image/png" not in report.data["text/html"]
+    assert "application/vnd.jupyter.widget-view+json" in widget.data
+    assert widget.data["image/png"].startswith(b"\x89PNG")
+
+
+def test_an_executed_notebook_keeps_the_png_for_nbconvert(tmp_path, monkeypatch):
+    """nbclient runs ``--show timeline`` in a real kernel (the widget is displayed); nbconvert,
+    with no widget state saved, falls back to the PNG in the widget's bundle."""
+    import nbformat
+    from nbclient import NotebookClient
+    from nbconvert import HTMLExporter
+
+    from ..conftest import REPO
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+    monkeypatch.setenv("IPYTHONDIR", str(tmp_path / "ipython"))
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3",
+                                                           "display_name": "Python 3",
+                                                           "language": "python"}})
+    nb.cells = [nbformat.v4.new_code_cell("%load_ext hlo_magic"),
+                nbformat.v4.new_code_cell(f"%%hlo --show timeline\n{ADD_MUL}")]
+    NotebookClient(nb, timeout=120, kernel_name="python3").execute()
+    report, widget = nb.cells[1].outputs
+    assert "Memory (XLA&#x27;s vocabulary)" in report.data["text/html"]
+    assert "application/vnd.jupyter.widget-view+json" in widget.data
+    html, _ = HTMLExporter().from_notebook_node(nb)
+    assert html.count("data:image/png;base64,") == 1
