@@ -15,8 +15,7 @@ import pytest
 import runtime
 from hlo_magic.donation import DonationModel, describe_parameters
 from hlo_magic.formatting import format_bytes
-from runtime.buffers import assign_buffers
-from runtime.passes.pipeline import optimise
+from runtime.passes.pipeline import run as run_pipeline
 
 pytestmark = pytest.mark.browser
 
@@ -37,7 +36,7 @@ def _notebook(cells: list[str]) -> dict:
 @pytest.fixture(scope="module")
 def declared():
     """The module's plan as compiled: its passes, PoCL's 128-byte alignment."""
-    return assign_buffers(optimise(runtime.parse(MODULE.read_text())), alignment=128)
+    return run_pipeline(runtime.parse(MODULE.read_text()), alignment=128)
 
 
 def test_hover_a_buffer_of_a_whole_model_then_donate(lab_root, lab_url, browser, declared,

@@ -14,8 +14,7 @@ import hlo_magic
 import runtime
 from hlo_magic.formatting import format_bytes
 from hlo_magic.timeline_data import timeline_data
-from runtime.buffers import assign_buffers
-from runtime.passes.pipeline import optimise
+from runtime.passes.pipeline import run as run_pipeline
 
 from ..conftest import CORPUS
 from .conftest import CHROMIUM
@@ -54,7 +53,7 @@ window.ready = true;
 
 @pytest.fixture(scope="module")
 def plan():
-    return assign_buffers(optimise(runtime.parse(MODULE.read_text())), alignment=128)
+    return run_pipeline(runtime.parse(MODULE.read_text()), alignment=128)
 
 
 def open_page(request, plan):
@@ -158,7 +157,7 @@ def test_a_whole_model_with_a_thousand_buffers(request):
     every buffer live at the peak can be found, and hovering it shows its own details."""
     models = CORPUS.parent / "models"
     text = (models / "vit_tiny_train_step.hlo").read_text()     # missing models fail here
-    plan = assign_buffers(optimise(runtime.parse(text)), alignment=128)
+    plan = run_pipeline(runtime.parse(text), alignment=128)
     assert len(plan.buffers()) > 1000
     page = open_page(request, plan)
     live = plan.live_at_peak()

@@ -9,8 +9,7 @@ import pytest
 
 import runtime
 from hlo_magic.annotated import annotate
-from runtime.buffers import assign_buffers
-from runtime.passes.pipeline import optimise
+from runtime.passes.pipeline import run as run_pipeline
 
 from ..conftest import corpus_dir
 from .hlo_texts import ADD_MUL
@@ -30,7 +29,7 @@ ENTRY main {
 
 def plan_of(text: str):
     source = runtime.parse(text)
-    return source, assign_buffers(optimise(source), alignment=128)
+    return source, run_pipeline(source, alignment=128)
 
 
 @pytest.mark.parametrize("name", ["random_threefry", "attention", "while_loop_count",

@@ -418,7 +418,7 @@ def test_figure_theme_setting_reaches_the_figures(ip):
     try:
         assert figure_theme() == "dark"
         result = ip.run_cell_magic("hlo", "--show none -o r", INCREMENT) or ip.user_ns["r"]
-        assert result.timeline().get_facecolor()[3] == 0
+        assert result.live_bytes().get_facecolor()[3] == 0
     finally:
         ip.run_line_magic("config", "HloMagics.figure_theme = 'light'")
     assert figure_theme() == "light"

@@ -13,8 +13,7 @@ import hlo_magic
 import runtime
 from hlo_magic.timeline_data import KINDS, NUMERIC_COLUMNS, timeline_data
 from hlo_magic.timeline_widget import MemoryTimeline
-from runtime.buffers import assign_buffers
-from runtime.passes.pipeline import optimise
+from runtime.passes.pipeline import buffer_assignment, run as run_pipeline
 
 from ..conftest import corpus_dir
 from .hlo_texts import ADD_MUL
@@ -22,7 +21,7 @@ from .hlo_texts import ADD_MUL
 
 def corpus_plan(name: str):
     text = (corpus_dir() / f"{name}.hlo").read_text()
-    return assign_buffers(optimise(runtime.parse(text)), alignment=128)
+    return run_pipeline(runtime.parse(text), alignment=128)
 
 
 @pytest.mark.parametrize("name", ["random_threefry", "attention", "while_loop_count"])
@@ -43,7 +42,7 @@ def test_columns_are_the_assignments_records(name):
 
 def test_notes_say_what_a_fusion_holds_and_whose_bytes_a_buffer_reuses():
     source = runtime.parse((corpus_dir() / "random_threefry.hlo").read_text())
-    plan = assign_buffers(optimise(source), alignment=128)
+    plan = run_pipeline(source, alignment=128)
     data = timeline_data(plan, source)
     fusions = [i for i, op in enumerate(data.opcodes) if op == "fusion"]
     assert fusions and all(data.notes[i].startswith("fused from ") for i in fusions)
@@ -58,7 +57,7 @@ def test_notes_say_what_a_fusion_holds_and_whose_bytes_a_buffer_reuses():
 
 
 def test_widget_sends_binary_columns_and_selects_by_name():
-    plan = assign_buffers(runtime.parse(ADD_MUL))
+    plan = buffer_assignment(runtime.parse(ADD_MUL))
     widget = MemoryTimeline(plan)
     columns = np.frombuffer(widget.columns, dtype=np.float64).reshape(len(NUMERIC_COLUMNS), -1)
     assert np.array_equal(columns, widget.data.numeric)
@@ -70,7 +69,7 @@ def test_widget_sends_binary_columns_and_selects_by_name():
 
 
 def test_bundle_falls_back_to_the_static_figure():
-    plan = assign_buffers(runtime.parse(ADD_MUL))
+    plan = buffer_assignment(runtime.parse(ADD_MUL))
     data, _ = MemoryTimeline(plan)._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in data
     assert data["image/png"].startswith(b"\x89PNG")
