@@ -16,14 +16,18 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
+from .analyzer import analyze_verified
 from .errors import DeviceError, HloError
 from .hlo.ir import HloModule
+from .hlo.runnable import ELIDED_FILLS, check_runnable, fill_elided_constants, has_elided_constants
+from .quiet import silenced_fds
 
 ProgressCallback = Callable[[str, int, int], None]   # (stage, done, total)
 
@@ -32,9 +36,10 @@ ProgressCallback = Callable[[str, int, int], None]   # (stage, done, total)
 class CompileOptions:
     alignment: int | None = None      # None: the device's base-address alignment
     fusion: bool = True
+    elided_constants: str | None = None
 
     def key(self) -> tuple:
-        return (self.alignment, self.fusion)
+        return (self.alignment, self.fusion, self.elided_constants)
 
 
 _CACHE: dict[tuple, object] = {}
@@ -74,12 +79,21 @@ def _cache_key(text: str, device, options: CompileOptions) -> tuple:
 
 def compile(module_or_text: str | HloModule, device=None, *, alignment: int | None = None,
             fusion: bool = True, progress: ProgressCallback | None = None,
-            force: bool = False):
-    """Compile HLO for ``device`` (None: ``HLO_DEVICE`` or the default, PoCL on the CPU)."""
+            force: bool = False, elided_constants: str | None = None, lazy: bool = False):
+    """Compile HLO for ``device`` (None: ``HLO_DEVICE`` or the default, PoCL on the CPU).
+
+    The analysis (``runtime.analyze``: parse, verify, passes, buffer assignment) happens here;
+    with ``lazy=True`` the kernels are generated and built at the first run instead (showing
+    ``progress`` then), so the memory plan is available at once. Constants printed elided as
+    ``{...}`` make the module unrunnable (``HloUnsupportedError`` when the kernels are
+    generated) unless ``elided_constants`` is "zeros" or "random": then they get such
+    values, and the executable's outputs are not the model's (``exe.elided_constants`` says
+    so). ``exe.compile_times`` has the seconds per stage.
+    """
     from .device import get_device
-    start = time.perf_counter()
     dev = get_device(device)
-    options = CompileOptions(alignment, fusion)
+    start = time.perf_counter()
+    options = CompileOptions(alignment, fusion, elided_constants)
     if isinstance(module_or_text, HloModule):
         text = module_or_text.to_text()
         module = module_or_text
@@ -88,39 +102,87 @@ def compile(module_or_text: str | HloModule, device=None, *, alignment: int | No
         module = None
     else:
         raise TypeError(f"compile() takes HLO text or an HloModule, not {type(module_or_text).__name__}")
+    if elided_constants is not None and elided_constants not in ELIDED_FILLS:
+        raise ValueError(f"elided_constants={elided_constants!r}: expected None or one of "
+                         f"{ELIDED_FILLS}")
     key = _cache_key(text, dev, options)
     if not force and key in _CACHE:
         exe = _CACHE[key]
         return exe._cache_hit_copy()  # type: ignore[attr-defined]
+    times: dict[str, float] = {}
     if module is None:
-        from . import parse
+        from .hlo.parser import parse
+        mark = time.perf_counter()
         module = parse(text)
-    else:
-        from .hlo.verifier import verify
-        verify(module)
-    exe = _build(module, dev, options, progress, start)
+        times["parse"] = time.perf_counter() - mark
+    from .hlo.verifier import verify
+    mark = time.perf_counter()
+    verify(module)
+    runnable = module
+    filled = False
+    if elided_constants is not None and has_elided_constants(module):
+        from .hlo.clone import clone_module
+        runnable, _ = clone_module(module)
+        filled = fill_elided_constants(runnable, elided_constants) > 0
+    times["verify"] = time.perf_counter() - mark
+    if progress is not None:
+        progress("passes", 0, 1)
+    analysis = analyze_verified(runnable, alignment or dev.mem_base_addr_align, fusion,
+                                dev.strategy, times)
+    from .execute import Executable
+    times["other"] = time.perf_counter() - start - sum(times.values())
+    exe = Executable(module, analysis, dev, KernelBuild(analysis, dev),
+                     elided_constants=elided_constants if filled else None, progress=progress)
+    if not lazy:
+        exe.build(progress)
     _CACHE[key] = exe
     return exe
 
 
-def _build(module: HloModule, dev, options: CompileOptions, progress, start: float):
-    from .buffers.assignment import assign_buffers
-    from .codegen.lower import lower
-    from .execute import Executable
-    from .hlo.runnable import check_runnable
-    from .passes.pipeline import optimise
-    check_runnable(module)
-    report = progress or (lambda stage, done, total: None)
-    report("passes", 0, 1)
-    optimised = optimise(module, fusion=options.fusion, strategy=dev.strategy)
-    alignment = options.alignment or dev.mem_base_addr_align
-    assignment = assign_buffers(optimised, alignment=alignment)
-    report("codegen", 0, 1)
-    program = lower(assignment, dev.strategy, alignment)
-    kernels = build_kernels(dev, program, report)
-    prepare_host_calls(dev, program)
-    return Executable(module, assignment, program, dev, kernels,
-                      compile_seconds=time.perf_counter() - start)
+class KernelBuild:
+    """An analysed module's program and built kernels, made on first need (``compile``, or the
+    first run of a lazily compiled executable) and shared by the cache-hit copies.
+
+    ``times`` holds the seconds per stage: the analysis' ("parse", "verify", "passes",
+    "assignment", "other"), then "codegen", "opencl-build", "warm-up" and "binary-save"."""
+
+    def __init__(self, analysis, dev) -> None:
+        self.analysis = analysis
+        self.device = dev
+        self.times: dict[str, float] = dict(analysis.times)
+        self._lock = threading.RLock()
+        self._program = None
+        self._kernels: dict | None = None
+
+    @property
+    def built(self) -> bool:
+        return self._kernels is not None
+
+    @property
+    def program(self):
+        """The plan and OpenCL C source (generated on first use; nothing is built)."""
+        with self._lock:
+            if self._program is None:
+                from .codegen.lower import lower
+                check_runnable(self.analysis.source)
+                mark = time.perf_counter()
+                self._program = lower(self.analysis.buffer_assignment, self.device.strategy,
+                                      self.analysis.alignment)
+                self.times["codegen"] = time.perf_counter() - mark
+            return self._program
+
+    def kernels(self, progress: ProgressCallback | None = None) -> dict:
+        """The kernels by name, built (and warmed up) on the first call."""
+        with self._lock:
+            if self._kernels is None:
+                report = progress or (lambda stage, done, total: None)
+                report("codegen", 0, 1)
+                program = self.program
+                kernels = build_kernels(self.device, program, report, self.times)
+                prepare_host_calls(self.device, program)
+                self._kernels = kernels
+                report("done", len(kernels), len(kernels))
+            return self._kernels
 
 
 # PoCL specialises a kernel for grids narrower than this in every dimension ("smallgrid")
@@ -137,45 +199,59 @@ def warm_up_size(dev, global_size: tuple[int, ...], local_size: tuple[int, ...])
                  for g, l in zip(global_size, local_size))
 
 
-def build_kernels(dev, program, report: ProgressCallback) -> dict:
-    """Build the program, then launch each kernel once with a zero work bound (see module doc)."""
+def build_kernels(dev, program, report: ProgressCallback,
+                  times: dict[str, float] | None = None) -> dict:
+    """Build the program, then launch each kernel once with a zero work bound (see module doc).
+
+    Everything the OpenCL compiler prints meanwhile is discarded (``runtime.quiet``); seconds
+    go to ``times["opencl-build"]`` (clBuildProgram), ``times["warm-up"]`` (the launches, where
+    PoCL compiles each kernel) and ``times["binary-save"]``."""
     from . import binary_cache
     from .codegen.plan import iter_launches
     from .device import build_program, opencl
+    times = {} if times is None else times
     cl = opencl()
     total = len(program.kernel_names)
     report("build", 0, total)
     if not total:
         return {}
-    cl_program = build_program(dev, program.source, program.options)
-    kernels = {name: cl.Kernel(cl_program, name) for name in program.kernel_names}
-    scratch = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, 1)
-    warmed: set[tuple] = set()
-    built: set[str] = set()
-    for launch in iter_launches(program.plan):
-        size = warm_up_size(dev, launch.global_size, launch.local_size)
-        geometry = (launch.kernel, size, launch.local_size)
-        if geometry in warmed:
-            continue
-        warmed.add(geometry)
-        kernel = kernels[launch.kernel]
-        args: list = []
-        for _ in launch.buffers:
-            args += [scratch, np.uint64(0)]
-        scalars = list(launch.scalars)
-        scalars[0] = type(scalars[0])(0)
-        args += scalars
-        try:
-            kernel.set_args(*args)
-            cl.enqueue_nd_range_kernel(dev.queue, kernel, size, launch.local_size)
-            dev.queue.finish()
-        except cl.Error as e:
-            raise DeviceError(f"kernel {launch.kernel} (for {launch.instruction}) failed to "
-                              f"build or launch on {dev}: {e}") from None
-        if launch.kernel not in built:
-            built.add(launch.kernel)
-            report("build", len(built), total)
-    binary_cache.save(cl, dev, program.source, (*dev.build_options, *program.options), cl_program)
+    with silenced_fds():
+        mark = time.perf_counter()
+        cl_program = build_program(dev, program.source, program.options)
+        kernels = {name: cl.Kernel(cl_program, name) for name in program.kernel_names}
+        times["opencl-build"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        scratch = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, 1)
+        warmed: set[tuple] = set()
+        built: set[str] = set()
+        for launch in iter_launches(program.plan):
+            size = warm_up_size(dev, launch.global_size, launch.local_size)
+            geometry = (launch.kernel, size, launch.local_size)
+            if geometry in warmed:
+                continue
+            warmed.add(geometry)
+            kernel = kernels[launch.kernel]
+            args: list = []
+            for _ in launch.buffers:
+                args += [scratch, np.uint64(0)]
+            scalars = list(launch.scalars)
+            scalars[0] = type(scalars[0])(0)
+            args += scalars
+            try:
+                kernel.set_args(*args)
+                cl.enqueue_nd_range_kernel(dev.queue, kernel, size, launch.local_size)
+                dev.queue.finish()
+            except cl.Error as e:
+                raise DeviceError(f"kernel {launch.kernel} (for {launch.instruction}) failed to "
+                                  f"build or launch on {dev}: {e}") from None
+            if launch.kernel not in built:
+                built.add(launch.kernel)
+                report("build", len(built), total)
+        times["warm-up"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        binary_cache.save(cl, dev, program.source, (*dev.build_options, *program.options),
+                          cl_program)
+        times["binary-save"] = time.perf_counter() - mark
     return kernels
 
 
@@ -191,4 +267,4 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-__all__ = ["compile", "clear_cache", "CompileOptions", "HloError"]
+__all__ = ["compile", "clear_cache", "CompileOptions", "KernelBuild", "HloError"]
