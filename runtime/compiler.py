@@ -215,43 +215,44 @@ def build_kernels(dev, program, report: ProgressCallback,
     report("build", 0, total)
     if not total:
         return {}
+    mark = time.perf_counter()
     with silenced_fds():
-        mark = time.perf_counter()
         cl_program = build_program(dev, program.source, program.options)
         kernels = {name: cl.Kernel(cl_program, name) for name in program.kernel_names}
-        times["opencl-build"] = time.perf_counter() - mark
-        mark = time.perf_counter()
-        scratch = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, 1)
-        warmed: set[tuple] = set()
-        built: set[str] = set()
-        for launch in iter_launches(program.plan):
-            size = warm_up_size(dev, launch.global_size, launch.local_size)
-            geometry = (launch.kernel, size, launch.local_size)
-            if geometry in warmed:
-                continue
-            warmed.add(geometry)
-            kernel = kernels[launch.kernel]
-            args: list = []
-            for _ in launch.buffers:
-                args += [scratch, np.uint64(0)]
-            scalars = list(launch.scalars)
-            scalars[0] = type(scalars[0])(0)
-            args += scalars
-            try:
+    times["opencl-build"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    scratch = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, 1)
+    warmed: set[tuple] = set()
+    built: set[str] = set()
+    for launch in iter_launches(program.plan):
+        size = warm_up_size(dev, launch.global_size, launch.local_size)
+        geometry = (launch.kernel, size, launch.local_size)
+        if geometry in warmed:
+            continue
+        warmed.add(geometry)
+        kernel = kernels[launch.kernel]
+        args: list = []
+        for _ in launch.buffers:
+            args += [scratch, np.uint64(0)]
+        scalars = list(launch.scalars)
+        scalars[0] = type(scalars[0])(0)
+        args += scalars
+        try:
+            with silenced_fds():
                 kernel.set_args(*args)
                 cl.enqueue_nd_range_kernel(dev.queue, kernel, size, launch.local_size)
                 dev.queue.finish()
-            except cl.Error as e:
-                raise DeviceError(f"kernel {launch.kernel} (for {launch.instruction}) failed to "
-                                  f"build or launch on {dev}: {e}") from None
-            if launch.kernel not in built:
-                built.add(launch.kernel)
-                report("build", len(built), total)
-        times["warm-up"] = time.perf_counter() - mark
-        mark = time.perf_counter()
-        binary_cache.save(cl, dev, program.source, (*dev.build_options, *program.options),
-                          cl_program)
-        times["binary-save"] = time.perf_counter() - mark
+        except cl.Error as e:
+            raise DeviceError(f"kernel {launch.kernel} (for {launch.instruction}) failed to "
+                              f"build or launch on {dev}: {e}") from None
+        if launch.kernel not in built:
+            built.add(launch.kernel)
+            report("build", len(built), total)
+    times["warm-up"] = time.perf_counter() - mark
+    mark = time.perf_counter()
+    binary_cache.save(cl, dev, program.source, (*dev.build_options, *program.options),
+                      cl_program)
+    times["binary-save"] = time.perf_counter() - mark
     return kernels
 
 
