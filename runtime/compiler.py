@@ -1,12 +1,16 @@
 """``runtime.compile``: HLO text (or a module) to an ``Executable`` on an OpenCL device.
 
-parse -> verify -> passes -> buffer assignment -> lowering to one OpenCL program -> build ->
-warm-up. PoCL compiles each kernel at its first launch, for that launch's geometry, so the
-warm-up launches every kernel once at its real geometry (on PoCL: the narrowest grid of the
-same compiled variant) with its work bound set to 0 (it exits at once and touches no
-memory): after ``compile`` returns, runs pay no compilation, and the progress callback can
-say how many of the kernels are built. PoCL's on-disk kernel cache
-makes all of that nearly free the second time, in any process.
+parse -> verify -> passes -> buffer assignment (``runtime.analyze``, no device needed) ->
+lowering to one OpenCL program -> build -> warm-up. PoCL compiles each kernel at its first
+launch, for that launch's geometry, so the warm-up launches every kernel once at its real
+geometry (on PoCL: the narrowest grid of the same compiled variant) with its work bound set
+to 0 (it exits at once and touches no memory): after the build, runs pay no compilation, and
+the progress callback can say how many of the kernels are built. A cold build shares those
+launches with worker processes on the other cores (``runtime.build_workers``); PoCL's
+on-disk kernel cache and the saved program binary (``runtime.binary_cache``) make all of it
+nearly free the second time, in any process. ``compile(lazy=True)`` stops after the
+analysis: the kernels are built at the first run. Nothing the OpenCL compiler prints reaches
+the user (``runtime.quiet``).
 
 Executables are cached in-process by (normalised text, device identity, options, version), so
 re-running a notebook cell does no work at all.
@@ -185,6 +189,11 @@ class KernelBuild:
             return self._kernels
 
 
+# A worker process costs about half a second to start (Python, pyopencl, the OpenCL platform),
+# a kernel variant 0.1-0.7 s to compile: below this many variants per process, or for saving
+# the binary of a program with fewer, the compiling process does the work itself.
+VARIANTS_PER_WORKER = 8
+
 # PoCL specialises a kernel for grids narrower than this in every dimension ("smallgrid")
 # and compiles one variant for all wider ones (measured: 65472 work-items small, 65536 not).
 POCL_SMALL_GRID = 65536
@@ -199,15 +208,43 @@ def warm_up_size(dev, global_size: tuple[int, ...], local_size: tuple[int, ...])
                  for g, l in zip(global_size, local_size))
 
 
+def warm_up_variants(dev, program) -> list:
+    """One zero-work launch per distinct (kernel, warm-up grid, local size) of the plan."""
+    from .build_workers import Variant
+    from .codegen.plan import iter_launches
+    sizes = {name: len(text) for name, text in program.kernel_texts.items()}
+    seen: dict[tuple, Variant] = {}
+    for launch in iter_launches(program.plan):
+        size = warm_up_size(dev, launch.global_size, launch.local_size)
+        key = (launch.kernel, size, launch.local_size)
+        if key not in seen:
+            seen[key] = Variant(launch.kernel, size, launch.local_size, len(launch.buffers),
+                                tuple(np.asarray(s).dtype.name for s in launch.scalars),
+                                sizes.get(launch.kernel, 0))
+    return list(seen.values())
+
+
+def compiled_variants(dev, variants: list) -> list:
+    """The variants PoCL compiles separately: one per kernel, local size and whether the grid
+    is narrower than ``POCL_SMALL_GRID`` in every dimension."""
+    distinct: dict[tuple, object] = {}
+    for v in variants:
+        small = all(g < POCL_SMALL_GRID for g in v.size)
+        distinct.setdefault((v.kernel, v.local_size, small), v)
+    return list(distinct.values())
+
+
 def build_kernels(dev, program, report: ProgressCallback,
                   times: dict[str, float] | None = None) -> dict:
     """Build the program, then launch each kernel once with a zero work bound (see module doc).
 
-    Everything the OpenCL compiler prints meanwhile is discarded (``runtime.quiet``); seconds
-    go to ``times["opencl-build"]`` (clBuildProgram), ``times["warm-up"]`` (the launches, where
-    PoCL compiles each kernel) and ``times["binary-save"]``."""
+    On a cold PoCL build the launches that make PoCL compile are shared with worker processes
+    (``runtime.build_workers``). Everything the OpenCL compiler prints is discarded
+    (``runtime.quiet``); seconds go to ``times["opencl-build"]`` (clBuildProgram),
+    ``times["warm-up"]`` (the launches, where PoCL compiles each kernel) and
+    ``times["binary-save"]``."""
     from . import binary_cache
-    from .codegen.plan import iter_launches
+    from .build_workers import Workers, jobs_setting, save_in_background, shares
     from .device import build_program, opencl
     times = {} if times is None else times
     cl = opencl()
@@ -215,45 +252,64 @@ def build_kernels(dev, program, report: ProgressCallback,
     report("build", 0, total)
     if not total:
         return {}
-    mark = time.perf_counter()
-    with silenced_fds():
-        cl_program = build_program(dev, program.source, program.options)
-        kernels = {name: cl.Kernel(cl_program, name) for name in program.kernel_names}
-    times["opencl-build"] = time.perf_counter() - mark
-    mark = time.perf_counter()
-    scratch = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, 1)
-    warmed: set[tuple] = set()
+    variants = warm_up_variants(dev, program)
+    options = (*dev.build_options, *program.options)
+    saved = binary_cache.binary_path(dev, program.source, options)
+    cold = saved is not None and not saved.is_file()
+    compiling = compiled_variants(dev, variants) if cold else []
+    extra = min(jobs_setting() - 1, len(compiling) // VARIANTS_PER_WORKER)
+    workers = Workers(extra) if extra > 0 else None
     built: set[str] = set()
-    for launch in iter_launches(program.plan):
-        size = warm_up_size(dev, launch.global_size, launch.local_size)
-        geometry = (launch.kernel, size, launch.local_size)
-        if geometry in warmed:
-            continue
-        warmed.add(geometry)
-        kernel = kernels[launch.kernel]
-        args: list = []
-        for _ in launch.buffers:
-            args += [scratch, np.uint64(0)]
-        scalars = list(launch.scalars)
-        scalars[0] = type(scalars[0])(0)
-        args += scalars
-        try:
-            with silenced_fds():
-                kernel.set_args(*args)
-                cl.enqueue_nd_range_kernel(dev.queue, kernel, size, launch.local_size)
-                dev.queue.finish()
-        except cl.Error as e:
-            raise DeviceError(f"kernel {launch.kernel} (for {launch.instruction}) failed to "
-                              f"build or launch on {dev}: {e}") from None
-        if launch.kernel not in built:
-            built.add(launch.kernel)
-            report("build", len(built), total)
-    times["warm-up"] = time.perf_counter() - mark
+
+    def warmed(kernel: str) -> None:
+        if kernel in built or kernel not in kernels:
+            return
+        built.add(kernel)
+        report("build", len(built), total)
+
+    try:
+        mark = time.perf_counter()
+        with silenced_fds():
+            cl_program = build_program(dev, program.source, program.options)
+            kernels = {name: cl.Kernel(cl_program, name) for name in program.kernel_names}
+        times["opencl-build"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        scratch = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, 1)
+        done: set = set()
+        if workers is not None and workers.processes:
+            parts = shares(compiling, len(workers.processes) + 1)
+            workers.start(dev.spec, program.source, program.options, parts[1:])
+            for variant in parts[0]:
+                _warm(cl, dev, kernels[variant.kernel], scratch, variant, program)
+                done.add(variant)
+                warmed(variant.kernel)
+            workers.finish(warmed)
+        for variant in variants:
+            if variant not in done:
+                _warm(cl, dev, kernels[variant.kernel], scratch, variant, program)
+                warmed(variant.kernel)
+        times["warm-up"] = time.perf_counter() - mark
+    finally:
+        if workers is not None:
+            workers.stop()
     mark = time.perf_counter()
-    binary_cache.save(cl, dev, program.source, (*dev.build_options, *program.options),
-                      cl_program)
+    if len(compiling) >= VARIANTS_PER_WORKER:
+        save_in_background(dev.spec, program.source, program.options, variants)
+    else:
+        binary_cache.save(cl, dev, program.source, options, cl_program)
     times["binary-save"] = time.perf_counter() - mark
     return kernels
+
+
+def _warm(cl, dev, kernel, scratch, variant, program) -> None:
+    from .build_workers import launch_zero_work
+    try:
+        with silenced_fds():
+            launch_zero_work(cl, dev.queue, kernel, scratch, variant)
+    except cl.Error as e:
+        instruction = ", ".join(program.kernel_instructions.get(variant.kernel, ())[:1])
+        raise DeviceError(f"kernel {variant.kernel} (for {instruction}) failed to build or "
+                          f"launch on {dev}: {e}") from None
 
 
 def prepare_host_calls(dev, program) -> None:
