@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from .buffers.assignment import BufferAssignment, MemoryStats
 from .hlo.ir import HloModule
+
+if TYPE_CHECKING:
+    from .buffers.assignment import BufferAssignment, MemoryStats
 
 # Without a device: the base-address alignment of PoCL's CPU devices (1024 bits), which is
 # also XLA's CPU alignment for large buffers.

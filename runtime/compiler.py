@@ -111,8 +111,9 @@ def compile(module_or_text: str | HloModule, device=None, *, alignment: int | No
                          f"{ELIDED_FILLS}")
     key = _cache_key(text, dev, options)
     if not force and key in _CACHE:
-        exe = _CACHE[key]
-        return exe._cache_hit_copy()  # type: ignore[attr-defined]
+        exe = _CACHE[key]._cache_hit_copy()  # type: ignore[attr-defined]
+        exe.progress = progress
+        return exe if lazy else exe.build(progress)
     times: dict[str, float] = {}
     if module is None:
         from .hlo.parser import parse

@@ -100,6 +100,9 @@ def test_a_lazy_compile_builds_at_the_first_run_only(builds):
     again = runtime.compile(ADD_MUL, lazy=True)
     again(x, x)
     assert again.cache_hit and len(builds) == 1
+    lazy = runtime.compile(ADD_MUL, force=True, lazy=True)
+    eager = runtime.compile(ADD_MUL)                  # a cache hit of an unbuilt executable
+    assert eager.cache_hit and eager.is_built and lazy.is_built and len(builds) == 2
     assert set(exe.compile_times) >= {"codegen", "opencl-build", "warm-up"}
     assert exe.compile_seconds == pytest.approx(sum(exe.compile_times.values()))
 

@@ -4,12 +4,14 @@ nbclient reads each cell's execute_reply status, so a cell whose magic raises ``
 fails here (nbmake and nbval would pass it: they only look for ``error`` outputs). Cells that
 fail on purpose carry the ``raises-exception`` tag, and this test checks that they do fail.
 The kernel runs with the notebook's directory as its working directory and with PoCL's cache,
-hlo-magic's cache, Jupyter's data directory and IPython's directory in a temporary place.
+hlo-magic's cache, Jupyter's data directory and IPython's directory in a temporary place
+(so every build is cold), and nothing the OpenCL compiler prints may reach a cell.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import nbformat
@@ -19,6 +21,8 @@ from nbclient import NotebookClient
 from ..conftest import CORPUS, REPO
 
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+# What clang and PoCL print: "5 warnings generated.", "<source>:3:7: warning: ...".
+COMPILER_CHATTER = re.compile(r"warnings? generated|:\d+:\d+: (?:warning|note):")
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +51,9 @@ def test_notebook_executes(path: Path, kernel_environment, monkeypatch):
     assert nb.metadata.kernelspec.name == "python3"
     NotebookClient(nb, timeout=120, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
+    chatter = [o.text for cell in code for o in cell.outputs
+               if o.output_type == "stream" and COMPILER_CHATTER.search(o.text)]
+    assert not chatter, f"{path.name}: the OpenCL compiler printed into cells: {chatter}"
     for cell in code:
         failed = any(o.output_type == "error" for o in cell.outputs)
         expected = "raises-exception" in cell.metadata.get("tags", [])
