@@ -27,6 +27,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
@@ -121,13 +122,33 @@ def _worker_env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=package_root + (os.pathsep + path if path else ""))
 
 
-def save_in_background(device_spec: str, source: str, options: tuple[str, ...],
-                       variants: list[Variant]) -> subprocess.Popen | None:
-    """Start a detached worker that warms ``variants`` (all cache hits by now) and saves the
-    program binary; returns it (None if it could not start). Nobody waits for it."""
-    job = {"device": device_spec, "source": source, "options": list(options),
-           "variants": [asdict(v) for v in variants], "save": True}
+PENDING_S = 900      # a saver's marker older than this is stale (the saver died)
+
+
+def pending_marker(binary: Path) -> Path:
+    return binary.with_suffix(".saving")
+
+
+def save_pending(binary: Path) -> bool:
+    """Whether a background saver is (recently) at work on ``binary``: PoCL's cache then
+    holds every kernel already, so the build is not cold."""
     try:
+        return time.time() - pending_marker(binary).stat().st_mtime < PENDING_S
+    except OSError:
+        return False
+
+
+def save_in_background(device_spec: str, source: str, options: tuple[str, ...],
+                       variants: list[Variant], binary: Path) -> subprocess.Popen | None:
+    """Start a detached worker that warms ``variants`` (all cache hits by now) and saves the
+    program binary; returns it (None if it could not start). Nobody waits for it; until it
+    is done, ``save_pending(binary)`` says so."""
+    marker = pending_marker(binary)
+    job = {"device": device_spec, "source": source, "options": list(options),
+           "variants": [asdict(v) for v in variants], "save": True, "marker": str(marker)}
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
         fd, path = tempfile.mkstemp(prefix="hlo-magic-job-", suffix=".json")
         with os.fdopen(fd, "w") as f:
             json.dump(job, f)
@@ -171,6 +192,7 @@ def _warm(job: dict, report: Callable[[str], None]) -> None:
     if job.get("save"):
         options = (*device.build_options, *job["options"])
         binary_cache.save(cl, device, job["source"], options, program)
+        Path(job["marker"]).unlink(missing_ok=True)
 
 
 def main() -> None:

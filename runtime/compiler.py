@@ -146,7 +146,8 @@ def compile(module_or_text: str | HloModule, device=None, *, alignment: int | No
 
 class KernelBuild:
     """An analysed module's program and built kernels, made on first need (``compile``, or the
-    first run of a lazily compiled executable) and shared by the cache-hit copies.
+    first run of a lazily compiled executable) and shared by the cache-hit copies. A program
+    generated before, in any process, is loaded instead (``runtime.program_cache``).
 
     ``times`` holds the seconds per stage: the analysis' ("parse", "verify", "passes",
     "assignment", "other"), then "codegen", "opencl-build", "warm-up" and "binary-save"."""
@@ -168,11 +169,16 @@ class KernelBuild:
         """The plan and OpenCL C source (generated on first use; nothing is built)."""
         with self._lock:
             if self._program is None:
+                from . import program_cache
                 from .codegen.lower import lower
                 check_runnable(self.analysis.source)
                 mark = time.perf_counter()
-                self._program = lower(self.analysis.buffer_assignment, self.device.strategy,
-                                      self.analysis.alignment)
+                key = program_cache.program_key(self.analysis, self.device)
+                self._program = program_cache.load(key)
+                if self._program is None:
+                    self._program = lower(self.analysis.buffer_assignment,
+                                          self.device.strategy, self.analysis.alignment)
+                    program_cache.save(key, self._program)
                 self.times["codegen"] = time.perf_counter() - mark
             return self._program
 
@@ -245,7 +251,7 @@ def build_kernels(dev, program, report: ProgressCallback,
     ``times["warm-up"]`` (the launches, where PoCL compiles each kernel) and
     ``times["binary-save"]``."""
     from . import binary_cache
-    from .build_workers import Workers, jobs_setting, save_in_background, shares
+    from .build_workers import Workers, jobs_setting, save_in_background, save_pending, shares
     from .device import build_program, opencl
     times = {} if times is None else times
     cl = opencl()
@@ -256,7 +262,8 @@ def build_kernels(dev, program, report: ProgressCallback,
     variants = warm_up_variants(dev, program)
     options = (*dev.build_options, *program.options)
     saved = binary_cache.binary_path(dev, program.source, options)
-    cold = saved is not None and not saved.is_file()
+    pending = saved is not None and save_pending(saved)
+    cold = saved is not None and not saved.is_file() and not pending
     compiling = compiled_variants(dev, variants) if cold else []
     extra = min(jobs_setting() - 1, len(compiling) // VARIANTS_PER_WORKER)
     workers = Workers(extra) if extra > 0 else None
@@ -295,8 +302,8 @@ def build_kernels(dev, program, report: ProgressCallback,
             workers.stop()
     mark = time.perf_counter()
     if len(compiling) >= VARIANTS_PER_WORKER:
-        save_in_background(dev.spec, program.source, program.options, variants)
-    else:
+        save_in_background(dev.spec, program.source, program.options, variants, saved)
+    elif not pending:
         binary_cache.save(cl, dev, program.source, options, cl_program)
     times["binary-save"] = time.perf_counter() - mark
     return kernels
