@@ -203,7 +203,8 @@ def main() -> None:
         job_file = Path(sys.argv[1])
         job = json.loads(job_file.read_text())
         job_file.unlink()
-        os.nice(10)
+        if hasattr(os, "nice"):
+            os.nice(10)
     else:
         job = json.loads(sys.stdin.buffer.read())
     progress = os.fdopen(os.dup(1), "w")
