@@ -10,8 +10,8 @@ by source size), warms its own share meanwhile, and then launches everything onc
 its own process, where each variant is now a cache hit. Workers only save time: whatever
 they fail to do, the compiling process does itself, and their output goes nowhere.
 
-``HLO_BUILD_JOBS`` caps the number of processes compiling at once (default: the number of
-cores; 1 turns workers off).
+``HLO_BUILD_JOBS`` sets the number of processes compiling at once (default: the cores that
+the 1-minute load average leaves idle; 1 turns workers off).
 
 Saving the program binary (``binary_cache``) makes PoCL compile every kernel once more, in a
 generic form, which took as long as all the warm-up launches; so after a cold build a
@@ -50,10 +50,17 @@ class Variant:
 
 
 def jobs_setting() -> int:
+    """``HLO_BUILD_JOBS``, else the cores not already busy (like ``make -l``): on a machine
+    whose cores other work keeps busy, a worker only competes with the compiling process."""
     configured = os.environ.get("HLO_BUILD_JOBS", "")
     if configured.isdigit() and int(configured) >= 1:
         return int(configured)
-    return os.cpu_count() or 1
+    cores = os.cpu_count() or 1
+    try:
+        busy = max(0.0, os.getloadavg()[0] - 1.0)      # the load this process adds is its own
+    except (AttributeError, OSError):
+        busy = 0.0
+    return max(1, int(cores - busy))
 
 
 def shares(variants: list[Variant], count: int) -> list[list[Variant]]:

@@ -3,6 +3,7 @@ detached worker; the result is the same as a build in one process."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -64,3 +65,10 @@ def test_a_cold_build_with_workers_runs_like_one_without(tmp_path, monkeypatch):
             break
         time.sleep(0.2)
     assert saved.is_file()
+
+
+def test_the_number_of_jobs_is_configurable(monkeypatch):
+    monkeypatch.setenv("HLO_BUILD_JOBS", "3")
+    assert build_workers.jobs_setting() == 3
+    monkeypatch.setenv("HLO_BUILD_JOBS", "")
+    assert 1 <= build_workers.jobs_setting() <= (os.cpu_count() or 1)
