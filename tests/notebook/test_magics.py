@@ -371,6 +371,11 @@ def test_without_run_the_report_comes_from_the_analysis_and_nothing_is_built(ip,
     assert len(builds) == 1 and add_mul.is_built
 
 
+def test_showing_the_kernels_generates_them_but_builds_nothing(ip, builds):
+    result = ip.run_cell_magic("hlo", "-f --show kernels", ADD_MUL)
+    assert "__kernel void" in result.report_text() and builds == []
+
+
 def test_run_builds_once(ip, builds):
     ip.user_ns.update(x=np.ones((4, 8), np.float32), y=np.ones((4, 8), np.float32))
     result = ip.run_cell_magic("hlo", "-f --run x y", ADD_MUL)
