@@ -139,12 +139,19 @@ class HloMagics(Magics):
                    "HloMagics.default_show; the summary, parameters and memory always)")
     @argument("-o", "--out", metavar="NAME", default=None,
               help="bind the result object (outputs, buffer assignment, figures) to NAME")
+    @argument("--elided", choices=("zeros", "random"), default=None,
+              help="run a module whose constants were printed elided as {...} with zeros or "
+                   "random values in them (for timing and memory: the outputs are not the "
+                   "model's)")
     @argument("-f", "--force", action="store_true",
               help="compile again even if this module was compiled before (ignore the cache)")
     @argument("-q", "--quiet", action="store_true", help="display nothing and return nothing")
     @cell_magic
     def hlo(self, line: str, cell: str):
-        """Compile the HLO module in the cell, show its buffer assignment, and run it if asked.
+        """Analyse the HLO module in the cell, show its buffer assignment, and run it if asked.
+
+        The report comes from the analysis at once; the kernels are built at the module's
+        first run (here with ``--run``, or when it is called later), with progress shown then.
 
         The compiled module is bound under its name, like a ``def``: after
         ``HloModule increment`` you can call ``increment(41.0)`` in the next cell.
@@ -171,7 +178,8 @@ class HloMagics(Magics):
         name) or ``--donate all``.
         Display: ``--show hlo|assignment|timeline|annotated|kernels|panel|none``
         (comma-separated), ``-q`` for nothing. Build: ``--device SPEC``, ``-f`` to ignore the
-        compile cache.
+        compile cache, ``--elided zeros|random`` to run a module whose constants were printed
+        as ``{...}``.
         Settings (default device, alignment, table sizes): ``%config HloMagics``.
         """
         opts = parse_argstring(self.hlo, line)
@@ -192,8 +200,8 @@ class HloMagics(Magics):
         progress = NotebookProgress(_module_name(cell), self.progress_after)
         with self._program_errors():
             exe = runtime.compile(cell, device=device, alignment=self.alignment or None,
-                                  force=opts.force, progress=progress)
-        progress.finish()
+                                  force=opts.force, lazy=True, elided_constants=opts.elided)
+        exe.progress = progress
         donated = parse_donate(opts.donate, exe.parameter_names)
         with self._program_errors():
             parameters = describe_parameters(exe.buffer_assignment)

@@ -4,6 +4,8 @@
 first launch (70-100 ms each), so a module with many kernels takes seconds. Nothing is shown
 for a compile that finishes within ``after`` seconds (most cells, and every cache hit); past
 that, one display is created and updated in place (a display id), ending with the total time.
+The clock starts at the first report: ``%%hlo`` builds kernels at the module's first run,
+which may come cells later, and the runtime's final "done" report ends the display.
 """
 
 from __future__ import annotations
@@ -47,11 +49,17 @@ class NotebookProgress:
         self.module = module
         self.after = after
         self.clock = clock
-        self.start = clock()
+        self.start: float | None = None
         self.handle = None
         self.last: ProgressLine | None = None
+        self.finished = False
 
     def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.start is None:
+            self.start = self.clock()
+        if stage == "done":
+            self.finish()
+            return
         if stage != "build":
             return
         elapsed = self.clock() - self.start
@@ -65,6 +73,7 @@ class NotebookProgress:
 
     def finish(self) -> None:
         """Replace the bar with the total time (only if a bar was shown)."""
-        if self.handle is not None and self.last is not None:
+        if self.handle is not None and self.last is not None and not self.finished:
+            self.finished = True
             self.handle.update(ProgressLine(self.module, self.last.total, self.last.total,
                                             self.clock() - self.start, finished=True))

@@ -238,9 +238,16 @@ def module_facts(result: HloResult) -> Facts:
             note += f" ({module.name!r} is not a Python identifier)"
         items.append(("bound as", note))
     items.append(("device", str(exe.device)))
-    built = f"{format_seconds(exe.compile_seconds)}, {len(exe.program.kernel_names)} kernel(s)"
-    items.append(("compile", f"cache hit (first compiled in {built})" if exe.cache_hit
-                  else f"compiled in {built}"))
+    if exe.is_built:
+        done = (f"compiled in {format_seconds(exe.compile_seconds)}, "
+                f"{len(exe.program.kernel_names)} kernel(s)")
+    else:
+        done = (f"analysed in {format_seconds(exe.compile_seconds)}; kernels are built at "
+                "the first run")
+    items.append(("compile", f"cache hit (first {done})" if exe.cache_hit else done))
+    if exe.elided_constants:
+        items.append(("constants", f"elided constants ({{...}}) filled with "
+                                   f"{exe.elided_constants}: the outputs are not the model's"))
     if result.run is not None:
         items.append(("run", run_text(result.run)))
     return Facts("Module, device and run", items)

@@ -8,6 +8,7 @@ from .errors import (
     CustomCallError, DeviceError, DonatedBufferError, HloArgumentError, HloError, HloParseError,
     HloUnsupportedError, HloVerifyError,
 )
+from .analyzer import Analysis, analyze
 from .compiler import compile
 from .custom_calls import (
     CustomCallStatus, CustomCallTarget, register_custom_call, registered_custom_calls,
@@ -34,7 +35,7 @@ def parse(text: str, *, verify: bool = True) -> HloModule:
 
 
 __all__ = [
-    "parse", "compile", "Executable", "DeviceArray", "RunRecord", "device_put", "devices",
+    "parse", "analyze", "Analysis", "compile", "Executable", "DeviceArray", "RunRecord", "device_put", "devices",
     "get_device", "Device", "HloModule", "HloError", "HloParseError", "HloVerifyError", "HloUnsupportedError",
     "HloArgumentError", "DonatedBufferError", "CustomCallError", "DeviceError", "__version__",
     "register_custom_call", "unregister_custom_call", "registered_custom_calls",

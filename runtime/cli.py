@@ -1,4 +1,9 @@
-"""The ``hlo`` command line: ``hlo check FILE.hlo`` and ``hlo run FILE.hlo [ARG ...]``."""
+"""The ``hlo`` command line: ``hlo check FILE.hlo``, ``hlo run FILE.hlo [ARG ...]`` and
+``hlo memory FILE.hlo`` (the buffer assignment without building a kernel or needing a device).
+
+``hlo memory --png`` draws with ``hlo_magic.timeline``, which imports matplotlib but never
+IPython: the command line sits on top of both layers, and nothing else in ``runtime`` looks up.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .buffers.donation_spec import resolve_donation
 from .errors import HloArgumentError, HloError
 
 
@@ -99,7 +105,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     text = _read(args.file)
     progress = CompileProgress()
     try:
-        exe = compile_module(text, device=args.device, progress=progress)
+        exe = compile_module(text, device=args.device, progress=progress,
+                             elided_constants=args.elided)
         values = [parse_argument(a) for a in args.args]
         result = exe.run(*values, donate=args.donate)
         _print_outputs(result)
@@ -111,12 +118,64 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_memory(args: argparse.Namespace) -> int:
+    from . import analyze
+    text = _read(args.file)
+    try:
+        analysis = analyze(text, alignment=args.alignment)
+        names = [p.name for p in analysis.source.entry.parameters]
+        donated = tuple(sorted(resolve_donation([] if args.donate == "none" else args.donate,
+                                                names, what="--donate")))
+        plan = analysis.buffer_assignment
+        if args.donate:
+            plan = plan.reassign(frozenset(donated))
+    except HloError as e:
+        _print_error(args.file, e)
+        return 1
+    print(memory_summary(analysis, plan, donated if args.donate else None))
+    if args.png:
+        from hlo_magic.timeline import figure_png, plot_memory
+        Path(args.png).write_bytes(figure_png(plot_memory(plan)))
+        print(f"timeline figure: {args.png}")
+    return 0
+
+
+def memory_summary(analysis, plan, donated: tuple[int, ...] | None = None,
+                   largest: int = 10) -> str:
+    """The memory plan in XLA's vocabulary, allocations by kind, the largest, inserted copies."""
+    s = plan.memory_stats
+    module = analysis.module
+    n = sum(len(c.instructions) for c in module.computations)
+    lines = [f"module {analysis.name}: {n} instructions after the passes, alignment "
+             f"{analysis.alignment} B, " + (f"donated {list(donated) or 'none'}"
+                                            if donated is not None else
+                                            "donation as the header declares it"),
+             f"memory: argument {s.argument} B, output {s.output} B, alias {s.alias} B, "
+             f"temp {s.temp} B; total {s.total} B; live-range peak {s.peak} B at "
+             f"{plan.peak_instruction.name}"]
+    kinds: dict[str, list[int]] = {}
+    for a in plan.allocations:
+        kinds.setdefault(a.kind, []).append(a.size)
+    lines.append("allocations: " + ", ".join(f"{len(v)} {k} ({sum(v)} B)"
+                                             for k, v in kinds.items()))
+    for a in sorted(plan.allocations, key=lambda a: -a.size)[:largest]:
+        names = ", ".join(b.name for b in a.buffers[:3]) + (", ..." if len(a.buffers) > 3 else "")
+        lines.append(f"  #{a.index} {a.kind} {a.size} B: {names}")
+    if len(plan.allocations) > largest:
+        lines.append(f"  ... {len(plan.allocations) - largest} smaller allocation(s)")
+    for c in plan.copies:
+        lines.append(f"inserted copy: {c}")
+    return "\n".join(lines)
+
+
 def summary(exe) -> str:
     """A few lines: where it ran, the memory plan in XLA's vocabulary, what donation did."""
     a = exe.buffer_assignment
     s = exe.memory_stats
     lines = [f"module {exe.name} on {exe.device}: compiled in {exe.compile_seconds:.2f} s, "
              f"{len(exe.program.kernel_names)} kernel(s)",
+             *([f"elided constants filled with {exe.elided_constants}: the outputs are not "
+                "the model's"] if exe.elided_constants else []),
              f"memory: argument {s.argument} B, output {s.output} B, alias {s.alias} B, "
              f"temp {s.temp} B; live-range peak {s.peak} B",
              "allocations: " + ", ".join(f"#{x.index} {x.kind} {x.size} B" for x in a.allocations)]
@@ -131,7 +190,8 @@ def summary(exe) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="hlo", description="Check and run XLA HLO modules.")
+    p = argparse.ArgumentParser(prog="hlo", description="Check, run and plan the memory of "
+                                                        "XLA HLO modules.")
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("check", help="parse and verify a module; exit 1 on error")
     c.add_argument("file", help="an .hlo text file")
@@ -147,7 +207,22 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--donate", default="", metavar="IDX|NAME,...",
                    help="parameters to donate, by number or name, or 'all' (updated in place "
                         "where aliased)")
+    r.add_argument("--elided", choices=("zeros", "random"), default=None,
+                   help="run a module whose constants were printed elided as {...} with these "
+                        "values (for timing and memory: the outputs are not the model's)")
     r.set_defaults(func=cmd_run)
+    m = sub.add_parser("memory", help="print the buffer assignment without building kernels "
+                                      "or needing an OpenCL device")
+    m.add_argument("file", help="an .hlo text file")
+    m.add_argument("--donate", default="", metavar="IDX|NAME,...",
+                   help="parameters to donate (by number or name), 'all' or 'none': the plan "
+                        "for that choice (default: donation as the module's header declares "
+                        "it, XLA's view)")
+    m.add_argument("--png", default=None, metavar="FILE",
+                   help="also save the memory timeline figure (needs matplotlib)")
+    m.add_argument("--alignment", type=int, default=None, metavar="BYTES",
+                   help="buffer alignment (default 128, PoCL's)")
+    m.set_defaults(func=cmd_memory)
     return p
 
 

@@ -1,12 +1,16 @@
 """``runtime.compile``: HLO text (or a module) to an ``Executable`` on an OpenCL device.
 
-parse -> verify -> passes -> buffer assignment -> lowering to one OpenCL program -> build ->
-warm-up. PoCL compiles each kernel at its first launch, for that launch's geometry, so the
-warm-up launches every kernel once at its real geometry (on PoCL: the narrowest grid of the
-same compiled variant) with its work bound set to 0 (it exits at once and touches no
-memory): after ``compile`` returns, runs pay no compilation, and the progress callback can
-say how many of the kernels are built. PoCL's on-disk kernel cache
-makes all of that nearly free the second time, in any process.
+parse -> verify -> passes -> buffer assignment (``runtime.analyze``, no device needed) ->
+lowering to one OpenCL program -> build -> warm-up. PoCL compiles each kernel at its first
+launch, for that launch's geometry, so the warm-up launches every kernel once at its real
+geometry (on PoCL: the narrowest grid of the same compiled variant) with its work bound set
+to 0 (it exits at once and touches no memory): after the build, runs pay no compilation, and
+the progress callback can say how many of the kernels are built. A cold build shares those
+launches with worker processes on the other cores (``runtime.execution.build_workers``); PoCL's
+on-disk kernel cache and the saved program binary (``runtime.execution.binary_cache``) make all of it
+nearly free the second time, in any process. ``compile(lazy=True)`` stops after the
+analysis: the kernels are built at the first run. Nothing the OpenCL compiler prints reaches
+the user (``runtime.execution.quiet``).
 
 Executables are cached in-process by (normalised text, device identity, options, version), so
 re-running a notebook cell does no work at all.
@@ -16,14 +20,18 @@ from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
+from .analyzer import analyze_verified
 from .errors import DeviceError, HloError
+from .execution.quiet import silenced_fds
 from .hlo.ir import HloModule
+from .hlo.runnable import ELIDED_FILLS, check_runnable, fill_elided_constants, has_elided_constants
 from .target import Target
 
 ProgressCallback = Callable[[str, int, int], None]   # (stage, done, total)
@@ -33,9 +41,10 @@ ProgressCallback = Callable[[str, int, int], None]   # (stage, done, total)
 class CompileOptions:
     alignment: int | None = None      # None: the device's base-address alignment
     fusion: bool = True
+    elided_constants: str | None = None
 
     def key(self) -> tuple:
-        return (self.alignment, self.fusion)
+        return (self.alignment, self.fusion, self.elided_constants)
 
 
 _CACHE: dict[tuple, object] = {}
@@ -67,20 +76,29 @@ def normalise(text: str) -> str:
 def _cache_key(text: str, device, options: CompileOptions) -> tuple:
     """Also keyed by the registrations of the custom-call targets the text names, so that
     re-registering a target (re-running a notebook cell) recompiles what calls it."""
-    from .custom_calls import cache_token
     from .version import __version__
+    from .custom_calls import cache_token
     digest = hashlib.sha256(normalise(text).encode()).hexdigest()
     return (digest, device.identity, options.key(), __version__, cache_token(text))
 
 
 def compile(module_or_text: str | HloModule, device=None, *, alignment: int | None = None,
             fusion: bool = True, progress: ProgressCallback | None = None,
-            force: bool = False):
-    """Compile HLO for ``device`` (None: ``HLO_DEVICE`` or the default, PoCL on the CPU)."""
+            force: bool = False, elided_constants: str | None = None, lazy: bool = False):
+    """Compile HLO for ``device`` (None: ``HLO_DEVICE`` or the default, PoCL on the CPU).
+
+    The analysis (``runtime.analyze``: parse, verify, passes, buffer assignment) happens here;
+    with ``lazy=True`` the kernels are generated and built at the first run instead (showing
+    ``progress`` then), so the memory plan is available at once. Constants printed elided as
+    ``{...}`` make the module unrunnable (``HloUnsupportedError`` when the kernels are
+    generated) unless ``elided_constants`` is "zeros" or "random": then they get such
+    values, and the executable's outputs are not the model's (``exe.elided_constants`` says
+    so). ``exe.compile_times`` has the seconds per stage.
+    """
     from .execution.device import get_device
-    start = time.perf_counter()
     dev = get_device(device)
-    options = CompileOptions(alignment, fusion)
+    start = time.perf_counter()
+    options = CompileOptions(alignment, fusion, elided_constants)
     if isinstance(module_or_text, HloModule):
         text = module_or_text.to_text()
         module = module_or_text
@@ -89,38 +107,100 @@ def compile(module_or_text: str | HloModule, device=None, *, alignment: int | No
         module = None
     else:
         raise TypeError(f"compile() takes HLO text or an HloModule, not {type(module_or_text).__name__}")
+    if elided_constants is not None and elided_constants not in ELIDED_FILLS:
+        raise ValueError(f"elided_constants={elided_constants!r}: expected None or one of "
+                         f"{ELIDED_FILLS}")
     key = _cache_key(text, dev, options)
     if not force and key in _CACHE:
-        exe = _CACHE[key]
-        return exe._cache_hit_copy()  # type: ignore[attr-defined]
-    from .hlo.parser import parse
-    from .hlo.verifier import verify
+        exe = _CACHE[key]._cache_hit_copy()  # type: ignore[attr-defined]
+        exe.progress = progress
+        return exe if lazy else exe.build(progress)
+    times: dict[str, float] = {}
     if module is None:
+        from .hlo.parser import parse
+        mark = time.perf_counter()
         module = parse(text)
+        times["parse"] = time.perf_counter() - mark
+    from .hlo.verifier import verify
+    mark = time.perf_counter()
     verify(module)
-    exe = _build(module, dev, options, progress, start)
+    runnable = module
+    filled = False
+    if elided_constants is not None and has_elided_constants(module):
+        from .hlo.clone import clone_module
+        runnable, _ = clone_module(module)
+        filled = fill_elided_constants(runnable, elided_constants) > 0
+    times["verify"] = time.perf_counter() - mark
+    if progress is not None:
+        progress("passes", 0, 1)
+    analysis = analyze_verified(runnable, alignment or dev.mem_base_addr_align, fusion,
+                                Target.for_device(dev), times)
+    from .execution.executable import Executable
+    times["other"] = time.perf_counter() - start - sum(times.values())
+    exe = Executable(module, analysis, dev, KernelBuild(analysis, dev),
+                     elided_constants=elided_constants if filled else None, progress=progress)
+    if not lazy:
+        exe.build(progress)
     _CACHE[key] = exe
     return exe
 
 
-def _build(module: HloModule, dev, options: CompileOptions, progress, start: float):
-    from .codegen.lower import lower
-    from .execution.executable import Executable
-    from .hlo.runnable import check_runnable
-    from .passes.pipeline import run
-    check_runnable(module)
-    report = progress or (lambda stage, done, total: None)
-    report("passes", 0, 1)
-    target = Target.for_device(dev)
-    alignment = options.alignment or dev.mem_base_addr_align
-    assignment = run(module, target, fusion=options.fusion, alignment=alignment)
-    report("codegen", 0, 1)
-    program = lower(assignment, target, alignment)
-    kernels = build_kernels(dev, program, report)
-    prepare_host_calls(dev, program)
-    return Executable(module, assignment, program, dev, kernels,
-                      compile_seconds=time.perf_counter() - start)
+class KernelBuild:
+    """An analysed module's program and built kernels, made on first need (``compile``, or the
+    first run of a lazily compiled executable) and shared by the cache-hit copies. A program
+    generated before, in any process, is loaded instead (``runtime.execution.program_cache``).
 
+    ``times`` holds the seconds per stage: the analysis' ("parse", "verify", "passes",
+    "assignment", "other"), then "codegen", "opencl-build", "warm-up" and "binary-save"."""
+
+    def __init__(self, analysis, dev) -> None:
+        self.analysis = analysis
+        self.device = dev
+        self.times: dict[str, float] = dict(analysis.times)
+        self._lock = threading.RLock()
+        self._program = None
+        self._kernels: dict | None = None
+
+    @property
+    def built(self) -> bool:
+        return self._kernels is not None
+
+    @property
+    def program(self):
+        """The plan and OpenCL C source (generated on first use; nothing is built)."""
+        with self._lock:
+            if self._program is None:
+                from .execution import program_cache
+                from .codegen.lower import lower
+                check_runnable(self.analysis.source)
+                mark = time.perf_counter()
+                key = program_cache.program_key(self.analysis, self.device)
+                self._program = program_cache.load(key)
+                if self._program is None:
+                    self._program = lower(self.analysis.buffer_assignment,
+                                          self.analysis.target, self.analysis.alignment)
+                    program_cache.save(key, self._program)
+                self.times["codegen"] = time.perf_counter() - mark
+            return self._program
+
+    def kernels(self, progress: ProgressCallback | None = None) -> dict:
+        """The kernels by name, built (and warmed up) on the first call."""
+        with self._lock:
+            if self._kernels is None:
+                report = progress or (lambda stage, done, total: None)
+                report("codegen", 0, 1)
+                program = self.program
+                kernels = build_kernels(self.device, program, report, self.times)
+                prepare_host_calls(self.device, program)
+                self._kernels = kernels
+                report("done", len(kernels), len(kernels))
+            return self._kernels
+
+
+# A worker process costs about half a second to start (Python, pyopencl, the OpenCL platform),
+# a kernel variant 0.1-0.7 s to compile: below this many variants per process, or for saving
+# the binary of a program with fewer, the compiling process does the work itself.
+VARIANTS_PER_WORKER = 8
 
 # PoCL specialises a kernel for grids narrower than this in every dimension ("smallgrid")
 # and compiles one variant for all wider ones (measured: 65472 work-items small, 65536 not).
@@ -136,46 +216,111 @@ def warm_up_size(dev, global_size: tuple[int, ...], local_size: tuple[int, ...])
                  for g, l in zip(global_size, local_size))
 
 
-def build_kernels(dev, program, report: ProgressCallback) -> dict:
-    """Build the program, then launch each kernel once with a zero work bound (see module doc)."""
-    from .execution import binary_cache
+def warm_up_variants(dev, program) -> list:
+    """One zero-work launch per distinct (kernel, warm-up grid, local size) of the plan."""
+    from .execution.build_workers import Variant
     from .codegen.plan import iter_launches
+    sizes = {name: len(text) for name, text in program.kernel_texts.items()}
+    seen: dict[tuple, Variant] = {}
+    for launch in iter_launches(program.plan):
+        size = warm_up_size(dev, launch.global_size, launch.local_size)
+        key = (launch.kernel, size, launch.local_size)
+        if key not in seen:
+            seen[key] = Variant(launch.kernel, size, launch.local_size, len(launch.buffers),
+                                tuple(np.asarray(s).dtype.name for s in launch.scalars),
+                                sizes.get(launch.kernel, 0))
+    return list(seen.values())
+
+
+def compiled_variants(dev, variants: list) -> list:
+    """The variants PoCL compiles separately: one per kernel, local size and whether the grid
+    is narrower than ``POCL_SMALL_GRID`` in every dimension."""
+    distinct: dict[tuple, object] = {}
+    for v in variants:
+        small = all(g < POCL_SMALL_GRID for g in v.size)
+        distinct.setdefault((v.kernel, v.local_size, small), v)
+    return list(distinct.values())
+
+
+def build_kernels(dev, program, report: ProgressCallback,
+                  times: dict[str, float] | None = None) -> dict:
+    """Build the program, then launch each kernel once with a zero work bound (see module doc).
+
+    On a cold PoCL build the launches that make PoCL compile are shared with worker processes
+    (``runtime.execution.build_workers``). Everything the OpenCL compiler prints is discarded
+    (``runtime.execution.quiet``); seconds go to ``times["opencl-build"]`` (clBuildProgram),
+    ``times["warm-up"]`` (the launches, where PoCL compiles each kernel) and
+    ``times["binary-save"]``."""
+    from .execution import binary_cache
+    from .execution.build_workers import (
+        Workers, jobs_setting, save_in_background, save_pending, shares,
+    )
     from .execution.device import build_program, opencl
+    times = {} if times is None else times
     cl = opencl()
     total = len(program.kernel_names)
     report("build", 0, total)
     if not total:
         return {}
-    cl_program = build_program(dev, program.source, program.options)
-    kernels = {name: cl.Kernel(cl_program, name) for name in program.kernel_names}
-    scratch = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, 1)
-    warmed: set[tuple] = set()
+    variants = warm_up_variants(dev, program)
+    options = (*dev.build_options, *program.options)
+    saved = binary_cache.binary_path(dev, program.source, options)
+    pending = saved is not None and save_pending(saved)
+    cold = saved is not None and not saved.is_file() and not pending
+    compiling = compiled_variants(dev, variants) if cold else []
+    extra = min(jobs_setting() - 1, len(compiling) // VARIANTS_PER_WORKER)
+    workers = Workers(extra) if extra > 0 else None
     built: set[str] = set()
-    for launch in iter_launches(program.plan):
-        size = warm_up_size(dev, launch.global_size, launch.local_size)
-        geometry = (launch.kernel, size, launch.local_size)
-        if geometry in warmed:
-            continue
-        warmed.add(geometry)
-        kernel = kernels[launch.kernel]
-        args: list = []
-        for _ in launch.buffers:
-            args += [scratch, np.uint64(0)]
-        scalars = list(launch.scalars)
-        scalars[0] = type(scalars[0])(0)
-        args += scalars
-        try:
-            kernel.set_args(*args)
-            cl.enqueue_nd_range_kernel(dev.queue, kernel, size, launch.local_size)
-            dev.queue.finish()
-        except cl.Error as e:
-            raise DeviceError(f"kernel {launch.kernel} (for {launch.instruction}) failed to "
-                              f"build or launch on {dev}: {e}") from None
-        if launch.kernel not in built:
-            built.add(launch.kernel)
-            report("build", len(built), total)
-    binary_cache.save(cl, dev, program.source, (*dev.build_options, *program.options), cl_program)
+
+    def warmed(kernel: str) -> None:
+        if kernel in built or kernel not in kernels:
+            return
+        built.add(kernel)
+        report("build", len(built), total)
+
+    try:
+        mark = time.perf_counter()
+        with silenced_fds():
+            cl_program = build_program(dev, program.source, program.options)
+            kernels = {name: cl.Kernel(cl_program, name) for name in program.kernel_names}
+        times["opencl-build"] = time.perf_counter() - mark
+        mark = time.perf_counter()
+        scratch = cl.Buffer(dev.context, cl.mem_flags.READ_WRITE, 1)
+        done: set = set()
+        if workers is not None and workers.processes:
+            parts = shares(compiling, len(workers.processes) + 1)
+            workers.start(dev.spec, program.source, program.options, parts[1:])
+            for variant in parts[0]:
+                _warm(cl, dev, kernels[variant.kernel], scratch, variant, program)
+                done.add(variant)
+                warmed(variant.kernel)
+            workers.finish(warmed)
+        for variant in variants:
+            if variant not in done:
+                _warm(cl, dev, kernels[variant.kernel], scratch, variant, program)
+                warmed(variant.kernel)
+        times["warm-up"] = time.perf_counter() - mark
+    finally:
+        if workers is not None:
+            workers.stop()
+    mark = time.perf_counter()
+    if len(compiling) >= VARIANTS_PER_WORKER:
+        save_in_background(dev.spec, program.source, program.options, variants, saved)
+    elif not pending:
+        binary_cache.save(cl, dev, program.source, options, cl_program)
+    times["binary-save"] = time.perf_counter() - mark
     return kernels
+
+
+def _warm(cl, dev, kernel, scratch, variant, program) -> None:
+    from .execution.build_workers import launch_zero_work
+    try:
+        with silenced_fds():
+            launch_zero_work(cl, dev.queue, kernel, scratch, variant)
+    except cl.Error as e:
+        instruction = ", ".join(program.kernel_instructions.get(variant.kernel, ())[:1])
+        raise DeviceError(f"kernel {variant.kernel} (for {instruction}) failed to build or "
+                          f"launch on {dev}: {e}") from None
 
 
 def prepare_host_calls(dev, program) -> None:
@@ -190,4 +335,4 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
-__all__ = ["compile", "clear_cache", "CompileOptions", "HloError"]
+__all__ = ["compile", "clear_cache", "CompileOptions", "KernelBuild", "HloError"]

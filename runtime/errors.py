@@ -144,6 +144,8 @@ class CustomCallError(HloError):
 class DeviceError(HloError):
     """OpenCL trouble: no device, a build failure (with its log), out of device memory."""
 
+    build_log: str | None = None      # a failed build's whole compiler log
+
 
 __all__ = [
     "SourceLocation", "HloError", "HloParseError", "HloVerifyError", "HloUnsupportedError",

@@ -4,7 +4,8 @@ included): no cycles anywhere, and no module imports a later stage of the pipeli
 Stages, in pipeline order: errors < hlo (parse, verify) < analysis < passes (and the target)
 < buffers (assignment) < the pipeline that runs them < the OpenCL platform (devices, kernel
 caches) < custom calls < codegen < execution (arrays, executables) < the compiler and the
-package's API < the notebook layer. A module may import its own stage or earlier ones.
+package's API < the front ends (the notebook layer and the ``hlo`` command). A module may
+import its own stage or earlier ones.
 Importing a submodule also runs its parent packages' ``__init__``; those implicit edges are
 Python's package mechanics, not dependencies, and are not counted; nor are imports under
 ``if TYPE_CHECKING:`` (annotations only, never executed).
@@ -27,12 +28,13 @@ STAGES = [
     ("runtime.buffers", 4),
     ("runtime.passes.pipeline", 5),
     ("runtime.execution.device", 6), ("runtime.execution.cache", 6),
-    ("runtime.execution.binary_cache", 6),
+    ("runtime.execution.binary_cache", 6), ("runtime.execution.quiet", 6),
     ("runtime.custom_calls", 7),
     ("runtime.codegen", 8),
     ("runtime.execution", 9),
     ("runtime", 10),
     ("hlo_magic", 11),
+    ("runtime.cli", 11),      # a front end like the notebook layer: `hlo memory --png` draws its figure
 ]
 
 

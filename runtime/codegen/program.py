@@ -32,6 +32,7 @@ class Program:
     plan: list[Step]
     options: tuple[str, ...]
     kernel_instructions: dict[str, list[str]] = field(default_factory=dict)
+    kernel_texts: dict[str, str] = field(default_factory=dict)     # name -> its source
 
     @property
     def source_hash(self) -> str:
@@ -86,4 +87,5 @@ class ProgramBuilder:
         parts.append(body)
         return Program(source="\n\n".join(parts) + "\n", kernel_names=list(self.names),
                        embedded=bytes(self.embedded), plan=plan, options=(),
-                       kernel_instructions=self.kernel_instructions)
+                       kernel_instructions=self.kernel_instructions,
+                       kernel_texts=dict(zip(self.names, self._texts)))

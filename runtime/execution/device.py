@@ -30,6 +30,7 @@ from typing import Any, Iterator
 from . import binary_cache
 from .cache import configure_pocl_cache
 from ..errors import DeviceError
+from .quiet import silenced_fds
 
 _INSTALL_HINT = ("pip install pyopencl pocl-binary-distribution (PoCL, runs on the CPU), "
                  "or install your GPU vendor's OpenCL driver")
@@ -116,9 +117,10 @@ class Device:
         XLA's CPU backend runs with denormals flushed to zero (inputs and results, f32 and
         f64; f16 is computed in f32 where its denormals are normal numbers), and PoCL does the
         same under ``-cl-denorms-are-zero``. OpenCL also allows float division and sqrt to be
-        off by 2.5-3 ulp unless asked otherwise; XLA's results are correctly rounded.
+        off by 2.5-3 ulp unless asked otherwise; XLA's results are correctly rounded. ``-w``
+        keeps the compiler's warnings out of the user's output.
         """
-        options = ("-cl-denorms-are-zero",)
+        options = ("-cl-denorms-are-zero", "-w")    # -w: see runtime.execution.quiet
         if self.correctly_rounded_divide_sqrt:
             options += ("-cl-fp32-correctly-rounded-divide-sqrt",)
         return options
@@ -288,12 +290,13 @@ def build_program(device: Device, source: str, options: tuple[str, ...] = ()) ->
     source from PoCL's cache (opencl-notes section 3). On PoCL a binary that ``compile`` saved
     after launching every kernel once is loaded instead when there is one (``binary_cache``).
     A failure raises ``DeviceError`` with the compiler's errors, each followed by
-    the numbered source line it points at.
+    the numbered source line it points at, and the whole log as ``error.build_log``. Nothing
+    the compiler prints reaches the process's output (``runtime.execution.quiet``).
     """
     all_options = (*device.build_options, *options)
     key = (device.spec, device.identity, all_options,
            hashlib.sha256(source.encode()).hexdigest())
-    with _lock:
+    with silenced_fds() as printed, _lock:
         cached = _programs.get(key)
         if cached is not None:
             return cached
@@ -309,11 +312,14 @@ def build_program(device: Device, source: str, options: tuple[str, ...] = ()) ->
                 program.build(options=list(all_options), devices=[device.cl_device],
                               cache_dir=False if device.driver_caches_builds else None)
         except cl.Error as error:
-            log = _build_log(cl, program, device) or str(error)
-            raise DeviceError(format_build_failure(device, source, log),
-                              hint=_build_hint(log)) from None
-        _programs[key] = program
-        return program
+            failure = error
+        else:
+            _programs[key] = program
+            return program
+    log = _build_log(cl, program, device) or printed.text.strip() or str(failure)
+    raised = DeviceError(format_build_failure(device, source, log), hint=_build_hint(log))
+    raised.build_log = log
+    raise raised
 
 
 def _build_log(cl: ModuleType, program: Any, device: Device) -> str:

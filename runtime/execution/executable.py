@@ -59,14 +59,22 @@ class DonationPlan:
 # --- the executable -------------------------------------------------------------------------
 
 class Executable:
-    def __init__(self, module, assignment, program, device, kernels: dict, *,
-                 compile_seconds: float = 0.0, cache_hit: bool = False) -> None:
+    """A compiled module: its ``analysis`` (the memory plan), and kernels that ``build`` makes
+    (``compile`` calls it, unless ``lazy``; else the first run does, reporting to
+    ``progress``). ``elided_constants`` is "zeros" or "random" when constants printed as
+    ``{...}`` were given such values: the outputs are then not the model's."""
+
+    def __init__(self, module, analysis, device, build, *, elided_constants: str | None = None,
+                 progress=None, cache_hit: bool = False) -> None:
         self.module = module
+        self.analysis = analysis
+        assignment = analysis.buffer_assignment
         self.buffer_assignment = assignment
-        self.program = program
         self.device = device
-        self._kernels = kernels
-        self.compile_seconds = compile_seconds
+        self._build = build
+        self._kernels: dict = {}
+        self.elided_constants = elided_constants
+        self.progress = progress
         self.cache_hit = cache_hit
         self.name = module.name
         self.last_run: RunRecord | None = None
@@ -89,6 +97,32 @@ class Executable:
         self._launch_args: dict[str, tuple] = {}   # kernel -> (last step, its buffer handles)
 
     # --- public -----------------------------------------------------------------------------
+    @property
+    def program(self):
+        """The plan and the OpenCL C source (generated on first use)."""
+        return self._build.program
+
+    @property
+    def is_built(self) -> bool:
+        return self._build.built
+
+    def build(self, progress=None) -> Executable:
+        """Build (and warm up) the kernels now, if not built yet; ``progress(stage, done,
+        total)`` hears about it."""
+        self._kernels = self._build.kernels(progress or self.progress)
+        return self
+
+    @property
+    def compile_times(self) -> dict[str, float]:
+        """Seconds per compile stage: parse, verify, passes, assignment, other (the analysis),
+        then codegen, opencl-build, warm-up (PoCL compiles kernels at their first launch) and
+        binary-save once built."""
+        return dict(self._build.times)
+
+    @property
+    def compile_seconds(self) -> float:
+        return sum(self._build.times.values())
+
     @property
     def memory_stats(self):
         return self.buffer_assignment.memory_stats
@@ -125,6 +159,7 @@ class Executable:
         leaves = self._check_arguments(args)
         self._check_clashes(args, donate_set)
         plan = self._donation_plan(donate_set, record)
+        self.build()
         start = time.perf_counter()
         bindings, fresh = self._bind(leaves, plan, record)
         try:

@@ -932,7 +932,8 @@ class Parser:
             lx.advance()
             self.expect_punct("}", "after '...'")
             self.warn(open_at, f"constant {lx.instruction} was printed elided as {{...}}: its values "
-                      "are unknown (XLA would silently use zeros), so it cannot be run")
+                      "are unknown (XLA would silently use zeros), so it runs only with "
+                      "elided_constants='zeros' or 'random' (--elided)")
             return Literal(shape, elided=True)
         raw = lx.take_balanced()
         try:

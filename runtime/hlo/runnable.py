@@ -5,30 +5,88 @@ constants with more than ten elements as ``{...}`` (XLA parses them back as zero
 computing something else), and an unbounded dimension ``?`` has no size to allocate. The
 parser keeps such modules (they print and analyse fine); ``check_runnable`` is the gate the
 compiler calls first, so the refusal names the instruction and its line.
+
+Running a module with elided constants is still useful for its timing and memory, so
+``compile(..., elided_constants="zeros"|"random")`` opts in: ``fill_elided_constants`` gives
+each elided constant values (zeros, or reproducible random values seeded by the
+instruction's name), and the executable says that its outputs are not the model's.
 """
 
 from __future__ import annotations
 
+import zlib
 from typing import Iterator
+
+import numpy as np
 
 from ..errors import HloUnsupportedError
 from .ir import HloInstruction, HloModule
 from .literal import Literal
 
 
-def check_runnable(module: HloModule) -> None:
-    """Raise ``HloUnsupportedError`` at the first instruction whose values cannot exist."""
+ELIDED_FILLS = ("zeros", "random")
+
+
+def check_runnable(module: HloModule, *, elided_constants: str | None = None) -> None:
+    """Raise ``HloUnsupportedError`` at the first instruction whose values cannot exist;
+    elided constants pass when ``elided_constants`` says how to fill them."""
     for inst in module.instructions():
-        if inst.literal is not None and any(lit.elided for lit in _array_literals(inst.literal)):
+        if elided_constants is None and has_elided_values(inst):
             raise _unsupported(inst, (
                 f"constant {inst.name} was printed elided as {{...}}, so its values are unknown; "
                 "XLA would silently run it as zeros. Print the module with its constants "
-                "(XLA: print_large_constants) and load that text instead"))
+                "(XLA: print_large_constants) and load that text instead, or run it for "
+                "timing and memory only with elided_constants='zeros' or 'random' "
+                "(--elided on the command line and in %%hlo)"))
         for _, leaf in inst.shape.leaves():
             if leaf.is_unbounded:
                 raise _unsupported(inst, (
                     f"{inst.opcode} {inst.name} has the unbounded shape {leaf.to_text(False)}: a "
                     "dimension written '?' has no size to allocate; give it a bound (<=N)"))
+
+
+def has_elided_values(inst: HloInstruction) -> bool:
+    return inst.literal is not None and any(lit.elided for lit in _array_literals(inst.literal))
+
+
+def has_elided_constants(module: HloModule) -> bool:
+    return any(has_elided_values(inst) for inst in module.instructions())
+
+
+def fill_elided_constants(module: HloModule, fill: str) -> int:
+    """Give every elided constant of ``module`` values, in place (call it on a clone: clones
+    share literals, so each filled literal is a new object). Returns how many were filled."""
+    if fill not in ELIDED_FILLS:
+        raise ValueError(f"elided_constants={fill!r}: expected one of {ELIDED_FILLS}")
+    filled = 0
+    for inst in module.instructions():
+        if has_elided_values(inst):
+            inst.literal = _filled(inst.literal, fill, zlib.crc32(inst.name.encode()))
+            filled += 1
+    return filled
+
+
+def _filled(literal: Literal, fill: str, seed: int) -> Literal:
+    if literal.shape.is_tuple:
+        return Literal(literal.shape, elements=tuple(
+            _filled(e, fill, seed + k) for k, e in enumerate(literal.elements)))
+    if not literal.elided:
+        return literal
+    et = literal.shape.element_type
+    dims = literal.shape.dims
+    if fill == "zeros":
+        return Literal(literal.shape, np.zeros(dims, dtype=et.numpy))
+    rng = np.random.default_rng(seed)
+    if et.is_pred:
+        data = rng.integers(0, 2, dims).astype(et.numpy)
+    elif et.is_integer:
+        high = min(16, 2 ** (et.bits - 1) if et.is_signed else 2 ** et.bits)
+        data = rng.integers(0, high, dims).astype(et.numpy)   # small: valid as most indices
+    elif et.is_complex:
+        data = (rng.uniform(-1, 1, dims) + 1j * rng.uniform(-1, 1, dims)).astype(et.numpy)
+    else:
+        data = rng.uniform(-1, 1, dims).astype(et.numpy)
+    return Literal(literal.shape, data)
 
 
 def _array_literals(literal: Literal) -> Iterator[Literal]:

@@ -190,7 +190,7 @@ def test_force_recompiles_and_the_report_says_whether_the_cache_was_hit(ip):
     again = ip.run_cell_magic("hlo", "", INCREMENT)
     assert again.cache_hit and "cache hit (first compiled in" in again._repr_html_()
     forced = ip.run_cell_magic("hlo", "-f", INCREMENT)
-    assert not forced.cache_hit and "compiled in" in forced._repr_html_()
+    assert not forced.cache_hit and "analysed in" in forced._repr_html_()
 
 
 def test_device_flag_and_config(ip):
@@ -301,7 +301,7 @@ def test_config_lists_every_setting_with_help(ip):
 def test_help_is_the_docstring_with_examples_and_the_usage(ip):
     _, cap = run(ip, "%%hlo?")
     text = cap.stdout
-    assert "Compile the HLO module in the cell" in text
+    assert "Analyse the HLO module in the cell" in text
     assert "%%hlo --run x" in text and "--donate 0" in text and "--show assignment,timeline" in text
     assert "%%hlo [--run [NAME ...]]" in text
     for flag in ("--run", "--inputs", "--donate", "--device", "--show", "--out", "--force",
@@ -322,10 +322,13 @@ def test_devices_magic(ip):
 
 # --- progress -----------------------------------------------------------------------------
 
-def test_a_slow_compile_shows_kernel_build_progress(ip):
+def test_a_slow_compile_shows_kernel_build_progress_at_the_first_run(ip):
     ip.run_line_magic("config", "HloMagics.progress_after = 0.0")
     with capture_output() as cap:
         ip.run_cell_magic("hlo", "-f -q", ADD_MUL)
+    assert cap.outputs == []
+    with capture_output() as cap:
+        ip.user_ns["add_mul"](np.ones((4, 8), np.float32), np.ones((4, 8), np.float32))
     texts = [out.data["text/plain"] for out in cap.outputs]
     assert texts[0].startswith("compiling add_mul: ") and texts[0].endswith(" kernels built")
     assert texts[-1].startswith("compiled add_mul: ")
@@ -334,9 +337,82 @@ def test_a_slow_compile_shows_kernel_build_progress(ip):
 
 def test_a_fast_compile_shows_no_progress(ip):
     ip.run_line_magic("config", "HloMagics.progress_after = 600.0")
+    ip.user_ns.update(x=np.ones((4, 8), np.float32), y=np.ones((4, 8), np.float32))
     with capture_output() as cap:
-        ip.run_cell_magic("hlo", "-f -q", ADD_MUL)
+        ip.run_cell_magic("hlo", "-f -q --run x y", ADD_MUL)
     assert cap.outputs == []
+
+
+# --- kernels are built at the first run -----------------------------------------------------
+
+@pytest.fixture
+def builds(monkeypatch) -> list[str]:
+    """The modules whose kernels were built, one entry per build."""
+    from runtime import compiler
+    built: list[str] = []
+    original = compiler.build_kernels
+
+    def counting(dev, program, report, times=None):
+        built.append(program.kernel_names)
+        return original(dev, program, report, times)
+    monkeypatch.setattr(compiler, "build_kernels", counting)
+    return built
+
+
+def test_without_run_the_report_comes_from_the_analysis_and_nothing_is_built(ip, builds):
+    result = ip.run_cell_magic("hlo", "-f --show assignment,timeline", ADD_MUL)
+    assert builds == []
+    text = result.report_text()
+    assert "kernels are built at the first run" in text and "Allocations" in text
+    assert result._repr_mimebundle_()["image/png"].startswith(b"\x89PNG")
+    assert builds == []
+    add_mul = ip.user_ns["add_mul"]
+    x, y = np.ones((4, 8), np.float32), np.full((4, 8), 2, np.float32)
+    out = add_mul(x, y)
+    np.testing.assert_array_equal(out[0], (x + y) * y)
+    assert len(builds) == 1
+    add_mul(x, y)
+    assert len(builds) == 1 and add_mul.is_built
+
+
+def test_showing_the_kernels_generates_them_but_builds_nothing(ip, builds):
+    result = ip.run_cell_magic("hlo", "-f --show kernels", ADD_MUL)
+    assert "__kernel void" in result.report_text() and builds == []
+
+
+def test_run_builds_once(ip, builds):
+    ip.user_ns.update(x=np.ones((4, 8), np.float32), y=np.ones((4, 8), np.float32))
+    result = ip.run_cell_magic("hlo", "-f --run x y", ADD_MUL)
+    assert len(builds) == 1 and "compiled in" in result.report_text()
+
+
+ELIDED = """HloModule elided
+
+ENTRY main {
+  p = f32[16] parameter(0)
+  c = f32[16] constant({...})
+  ROOT a = f32[16] add(p, c)
+}
+"""
+
+
+def test_a_module_with_elided_constants_is_analysed_without_building(ip, builds):
+    result = ip.run_cell_magic("hlo", "-f", ELIDED)
+    assert builds == [] and result.memory_stats.argument == 64
+    ip.user_ns["x"] = np.arange(16, dtype=np.float32)
+    with pytest.raises(runtime.HloUnsupportedError, match="printed elided"):
+        ip.run_cell_magic("hlo", "-f --run x", ELIDED)
+    assert builds == []
+
+
+def test_elided_constants_run_with_an_explicit_fill_and_the_report_says_so(ip, builds):
+    ip.user_ns["x"] = np.arange(16, dtype=np.float32)
+    result = ip.run_cell_magic("hlo", "-f --run x --elided zeros", ELIDED)
+    np.testing.assert_array_equal(result.outputs, np.arange(16, dtype=np.float32))
+    assert len(builds) == 1
+    assert "filled with zeros: the outputs are not the model's" in result.report_text()
+    other = ip.run_cell_magic("hlo", "-f --run x --elided random", ELIDED)
+    assert not np.array_equal(other.outputs, result.outputs)
 
 
 # --- errors -------------------------------------------------------------------------------

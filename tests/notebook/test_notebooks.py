@@ -7,7 +7,8 @@ Each notebook runs from a copy of ``notebooks/`` in a temporary directory, as a 
 install without the shared corpus would: no ``../shared`` above it and no ``HLO_CORPUS``, so a
 tutorial that reads anything the project does not ship fails here. The kernel runs with that
 copy as its working directory and with PoCL's cache, hlo-magic's cache, Jupyter's data
-directory and IPython's directory in a temporary place.
+directory and IPython's directory in a temporary place (so every build is cold), and nothing
+the OpenCL compiler prints may reach a cell.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from ..conftest import REPO
 
 _MODULE_FILE = re.compile(r"modules/([\w.-]+\.(?:hlo|npz|json))")
 NOTEBOOKS = sorted((REPO / "notebooks").glob("*.ipynb"))
+# What clang and PoCL print: "5 warnings generated.", "<source>:3:7: warning: ...".
+COMPILER_CHATTER = re.compile(r"warnings? generated|:\d+:\d+: (?:warning|note):")
 
 
 @pytest.fixture(scope="session")
@@ -69,6 +72,9 @@ def execute(path: Path) -> None:
     assert nb.metadata.kernelspec.name == "python3"
     NotebookClient(nb, timeout=120, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
+    chatter = [o.text for cell in code for o in cell.outputs
+               if o.output_type == "stream" and COMPILER_CHATTER.search(o.text)]
+    assert not chatter, f"{path.name}: the OpenCL compiler printed into cells: {chatter}"
     for cell in code:
         failed = any(o.output_type == "error" for o in cell.outputs)
         expected = "raises-exception" in cell.metadata.get("tags", [])

@@ -1,0 +1,113 @@
+"""``runtime.analyze``: a module's memory plan without a device and without building a kernel.
+
+Showing how a module's buffers are laid out needs the front end, the passes and buffer
+assignment, which together take a fraction of a second even for whole models; building the
+OpenCL kernels takes most of a cold ``compile``. So the plan is its own step: ``analyze``
+returns it, ``compile`` builds on it, and an ``Executable`` keeps the ``Analysis`` it came
+from. Nothing here imports pyopencl.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from .hlo.ir import HloModule
+from .target import Target
+
+if TYPE_CHECKING:
+    from .buffers.assignment import BufferAssignment, MemoryStats
+
+# Without a device: the base-address alignment of PoCL's CPU devices (1024 bits), which is
+# also XLA's CPU alignment for large buffers.
+DEFAULT_ALIGNMENT = 128
+
+
+@dataclass
+class Analysis:
+    """The memory plan of one module.
+
+    ``source`` is the module as parsed and verified; ``module`` is the module after the passes
+    (fusion), the one whose instruction names the buffer assignment and reports use.
+    ``times`` holds the seconds each stage took ("parse", "verify", "passes", "assignment").
+    """
+
+    source: HloModule
+    module: HloModule
+    buffer_assignment: BufferAssignment
+    alignment: int
+    target: Target
+    times: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.source.name
+
+    @property
+    def memory_stats(self) -> MemoryStats:
+        return self.buffer_assignment.memory_stats
+
+    def __repr__(self) -> str:
+        s = self.memory_stats
+        return (f"<Analysis {self.name}: argument {s.argument} B, output {s.output} B, "
+                f"alias {s.alias} B, temp {s.temp} B, alignment {self.alignment}>")
+
+
+def analyze(module_or_text: str | HloModule, *, alignment: int | None = None,
+            fusion: bool = True, device=None) -> Analysis:
+    """Parse and verify HLO, run the passes and assign buffers; build no kernel.
+
+    Needs no OpenCL device. ``alignment`` (bytes, a power of two) applies to every buffer
+    offset; by default it is that of ``device`` when one is given (a ``Device`` or a spec such
+    as "gpu"), else 128 bytes, the alignment of PoCL's CPU devices, so the plan is the one
+    ``runtime.compile`` makes for PoCL. ``device`` also picks the target the passes
+    fuse for ("cpu" without one). Constants printed elided as ``{...}`` are fine here: only
+    running needs their values.
+    """
+    times: dict[str, float] = {}
+    if isinstance(module_or_text, str):
+        from .hlo.parser import parse
+        start = time.perf_counter()
+        module = parse(module_or_text)
+        times["parse"] = time.perf_counter() - start
+    elif isinstance(module_or_text, HloModule):
+        module = module_or_text
+    else:
+        raise TypeError(f"analyze() takes HLO text or an HloModule, not "
+                        f"{type(module_or_text).__name__}")
+    from .hlo.verifier import verify
+    start = time.perf_counter()
+    verify(module)
+    times["verify"] = time.perf_counter() - start
+    if device is not None:
+        from .execution.device import get_device
+        device = get_device(device)
+        return analyze_verified(module, alignment or device.mem_base_addr_align, fusion,
+                                Target.for_device(device), times)
+    return analyze_verified(module, alignment or DEFAULT_ALIGNMENT, fusion,
+                            Target.for_kind("cpu"), times)
+
+
+def analyze_verified(module: HloModule, alignment: int, fusion: bool, target: Target,
+                     times: dict[str, float] | None = None) -> Analysis:
+    """``analyze`` for a module that is already verified (``compile`` verifies first)."""
+    from .passes.pipeline import buffer_assignment, optimise
+    times = {} if times is None else times
+    _check_alignment(alignment)
+    start = time.perf_counter()
+    optimised = optimise(module, fusion=fusion, target=target)
+    times["passes"] = time.perf_counter() - start
+    start = time.perf_counter()
+    assignment = buffer_assignment(optimised, alignment=alignment)
+    times["assignment"] = time.perf_counter() - start
+    return Analysis(module, assignment.module, assignment, alignment, target, times)
+
+
+def _check_alignment(alignment: int) -> None:
+    if not isinstance(alignment, int) or alignment < 1 or alignment & (alignment - 1):
+        raise ValueError(f"alignment={alignment!r}: expected a power of two number of bytes, "
+                         "such as 128")
+
+
+__all__ = ["Analysis", "analyze", "analyze_verified", "DEFAULT_ALIGNMENT"]
