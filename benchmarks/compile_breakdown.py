@@ -48,7 +48,8 @@ def child_analyze(path: str) -> dict:
 
 def child_compile(path: str) -> dict:
     import runtime
-    from runtime.execution import binary_cache, compiler
+    from runtime import compiler
+    from runtime.execution import binary_cache
     from runtime.buffers import assignment  # noqa: F401
     from runtime.codegen import families, lower  # noqa: F401
     from runtime.hlo import parser, verifier  # noqa: F401
