@@ -39,7 +39,7 @@ from ..passes.copy_insertion import InsertedCopy, copy_insertion, inserted_copie
 from ..passes.dce import remove_dead_code
 from ..passes.flatten_call_graph import flatten_in_place
 from .donation import UnusedDonor, plan_aliasing
-from .heap import Interval, align_up, pack
+from .heap import Interval, align_up, block_alignment, pack
 
 
 @dataclass(frozen=True)
@@ -329,7 +329,9 @@ class BufferAssignment:
         intervals = []
         for chain in chains:
             hulls = [self.liveness.hull(b.values) for b in chain]
-            intervals.append(Interval(hulls[0].start, hulls[-1].end, max(b.size for b in chain)))
+            size = max(b.size for b in chain)
+            intervals.append(Interval(hulls[0].start, hulls[-1].end, size,
+                                      block_alignment(size, self.alignment)))
         packing = pack(intervals, self.alignment)
         allocation = self._add("temp", packing.size)
         reuse: dict[HloBuffer, HloBuffer] = {}
@@ -410,13 +412,13 @@ def _aligned_lower_bound(intervals: list[Interval], steps: int, alignment: int) 
     total, bound = 0, 0
     for step in range(steps):
         for iv in starting.get(step, ()):
-            pad = align_up(iv.size, alignment) - iv.size
+            pad = align_up(iv.size, iv.alignment or alignment) - iv.size
             total += iv.size + pad
             live_padding[pad] = live_padding.get(pad, 0) + 1
         if live_padding:
             bound = max(bound, total - max(live_padding))
         for iv in ending.get(step, ()):
-            pad = align_up(iv.size, alignment) - iv.size
+            pad = align_up(iv.size, iv.alignment or alignment) - iv.size
             total -= iv.size + pad
             live_padding[pad] -= 1
             if not live_padding[pad]:
