@@ -269,8 +269,8 @@ class _Planner:
                 continue
             members = set(group.members) | set(producer.members)
             rows = row_count(group.root, members)
-            if (rows is not None and rows >= self.rules.min_rows
-                    and row_merge_cost(group.root, members, rows, q).pays):
+            if rows is not None and row_merge_cost(group.root, members, rows, q,
+                                                   self.rules.min_rows).pays:
                 return producer
         return None
 

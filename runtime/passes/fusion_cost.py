@@ -37,6 +37,8 @@ EXPENSIVE_OP = 16       # element operations per transcendental (exp, tanh, ...)
 OP_COST = 1.0           # relative cost of one element operation ...
 BYTE_COST = 1.0         # ... and of one byte moved to or from memory
 LAUNCH_BYTES = 4096     # a kernel launch, in bytes moved (what merging two kernels saves)
+SERIAL_WORK = 4096      # element operations one work-item may do alone (a row kernel with
+                        # fewer rows than the device strategy wants runs them serially)
 
 
 def _work_reduce(inst: HloInstruction) -> float:
@@ -113,10 +115,11 @@ class FusionCost:
     bytes_saved: float
     work_duplicated: float
     recomputes_operand_bound: HloInstruction | None = None
+    work_serialised: float = 0.0    # done by too few work-items to keep the device busy
 
     @property
     def pays(self) -> bool:
-        return (self.recomputes_operand_bound is None
+        return (self.recomputes_operand_bound is None and self.work_serialised <= SERIAL_WORK
                 and self.work_duplicated * OP_COST <= self.bytes_saved * BYTE_COST)
 
 
@@ -127,18 +130,23 @@ def may_evaluate_repeatedly(producer: HloInstruction) -> bool:
 
 
 def row_merge_cost(root: HloInstruction, members: Collection[HloInstruction],
-                   rows: int, merged: HloInstruction) -> FusionCost:
+                   rows: int, merged: HloInstruction, min_rows: int) -> FusionCost:
     """The cost of a row kernel over ``rows`` rows computing ``members`` (rooted at ``root``)
     after the producer group rooted at ``merged`` joined it: every value the row plan computes
     once per row (each reduction, each expensive value read many times) is computed ``rows``
-    times, against the number of distinct elements it has."""
+    times, against the number of distinct elements it has. With fewer than ``min_rows`` rows
+    the whole kernel's work (those values, and every other member once per output element) is
+    serialised: allowed only when small (a scalar epilogue fused into a short reduction)."""
     member_set = set(members)
     reused = reused_members(root, member_set)
     duplicated = 0.0
+    total = 0.0
     bad = None
     for m in member_set:
         if not (m.opcode == "reduce" or (m in reused and is_expensive(m))):
+            total += _count(root.shape) * max(work_per_element(m), 1.0)   # per output
             continue
+        total += rows * work_per_element(m)
         extra = rows - _count(m.shape)
         if extra <= 0:
             continue
@@ -146,7 +154,7 @@ def row_merge_cost(root: HloInstruction, members: Collection[HloInstruction],
             bad = m
         duplicated += extra * work_per_element(m)
     saved = 2 * _bytes(merged.shape) + LAUNCH_BYTES
-    return FusionCost(saved, duplicated, bad)
+    return FusionCost(saved, duplicated, bad, total if rows < min_rows else 0.0)
 
 
 def reduction_evaluations(computation: HloComputation) -> dict[HloInstruction, float]:
