@@ -219,7 +219,8 @@ def print_programs(rows: list[Row]) -> None:
 
 
 def print_models(rows: list[Row], runs: int) -> None:
-    print(f"\nwhole models, best (median) of {runs} interleaved runs; compile in this process:")
+    print(f"\nwhole models, best (median) of {runs} interleaved runs; compile in this process "
+          "(PoCL kernel cache as found):")
     print(f"{'model':22} {'ours ms':>17} {'XLA ms':>17} {'best ratio':>10} {'compile s':>9} "
           f"{'XLA c s':>7} {'bytes ours':>13} {'bytes XLA':>13} {'mem':>5} {'launch':>6}  ok")
     for r in rows:
@@ -231,7 +232,8 @@ def print_models(rows: list[Row], runs: int) -> None:
 
 
 def models_markdown(rows: list[Row], runs: int) -> str:
-    lines = [f"Whole models, best (median) of {runs} interleaved runs:", "",
+    lines = [f"Whole models, best (median) of {runs} interleaved runs; our compile in the "
+             "benchmark process (PoCL kernel cache as found):", "",
              "| model | ours | XLA CPU | ours/XLA (best) | compile ours / XLA | "
              "device bytes ours / XLA | kernel launches |", "|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -353,9 +355,11 @@ def main() -> None:
         met = {True: "met", False: "NOT MET", None: "-"}[c["met"]]
         note = f"  ({c['note']})" if c["note"] else ""
         print(f"  {c['target']:62} {c['value']:9.3f}  limit {c['limit']:<6} {met}{note}")
-    table = markdown(rows, checks, device, xla_source)
+    parts = [markdown(rows, checks, device, xla_source)] if rows else \
+        [f"Measured on {device}; XLA: {xla_source}."]
     if model_rows:
-        table += "\n\n" + models_markdown(model_rows, args.model_runs)
+        parts.append(models_markdown(model_rows, args.model_runs))
+    table = "\n\n".join(parts)
     print("\nMarkdown for the README:\n")
     print(table)
     out = Path(args.out)

@@ -54,8 +54,9 @@ def _work_dot(inst: HloInstruction) -> float:
 
 def _work_convolution(inst: HloInstruction) -> float:
     kernel, out = inst.operands[1].shape, inst.shape
-    labels = str(inst.attrs.get("dim_labels", ""))
-    features = out.dims[labels.split("->")[1].index("f")] if "->" in labels else 1  # type: ignore[union-attr]
+    labels = inst.attrs.get("dim_labels")
+    feature = getattr(labels, "output_feature", None)
+    features = out.dims[feature] if feature is not None else 1  # type: ignore[union-attr]
     return _count(kernel) / max(features, 1)
 
 
@@ -65,7 +66,7 @@ def _work_window(inst: HloInstruction) -> float:
 
 
 def _work_sort(inst: HloInstruction) -> float:
-    dims = _dims(inst.shape)
+    dims = _first_dims(inst.shape)
     d = inst.attrs.get("dimensions", (len(dims) - 1,))
     n = dims[d[0]] if dims else 1   # type: ignore[index]
     return len(inst.operands) * max(math.log2(max(n, 2)), 1.0)
@@ -173,10 +174,6 @@ def reduction_evaluations(computation: HloComputation) -> dict[HloInstruction, f
         return {r: rows / max(_count(r.shape), 1) for r in reduces}
     total = math.prod(out)
     return {r: 1.0 if r is root else total / max(_count(r.shape), 1) for r in reduces}
-
-
-def _dims(shape: Shape) -> tuple[int, ...]:
-    return _first_dims(shape)
 
 
 def _first_dims(shape: Shape) -> tuple[int, ...]:

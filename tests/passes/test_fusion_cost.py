@@ -285,6 +285,15 @@ def test_operand_bound_work_grows_with_the_operand():
     assert not may_evaluate_repeatedly(_inst(SOFTMAX, "ex"))      # exp: expensive
     assert may_evaluate_repeatedly(_inst(SOFTMAX, "xs"))          # subtract: cheap
     assert work_per_element(_inst(SOFTMAX, "mx_b")) == 0          # data movement
+    conv = _inst("""
+HloModule conv
+ENTRY e {
+  x = f32[2,8,8,3] parameter(0)
+  k = f32[3,3,3,16] parameter(1)
+  ROOT c = f32[2,8,8,16] convolution(x, k), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+}
+""", "c")
+    assert is_operand_bound(conv) and work_per_element(conv) == 3 * 3 * 3
 
 
 @pytest.mark.parametrize("cost,pays", [
