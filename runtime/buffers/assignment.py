@@ -330,8 +330,8 @@ class BufferAssignment:
         for chain in chains:
             hulls = [self.liveness.hull(b.values) for b in chain]
             size = max(b.size for b in chain)
-            intervals.append(Interval(hulls[0].start, hulls[-1].end, size,
-                                      block_alignment(size, self.alignment)))
+            intervals.append(Interval(hulls[0].start, hulls[-1].end, size, max(
+                value_alignment(v, self.alignment) for b in chain for v in b.values)))
         packing = pack(intervals, self.alignment)
         allocation = self._add("temp", packing.size)
         reuse: dict[HloBuffer, HloBuffer] = {}
@@ -396,6 +396,16 @@ class BufferAssignment:
         """Bytes of the temp arena beyond its liveness lower bound."""
         arena = self.temp_arena
         return arena.size - arena.lower_bound if arena is not None else 0
+
+
+def value_alignment(value: HloValue, alignment: int) -> int:
+    """The alignment ``value``'s bytes need in the temp arena: the full alignment for what a
+    custom call reads or writes (it gets its own sub-buffer, which the device's base-address
+    alignment governs), else ``block_alignment`` of its size."""
+    if any(p.opcode == "custom-call" for p, _ in value.positions) or any(
+            u.instruction.opcode == "custom-call" for u in value.uses):
+        return alignment
+    return block_alignment(value.size, alignment)
 
 
 def _aligned_lower_bound(intervals: list[Interval], steps: int, alignment: int) -> int:

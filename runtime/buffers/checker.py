@@ -22,8 +22,7 @@ from ..analysis.dataflow import HloValue
 from ..analysis.in_place import in_place_pairs, may_hand_off
 from ..hlo.ir import HloInstruction
 from ..hlo.shape import index_text
-from .heap import block_alignment
-from .assignment import BufferAssignment, BufferSlice
+from .assignment import BufferAssignment, BufferSlice, value_alignment
 
 
 class UnsoundAssignment(Exception):
@@ -68,7 +67,7 @@ def _check_placements(ba: BufferAssignment, out: list[str]) -> None:
         if s.offset < 0 or s.offset + s.size > allocation.size:
             out.append(f"{value.label} at [{s.offset}, {s.offset + s.size}) does not fit "
                        f"allocation {allocation.index} of {allocation.size} bytes")
-        need = block_alignment(s.size, ba.alignment)
+        need = value_alignment(value, ba.alignment)
         if allocation.kind == "temp" and s.offset % need:
             out.append(f"{value.label} is at offset {s.offset}, not a multiple of {need}")
         if allocation.kind == "constant" and value.writes and value.kind != "constant":
