@@ -11,10 +11,9 @@ chains collapse in one walk, remove them:
 * reshape(reshape(y)) is reshape(y); broadcast(broadcast(y)) is one broadcast;
 * broadcast(reshape(y)), where the reshape only inserts or removes size-1 dimensions, is a
   broadcast of y; a broadcast that only adds size-1 dimensions is a reshape;
-* tuple(get-tuple-element(t, 0), ..., get-tuple-element(t, n-1)) is t, and
-  get-tuple-element(tuple(a0, a1, ...), k) is ak (XLA's tuple simplifier): JAX rebuilds a
-  loop's result and a called computation's outputs this way, and each rebuilt tuple would
-  get a pointer table of its own instead of sharing the loop state's.
+* tuple(get-tuple-element(t, 0), ..., get-tuple-element(t, n-1)) is t (XLA's tuple
+  simplifier): JAX rebuilds a loop's result this way, and the rebuilt tuple would get a
+  pointer table of its own instead of sharing the loop state's.
 
 Instructions with control dependencies are left alone. Rules live in ``RULES`` (opcode ->
 rewrite); a rewrite returns the instruction that replaces its argument (the argument itself
@@ -144,18 +143,10 @@ def _tuple(inst: HloInstruction) -> HloInstruction | None:
     return source
 
 
-def _get_tuple_element(inst: HloInstruction) -> HloInstruction | None:
-    op = inst.operands[0]
-    if op.opcode != "tuple" or op.control_predecessors:
-        return None
-    return op.operands[inst.attrs["index"]]  # type: ignore[index]
-
-
 RULES: dict[str, Callable[[HloInstruction], HloInstruction | None]] = {
     "reshape": _reshape,
     "broadcast": _broadcast,
     "transpose": _identity,
     "convert": _identity,
     "tuple": _tuple,
-    "get-tuple-element": _get_tuple_element,
 }
