@@ -303,3 +303,27 @@ ENTRY e {
 ])
 def test_a_merge_pays_when_saved_bytes_outweigh_duplicated_work(cost, pays):
     assert cost.pays is pays
+
+
+SCALAR_EPILOGUE = """
+HloModule epilogue
+""" + ADD + """
+ENTRY e {
+  x = f32[SIZE] parameter(0)
+  zero = f32[] constant(0)
+  s = f32[] reduce(x, zero), dimensions={0}, to_apply=add
+  limit = f32[] constant(1000)
+  ROOT lt = pred[] compare(s, limit), direction=LT
+}
+"""
+
+
+@pytest.mark.parametrize("n,kernels", [(8, 1), (1 << 20, 2)])
+def test_a_scalar_epilogue_joins_only_a_short_reduction(n, kernels):
+    """One work-item may do a short reduction and its epilogue alone; a long one keeps its
+    parallel kernel and the epilogue its own."""
+    text = SCALAR_EPILOGUE.replace("SIZE", str(n))
+    module = optimise(runtime.parse(text))
+    assert len(_fused_computations(module)) == kernels
+    x = np.linspace(0, 1, n, dtype=np.float32)
+    assert bool(runtime.compile(text)(x)) == bool(x.astype(np.float64).sum() < 1000)
