@@ -17,7 +17,7 @@ sys.path.insert(0, str(REPO))
 
 import runtime  # noqa: E402
 from runtime.hlo.shape import ArrayShape  # noqa: E402
-from tests.corpus_data import Program, flatten, mismatches, programs  # noqa: E402
+from tests.corpus_data import Program, flatten, mismatches, model_programs, programs  # noqa: E402
 
 
 @dataclass
@@ -67,3 +67,8 @@ def _random(shape, seed: int) -> np.ndarray:
     if et.is_pred:
         return rng.integers(0, 2, shape.dims).astype(bool)
     return rng.integers(0, 100, shape.dims).astype(et.numpy)
+
+
+def model_bench_programs() -> list[BenchProgram]:
+    """The whole models of the shared models folder (``$HLO_MODELS``), checked by summaries."""
+    return [_from_corpus(p, p.root / p.entry["files"]["hlo"]) for p in model_programs()]

@@ -1,18 +1,22 @@
 """The performance benchmark: every bench program of the corpus (and any HLO file given on the
-command line) on this project and, when jax is installed, on XLA's CPU backend in the same
-run, plus numpy for dots and reductions.
+command line) and every whole model of the shared models folder, on this project and, when
+jax is installed, on XLA's CPU backend in the same run, plus numpy for dots and reductions.
 
 For each program: run time (median of ``--runs`` on device-resident arguments, after warm-up;
 ours, XLA's and numpy's runs take turns, so the shared machine's busy moments hit all alike),
 compile time cold (fresh process, empty PoCL cache) and warm (fresh process, the cache the
 cold one left), and memory (argument + output + temp - alias bytes: our buffer assignment
-against XLA's compiled memory stats), each as a ratio to XLA. Then corpus-wide figures: warm
+against XLA's compiled memory stats), each as a ratio to XLA. Whole models (``$HLO_MODELS``,
+default ``../shared/models``) are measured the same way with ``--model-runs`` turns (best and
+median reported), their compile time in this process (the PoCL cache as found), their kernel
+launches per run, and outputs checked against the index's summaries. Then corpus-wide figures: warm
 compile of every corpus module against XLA's compile time, memory of every module against
 XLA's, the temp arena against its liveness lower bound, and the per-run overhead of a warm
 executable. Prints tables, the geomeans against the issue's targets and a Markdown summary
 for the README, and writes everything to ``bench-results/results.json``.
 
     python benchmarks/run.py [FILE.hlo ...] [--runs N] [--no-xla] [--no-compile] [--no-corpus]
+                             [--no-models | --models-only] [--model-runs N]
 
 XLA's figures are measured here, in this process (``benchmarks/xla_cpu.py``: jaxlib's HLO
 parser, StableHLO, ``Client.compile_and_load``); without jax the corpus index's figures
@@ -45,11 +49,12 @@ import memory  # noqa: E402
 import overhead  # noqa: E402
 import xla_cpu  # noqa: E402
 from numpy_baseline import baseline  # noqa: E402
-from programs import BenchProgram, corpus_bench_programs, file_program  # noqa: E402
+from programs import (BenchProgram, corpus_bench_programs, file_program,  # noqa: E402
+                      model_bench_programs)
 
 import runtime  # noqa: E402
 
-CORPUS = REPO.parent / "shared" / "corpus"
+CORPUS = Path(os.environ.get("HLO_CORPUS", REPO.parent / "shared" / "corpus"))
 TARGETS = {"run_geomean": 1.5, "run_elementwise_layernorm": 1.0, "dot_vs_numpy": 0.4,
            "memory_geomean": 1.0, "arena_vs_bound": 1.05, "warm_compile_vs_xla": 2.0,
            "overhead_us": overhead.TARGET_US}
@@ -72,6 +77,10 @@ class Row:
     flops: int = 0
     compile_cold_s: float = math.nan
     compile_warm_s: float = math.nan
+    compile_s: float = math.nan        # in this process, the PoCL cache as found
+    run_best_s: float = math.nan
+    xla_run_best_s: float = math.nan
+    launches: int = 0                  # kernel launches per run
 
     @property
     def run_ratio(self) -> float:
@@ -120,23 +129,40 @@ def numpy_runner(fn, args):
     return run
 
 
-def interleaved_medians(runners: dict, runs: int, warmup: int = 2) -> dict[str, float]:
-    """Median seconds of each runner, taking turns run by run, so that a busy moment of a
-    shared machine lands on all of them alike."""
+def interleaved_times(runners: dict, runs: int, warmup: int = 2) -> dict[str, list[float]]:
+    """Seconds of each run of each runner, taking turns run by run, so that a busy moment of
+    a shared machine lands on all of them alike."""
     times: dict[str, list[float]] = {name: [] for name in runners}
     for k in range(warmup + runs):
         for name, run in runners.items():
             seconds = run()
             if k >= warmup:
                 times[name].append(seconds)
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
 
 
-def measure_program(p: BenchProgram, runs: int, use_xla: bool) -> Row:
+def _launches(steps) -> int:
+    """Kernel launches of a plan, loops counted once."""
+    count = 0
+    for step in steps:
+        kind = type(step).__name__
+        if kind == "Launch":
+            count += 1
+        elif kind == "HostWhile":
+            count += _launches(step.condition) + _launches(step.body)
+        elif kind == "HostConditional":
+            count += max((_launches(b) for b in step.branches), default=0)
+    return count
+
+
+def measure_program(p: BenchProgram, runs: int, use_xla: bool, warmup: int = 2) -> Row:
     row = Row(p.name)
     args = p.inputs()
+    start = time.perf_counter()
     exe = runtime.compile(p.text)
+    row.compile_s = time.perf_counter() - start
     row.kernels = len(exe.program.kernel_names)
+    row.launches = _launches(exe.program.plan)
     if p.check is not None:
         problems = p.check(exe(*args))
         row.correct, row.problems = not problems, "; ".join(problems)
@@ -157,10 +183,11 @@ def measure_program(p: BenchProgram, runs: int, use_xla: bool) -> Row:
     if base is not None:
         runners["numpy"] = numpy_runner(base.run, args)
         row.flops = base.flops if base.kind == "dot" else 0
-    medians = interleaved_medians(runners, runs)
-    row.run_s = medians["ours"]
-    row.xla_run_s = medians.get("xla", row.xla_run_s)
-    row.numpy_s = medians.get("numpy", math.nan)
+    times = interleaved_times(runners, runs, warmup)
+    row.run_s, row.run_best_s = statistics.median(times["ours"]), min(times["ours"])
+    if "xla" in times:
+        row.xla_run_s, row.xla_run_best_s = statistics.median(times["xla"]), min(times["xla"])
+    row.numpy_s = statistics.median(times["numpy"]) if "numpy" in times else math.nan
     return row
 
 
@@ -189,6 +216,33 @@ def print_programs(rows: list[Row]) -> None:
               f"{r.numpy_s * 1e3:9.3f} {gflops} {r.compile_cold_s:7.3f} {r.compile_warm_s:7.3f} "
               f"{r.xla_compile_s:7.3f} {r.memory_ratio:9.3f} {r.kernels:4d}  "
               f"{'yes' if r.correct else ('-' if r.correct is None else 'NO: ' + r.problems)}")
+
+
+def print_models(rows: list[Row], runs: int) -> None:
+    print(f"\nwhole models, best (median) of {runs} interleaved runs; compile in this process "
+          "(PoCL kernel cache as found):")
+    print(f"{'model':22} {'ours ms':>17} {'XLA ms':>17} {'best ratio':>10} {'compile s':>9} "
+          f"{'XLA c s':>7} {'bytes ours':>13} {'bytes XLA':>13} {'mem':>5} {'launch':>6}  ok")
+    for r in rows:
+        print(f"{r.name:22} {r.run_best_s * 1e3:8.1f} ({r.run_s * 1e3:6.1f}) "
+              f"{r.xla_run_best_s * 1e3:8.1f} ({r.xla_run_s * 1e3:6.1f}) "
+              f"{r.run_best_s / r.xla_run_best_s:10.2f} {r.compile_s:9.2f} {r.xla_compile_s:7.2f} "
+              f"{r.total_bytes:13,} {r.xla_total_bytes:13,} {r.memory_ratio:5.2f} {r.launches:6d}  "
+              f"{'yes' if r.correct else ('-' if r.correct is None else 'NO: ' + r.problems)}")
+
+
+def models_markdown(rows: list[Row], runs: int) -> str:
+    lines = [f"Whole models, best (median) of {runs} interleaved runs; our compile in the "
+             "benchmark process (PoCL kernel cache as found):", "",
+             "| model | ours | XLA CPU | ours/XLA (best) | compile ours / XLA | "
+             "device bytes ours / XLA | kernel launches |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r.name} | {r.run_best_s * 1e3:.1f} ({r.run_s * 1e3:.1f}) ms | "
+                     f"{r.xla_run_best_s * 1e3:.1f} ({r.xla_run_s * 1e3:.1f}) ms | "
+                     f"{r.run_best_s / r.xla_run_best_s:.2f}x | {r.compile_s:.1f} / "
+                     f"{r.xla_compile_s:.1f} s | {r.total_bytes:,} / {r.xla_total_bytes:,} "
+                     f"({r.memory_ratio:.2f}x) | {r.launches} |")
+    return "\n".join(lines)
 
 
 def targets(rows: list[Row], corpus: list[dict] | None, mem: dict | None,
@@ -257,38 +311,55 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="skip compile-time runs")
     parser.add_argument("--no-corpus", action="store_true",
                         help="skip the corpus-wide compile, memory and overhead figures")
+    parser.add_argument("--no-models", action="store_true", help="skip the whole models")
+    parser.add_argument("--models-only", action="store_true",
+                        help="only the whole models (no bench programs, no corpus figures)")
+    parser.add_argument("--model-runs", type=int, default=5)
     parser.add_argument("--out", default=str(REPO / "bench-results" / "results.json"))
     args = parser.parse_args()
     use_xla = not args.no_xla and xla_cpu.available()
     xla_source = "jaxlib " + _jax_version() + ", measured in this run" if use_xla else \
         "the corpus index's figures (jax not installed)"
     device = str(runtime.get_device())
-    bench = corpus_bench_programs(CORPUS) + [file_program(Path(f)) for f in args.files]
+    bench = [] if args.models_only else \
+        corpus_bench_programs(CORPUS) + [file_program(Path(f)) for f in args.files]
+    models = [] if args.no_models else model_bench_programs()
+    model_rows = []
+    for p in models:
+        print(f"running model {p.name} ...", flush=True)
+        model_rows.append(measure_program(p, args.model_runs, use_xla, warmup=1))
     rows = []
     for p in bench:
         print(f"running {p.name} ...", flush=True)
         rows.append(measure_program(p, args.runs, use_xla))
-    if not args.no_compile:
+    if not args.no_compile and bench:
         print("compiling in fresh processes (cold, then warm PoCL cache) ...", flush=True)
         cold, warm = compile_times.measure([str(p.path) for p in bench])
         for row, p in zip(rows, bench):
             row.compile_cold_s, row.compile_warm_s = cold[str(p.path)], warm[str(p.path)]
     corpus = mem = over = None
-    if not args.no_corpus:
+    if not args.no_corpus and not args.models_only:
         print("corpus-wide memory, compile times and run overhead ...", flush=True)
         mem = memory.summary(memory.corpus_memory(CORPUS))
         if not args.no_compile:
             corpus = corpus_compile(use_xla)
         over = overhead.measure((CORPUS / "increment.hlo").read_text())
     print(f"\ndevice: {device}; XLA: {xla_source}; median of {args.runs} runs")
-    print_programs(rows)
-    checks = targets(rows, corpus, mem, over)
+    if rows:
+        print_programs(rows)
+    if model_rows:
+        print_models(model_rows, args.model_runs)
+    checks = targets(rows, corpus, mem, over) if rows else []
     print("\ntargets:")
     for c in checks:
         met = {True: "met", False: "NOT MET", None: "-"}[c["met"]]
         note = f"  ({c['note']})" if c["note"] else ""
         print(f"  {c['target']:62} {c['value']:9.3f}  limit {c['limit']:<6} {met}{note}")
-    table = markdown(rows, checks, device, xla_source)
+    parts = [markdown(rows, checks, device, xla_source)] if rows else \
+        [f"Measured on {device}; XLA: {xla_source}."]
+    if model_rows:
+        parts.append(models_markdown(model_rows, args.model_runs))
+    table = "\n\n".join(parts)
     print("\nMarkdown for the README:\n")
     print(table)
     out = Path(args.out)
@@ -297,6 +368,8 @@ def main() -> None:
         "device": device, "xla": xla_source, "runs": args.runs,
         "programs": [dict(asdict(r), run_ratio=r.run_ratio, memory_ratio=r.memory_ratio)
                      for r in rows],
+        "models": [dict(asdict(r), run_ratio=r.run_ratio, memory_ratio=r.memory_ratio)
+                   for r in model_rows], "model_runs": args.model_runs,
         "corpus_compile": corpus, "memory": mem, "overhead": over, "targets": checks,
         "markdown": table}, indent=1, default=_json_number))
     print(f"\nwrote {out}")

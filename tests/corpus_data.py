@@ -1,5 +1,6 @@
-"""Corpus programs as test and benchmark data: inputs (stored or regenerated from their recipe)
-and the comparison with XLA's reference outputs under the index's per-output tolerances.
+"""Corpus and whole-model programs as test and benchmark data: inputs (stored or regenerated
+from their recipe) and the comparison with XLA's reference outputs (arrays, or the index's
+``expected_summary``) under the index's per-output tolerances.
 
 Kept free of pytest so ``benchmarks/`` can import it too.
 """
@@ -16,31 +17,33 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = Path(os.environ.get("HLO_CORPUS", REPO.parent / "shared" / "corpus"))
+MODELS = Path(os.environ.get("HLO_MODELS", REPO.parent / "shared" / "models"))
 
 _NP = {"pred": np.bool_, "s8": np.int8, "s16": np.int16, "s32": np.int32, "s64": np.int64,
        "u8": np.uint8, "u16": np.uint16, "u32": np.uint32, "u64": np.uint64,
        "f16": np.float16, "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64}
 
 
-def load_index() -> list[dict]:
-    return json.loads((CORPUS / "index.json").read_text())
+def load_index(root: Path = CORPUS) -> list[dict]:
+    return json.loads((root / "index.json").read_text())
 
 
 @dataclass
 class Program:
     entry: dict
+    root: Path = CORPUS
 
     @property
     def name(self) -> str:
         return self.entry["name"]
 
     def text(self, kind: str) -> str:
-        return (CORPUS / self.entry["files"][kind]).read_text()
+        return (self.root / self.entry["files"][kind]).read_text()
 
     def inputs(self) -> list[np.ndarray]:
         e = self.entry
         if e["files"]["npz"]:
-            data = np.load(CORPUS / e["files"]["npz"])
+            data = np.load(self.root / e["files"]["npz"])
             return [_typed(data[f"arg_{i}"], p["dtype"]) for i, p in enumerate(e["params"])]
         return [make_input(r) for r in e["inputs"]]
 
@@ -48,12 +51,19 @@ class Program:
         e = self.entry
         if not e["files"]["npz"]:
             return None
-        data = np.load(CORPUS / e["files"]["npz"])
+        data = np.load(self.root / e["files"]["npz"])
         return [_typed(data[f"out_{i}"], r["dtype"]) for i, r in enumerate(e["results"])]
 
 
 def programs() -> list[Program]:
     return [Program(e) for e in load_index()]
+
+
+def model_programs() -> list[Program]:
+    """The whole models of ``MODELS`` (``$HLO_MODELS``); [] when the folder is missing."""
+    if not (MODELS / "index.json").is_file():
+        return []
+    return [Program(e, MODELS) for e in load_index(MODELS)]
 
 
 def _typed(a: np.ndarray, dtype: str) -> np.ndarray:

@@ -9,6 +9,10 @@ Two schedulers produce sequences (the text order of an ``is_scheduled`` module i
 candidate): plain post-order, and XLA's greedy list scheduler, which at every step picks the
 ready instruction that frees the most bytes net of what it defines (parameters and constants
 count for nothing; ties go to text order). Side-effecting instructions keep their text order.
+In a loop body (a tuple parameter, a tuple root of the same shape) the list scheduler runs the
+instruction computing state element i after the other readers of the old element i, where
+that order exists: then it may write the new state into the old state's bytes without a copy
+(XLA orders loop-state updates after their last read the same way).
 """
 
 from __future__ import annotations
@@ -83,7 +87,47 @@ def _predecessors(comp: HloComputation) -> dict[HloInstruction, list[HloInstruct
                 found.append(previous_effect)
             previous_effect = inst
         preds[inst] = found
+    _order_state_updates_after_reads(comp, preds)
     return preds
+
+
+def _order_state_updates_after_reads(comp: HloComputation,
+                                     preds: dict[HloInstruction, list[HloInstruction]]) -> None:
+    """Make the instruction computing loop-state element i wait for the other readers of the
+    parameter's element i, unless a reader depends on it (edges that would close a cycle are
+    skipped)."""
+    root = comp.root
+    params = comp.parameters
+    if (root is None or root.opcode != "tuple" or len(params) != 1
+            or params[0].shape != root.shape):
+        return
+    readers: dict[int, list[HloInstruction]] = {}
+    for inst in comp.instructions:
+        if inst.opcode == "get-tuple-element" and inst.operands[0] is params[0]:
+            readers.setdefault(inst.index, []).extend(
+                u for u in comp.instructions if inst in u.operands)
+    for i, update in enumerate(root.operands):
+        if update.opcode in ("get-tuple-element", "parameter", "constant", "tuple"):
+            continue
+        for reader in readers.get(i, ()):
+            if reader is not update and reader is not root and not _depends_on(reader, update,
+                                                                                preds):
+                preds[update].append(reader)
+
+
+def _depends_on(inst: HloInstruction, target: HloInstruction,
+                preds: dict[HloInstruction, list[HloInstruction]]) -> bool:
+    seen = {inst}
+    stack = [inst]
+    while stack:
+        node = stack.pop()
+        if node is target:
+            return True
+        for p in preds[node]:
+            if p not in seen:
+                seen.add(p)
+                stack.append(p)
+    return False
 
 
 def _list_schedule(comp: HloComputation, flow: Dataflow) -> list[HloInstruction]:

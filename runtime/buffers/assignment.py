@@ -31,7 +31,7 @@ from ..hlo.ir import AliasEntry, HloInstruction, HloModule
 from ..hlo.shape import ShapeIndex, index_text
 from ..passes.copy_insertion import InsertedCopy, inserted_copies
 from .donation import AliasPlan, UnusedDonor
-from .heap import Interval, align_up, pack
+from .heap import Interval, align_up, block_alignment, pack
 from .report import assignment_text
 from .slices import BufferSlice
 
@@ -298,7 +298,9 @@ class BufferAssignment:
         intervals = []
         for chain in chains:
             hulls = [self.liveness.hull(b.values) for b in chain]
-            intervals.append(Interval(hulls[0].start, hulls[-1].end, max(b.size for b in chain)))
+            size = max(b.size for b in chain)
+            intervals.append(Interval(hulls[0].start, hulls[-1].end, size, max(
+                value_alignment(v, self.alignment) for b in chain for v in b.values)))
         packing = pack(intervals, self.alignment)
         allocation = self._add("temp", packing.size)
         reuse: dict[HloBuffer, HloBuffer] = {}
@@ -365,31 +367,56 @@ class BufferAssignment:
         return arena.size - arena.lower_bound if arena is not None else 0
 
 
+def value_alignment(value: HloValue, alignment: int) -> int:
+    """The alignment ``value``'s bytes need in the temp arena: the full alignment for what a
+    custom call reads or writes (it gets its own sub-buffer, which the device's base-address
+    alignment governs), else ``block_alignment`` of its size."""
+    if any(p.opcode == "custom-call" for p, _ in value.positions) or any(
+            u.instruction.opcode == "custom-call" for u in value.uses):
+        return alignment
+    return block_alignment(value.size, alignment)
+
+
 def _aligned_lower_bound(intervals: list[Interval], steps: int, alignment: int) -> int:
-    """max over steps of the live blocks' sizes rounded up to ``alignment``, less the largest
-    rounding among them: every block starts aligned, so only the topmost one may skip its
-    padding. No packing of these live ranges at this alignment can be smaller."""
+    """max over steps of the live blocks' sizes rounded up to the smallest alignment among
+    them, less the largest rounding: every block starts at a multiple of that alignment, so
+    the next block above it starts no lower than its rounded end, and only the topmost one may
+    skip its padding. No packing of these live ranges at these alignments can be smaller."""
     starting: dict[int, list[Interval]] = {}
     ending: dict[int, list[Interval]] = {}
     for iv in intervals:
         if iv.size:
             starting.setdefault(iv.start, []).append(iv)
             ending.setdefault(iv.end, []).append(iv)
-    live_padding: dict[int, int] = {}    # padding -> how many live blocks have it
+    candidates = sorted({iv.alignment or alignment for iv in intervals if iv.size})
+    live_alignments: dict[int, int] = {}                        # alignment -> live blocks
+    padding = {a: 0 for a in candidates}                        # rounding to a, summed
+    live_padding: dict[int, dict[int, int]] = {a: {} for a in candidates}   # pad -> blocks
+
+    def count(iv: Interval, sign: int) -> None:
+        own = iv.alignment or alignment
+        live_alignments[own] = live_alignments.get(own, 0) + sign
+        if not live_alignments[own]:
+            del live_alignments[own]
+        for a in candidates:
+            pad = align_up(iv.size, a) - iv.size
+            padding[a] += sign * pad
+            pads = live_padding[a]
+            pads[pad] = pads.get(pad, 0) + sign
+            if not pads[pad]:
+                del pads[pad]
+
     total, bound = 0, 0
     for step in range(steps):
         for iv in starting.get(step, ()):
-            pad = align_up(iv.size, alignment) - iv.size
-            total += iv.size + pad
-            live_padding[pad] = live_padding.get(pad, 0) + 1
-        if live_padding:
-            bound = max(bound, total - max(live_padding))
+            total += iv.size
+            count(iv, 1)
+        if live_alignments:
+            a = min(live_alignments)
+            bound = max(bound, total + padding[a] - max(live_padding[a]))
         for iv in ending.get(step, ()):
-            pad = align_up(iv.size, alignment) - iv.size
-            total -= iv.size + pad
-            live_padding[pad] -= 1
-            if not live_padding[pad]:
-                del live_padding[pad]
+            total -= iv.size
+            count(iv, -1)
     return bound
 
 

@@ -22,7 +22,7 @@ from ..analysis.dataflow import HloValue
 from ..analysis.in_place import in_place_pairs, may_hand_off
 from ..hlo.ir import HloInstruction
 from ..hlo.shape import index_text
-from .assignment import BufferAssignment, BufferSlice
+from .assignment import BufferAssignment, BufferSlice, value_alignment
 
 
 class UnsoundAssignment(Exception):
@@ -67,8 +67,9 @@ def _check_placements(ba: BufferAssignment, out: list[str]) -> None:
         if s.offset < 0 or s.offset + s.size > allocation.size:
             out.append(f"{value.label} at [{s.offset}, {s.offset + s.size}) does not fit "
                        f"allocation {allocation.index} of {allocation.size} bytes")
-        if allocation.kind == "temp" and s.offset % ba.alignment:
-            out.append(f"{value.label} is at offset {s.offset}, not a multiple of {ba.alignment}")
+        need = value_alignment(value, ba.alignment)
+        if allocation.kind == "temp" and s.offset % need:
+            out.append(f"{value.label} is at offset {s.offset}, not a multiple of {need}")
         if allocation.kind == "constant" and value.writes and value.kind != "constant":
             out.append(f"{value.label} is written into constant allocation {allocation.index}")
     for index, s in ba.output_slices().items():

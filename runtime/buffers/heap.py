@@ -4,7 +4,9 @@ Every interval is a block of bytes needed over inclusive steps [start, end]. Int
 placed one at a time, in decreasing order of size ("spatial") or of duration ("temporal"): the
 placed blocks that overlap it in time leave gaps in the address space, and the block goes into
 the smallest gap it fits (lowest offset on ties), else on top. Both orders are tried and the
-smaller heap kept. Offsets are multiples of ``alignment``.
+smaller heap kept. Offsets are multiples of ``alignment``, or of an interval's own alignment
+when it has one (``block_alignment``: a block smaller than the alignment needs only the next
+power of two of its size, as no access to it is wider than the block).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ class Interval:
     start: int
     end: int
     size: int
+    alignment: int = 0     # 0: the packing's alignment
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,13 @@ class Packing:
 
 def align_up(value: int, alignment: int) -> int:
     return -(-value // alignment) * alignment
+
+
+def block_alignment(size: int, alignment: int) -> int:
+    """The alignment a block of ``size`` bytes needs: ``alignment``, or for a smaller block the
+    next power of two of its size (scalars and tiny vectors pack like XLA's, while every access
+    as wide as the block, up to a vector of the full alignment, stays aligned)."""
+    return min(alignment, 1 << max(size - 1, 0).bit_length())
 
 
 def pack(intervals: list[Interval], alignment: int) -> Packing:
@@ -64,7 +74,7 @@ def _best_fit(intervals: list[Interval], order: list[int], alignment: int) -> li
         overlap = (starts[:placed] <= iv.end) & (ends[:placed] >= iv.start)
         busy_lo = lows[:placed][overlap]
         busy_hi = highs[:placed][overlap]
-        offset = _choose_gap(busy_lo, busy_hi, iv.size, alignment)
+        offset = _choose_gap(busy_lo, busy_hi, iv.size, iv.alignment or alignment)
         offsets[i] = offset
         starts[placed], ends[placed] = iv.start, iv.end
         lows[placed], highs[placed] = offset, offset + iv.size

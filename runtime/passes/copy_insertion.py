@@ -149,8 +149,7 @@ class _CopiesEverywhere:
                     "get-tuple-element", element, [node], {"index": k})
                 children.append(build(child, index + (k,)))
             rebuilt = ins.add("tuple", node.shape, children)
-            if node.opcode == "tuple":
-                self.rebuilt[rebuilt] = node
+            self.rebuilt[rebuilt] = node
             return rebuilt
 
         return build(source, ())
@@ -182,10 +181,17 @@ class _CopiesEverywhere:
                 entry.root = replacement
 
     def restore_untouched_tuples(self) -> None:
-        """Where no copy survived under a rebuilt tuple, put the original tuple back (if
-        nothing else used it), so the module keeps its own names and shape."""
+        """Where no copy survived under a rebuilt tuple, put the original value back (if
+        nothing else used it), so the module keeps its own names and shape, and a value that
+        was a tuple to begin with (a while's result) keeps its own pointer table."""
         def used(inst: HloInstruction, comp: HloComputation) -> bool:
             return comp.root is inst or any(inst in i.operands for i in comp.instructions)
+
+        def untouched(new: HloInstruction, original: HloInstruction) -> bool:
+            if original.opcode == "tuple":
+                return all(a is b for a, b in zip(new.operands, original.operands))
+            return all(op.opcode == "get-tuple-element" and op.operands[0] is original
+                       and op.attrs.get("index") == k for k, op in enumerate(new.operands))
 
         changed = True
         while changed:
@@ -196,8 +202,8 @@ class _CopiesEverywhere:
                     original = self.rebuilt[original]
                 comp = new.parent
                 assert comp is not None
-                if (not used(new, comp) or used(original, comp)
-                        or not all(a is b for a, b in zip(new.operands, original.operands))):
+                if (not used(new, comp) or (original.opcode == "tuple" and used(original, comp))
+                        or not untouched(new, original)):
                     continue
                 for inst in comp.instructions:
                     inst.operands = [original if op is new else op for op in inst.operands]

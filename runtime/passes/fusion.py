@@ -9,15 +9,19 @@ joins the group when the rules table allows its opcode and
 * all its users are in the group (it *moves* into the kernel), or it is cheap enough to copy
   into this kernel while its other users keep the original (it is *duplicated*);
 * it is not expensive while the group reads its elements many times (a broadcast, a window,
-  a gather source), which would multiply its cost;
+  a gather source), which would multiply its cost (``fusion_cost.may_evaluate_repeatedly``);
 * it is not an operand the group's root updates in place (dynamic-update-slice, scatter);
 * for a dot or convolution (output fusion): the group is elementwise from its root down to it
   at the root's own index, and nothing else of it is fused.
 
 Then, where the table enables it, a group absorbs producer groups whose results only it
 reads when the row analysis (``analysis.rows``) says the merged kernel can compute every
-reduction and every repeatedly-read expensive value once per row: that turns a layer norm's
-reductions, their scalar epilogues and the normalisation into one kernel.
+reduction and every repeatedly-read expensive value once per row, and the cost model
+(``fusion_cost.row_merge_cost``) says the merge pays: no reduction (nor any operand-bound
+value) is computed again for rows that share its output, and any cheaper value recomputed
+costs less than the bytes the merge saves. That turns a layer norm's reductions, their scalar
+epilogues and the normalisation into one kernel, and keeps a batch norm's per-channel sums
+(whose rows would be single elements) in their own reduction kernels.
 
 Finally each group of two or more instructions becomes a ``fusion`` instruction calling a
 fused computation (``kind=kLoop``, ``kInput`` when rooted at a reduce, ``kOutput`` around a
@@ -41,6 +45,7 @@ from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape
 from .dce import remove_dead_code
 from ..target import CPU, Target
+from .fusion_cost import may_evaluate_repeatedly, row_merge_cost
 from .fusion_rules import FREE_DUPLICATES, FusionRules, in_place_operands, in_place_roots
 from .names import FreshNames
 
@@ -206,7 +211,7 @@ class _Planner:
         reused = any(u in group.reused or any(reads_many_times(u, k)
                                               for k, op in enumerate(u.operands) if op is producer)
                      for u in inside)
-        if reused and is_expensive(producer):
+        if reused and not may_evaluate_repeatedly(producer):
             return None
         same_index = all(u in group.same_index and OPCODES[u.opcode].elementwise
                          and producer.shape.dims == u.shape.dims for u in inside)   # type: ignore[union-attr]
@@ -262,8 +267,10 @@ class _Planner:
                     or not self._only_reader(group, q)
                     or len(group.members) + len(producer.members) > self.rules.max_members):
                 continue
-            rows = row_count(group.root, set(group.members) | set(producer.members))
-            if rows is not None and rows >= self.rules.min_rows:
+            members = set(group.members) | set(producer.members)
+            rows = row_count(group.root, members)
+            if rows is not None and row_merge_cost(group.root, members, rows, q,
+                                                   self.rules.min_rows).pays:
                 return producer
         return None
 

@@ -5,7 +5,9 @@ private computation. A call is a wall for fusion: its result must be materialise
 inside can join the caller's kernels. Replacing each call by a copy of its body (parameters
 become the call's operands, the call's users read the copied root) removes the wall. Bodies
 are inlined innermost first, so nested calls disappear in one walk. Calls with control
-dependencies are left alone.
+dependencies are left alone. A body returning a tuple hands its elements straight to the
+get-tuple-elements that read the call (as XLA's tuple simplifier does after inlining), so the
+inlined tuple needs no pointer table of its own.
 """
 
 from __future__ import annotations
@@ -36,8 +38,13 @@ def _inline_in(comp: HloComputation, names: FreshNames) -> None:
     ordered = {p for inst in comp.instructions for p in inst.control_predecessors}
     replacement: dict[HloInstruction, HloInstruction] = {}
     body: list[HloInstruction] = []
+    elements: dict[HloInstruction, list[HloInstruction]] = {}   # inlined root tuple -> operands
     for inst in comp.instructions:
         inst.operands = [replacement.get(op, op) for op in inst.operands]
+        if (inst.opcode == "get-tuple-element" and inst.operands[0] in elements
+                and not inst.control_predecessors and inst not in ordered):
+            replacement[inst] = elements[inst.operands[0]][inst.index]
+            continue
         if inst.opcode != "call" or inst.control_predecessors or inst in ordered:
             body.append(inst)
             continue
@@ -51,7 +58,10 @@ def _inline_in(comp: HloComputation, names: FreshNames) -> None:
                 c, name=names.fresh(c.name), operands=[copies[op] for op in c.operands],
                 attrs=dict(c.attrs), parent=comp)
             body.append(copies[c])
-        replacement[inst] = copies[callee.root]  # type: ignore[index]
+        root = copies[callee.root]  # type: ignore[index]
+        replacement[inst] = root
+        if root.opcode == "tuple" and callee.root.opcode == "tuple":
+            elements[root] = list(root.operands)
     comp.instructions = body
     if comp.root in replacement:
         comp.root = replacement[comp.root]

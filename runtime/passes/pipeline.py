@@ -42,12 +42,14 @@ from .fusion import fuse_in_place
 from .inline_calls import inline_calls_in_place
 from .simplify import simplify_in_place
 from .split_reductions import split_reductions_in_place
+from .transpose_folding import fold_transposes_in_place
 
 Pass = Callable[[HloModule, Target], None]
 
 OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("inline-calls", inline_calls_in_place, True),
     ("simplify", simplify_in_place, True),
+    ("transpose-folding", fold_transposes_in_place, True),
     ("fusion", fuse_in_place, True),
     ("split-reductions", split_reductions_in_place, True),
 ]

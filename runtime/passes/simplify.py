@@ -10,7 +10,10 @@ chains collapse in one walk, remove them:
   layout included) is its operand;
 * reshape(reshape(y)) is reshape(y); broadcast(broadcast(y)) is one broadcast;
 * broadcast(reshape(y)), where the reshape only inserts or removes size-1 dimensions, is a
-  broadcast of y; a broadcast that only adds size-1 dimensions is a reshape.
+  broadcast of y; a broadcast that only adds size-1 dimensions is a reshape;
+* tuple(get-tuple-element(t, 0), ..., get-tuple-element(t, n-1)) is t (XLA's tuple
+  simplifier): JAX rebuilds a loop's result this way, and the rebuilt tuple would get a
+  pointer table of its own instead of sharing the loop state's.
 
 Instructions with control dependencies are left alone. Rules live in ``RULES`` (opcode ->
 rewrite); a rewrite returns the instruction that replaces its argument (the argument itself
@@ -129,9 +132,22 @@ def _through_size_one_reshape(reshape: HloInstruction, dims: tuple[int, ...],
     return tuple(result)
 
 
+def _tuple(inst: HloInstruction) -> HloInstruction | None:
+    ops = inst.operands
+    if not ops or any(op.opcode != "get-tuple-element" for op in ops):
+        return None
+    source = ops[0].operands[0]
+    if source.shape != inst.shape or any(
+            op.operands[0] is not source or op.attrs.get("index") != k or op.control_predecessors
+            for k, op in enumerate(ops)):
+        return None
+    return source
+
+
 RULES: dict[str, Callable[[HloInstruction], HloInstruction | None]] = {
     "reshape": _reshape,
     "broadcast": _broadcast,
     "transpose": _identity,
     "convert": _identity,
+    "tuple": _tuple,
 }

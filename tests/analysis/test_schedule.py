@@ -5,6 +5,7 @@ from runtime.analysis.alias_analysis import AliasAnalysis
 from runtime.analysis.dataflow import Dataflow
 from runtime.analysis.memory_scheduler import choose_schedule
 from runtime.analysis.schedule import build_schedule, list_order, post_order, text_order
+from runtime.passes.pipeline import buffer_assignment
 
 TWO_REDUCTIONS = """
 HloModule m
@@ -91,3 +92,40 @@ def test_flattened_timeline_puts_callees_before_their_call_site():
     assert schedule.spans[module.computation("body")] == (5, 6)
     assert schedule.spans[module.entry] == (0, 11)
     assert schedule.step[module.entry.root] == 11 == schedule.last_step
+
+
+COUNTER_READ_LATE = """
+HloModule counter
+cond {
+  p = (s32[], f32[64]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  p = (s32[], f32[64]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  x = f32[64] get-tuple-element(p), index=1
+  fi = f32[] convert(i)
+  b = f32[64] broadcast(fi), dimensions={}
+  y = f32[64] add(x, b)
+  ROOT t = (s32[], f32[64]) tuple(next, y)
+}
+ENTRY e {
+  a = f32[64] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[64]) tuple(zero, a)
+  ROOT w = (s32[], f32[64]) while(init), condition=cond, body=body
+}
+"""
+
+
+def test_loop_state_update_waits_for_the_old_elements_readers():
+    module = runtime.parse(COUNTER_READ_LATE)
+    flow = Dataflow(module)
+    body = names(list_order(flow)[module.computation("body")])
+    assert body.index("next") > body.index("fi"), body
+    ba = buffer_assignment(module)
+    assert not any("loop state {0} computed by the body" in c.reason for c in ba.copies)

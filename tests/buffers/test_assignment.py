@@ -181,13 +181,13 @@ def test_while_state_shares_one_buffer_per_index_and_the_constant_init_is_copied
         # negate's result is the loop state {1} is the body's add (in place) is the output
         {"name": "start", "allocation": 4, "kind": "output", "offset": 0, "size": 16, "start": 2, "end": 17},
         {"name": "tuple.0", "allocation": 5, "kind": "temp", "offset": 0, "size": 16, "start": 4, "end": 16},
-        {"name": "copy.0", "allocation": 5, "kind": "temp", "offset": 128, "size": 4, "start": 3, "end": 16},
-        {"name": "lt", "allocation": 5, "kind": "temp", "offset": 256, "size": 1, "start": 8, "end": 8},
+        {"name": "copy.0", "allocation": 5, "kind": "temp", "offset": 16, "size": 4, "start": 3, "end": 16},
+        {"name": "lt", "allocation": 5, "kind": "temp", "offset": 20, "size": 1, "start": 8, "end": 8},
     ]
     state = [v.label for v in ba.allocations[4].buffers[0].values]
     assert state == ["start", "p{1}", "y", "w{1}"]
-    # three 128-aligned blocks live at step 8; the last needs only its own byte
-    assert (ba.temp_arena.size, ba.temp_arena.lower_bound, ba.fragmentation) == (257, 257, 0)
+    # three blocks live at step 8, each smaller than the alignment: aligned to their own size
+    assert (ba.temp_arena.size, ba.temp_arena.lower_bound, ba.fragmentation) == (21, 21, 0)
     assert (ba.memory_stats.peak, ba.peak_step) == (57, 8)
     body = ba.module.computation("body")
     for index in [(0,), (1,), ()]:
@@ -257,11 +257,23 @@ def test_bad_arguments_are_reported():
         buffer_assignment(runtime.parse(LOOP), alignment=0)
 
 
-def test_alignment_is_configurable():
-    ba = assigned(LOOP, alignment=8)
-    assert [(b.name, b.offset) for b in ba.allocations[5].buffers] == [
-        ("tuple.0", 0), ("copy.0", 16), ("lt", 24)]
-    assert ba.temp_arena.size == 25
+TWO_LIVE = """
+HloModule two_live
+ENTRY e {
+  a = f32[20] parameter(0)
+  b = f32[20] negate(a)
+  c = f32[20] exponential(a)
+  d = f32[20] add(b, c)
+  ROOT r = f32[20] multiply(d, a)
+}
+"""
+
+
+@pytest.mark.parametrize("alignment,offsets", [(128, [0, 128]), (64, [0, 128]), (16, [0, 80])])
+def test_alignment_is_configurable(alignment, offsets):
+    ba = assigned(TWO_LIVE, alignment=alignment)
+    arena = ba.allocations[[a.kind for a in ba.allocations].index("temp")]
+    assert sorted({b.offset for b in arena.buffers}) == offsets
 
 
 def test_elementwise_chain_reuses_dying_operands_in_the_temp_arena():

@@ -1,9 +1,10 @@
 """Best-fit-decreasing packing in two orders."""
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime.buffers.heap import Interval, align_up, pack
+from runtime.buffers.heap import Interval, align_up, block_alignment, pack
 
 
 def test_disjoint_lifetimes_share_offset_zero():
@@ -54,3 +55,14 @@ def test_packing_never_overlaps_live_blocks(raw, alignment):
 
 def test_align_up():
     assert [align_up(v, 128) for v in (0, 1, 128, 129)] == [0, 128, 128, 256]
+
+
+@pytest.mark.parametrize("size,alignment", [(0, 1), (1, 1), (3, 4), (4, 4), (5, 8), (40, 64),
+                                            (64, 64), (65, 128), (4096, 128)])
+def test_blocks_smaller_than_the_alignment_align_to_their_size(size, alignment):
+    assert block_alignment(size, 128) == alignment
+
+
+def test_an_interval_keeps_its_own_alignment():
+    packed = pack([Interval(0, 1, 3, 4), Interval(0, 1, 4, 4), Interval(0, 1, 200)], 128)
+    assert packed.offsets == [204, 200, 0] and packed.size == 207

@@ -81,6 +81,32 @@ ENTRY e {
     np.testing.assert_array_equal(runtime.compile(text)(x), -5 * x)
 
 
+def test_small_temps_read_by_a_kernel_keep_the_base_address_alignment():
+    """Small temps pack at their own size's alignment, except what a custom call reads or
+    writes: its sub-buffer needs the device's base-address alignment."""
+    runtime.register_custom_call("scale", """
+__kernel void twice(__global const float* x, __global float* y) {
+  size_t i = get_global_id(0);
+  y[i] = 2.0f * x[i];
+}""", platform="opencl", kernel="twice")
+    text = """HloModule m
+ENTRY e {
+  x = f32[3] parameter(0)
+  a = f32[3] negate(x)
+  e = f32[3] exponential(x)
+  b = f32[3] custom-call(a), custom_call_target="scale"
+  s = f32[3] add(e, b)
+  c = f32[3] custom-call(s), custom_call_target="scale"
+  ROOT r = f32[3] add(c, a)
+}"""
+    exe = runtime.compile(text, fusion=False)
+    x = np.arange(3, dtype=np.float32)
+    np.testing.assert_allclose(exe(x), 2 * (np.exp(x) - 2 * x) - x, rtol=1e-5)
+    arena = [a for a in exe.buffer_assignment.allocations if a.kind == "temp"][0]
+    offsets = {b.name: b.offset for b in arena.buffers}
+    assert all(offsets[n] % 128 == 0 for n in ("a", "b", "s") if n in offsets), offsets
+
+
 def test_launcher_gets_queue_buffers_opaque_and_status(seed_inputs):
     seen = {}
 

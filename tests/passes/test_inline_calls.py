@@ -54,3 +54,29 @@ ENTRY e {
 }
 """))
     assert out.entry.root.opcode == "exponential"
+
+
+TUPLE_CALL = """
+HloModule tuple_call
+pair {
+  p = f32[8] parameter(0)
+  n = f32[8] negate(p)
+  e = f32[8] exponential(p)
+  ROOT t = (f32[8], f32[8]) tuple(n, e)
+}
+ENTRY e {
+  x = f32[8] parameter(0)
+  c = (f32[8], f32[8]) call(x), to_apply=pair
+  a = f32[8] get-tuple-element(c), index=0
+  b = f32[8] get-tuple-element(c), index=1
+  ROOT s = f32[8] add(a, b)
+}
+"""
+
+
+def test_elements_of_an_inlined_tuple_go_straight_to_their_readers():
+    out = inline_calls(runtime.parse(TUPLE_CALL))
+    assert [i.opcode for i in out.entry.instructions] == [
+        "parameter", "negate", "exponential", "add"]
+    x = np.linspace(-1, 1, 8, dtype=np.float32)
+    np.testing.assert_allclose(runtime.compile(TUPLE_CALL)(x), np.exp(x) - x, rtol=1e-6)

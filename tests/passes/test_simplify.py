@@ -92,3 +92,40 @@ ENTRY e {
 }
 """)
     assert "reshape" in opcodes(out)
+
+
+def test_a_tuple_of_a_loops_own_elements_is_the_loop_result():
+    text = """
+HloModule loop_result
+cond {
+  p = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  p = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  x = f32[4] get-tuple-element(p), index=1
+  y = f32[4] add(x, x)
+  ROOT t = (s32[], f32[4]) tuple(next, y)
+}
+ENTRY e {
+  a = f32[4] parameter(0)
+  zero = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(zero, a)
+  w = (s32[], f32[4]) while(init), condition=cond, body=body
+  w0 = s32[] get-tuple-element(w), index=0
+  w1 = f32[4] get-tuple-element(w), index=1
+  ROOT r = (s32[], f32[4]) tuple(w0, w1)
+}
+"""
+    out = simplify(runtime.parse(text))
+    assert out.entry.root.name == "w"
+    swapped = simplify(runtime.parse(text.replace("tuple(w0, w1)", "tuple(w0, w0)").replace(
+        "ROOT r = (s32[], f32[4])", "ROOT r = (s32[], s32[])")))
+    assert swapped.entry.root.opcode == "tuple"
+    i, x = runtime.compile(text)(np.ones(4, np.float32))
+    assert int(i) == 3 and np.array_equal(x, np.full(4, 8, np.float32))

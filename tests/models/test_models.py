@@ -1,0 +1,47 @@
+"""Every whole model of the shared models folder (``$HLO_MODELS``, default ``../shared/models``)
+compiles, runs on the default device and matches XLA's CPU reference: the outputs are checked
+against the index's ``expected_summary`` (samples, min, max, mean, sums) under its per-output
+tolerances; and no fused kernel recomputes a reduction. A missing models folder fails, never
+skips."""
+
+import pytest
+
+import runtime
+from runtime.passes.fusion_cost import reduction_evaluations
+from runtime.passes.pipeline import optimise
+
+from ..corpus_data import MODELS, flatten, mismatches, model_programs
+
+_MODELS = model_programs()
+
+pytestmark = pytest.mark.slow
+
+
+def test_models_are_present():
+    if not (MODELS / "index.json").is_file():
+        pytest.fail(f"the shared models folder is missing: expected {MODELS}/index.json "
+                    "(set HLO_MODELS to its location)")
+    assert len(_MODELS) >= 3
+
+
+@pytest.mark.parametrize("program", _MODELS, ids=lambda p: p.name)
+def test_model_matches_xla(program):
+    exe = runtime.compile(program.text("hlo"))
+    got = flatten(exe(*program.inputs()))
+    problems = mismatches(program, got)
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("program", _MODELS, ids=lambda p: p.name)
+def test_no_fusion_recomputes_a_reduction(program):
+    """Each reduction of the fused module computes each of its outputs once: a kernel never
+    recomputes a reduction per output element (or per row that shares the reduction's output)."""
+    module = optimise(runtime.parse(program.text("hlo")))
+    recomputed = []
+    for comp in module.computations:
+        for inst in comp.instructions:
+            if inst.opcode == "fusion":
+                for reduce, times in reduction_evaluations(inst.attrs["calls"]).items():
+                    if times != 1:
+                        recomputed.append(f"{inst.name}: {reduce.name} x{times:g}")
+    assert not recomputed, "\n".join(recomputed)

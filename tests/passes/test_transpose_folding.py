@@ -1,0 +1,84 @@
+"""Transpose folding: a dot reads a transposed operand in place (no transposed copy), with the
+same values; a transpose that would reorder the dot's output dimensions stays."""
+
+import numpy as np
+
+import runtime
+from runtime.passes.pipeline import optimise
+from runtime.passes.transpose_folding import fold_transposes_in_place
+
+LOGITS = """
+HloModule logits
+ENTRY e {
+  h = f32[16,64] parameter(0)
+  w = f32[100,64] parameter(1)
+  t = f32[64,100] transpose(w), dimensions={1,0}
+  ROOT d = f32[16,100] dot(h, t), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+# attention scores with K stored [batch, dim, keys] and transposed to [batch, keys, dim]
+SCORES = """
+HloModule scores
+ENTRY e {
+  q = f32[3,8,16] parameter(0)
+  k = f32[3,16,8] parameter(1)
+  kt = f32[3,8,16] transpose(k), dimensions={0,2,1}
+  ROOT s = f32[3,8,8] dot(q, kt), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}
+}
+"""
+
+# the transpose swaps the lhs free dimensions: folding would swap the output's too
+SWAPPED_FREE = """
+HloModule swapped
+ENTRY e {
+  x = f32[5,4,6] parameter(0)
+  y = f32[6,3] parameter(1)
+  xt = f32[4,5,6] transpose(x), dimensions={1,0,2}
+  ROOT d = f32[4,5,3] dot(xt, y), lhs_contracting_dims={2}, rhs_contracting_dims={0}
+}
+"""
+
+
+def _folded(text: str):
+    module = runtime.parse(text)
+    fold_transposes_in_place(module)
+    runtime.parse(module.to_text())          # still valid HLO
+    return module
+
+
+def _rng(*shapes):
+    rng = np.random.default_rng(1)
+    return [rng.standard_normal(s).astype(np.float32) for s in shapes]
+
+
+def test_logits_read_the_embedding_in_place():
+    module = _folded(LOGITS)
+    dot = module.entry.root
+    assert [o.name for o in dot.operands] == ["h", "w"]
+    assert tuple(dot.attrs["rhs_contracting_dims"]) == (1,)
+    assert "transpose" not in {i.opcode for i in module.entry.instructions}
+    h, w = _rng((16, 64), (100, 64))
+    exe = runtime.compile(LOGITS)
+    np.testing.assert_allclose(exe(h, w), h @ w.T, rtol=1e-5, atol=1e-5)
+    assert exe.memory_stats.temp == 0
+
+
+def test_batched_scores_fold_the_keys_transpose():
+    module = _folded(SCORES)
+    dot = module.entry.root
+    assert [o.name for o in dot.operands] == ["q", "k"]
+    assert tuple(dot.attrs["rhs_batch_dims"]) == (0,)
+    assert tuple(dot.attrs["rhs_contracting_dims"]) == (1,)
+    q, k = _rng((3, 8, 16), (3, 16, 8))
+    np.testing.assert_allclose(runtime.compile(SCORES)(q, k), np.einsum("bqd,bdk->bqk", q, k),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_a_transpose_reordering_free_dimensions_stays():
+    module = _folded(SWAPPED_FREE)
+    assert module.entry.root.operands[0].opcode == "transpose"
+    assert any(i.opcode == "transpose" for i in optimise(runtime.parse(SWAPPED_FREE)).instructions())
+    x, y = _rng((5, 4, 6), (6, 3))
+    np.testing.assert_allclose(runtime.compile(SWAPPED_FREE)(x, y),
+                               np.einsum("abk,kc->bac", x, y), rtol=1e-5, atol=1e-5)
