@@ -203,7 +203,8 @@ class Executable:
             a.size for a in assignment.allocations
             if a.kind == "parameter" and a.aliased_output is not None)
         self._largest = max((a.size for a in assignment.allocations), default=0)
-        self._launch_args: dict[str, tuple] = {}   # kernel -> (last step, its buffer handles)
+        # kernel -> (its last step, its buffers) within the current run (see ``_launch``)
+        self._launch_args: dict[str, tuple] = {}
 
     # --- public -----------------------------------------------------------------------------
     @property
@@ -244,6 +245,8 @@ class Executable:
             for buf in fresh:
                 buf.release()
             raise
+        finally:
+            self._launch_args.clear()
         for i in plan.donated:
             arg = args[i]
             if isinstance(arg, DeviceArray):
@@ -448,12 +451,15 @@ class Executable:
             runner(self, step, bindings)
 
     def _launch(self, step, bindings) -> None:
-        """Set only the arguments that changed since this kernel's last launch: the scalars and
-        offsets of a step never change, and most runs rebind few buffers."""
+        """Within a run, set only the arguments that changed since this kernel's last launch
+        (a while loop launches the same steps over and over): the scalars and offsets of a
+        step never change, and buffers are compared by identity. The record holds the buffers
+        themselves and is cleared when the run ends: comparing raw ``cl_mem`` handles across
+        runs was unsound, as a released buffer's handle is reused by the next allocation while
+        the kernel still points at the released memory (Oclgrind caught it writing there)."""
         cl = opencl()
         kernel = self._kernels[step.kernel]
         buffers = [self._buffer(bindings, ref) for ref in step.buffers]
-        handles = [buf.int_ptr for buf in buffers]     # no reference kept to the buffers
         last = self._launch_args.get(step.kernel)
         if last is None or last[0] is not step:
             args: list = []
@@ -461,10 +467,10 @@ class Executable:
                 args += [buf, np.uint64(ref.offset)]
             kernel.set_args(*args, *step.scalars)
         else:
-            for k, (buf, handle, old) in enumerate(zip(buffers, handles, last[1])):
-                if handle != old:
+            for k, (buf, old) in enumerate(zip(buffers, last[1])):
+                if buf is not old:
                     kernel.set_arg(2 * k, buf)
-        self._launch_args[step.kernel] = (step, handles)
+        self._launch_args[step.kernel] = (step, buffers)
         cl.enqueue_nd_range_kernel(self.device.queue, kernel, step.global_size, step.local_size)
 
     def _copy(self, step, bindings) -> None:
