@@ -13,6 +13,12 @@ executable. Prints tables, the geomeans against the issue's targets and a Markdo
 for the README, and writes everything to ``bench-results/results.json``.
 
     python benchmarks/run.py [FILE.hlo ...] [--runs N] [--no-xla] [--no-compile] [--no-corpus]
+                             [--device SPEC ...]
+
+``--device SPEC`` (repeatable; ``--device all-cpu`` means every CPU device) measures the bench
+programs on each device in turn (compile times too, with ``HLO_DEVICE`` set for the fresh
+processes) and ends with a side-by-side table of run time against XLA per device; the
+corpus-wide figures are taken once, on the first device.
 
 XLA's figures are measured here, in this process (``benchmarks/xla_cpu.py``: jaxlib's HLO
 parser, StableHLO, ``Client.compile_and_load``); without jax the corpus index's figures
@@ -49,7 +55,7 @@ from programs import BenchProgram, corpus_bench_programs, file_program  # noqa: 
 
 import runtime  # noqa: E402
 
-CORPUS = REPO.parent / "shared" / "corpus"
+CORPUS = Path(os.environ.get("HLO_CORPUS", REPO.parent / "shared" / "corpus"))
 TARGETS = {"run_geomean": 1.5, "run_elementwise_layernorm": 1.0, "dot_vs_numpy": 0.4,
            "memory_geomean": 1.0, "arena_vs_bound": 1.05, "warm_compile_vs_xla": 2.0,
            "overhead_us": overhead.TARGET_US}
@@ -100,12 +106,12 @@ def ours_runner(exe, args: list[np.ndarray], donates: bool):
     """One timed run on device-resident arguments; aliased ones are donated, each run
     getting fresh ones (untimed), as XLA's runs do."""
     donate = tuple(range(len(args))) if donates else ()
-    resident = [runtime.device_put(a) for a in args]
+    resident = [runtime.device_put(a, exe.device) for a in args]
 
     def run() -> float:
         nonlocal resident
         if donates:
-            resident = [runtime.device_put(a) for a in args]
+            resident = [runtime.device_put(a, exe.device) for a in args]
         start = time.perf_counter()
         _block(exe.run(*resident, donate=donate))
         return time.perf_counter() - start
@@ -132,10 +138,10 @@ def interleaved_medians(runners: dict, runs: int, warmup: int = 2) -> dict[str, 
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def measure_program(p: BenchProgram, runs: int, use_xla: bool) -> Row:
+def measure_program(p: BenchProgram, runs: int, use_xla: bool, device=None) -> Row:
     row = Row(p.name)
     args = p.inputs()
-    exe = runtime.compile(p.text)
+    exe = runtime.compile(p.text, device)
     row.kernels = len(exe.program.kernel_names)
     if p.check is not None:
         problems = p.check(exe(*args))
@@ -258,21 +264,21 @@ def main() -> None:
     parser.add_argument("--no-corpus", action="store_true",
                         help="skip the corpus-wide compile, memory and overhead figures")
     parser.add_argument("--out", default=str(REPO / "bench-results" / "results.json"))
+    parser.add_argument("--device", action="append", metavar="SPEC",
+                        help="measure on this device (repeatable; 'all-cpu': every CPU device)")
     args = parser.parse_args()
     use_xla = not args.no_xla and xla_cpu.available()
     xla_source = "jaxlib " + _jax_version() + ", measured in this run" if use_xla else \
         "the corpus index's figures (jax not installed)"
-    device = str(runtime.get_device())
+    targets_ = _devices(args.device)
     bench = corpus_bench_programs(CORPUS) + [file_program(Path(f)) for f in args.files]
-    rows = []
-    for p in bench:
-        print(f"running {p.name} ...", flush=True)
-        rows.append(measure_program(p, args.runs, use_xla))
-    if not args.no_compile:
-        print("compiling in fresh processes (cold, then warm PoCL cache) ...", flush=True)
-        cold, warm = compile_times.measure([str(p.path) for p in bench])
-        for row, p in zip(rows, bench):
-            row.compile_cold_s, row.compile_warm_s = cold[str(p.path)], warm[str(p.path)]
+    per_device: dict[str, list[Row]] = {}
+    for dev in targets_:
+        print(f"device {dev.spec}: {dev} ({dev.platform_version})", flush=True)
+        per_device[str(dev)] = _measure_on(dev, bench, args, use_xla)
+    device, rows = next(iter(per_device.items()))
+    if targets_[0] is not runtime.get_device():
+        os.environ["HLO_DEVICE"] = targets_[0].spec
     corpus = mem = over = None
     if not args.no_corpus:
         print("corpus-wide memory, compile times and run overhead ...", flush=True)
@@ -280,8 +286,12 @@ def main() -> None:
         if not args.no_compile:
             corpus = corpus_compile(use_xla)
         over = overhead.measure((CORPUS / "increment.hlo").read_text())
-    print(f"\ndevice: {device}; XLA: {xla_source}; median of {args.runs} runs")
-    print_programs(rows)
+    for name, device_rows in per_device.items():
+        print(f"\ndevice: {name}; XLA: {xla_source}; median of {args.runs} runs")
+        print_programs(device_rows)
+    if len(per_device) > 1:
+        print("\nrun time ours/XLA per device:\n")
+        print(side_by_side(per_device))
     checks = targets(rows, corpus, mem, over)
     print("\ntargets:")
     for c in checks:
@@ -297,9 +307,56 @@ def main() -> None:
         "device": device, "xla": xla_source, "runs": args.runs,
         "programs": [dict(asdict(r), run_ratio=r.run_ratio, memory_ratio=r.memory_ratio)
                      for r in rows],
+        "per_device": {name: [dict(asdict(r), run_ratio=r.run_ratio) for r in device_rows]
+                       for name, device_rows in per_device.items()},
         "corpus_compile": corpus, "memory": mem, "overhead": over, "targets": checks,
         "markdown": table}, indent=1, default=_json_number))
     print(f"\nwrote {out}")
+
+
+def _devices(specs: list[str] | None) -> list:
+    if not specs:
+        return [runtime.get_device()]
+    found = []
+    for spec in specs:
+        chosen = ([d for d in runtime.devices() if d.kind == "cpu"] if spec == "all-cpu"
+                  else [runtime.get_device(spec)])
+        found += [d for d in chosen if d not in found]
+    return found
+
+
+def _measure_on(dev, bench: list[BenchProgram], args, use_xla: bool) -> list[Row]:
+    rows = []
+    for p in bench:
+        print(f"running {p.name} ...", flush=True)
+        rows.append(measure_program(p, args.runs, use_xla, dev))
+    if not args.no_compile:
+        print("compiling in fresh processes (cold, then warm PoCL cache) ...", flush=True)
+        previous = os.environ.get("HLO_DEVICE", "")
+        os.environ["HLO_DEVICE"] = dev.spec
+        try:
+            cold, warm = compile_times.measure([str(p.path) for p in bench])
+        finally:
+            os.environ["HLO_DEVICE"] = previous
+        for row, p in zip(rows, bench):
+            row.compile_cold_s, row.compile_warm_s = cold[str(p.path)], warm[str(p.path)]
+    return rows
+
+
+def side_by_side(per_device: dict[str, list[Row]]) -> str:
+    """A Markdown table: one column of ours/XLA run-time ratios per device, geomean last."""
+    names = list(per_device)
+    lines = ["| program | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for k, row in enumerate(next(iter(per_device.values()))):
+        cells = []
+        for name in names:
+            r = per_device[name][k]
+            ok = "" if r.correct in (True, None) else " (WRONG)"
+            cells.append(f"{r.run_s * 1e3:.2f} ms = {r.run_ratio:.2f}x{ok}")
+        lines.append(f"| {row.name} | " + " | ".join(cells) + " |")
+    lines.append("| geomean vs XLA | " + " | ".join(
+        f"{geomean(r.run_ratio for r in per_device[name]):.2f}x" for name in names) + " |")
+    return "\n".join(lines)
 
 
 def _json_number(value):

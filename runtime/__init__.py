@@ -13,7 +13,7 @@ from .custom_calls import (
     CustomCallStatus, CustomCallTarget, register_custom_call, registered_custom_calls,
     unregister_custom_call,
 )
-from .device import Device, devices, get_device
+from .device import Device, device_reasons, devices, get_device
 from .execute import DeviceArray, Executable, RunRecord, device_put
 from .hlo import HloModule
 from .hlo.parser import parse as _parse_unverified
@@ -35,6 +35,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "parse", "compile", "Executable", "DeviceArray", "RunRecord", "device_put", "devices",
+    "device_reasons",
     "get_device", "Device", "HloModule", "HloError", "HloParseError", "HloVerifyError", "HloUnsupportedError",
     "HloArgumentError", "DonatedBufferError", "CustomCallError", "DeviceError", "__version__",
     "register_custom_call", "unregister_custom_call", "registered_custom_calls",

@@ -112,6 +112,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_devices(args: argparse.Namespace) -> int:
+    """Every OpenCL device, which one runs modules and why the others do not."""
+    from .device import device_reasons, devices
+    from .device_probe import host_isa
+    try:
+        reasons = device_reasons(args.device)
+    except HloError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"host CPU vector ISA: {host_isa()}")
+    for dev in devices():
+        print(f"{dev.spec:6} {dev}  [{dev.platform_version}]")
+        print(f"       {reasons[dev.spec]}")
+    return 0
+
+
 def summary(exe) -> str:
     """A few lines: where it ran, the memory plan in XLA's vocabulary, what donation did."""
     a = exe.buffer_assignment
@@ -148,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--donate", default="", metavar="IDX,...",
                    help="argument indices to donate (updated in place where aliased)")
     r.set_defaults(func=cmd_run)
+    d = sub.add_parser("devices", help="list the OpenCL devices, which one is used and why")
+    d.add_argument("--device", default=None, help="the spec to resolve, as for run "
+                                                  "(default: $HLO_DEVICE or the rule's choice)")
+    d.set_defaults(func=cmd_devices)
     return p
 
 
