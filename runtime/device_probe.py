@@ -17,11 +17,11 @@ What each device targets: PoCL 3.1 and later name the LLVM CPU in the device nam
 PoCL 3.0 does not say (``pthread-AMD EPYC``): its ISA is "unknown". Intel's runtime compiles
 for the CPU it runs on.
 
-Intel's runtime ships as pip wheels (``intel-opencl-rt``, ``intel-cmplr-lib-rt``; the extra
-``hlo-magic[intel]``) without registering itself with the ICD loader; ``register_vendor_icds``
+Intel's runtime ships as pip wheels (``intel-opencl-rt``, ``intel-cmplr-lib-rt``; dependencies
+of hlo-magic on x86-64 Linux) without registering itself with the ICD loader; ``register_vendor_icds``
 does that before pyopencl loads: an ICD directory in the project's cache naming the wheel's
 ``libintelocl.so`` by absolute path next to the system's ICD files, set as
-``OCL_ICD_VENDORS``.
+``OCL_ICD_VENDORS`` (``HLO_INTEL_OPENCL=0`` turns this off).
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def register_vendor_icds(icd_root: Path) -> Path | None:
     and points ``OCL_ICD_VENDORS`` there. Returns that directory, or None when there is nothing
     to add (no wheel, or it is already listed).
     """
-    library = intel_library()
+    library = intel_library() if os.environ.get("HLO_INTEL_OPENCL", "1") != "0" else None
     if library is None:
         return None
     existing = _vendor_files(os.environ.get("OCL_ICD_VENDORS"))

@@ -3,8 +3,9 @@
 #
 # - pocl-opencl-icd: PoCL 3.1 (LLVM 15). The pip dependency pocl-binary-distribution ships
 #   PoCL 3.0 with LLVM 14, which cannot compile for CPUs newer than LLVM 14 knows (it fails
-#   with "unknown target CPU 'generic'"); the runtime probes every PoCL device and uses the
-#   first one that compiles, so either works wherever it can.
+#   with "unknown target CPU 'generic'") and does not say which CPU it targets; PoCL 3.1
+#   names its target (pthread-skylake-avx512, pthread-haswell) and is the default device
+#   where it targets the host's vector ISA (runtime/device_probe.py has the rule).
 # - oclgrind: an OpenCL simulator that presents itself as a GPU and checks every memory
 #   access and data race; tests/gpu_sim runs the GPU strategy under it (and fails without it).
 # - chromium, fonts-dejavu-core: the headless browser for the JupyterLab smoke test.

@@ -154,6 +154,16 @@ def test_intel_library_is_registered_next_to_the_system_icds(monkeypatch, tmp_pa
     assert device_probe.register_vendor_icds(tmp_path / "cache") is None
 
 
+def test_registration_can_be_turned_off(monkeypatch, tmp_path):
+    library = tmp_path / "libintelocl.so"
+    library.write_text("")
+    monkeypatch.setattr(device_probe, "intel_library", lambda: library)
+    monkeypatch.setenv("HLO_INTEL_OPENCL", "0")
+    monkeypatch.setenv("OCL_ICD_VENDORS", str(tmp_path))
+    assert device_probe.register_vendor_icds(tmp_path / "cache") is None
+    assert os.environ["OCL_ICD_VENDORS"] == str(tmp_path)
+
+
 def test_nothing_is_registered_without_the_wheel(monkeypatch, tmp_path):
     monkeypatch.setattr(device_probe, "intel_library", lambda: None)
     monkeypatch.setenv("OCL_ICD_VENDORS", str(tmp_path))
@@ -162,10 +172,11 @@ def test_nothing_is_registered_without_the_wheel(monkeypatch, tmp_path):
 
 
 def test_installed_intel_wheel_shows_up_as_a_device(tmp_path):
-    """Where the wheels are installed (``pip install 'hlo-magic[intel]'``), a fresh process
+    """Where the wheels are installed (dependencies on x86-64 Linux), a fresh process
     lists Intel's CPU device with no setup; where they are not, the registration adds none."""
     env = {**os.environ, "HLO_MAGIC_CACHE": str(tmp_path), "PYTHONPATH": str(REPO)}
     env.pop("OCL_ICD_VENDORS", None)
+    env.pop("HLO_INTEL_OPENCL", None)
     code = ("import runtime\nprint(sorted({d.platform_short for d in runtime.devices()}))")
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                           text=True, timeout=300, check=True)
