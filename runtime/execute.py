@@ -294,6 +294,12 @@ class Executable:
         assert isinstance(shape, ArrayShape)
         if isinstance(arg, DeviceArray):
             arg._check_alive()
+            if arg.device is not self.device:
+                raise HloArgumentError(
+                    f"{where} ({self._entry_params[i].name}) lives on {arg.device}, but "
+                    f"{self.name} was compiled for {self.device}",
+                    hint="pass a numpy array, or device_put it on the executable's device "
+                         "(runtime.device_put(x, exe.device))")
             got_et, got_dims = arg.hlo_shape.element_type, arg.shape
             value = arg
         else:

@@ -186,3 +186,18 @@ def test_installed_intel_wheel_shows_up_as_a_device(tmp_path):
         assert "'intel'" in platforms
     elif "intel" not in system.lower():
         assert "'intel'" not in platforms
+
+
+def test_a_device_array_from_another_device_is_refused():
+    """With several devices (here: Debian PoCL, Intel's runtime, the PoCL wheel), an array
+    on one cannot feed an executable compiled for another: a clear error, not OpenCL's."""
+    import numpy as np
+    usable = [d for d in device.devices() if d.probe_build() is None]
+    assert len(usable) >= 2, "expected at least two usable OpenCL devices here"
+    exe = runtime.compile("HloModule m\nENTRY e { p = f32[4] parameter(0)\n"
+                          "  ROOT n = f32[4] negate(p) }\n", usable[0])
+    elsewhere = runtime.device_put(np.ones(4, np.float32), usable[1])
+    with pytest.raises(runtime.HloArgumentError, match=r"argument 0 \(p\) lives on .* but m was "
+                                                        r"compiled for"):
+        exe.run(elsewhere)
+    np.testing.assert_array_equal(exe(np.ones(4, np.float32)), -np.ones(4, np.float32))
