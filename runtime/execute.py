@@ -203,8 +203,12 @@ class Executable:
             a.size for a in assignment.allocations
             if a.kind == "parameter" and a.aliased_output is not None)
         self._largest = max((a.size for a in assignment.allocations), default=0)
-        # kernel -> (its last step, its buffers) within the current run (see ``_launch``)
+        # what each kernel's arguments were last set to (see ``_launch``): kernel -> (its last
+        # step, per buffer argument the buffer when the executable owns it, else None), and
+        # kernel -> every buffer it was last bound to in the current run
         self._launch_args: dict[str, tuple] = {}
+        self._run_buffers: dict[str, list] = {}
+        self._owned = {a.index for a in assignment.allocations if a.kind in ("temp", "constant")}
 
     # --- public -----------------------------------------------------------------------------
     @property
@@ -246,7 +250,7 @@ class Executable:
                 buf.release()
             raise
         finally:
-            self._launch_args.clear()
+            self._run_buffers.clear()
         for i in plan.donated:
             arg = args[i]
             if isinstance(arg, DeviceArray):
@@ -457,12 +461,13 @@ class Executable:
             runner(self, step, bindings)
 
     def _launch(self, step, bindings) -> None:
-        """Within a run, set only the arguments that changed since this kernel's last launch
-        (a while loop launches the same steps over and over): the scalars and offsets of a
-        step never change, and buffers are compared by identity. The record holds the buffers
-        themselves and is cleared when the run ends: comparing raw ``cl_mem`` handles across
-        runs was unsound, as a released buffer's handle is reused by the next allocation while
-        the kernel still points at the released memory (Oclgrind caught it writing there)."""
+        """Set only the arguments that changed since this kernel's last launch: the scalars and
+        offsets of a step never change, the executable's own buffers (temp arena, constants)
+        neither, and within a run (a while loop launches the same steps over and over) a buffer
+        is compared by identity. Across runs every other buffer is set again: a released
+        buffer's ``cl_mem`` handle is reused by the next allocation while the kernel may still
+        point at the released memory (Oclgrind caught kernels writing there when handles were
+        compared), and holding the buffers between runs would keep memory the caller freed."""
         cl = opencl()
         kernel = self._kernels[step.kernel]
         buffers = [self._buffer(bindings, ref) for ref in step.buffers]
@@ -473,10 +478,17 @@ class Executable:
                 args += [buf, np.uint64(ref.offset)]
             kernel.set_args(*args, *step.scalars)
         else:
-            for k, (buf, old) in enumerate(zip(buffers, last[1])):
+            this_run = self._run_buffers.get(step.kernel)
+            for k, buf in enumerate(buffers):
+                old = last[1][k]
+                if old is None and this_run is not None:
+                    old = this_run[k]
                 if buf is not old:
                     kernel.set_arg(2 * k, buf)
-        self._launch_args[step.kernel] = (step, buffers)
+        self._launch_args[step.kernel] = (step, tuple(
+            buf if ref.allocation in self._owned or ref.allocation < 0 else None
+            for ref, buf in zip(step.buffers, buffers)))
+        self._run_buffers[step.kernel] = buffers
         cl.enqueue_nd_range_kernel(self.device.queue, kernel, step.global_size, step.local_size)
 
     def _copy(self, step, bindings) -> None:
