@@ -153,6 +153,10 @@ def reasons(found: list[Device], used: Device, chosen_by: str | None = None) -> 
         if d is used:
             why = (f"chosen by {chosen_by}" if chosen_by
                    else f"default: the best usable device; {a.describe_target()}")
+            if not chosen_by and d.kind == "cpu" and a.isa != host:
+                why += (f"; no device here compiles for this CPU's {host}: install Debian's "
+                        f"PoCL (pocl-opencl-icd) or Intel's runtime (pip intel-opencl-rt "
+                        f"intel-cmplr-lib-rt)")
             out[d.spec] = f"used ({why})"
         elif not a.usable:
             out[d.spec] = f"not used: cannot compile ({a.problem.splitlines()[-1][:160]})"

@@ -77,6 +77,8 @@ def test_rule_prefers_host_isa_then_pocl_then_cpus_over_gpus(monkeypatch):
     # where no PoCL targets the host, Intel's runtime (which always does) wins
     assert device_probe.choose([pip_pocl, intel, wider, gpu]) is intel
     assert device_probe.choose([pip_pocl, gpu]) is pip_pocl
+    assert "no device here compiles for this CPU's avx2: install" in \
+        device_probe.reasons([pip_pocl, gpu], pip_pocl)["cpu:1"]
     assert device_probe.choose([broken]) is None
 
     reasons = device_probe.reasons(found, new)
