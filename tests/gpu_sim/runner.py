@@ -6,13 +6,17 @@ so every case goes through the runtime's GPU strategy. Before each case a marker
 stderr, so the parent can attribute Oclgrind's reports (written to stderr while a kernel
 runs) to the case that caused them.
 
-A case is ``corpus:NAME:KIND`` or ``corpus:NAME:KIND:unfused`` (KIND ``hlo`` or
-``opt_hlo``; ``unfused`` compiles without the fusion passes, one kernel per instruction; a program whose header aliases
-or donates parameters also runs once with every argument donated, as device arrays) or
-``custom-call:opencl`` (an OpenCL custom call's launcher), ``rng:xla-golden`` (every
-rng-bit-generator configuration against XLA's bits), ``reruns:rebound-buffers`` (released
-buffers reallocated between runs), or ``faulty:invalid-access`` /
-``faulty:race`` (a deliberately faulty kernel, for testing the parent's report parsing).
+Cases:
+
+- ``corpus:NAME:KIND[:unfused]``: a corpus program (KIND ``hlo`` or ``opt_hlo``; ``unfused``
+  compiles without the fusion passes, one kernel per instruction) against XLA's reference; a
+  program whose header aliases or donates parameters runs once more with every argument
+  donated, as device arrays.
+- ``custom-call:opencl``: an OpenCL custom call's launcher between generated kernels.
+- ``rng:xla-golden``: every rng-bit-generator configuration against XLA's bits.
+- ``reruns:rebound-buffers``: released buffers reallocated between runs.
+- ``faulty:invalid-access``, ``faulty:race``: deliberately faulty kernels, for testing the
+  parent's parsing of Oclgrind's reports.
 """
 
 from __future__ import annotations
@@ -142,15 +146,18 @@ def _numpy(result):
     return result.numpy()
 
 
+_NAMED_CASES = {
+    "custom-call:opencl": run_opencl_custom_call,
+    "rng:xla-golden": run_rng_golden,
+    "reruns:rebound-buffers": run_rebound_buffers,
+    "faulty:invalid-access": lambda: run_faulty("invalid-access"),
+    "faulty:race": lambda: run_faulty("race"),
+}
+
+
 def run_case(case: str) -> list[str]:
-    if case == "custom-call:opencl":
-        return run_opencl_custom_call()
-    if case == "reruns:rebound-buffers":
-        return run_rebound_buffers()
-    if case == "rng:xla-golden":
-        return run_rng_golden()
-    if case.startswith("faulty:"):
-        return run_faulty(case.partition(":")[2])
+    if case in _NAMED_CASES:
+        return _NAMED_CASES[case]()
     source, name, kind, *mode = case.split(":")
     assert source == "corpus" and mode in ([], ["unfused"]), case
     return run_corpus(name, kind, fusion=not mode)
