@@ -17,6 +17,12 @@ for the README, and writes everything to ``bench-results/results.json``.
 
     python benchmarks/run.py [FILE.hlo ...] [--runs N] [--no-xla] [--no-compile] [--no-corpus]
                              [--no-models | --models-only] [--model-runs N]
+                             [--device SPEC ...]
+
+``--device SPEC`` (repeatable; ``--device all-cpu`` means every CPU device) measures the bench
+programs on each device in turn (compile times too, with ``HLO_DEVICE`` set for the fresh
+processes) and ends with a side-by-side table of run time against XLA per device; the
+corpus-wide figures are taken once, on the first device.
 
 XLA's figures are measured here, in this process (``benchmarks/xla_cpu.py``: jaxlib's HLO
 parser, StableHLO, ``Client.compile_and_load``); without jax the corpus index's figures
@@ -109,12 +115,12 @@ def ours_runner(exe, args: list[np.ndarray], donates: bool):
     """One timed run on device-resident arguments; aliased ones are donated, each run
     getting fresh ones (untimed), as XLA's runs do."""
     donate = tuple(range(len(args))) if donates else ()
-    resident = [runtime.device_put(a) for a in args]
+    resident = [runtime.device_put(a, exe.device) for a in args]
 
     def run() -> float:
         nonlocal resident
         if donates:
-            resident = [runtime.device_put(a) for a in args]
+            resident = [runtime.device_put(a, exe.device) for a in args]
         start = time.perf_counter()
         _block(exe.run(*resident, donate=donate))
         return time.perf_counter() - start
@@ -155,11 +161,12 @@ def _launches(steps) -> int:
     return count
 
 
-def measure_program(p: BenchProgram, runs: int, use_xla: bool, warmup: int = 2) -> Row:
+def measure_program(p: BenchProgram, runs: int, use_xla: bool, device=None,
+                    warmup: int = 2) -> Row:
     row = Row(p.name)
     args = p.inputs()
     start = time.perf_counter()
-    exe = runtime.compile(p.text)
+    exe = runtime.compile(p.text, device)
     row.compile_s = time.perf_counter() - start
     row.kernels = len(exe.program.kernel_names)
     row.launches = _launches(exe.program.plan)
@@ -316,27 +323,27 @@ def main() -> None:
                         help="only the whole models (no bench programs, no corpus figures)")
     parser.add_argument("--model-runs", type=int, default=5)
     parser.add_argument("--out", default=str(REPO / "bench-results" / "results.json"))
+    parser.add_argument("--device", action="append", metavar="SPEC",
+                        help="measure on this device (repeatable; 'all-cpu': every CPU device)")
     args = parser.parse_args()
     use_xla = not args.no_xla and xla_cpu.available()
     xla_source = "jaxlib " + _jax_version() + ", measured in this run" if use_xla else \
         "the corpus index's figures (jax not installed)"
-    device = str(runtime.get_device())
+    targets_ = _devices(args.device)
     bench = [] if args.models_only else \
         corpus_bench_programs(CORPUS) + [file_program(Path(f)) for f in args.files]
     models = [] if args.no_models else model_bench_programs()
     model_rows = []
     for p in models:
-        print(f"running model {p.name} ...", flush=True)
-        model_rows.append(measure_program(p, args.model_runs, use_xla, warmup=1))
-    rows = []
-    for p in bench:
-        print(f"running {p.name} ...", flush=True)
-        rows.append(measure_program(p, args.runs, use_xla))
-    if not args.no_compile and bench:
-        print("compiling in fresh processes (cold, then warm PoCL cache) ...", flush=True)
-        cold, warm = compile_times.measure([str(p.path) for p in bench])
-        for row, p in zip(rows, bench):
-            row.compile_cold_s, row.compile_warm_s = cold[str(p.path)], warm[str(p.path)]
+        print(f"running model {p.name} on {targets_[0]} ...", flush=True)
+        model_rows.append(measure_program(p, args.model_runs, use_xla, targets_[0], warmup=1))
+    per_device: dict[str, list[Row]] = {}
+    for dev in targets_:
+        print(f"device {dev.spec}: {dev} ({dev.platform_version})", flush=True)
+        per_device[str(dev)] = _measure_on(dev, bench, args, use_xla)
+    device, rows = next(iter(per_device.items()))
+    if targets_[0] is not runtime.get_device():
+        os.environ["HLO_DEVICE"] = targets_[0].spec
     corpus = mem = over = None
     if not args.no_corpus and not args.models_only:
         print("corpus-wide memory, compile times and run overhead ...", flush=True)
@@ -344,10 +351,15 @@ def main() -> None:
         if not args.no_compile:
             corpus = corpus_compile(use_xla)
         over = overhead.measure((CORPUS / "increment.hlo").read_text())
-    print(f"\ndevice: {device}; XLA: {xla_source}; median of {args.runs} runs")
-    if rows:
-        print_programs(rows)
+    for name, device_rows in per_device.items():
+        if device_rows:
+            print(f"\ndevice: {name}; XLA: {xla_source}; median of {args.runs} runs")
+            print_programs(device_rows)
+    if len(per_device) > 1 and rows:
+        print("\nrun time ours/XLA per device:\n")
+        print(side_by_side(per_device))
     if model_rows:
+        print(f"\ndevice: {device}; XLA: {xla_source}")
         print_models(model_rows, args.model_runs)
     checks = targets(rows, corpus, mem, over) if rows else []
     print("\ntargets:")
@@ -370,9 +382,62 @@ def main() -> None:
                      for r in rows],
         "models": [dict(asdict(r), run_ratio=r.run_ratio, memory_ratio=r.memory_ratio)
                    for r in model_rows], "model_runs": args.model_runs,
+        "per_device": {name: [dict(asdict(r), run_ratio=r.run_ratio) for r in device_rows]
+                       for name, device_rows in per_device.items()},
         "corpus_compile": corpus, "memory": mem, "overhead": over, "targets": checks,
         "markdown": table}, indent=1, default=_json_number))
     print(f"\nwrote {out}")
+
+
+def _devices(specs: list[str] | None) -> list:
+    if not specs:
+        return [runtime.get_device()]
+    found = []
+    for spec in specs:
+        chosen = ([d for d in runtime.devices() if d.kind == "cpu"] if spec == "all-cpu"
+                  else [runtime.get_device(spec)])
+        found += [d for d in chosen if d not in found]
+    return found
+
+
+def _measure_on(dev, bench: list[BenchProgram], args, use_xla: bool) -> list[Row]:
+    rows = []
+    for p in bench:
+        print(f"running {p.name} ...", flush=True)
+        rows.append(measure_program(p, args.runs, use_xla, dev))
+    if not args.no_compile:
+        print("compiling in fresh processes (cold, then warm PoCL cache) ...", flush=True)
+        previous = os.environ.get("HLO_DEVICE", "")
+        os.environ["HLO_DEVICE"] = dev.spec
+        try:
+            cold, warm = compile_times.measure([str(p.path) for p in bench])
+        finally:
+            os.environ["HLO_DEVICE"] = previous
+        for row, p in zip(rows, bench):
+            row.compile_cold_s, row.compile_warm_s = cold[str(p.path)], warm[str(p.path)]
+    return rows
+
+
+def side_by_side(per_device: dict[str, list[Row]]) -> str:
+    """A Markdown table: one column of ours/XLA run-time ratios per device, geomean last."""
+    names = list(per_device)
+    lines = ["| program | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    for k, row in enumerate(next(iter(per_device.values()))):
+        cells = []
+        for name in names:
+            r = per_device[name][k]
+            ok = "" if r.correct in (True, None) else " (WRONG)"
+            cells.append(f"{r.run_s * 1e3:.2f} ms = {r.run_ratio:.2f}x{ok}")
+        lines.append(f"| {row.name} | " + " | ".join(cells) + " |")
+    lines.append("| geomean vs XLA | " + " | ".join(
+        f"{geomean(r.run_ratio for r in per_device[name]):.2f}x" for name in names) + " |")
+    # XLA is re-measured beside each device, and a shared machine's load moves it; the devices'
+    # own times against the first device's are the steadier comparison
+    first = per_device[names[0]]
+    lines.append(f"| geomean run time vs {names[0]} | " + " | ".join(
+        f"{geomean(r.run_s / f.run_s for r, f in zip(per_device[name], first)):.2f}x"
+        for name in names) + " |")
+    return "\n".join(lines)
 
 
 def _json_number(value):

@@ -241,7 +241,8 @@ class HloMagics(Magics):
         with self._program_errors():
             found = runtime.devices()
             default = runtime.get_device(self.device or None) if found else None
-        return DeviceTable(found, default)
+            reasons = runtime.device_reasons(self.device or None) if found else {}
+        return DeviceTable(found, default, reasons)
 
     # --- %%hlo_custom_call ------------------------------------------------------------------
     @no_var_expand

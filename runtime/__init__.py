@@ -15,7 +15,7 @@ from .custom_calls import (
     unregister_custom_call,
 )
 from .execution.arrays import DeviceArray, device_put
-from .execution.device import Device, devices, get_device
+from .execution.device import Device, device_reasons, devices, get_device
 from .execution.executable import Executable, RunRecord
 from .hlo import HloModule
 from .hlo.parser import parse as _parse_unverified
@@ -35,7 +35,8 @@ def parse(text: str, *, verify: bool = True) -> HloModule:
 
 
 __all__ = [
-    "parse", "analyze", "Analysis", "compile", "Executable", "DeviceArray", "RunRecord", "device_put", "devices",
+    "parse", "analyze", "Analysis", "compile", "Executable", "DeviceArray", "RunRecord",
+    "device_put", "devices", "device_reasons",
     "get_device", "Device", "HloModule", "HloError", "HloParseError", "HloVerifyError", "HloUnsupportedError",
     "HloArgumentError", "DonatedBufferError", "CustomCallError", "DeviceError", "__version__",
     "register_custom_call", "unregister_custom_call", "registered_custom_calls",

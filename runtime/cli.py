@@ -168,6 +168,22 @@ def memory_summary(analysis, plan, donated: tuple[int, ...] | None = None,
     return "\n".join(lines)
 
 
+def cmd_devices(args: argparse.Namespace) -> int:
+    """Every OpenCL device, which one runs modules and why the others do not."""
+    from .execution.device import device_reasons, devices
+    from .execution.device_probe import host_isa
+    try:
+        reasons = device_reasons(args.device)
+    except HloError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 1
+    print(f"host CPU vector ISA: {host_isa()}")
+    for dev in devices():
+        print(f"{dev.spec:6} {dev}  [{dev.platform_version}]")
+        print(f"       {reasons[dev.spec]}")
+    return 0
+
+
 def summary(exe) -> str:
     """A few lines: where it ran, the memory plan in XLA's vocabulary, what donation did."""
     a = exe.buffer_assignment
@@ -223,6 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--alignment", type=int, default=None, metavar="BYTES",
                    help="buffer alignment (default 128, PoCL's)")
     m.set_defaults(func=cmd_memory)
+    d = sub.add_parser("devices", help="list the OpenCL devices, which one is used and why")
+    d.add_argument("--device", default=None, help="the spec to resolve, as for run "
+                                                  "(default: $HLO_DEVICE or the rule's choice)")
+    d.set_defaults(func=cmd_devices)
     return p
 
 

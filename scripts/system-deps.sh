@@ -3,16 +3,19 @@
 #
 # - pocl-opencl-icd: PoCL 3.1 (LLVM 15). The pip dependency pocl-binary-distribution ships
 #   PoCL 3.0 with LLVM 14, which cannot compile for CPUs newer than LLVM 14 knows (it fails
-#   with "unknown target CPU 'generic'"); the runtime probes every PoCL device and uses the
-#   first one that compiles, so either works wherever it can.
+#   with "unknown target CPU 'generic'") and does not say which CPU it targets; PoCL 3.1
+#   names its target (pthread-skylake-avx512, pthread-haswell) and is the default device
+#   where it targets the host's vector ISA (runtime/device_probe.py has the rule).
+# - oclgrind: an OpenCL simulator that presents itself as a GPU and checks every memory
+#   access and data race; tests/gpu_sim runs the GPU strategy under it (and fails without it).
 # - chromium, fonts-dejavu-core: the headless browser for the JupyterLab smoke test.
 #
 # Without root or apt-get it prints what to install and exits successfully: everything else
 # still installs, and the runtime says clearly if no OpenCL device can compile.
 set -u
-packages="pocl-opencl-icd chromium fonts-dejavu-core"
+packages="pocl-opencl-icd oclgrind chromium fonts-dejavu-core"
 if ! command -v apt-get >/dev/null 2>&1; then
-    echo "system-deps: no apt-get here; install PoCL (pocl-opencl-icd) and chromium yourself if needed" >&2
+    echo "system-deps: no apt-get here; install PoCL (pocl-opencl-icd), oclgrind and chromium yourself if needed" >&2
     exit 0
 fi
 if [ "$(id -u)" = 0 ]; then

@@ -29,6 +29,7 @@ STAGES = [
     ("runtime.passes.pipeline", 5),
     ("runtime.execution.device", 6), ("runtime.execution.cache", 6),
     ("runtime.execution.binary_cache", 6), ("runtime.execution.quiet", 6),
+    ("runtime.execution.device_probe", 6),
     ("runtime.custom_calls", 7),
     ("runtime.codegen", 8),
     ("runtime.execution", 9),

@@ -79,11 +79,15 @@ HELPERS: tuple[Helper, ...] = (
            "  return xla_philox4x32(key, lo, lo < counter_lo ? counter_hi + 1 : counter_hi);\n"
            "}\n",
            ("xla_philox4x32",)),
+    # Word i % 4 is picked by two bit tests, not a chain of `lane == k` tests: clang folds
+    # such a chain into a `switch` on an i2 (`trunc i64 %i to i2`), which Oclgrind 21.10
+    # evaluates without truncating, so words 0 and 1 of every block after the first came
+    # out as word 3 on the simulated GPU.
     Helper("xla_philox_u32",
            "uint xla_philox_u32(ulong key, ulong counter_lo, ulong counter_hi, ulong i) {\n"
            "  uint4 w = xla_philox_block(key, counter_lo, counter_hi, i >> 2);\n"
-           "  uint lane = (uint)(i & 3);\n"
-           "  return lane == 0 ? w.x : (lane == 1 ? w.y : (lane == 2 ? w.z : w.w));\n"
+           "  uint2 pair = (i & 2) ? w.zw : w.xy;\n"
+           "  return (i & 1) ? pair.y : pair.x;\n"
            "}\n",
            ("xla_philox_block",)),
     Helper("xla_philox_u64",

@@ -9,10 +9,9 @@ files next to itself in ``pyopencl/.libs``, where ``pocl-binary-distribution`` i
 ``pocl.icd``. So PoCL from pip and a system ICD such as NVIDIA's are listed side by side with no
 environment variable; system platforms come first.
 
-The default device is the first PoCL CPU device that can compile a trivial kernel, else the
-first device that can. The probe matters because PoCL 3.0 from pip (LLVM 14) cannot compile
-on CPUs that LLVM 14 does not know (it reports ``unknown target CPU 'generic'``, e.g. on AMD
-Zen 5); a newer PoCL beside it (a system package) then becomes the default.
+The default device is chosen by ``device_probe`` (which also registers Intel's CPU runtime
+when its pip wheels are installed): a CPU device that compiles for the host's vector ISA,
+preferring PoCL; ``device_reasons`` says why each device is or is not used.
 """
 
 from __future__ import annotations
@@ -28,8 +27,9 @@ from types import ModuleType
 from typing import Any, Iterator
 
 from . import binary_cache
-from .cache import configure_pocl_cache
+from . import binary_cache, device_probe
 from ..errors import DeviceError
+from .cache import cache_dir, configure_pocl_cache
 from .quiet import silenced_fds
 
 _INSTALL_HINT = ("pip install pyopencl pocl-binary-distribution (PoCL, runs on the CPU), "
@@ -62,6 +62,10 @@ def opencl() -> ModuleType:
     with _lock:
         if _opencl_module is None:
             configure_pocl_cache()
+            try:
+                device_probe.register_vendor_icds(cache_dir() / "opencl")
+            except OSError:
+                pass    # an unwritable cache: pip-installed drivers stay unregistered
             try:
                 import pyopencl
             except ImportError as error:
@@ -188,17 +192,27 @@ def get_device(spec: str | Device | None = None) -> Device:
 
 
 def _default_device(found: list[Device]) -> Device:
-    preferred = [d for d in found if d.is_pocl and d.kind == "cpu"]
-    candidates = preferred + [d for d in found if d not in preferred]
-    problems = []
-    for device in candidates:
-        problem = device.probe_build()
-        if problem is None:
-            return device
-        problems.append(f"{device.spec} {device}: {problem}")
+    chosen = device_probe.choose(found)
+    if chosen is not None:
+        return chosen
+    problems = [f"{d.spec} {d}: {d.probe_build()}" for d in found]
     raise DeviceError("no OpenCL device can compile kernels:\n" + "\n".join(problems),
                       hint="install a PoCL built with a newer LLVM (e.g. the system package "
                            "pocl-opencl-icd) or a GPU driver, and select it with HLO_DEVICE")
+
+
+def device_reasons(spec: str | Device | None = None) -> dict[str, str]:
+    """Per device spec, why it is or is not the device ``get_device(spec)`` uses."""
+    used = get_device(spec)
+    if isinstance(spec, Device):
+        chosen_by = f"device={spec.spec}"
+    elif spec is not None:
+        chosen_by = f"device={spec!r}"
+    elif os.environ.get("HLO_DEVICE"):
+        chosen_by = f"HLO_DEVICE={os.environ['HLO_DEVICE']}"
+    else:
+        chosen_by = None
+    return device_probe.reasons(devices(), used, chosen_by)
 
 
 def _match(spec: str, found: list[Device]) -> Device:
@@ -409,6 +423,6 @@ def allocate_buffer(device: Device, nbytes: int, what: str = "a buffer") -> Any:
 
 
 __all__ = [
-    "Device", "devices", "get_device", "build_program", "format_build_failure", "opencl",
+    "Device", "devices", "get_device", "device_reasons", "build_program", "format_build_failure", "opencl",
     "out_of_memory", "translate_memory_errors", "allocate_buffer",
 ]

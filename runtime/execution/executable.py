@@ -94,7 +94,12 @@ class Executable:
             a.size for a in assignment.allocations
             if a.kind == "parameter" and a.aliased_output is not None)
         self._largest = max((a.size for a in assignment.allocations), default=0)
-        self._launch_args: dict[str, tuple] = {}   # kernel -> (last step, its buffer handles)
+        # what each kernel's arguments were last set to (see ``_launch``): kernel -> (its last
+        # step, per buffer argument the buffer when the executable owns it, else None), and
+        # kernel -> every buffer it was last bound to in the current run
+        self._launch_args: dict[str, tuple] = {}
+        self._run_buffers: dict[str, list] = {}
+        self._owned = {a.index for a in assignment.allocations if a.kind in ("temp", "constant")}
 
     # --- public -----------------------------------------------------------------------------
     @property
@@ -170,6 +175,8 @@ class Executable:
             for buf in fresh:
                 buf.release()
             raise
+        finally:
+            self._run_buffers.clear()
         for i in plan.donated:
             arg = args[i]
             if isinstance(arg, DeviceArray):
@@ -207,6 +214,12 @@ class Executable:
         assert isinstance(shape, ArrayShape)
         if isinstance(arg, DeviceArray):
             arg._check_alive()
+            if arg.device is not self.device:
+                raise HloArgumentError(
+                    f"{where} ({self._entry_params[i].name}) lives on {arg.device}, but "
+                    f"{self.name} was compiled for {self.device}",
+                    hint="pass a numpy array, or device_put it on the executable's device "
+                         "(runtime.device_put(x, exe.device))")
             got_et, got_dims = arg.hlo_shape.element_type, arg.shape
             value = arg
         else:
@@ -365,11 +378,15 @@ class Executable:
 
     def _launch(self, step, bindings) -> None:
         """Set only the arguments that changed since this kernel's last launch: the scalars and
-        offsets of a step never change, and most runs rebind few buffers."""
+        offsets of a step never change, the executable's own buffers (temp arena, constants)
+        neither, and within a run (a while loop launches the same steps over and over) a buffer
+        is compared by identity. Across runs every other buffer is set again: a released
+        buffer's ``cl_mem`` handle is reused by the next allocation while the kernel may still
+        point at the released memory (Oclgrind caught kernels writing there when handles were
+        compared), and holding the buffers between runs would keep memory the caller freed."""
         cl = opencl()
         kernel = self._kernels[step.kernel]
         buffers = [self._buffer(bindings, ref) for ref in step.buffers]
-        handles = [buf.int_ptr for buf in buffers]     # no reference kept to the buffers
         last = self._launch_args.get(step.kernel)
         if last is None or last[0] is not step:
             args: list = []
@@ -377,10 +394,17 @@ class Executable:
                 args += [buf, np.uint64(ref.offset)]
             kernel.set_args(*args, *step.scalars)
         else:
-            for k, (buf, handle, old) in enumerate(zip(buffers, handles, last[1])):
-                if handle != old:
+            this_run = self._run_buffers.get(step.kernel)
+            for k, buf in enumerate(buffers):
+                old = last[1][k]
+                if old is None and this_run is not None:
+                    old = this_run[k]
+                if buf is not old:
                     kernel.set_arg(2 * k, buf)
-        self._launch_args[step.kernel] = (step, handles)
+        self._launch_args[step.kernel] = (step, tuple(
+            buf if ref.allocation in self._owned or ref.allocation < 0 else None
+            for ref, buf in zip(step.buffers, buffers)))
+        self._run_buffers[step.kernel] = buffers
         cl.enqueue_nd_range_kernel(self.device.queue, kernel, step.global_size, step.local_size)
 
     def _copy(self, step, bindings) -> None:

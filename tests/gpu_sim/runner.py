@@ -1,0 +1,229 @@
+"""Runs test cases on the default device and prints one JSON line per case on stdout.
+
+Meant to run inside the Oclgrind simulator (``oclgrind --data-races python -m
+tests.gpu_sim.runner CASE ...``), where the only OpenCL device is Oclgrind's simulated GPU,
+so every case goes through the runtime's GPU strategy. Before each case a marker line goes to
+stderr, so the parent can attribute Oclgrind's reports (written to stderr while a kernel
+runs) to the case that caused them.
+
+Cases:
+
+- ``corpus:NAME:KIND[:unfused]``: a corpus program (KIND ``hlo`` or ``opt_hlo``; ``unfused``
+  compiles without the fusion passes, one kernel per instruction) against XLA's reference; a
+  program whose header aliases or donates parameters runs once more with every argument
+  donated, as device arrays.
+- ``custom-call:opencl``: an OpenCL custom call's launcher between generated kernels.
+- ``rng:xla-golden``: every rng-bit-generator configuration against XLA's bits.
+- ``reruns:rebound-buffers``: released buffers reallocated between runs.
+- ``faulty:invalid-access``, ``faulty:race``: deliberately faulty kernels, for testing the
+  parent's parsing of Oclgrind's reports.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+
+import numpy as np
+
+import runtime
+from runtime.target import Target
+
+from ..corpus_data import Program, flatten, load_index, mismatches
+
+MARKER = "=== hlo-magic case "
+
+# Summing neighbours through a user OpenCL kernel next to generated kernels: the launcher
+# binds operand and output buffers in XLA's GPU order and enqueues the user's kernel.
+_CUSTOM_CALL_KERNEL = """__kernel void neighbours(__global const float* x,
+                                 __global const float* y, __global float* out) {
+  size_t i = get_global_id(0);
+  out[i] = x[i] + x[(i + 1) % 256] + y[i];
+}
+"""
+_CUSTOM_CALL_HLO = """HloModule opencl_custom_call
+ENTRY e {
+  x = f32[256] parameter(0)
+  y = f32[256] parameter(1)
+  e = f32[256] exponential(x)
+  c = f32[256] custom-call(e, y), custom_call_target="gpu_sim_neighbours"
+  ROOT r = f32[256] multiply(c, y)
+}
+"""
+
+
+def run_corpus(name: str, kind: str, fusion: bool) -> list[str]:
+    entry = next(e for e in load_index() if e["name"] == name)
+    program = Program(entry)
+    exe = runtime.compile(program.text(kind), fusion=fusion)
+    problems = mismatches(program, flatten(exe(*program.inputs())))
+    if entry["input_output_alias"] or entry["buffer_donor"]:
+        arrays = [runtime.device_put(a, exe.device) for a in program.inputs()]
+        outputs = exe.run(*arrays, donate="all")
+        if not exe.last_run.donated:
+            problems.append(f"donating every argument donated none: {exe.last_run!r}")
+        problems += [f"donated run: {p}" for p in mismatches(program, flatten(_numpy(outputs)))]
+    return problems
+
+
+def run_opencl_custom_call() -> list[str]:
+    runtime.register_custom_call("gpu_sim_neighbours", _CUSTOM_CALL_KERNEL, platform="opencl",
+                                 kernel="neighbours")
+    rng = np.random.default_rng(0)
+    x, y = (rng.standard_normal(256).astype(np.float32) for _ in range(2))
+    got = runtime.compile(_CUSTOM_CALL_HLO)(x, y)
+    e = np.exp(x)
+    want = (e + np.roll(e, -1) + y) * y
+    if not np.allclose(got, want, rtol=1e-5, atol=1e-6):
+        return [f"custom call: {int((~np.isclose(got, want, 1e-5, 1e-6)).sum())} of 256 off"]
+    return []
+
+
+# Deliberate faults, to prove that the parent process notices Oclgrind's reports: a read past
+# the end of a buffer, and every work-item writing one element (a write-write race).
+_FAULTY_KERNELS = {
+    "invalid-access": "__kernel void faulty(__global const float* x, __global float* out) {\n"
+                      "  size_t i = get_global_id(0);\n  out[i] = x[i + 1];\n}\n",
+    "race": "__kernel void faulty(__global const float* x, __global float* out) {\n"
+            "  size_t i = get_global_id(0);\n  out[i] = x[i];\n  out[0] = (float)i;\n}\n",
+}
+_FAULTY_HLO = """HloModule faulty
+ENTRY e {
+  x = f32[64] parameter(0)
+  ROOT r = f32[64] custom-call(x), custom_call_target="gpu_sim_faulty"
+}
+"""
+
+
+def run_faulty(fault: str) -> list[str]:
+    runtime.register_custom_call("gpu_sim_faulty", _FAULTY_KERNELS[fault], platform="opencl",
+                                 kernel="faulty", local_size=64)
+    runtime.compile(_FAULTY_HLO)(np.arange(64, dtype=np.float32))
+    return []
+
+
+def run_rng_golden() -> list[str]:
+    """Every rng-bit-generator algorithm, output type and shape of the XLA golden file
+    (``tests/codegen``), as one module calling ``rng-bit-generator`` directly."""
+    from ..codegen.golden_cases import RNG_CASES
+    from ..codegen.test_rng import GOLDEN
+
+    params, roots = [], []
+    for c, (_, alg, et, shape, _) in enumerate(RNG_CASES):
+        dims = ",".join(map(str, shape))
+        params.append(f"  s{c} = u64[2] parameter({c})")
+        roots.append(f"  r{c} = (u64[2], {et}[{dims}]) rng-bit-generator(s{c}), algorithm={alg}")
+    leaves = [f"  {w}{c} = {t} get-tuple-element(r{c}), index={i}"
+              for c, (_, _, et, shape, _) in enumerate(RNG_CASES)
+              for w, t, i in (("n", "u64[2]", 0), ("b", f"{et}[{','.join(map(str, shape))}]", 1))]
+    outputs = ", ".join(f"n{c}, b{c}" for c in range(len(RNG_CASES)))
+    text = "\n".join(["HloModule rng_golden", "ENTRY e {", *params, *roots, *leaves,
+                      f"  ROOT t = tuple({outputs})", "}"])
+    states = [np.array(key, np.uint32).view(np.uint64) for *_, key in RNG_CASES]
+    got = flatten(runtime.compile(text)(*states))
+    problems = []
+    for c, (name, *_rest) in enumerate(RNG_CASES):
+        for what, value in (("state", got[2 * c]), ("bits", got[2 * c + 1])):
+            want = GOLDEN[f"rng/{name}/{what}"]
+            if not np.array_equal(value.astype(want.dtype).reshape(want.shape), want):
+                problems.append(f"{name} {what}: got {value.ravel()[:8]}, want {want.ravel()[:8]}")
+    return problems
+
+
+def run_rebound_buffers() -> list[str]:
+    """Two donating corpus programs back to back: a run's released buffers are reallocated
+    for the next one's arguments, a sequence that once left kernels bound to released memory
+    (argument caching compared raw buffer handles across runs)."""
+    return [problem for name, kind in (("donate_inplace_update", "hlo"),
+                                       ("donate_buffer_donor", "opt_hlo"))
+            for problem in run_corpus(name, kind, fusion=True)]
+
+
+def _numpy(result):
+    if isinstance(result, tuple):
+        return tuple(_numpy(r) for r in result)
+    return result.numpy()
+
+
+_NAMED_CASES = {
+    "custom-call:opencl": run_opencl_custom_call,
+    "rng:xla-golden": run_rng_golden,
+    "reruns:rebound-buffers": run_rebound_buffers,
+    "faulty:invalid-access": lambda: run_faulty("invalid-access"),
+    "faulty:race": lambda: run_faulty("race"),
+}
+
+
+def run_case(case: str) -> list[str]:
+    if case in _NAMED_CASES:
+        return _NAMED_CASES[case]()
+    source, name, kind, *mode = case.split(":")
+    assert source == "corpus" and mode in ([], ["unfused"]), case
+    return run_corpus(name, kind, fusion=not mode)
+
+
+def _record_lowerings() -> tuple[set[str], set[str]]:
+    """Wraps every kernel-producing lowering rule of the GPU target (dedicated opcode families,
+    fusion roots, fusion strategies, the loop kernels, host control flow) so the process
+    can report which of them produced plan steps: (registered, used). Forwarding, copies and
+    the unsupported-opcode rules produce no kernels and are left alone."""
+    from dataclasses import replace
+
+    from runtime.codegen import lower, registry  # noqa: F401  (lower imports the families)
+
+    registered: set[str] = set()
+    used: set[str] = set()
+
+    def wrap(key: str, rule):
+        registered.add(key)
+
+        def recording(ctx, inst, *more):
+            steps = rule(ctx, inst, *more)
+            if steps:
+                used.add(key)
+            return steps
+        return recording
+
+    for key, entries in registry.registrations().items():
+        if key == registry.LOOP:
+            continue
+        for i, entry in enumerate(entries):
+            module = entry.rule.__module__
+            if entry.target not in (None, "gpu"):
+                continue            # a rule for another target never runs here
+            if module.endswith("families.control") and key not in ("while", "conditional"):
+                continue
+            if key.startswith("fusion-root:"):
+                name = "fusion root " + key.split(":", 1)[1]
+            elif key == registry.FUSION and module != "runtime.codegen.loop":
+                name = f"fusion strategy {module}.{entry.rule.__name__}"
+            elif key == registry.ANY:
+                name = "loop kernel"
+            else:
+                name = key
+            registry._RULES[key][i] = replace(entry, rule=wrap(name, entry.rule))
+    return registered, used
+
+
+def main(cases: list[str]) -> None:
+    device = runtime.get_device()
+    registered, used = _record_lowerings()
+    print(json.dumps({"device": str(device), "strategy": Target.for_device(device).kind}),
+          flush=True)
+    for case in cases:
+        print(f"{MARKER}{case}", file=sys.stderr, flush=True)
+        start = time.perf_counter()
+        try:
+            problems = run_case(case)
+        except Exception:
+            problems = [traceback.format_exc()]
+        print(json.dumps({"case": case, "seconds": round(time.perf_counter() - start, 3),
+                          "problems": problems}), flush=True)
+    print(json.dumps({"lowerings_registered": sorted(registered),
+                      "lowerings_used": sorted(used)}), flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
