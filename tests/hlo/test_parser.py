@@ -86,7 +86,8 @@ def test_elided_constant_has_no_values_and_warns_at_parse_time():
     assert m.entry.instructions[0].literal.elided
     assert m.entry.instructions[0].literal.data is None
     assert m.warnings == ["line 4: constant c was printed elided as {...}: its values are unknown "
-                          "(XLA would silently use zeros), so it cannot be run"]
+                          "(XLA would silently use zeros), so it runs only with "
+                          "elided_constants='zeros' or 'random' (--elided)"]
 
 
 # --- module structure -----------------------------------------------------------------------
