@@ -15,6 +15,7 @@ Cases:
 - ``custom-call:opencl``: an OpenCL custom call's launcher between generated kernels.
 - ``rng:xla-golden``: every rng-bit-generator configuration against XLA's bits.
 - ``reruns:rebound-buffers``: released buffers reallocated between runs.
+- ``workgroup:dot``: the work-group-tiled dot against numpy (``workgroup_cases``).
 - ``faulty:invalid-access``, ``faulty:race``: deliberately faulty kernels, for testing the
   parent's parsing of Oclgrind's reports.
 """
@@ -32,6 +33,7 @@ import runtime
 from runtime.target import Target
 
 from ..corpus_data import Program, flatten, load_index, mismatches
+from . import workgroup_cases
 
 MARKER = "=== hlo-magic case "
 
@@ -151,6 +153,7 @@ _NAMED_CASES = {
     "custom-call:opencl": run_opencl_custom_call,
     "rng:xla-golden": run_rng_golden,
     "reruns:rebound-buffers": run_rebound_buffers,
+    "workgroup:dot": lambda: workgroup_cases.run(workgroup_cases.DOT_CASES),
     "faulty:invalid-access": lambda: run_faulty("invalid-access"),
     "faulty:race": lambda: run_faulty("race"),
 }

@@ -1,0 +1,148 @@
+"""HLO-text cases for the GPU target's work-group kernels (tiled dot, tree row reduction),
+checked against numpy. Run by ``runner`` inside Oclgrind; shapes straddle tile edges (the
+tile is 32 or 16 from the simulator's limits), and cover batch dimensions, transposed
+operands, non-default layouts, several contracting dimensions, f16/bf16 and integers,
+output fusions, and rows shorter and longer than a work-group."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+import runtime
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    text: str
+    inputs: Callable[[np.random.Generator], list[np.ndarray]]
+    reference: Callable[..., np.ndarray]
+    rtol: float = 1e-5
+    atol: float = 1e-5
+
+
+def _normal(*shape, dtype=np.float32):
+    return lambda rng: rng.standard_normal(shape).astype(dtype)
+
+
+def _inputs(*makers):
+    return lambda rng: [m(rng) for m in makers]
+
+
+def _matmul(m: int, k: int, n: int) -> Case:
+    return Case(f"dot f32 {m}x{k}x{n}",
+                f"""HloModule d
+ENTRY e {{
+  a = f32[{m},{k}] parameter(0)
+  b = f32[{k},{n}] parameter(1)
+  ROOT d = f32[{m},{n}] dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}""", _inputs(_normal(m, k), _normal(k, n)), lambda a, b: a @ b)
+
+
+DOT_CASES = [
+    _matmul(1, 1, 1),
+    _matmul(32, 32, 32),
+    _matmul(33, 47, 65),
+    _matmul(5, 100, 3),
+    _matmul(70, 8, 1),
+    Case("dot transposed lhs and rhs (A^T B^T)", """HloModule d
+ENTRY e {
+  a = f32[37,21] parameter(0)
+  b = f32[19,37] parameter(1)
+  ROOT d = f32[21,19] dot(a, b), lhs_contracting_dims={0}, rhs_contracting_dims={1}
+}""", _inputs(_normal(37, 21), _normal(19, 37)), lambda a, b: a.T @ b.T),
+    Case("dot column-major layouts", """HloModule d
+ENTRY e {
+  a = f32[23,41]{0,1} parameter(0)
+  b = f32[41,18]{0,1} parameter(1)
+  ROOT d = f32[23,18]{0,1} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}""", _inputs(_normal(23, 41), _normal(41, 18)), lambda a, b: a @ b),
+    Case("batched dot, batch dims not leading", """HloModule d
+ENTRY e {
+  a = f32[9,3,17] parameter(0)
+  b = f32[17,3,40] parameter(1)
+  ROOT d = f32[3,9,40] dot(a, b), lhs_batch_dims={1}, lhs_contracting_dims={2}, rhs_batch_dims={1}, rhs_contracting_dims={0}
+}""", _inputs(_normal(9, 3, 17), _normal(17, 3, 40)),
+         lambda a, b: np.einsum("ibk,kbj->bij", a, b)),
+    Case("dot two contracting and two free dims", """HloModule d
+ENTRY e {
+  a = f32[5,6,7,4] parameter(0)
+  b = f32[7,3,5,11] parameter(1)
+  ROOT d = f32[6,4,3,11] dot(a, b), lhs_contracting_dims={0,2}, rhs_contracting_dims={2,0}
+}""", _inputs(_normal(5, 6, 7, 4), _normal(7, 3, 5, 11)),
+         lambda a, b: np.einsum("pmqn,qxpy->mnxy", a, b)),
+    Case("dot f16 accumulates in f32", """HloModule d
+ENTRY e {
+  a = f16[34,300] parameter(0)
+  b = f16[300,20] parameter(1)
+  ROOT d = f16[34,20] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}""", _inputs(_normal(34, 300, dtype=np.float16), _normal(300, 20, dtype=np.float16)),
+         lambda a, b: (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16),
+         rtol=1e-3, atol=1e-3),
+    Case("dot f16 operands, f32 result", """HloModule d
+ENTRY e {
+  a = f16[2,33,40] parameter(0)
+  b = f16[2,33,17] parameter(1)
+  ROOT d = f32[2,40,17] dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+}""", _inputs(_normal(2, 33, 40, dtype=np.float16), _normal(2, 33, 17, dtype=np.float16)),
+         lambda a, b: np.einsum("bkm,bkn->bmn", a.astype(np.float32), b.astype(np.float32))),
+    Case("dot s32 wraps", """HloModule d
+ENTRY e {
+  a = s32[17,35] parameter(0)
+  b = s32[35,9] parameter(1)
+  ROOT d = s32[17,9] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}""", lambda rng: [rng.integers(-2**20, 2**20, (17, 35)).astype(np.int32),
+                   rng.integers(-2**12, 2**12, (35, 9)).astype(np.int32)],
+         lambda a, b: (a.astype(np.int64) @ b.astype(np.int64)).astype(np.int32),
+         rtol=0, atol=0),
+    Case("dot f64", """HloModule d
+ENTRY e {
+  a = f64[20,45] parameter(0)
+  b = f64[45,36] parameter(1)
+  ROOT d = f64[20,36] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}""", _inputs(_normal(20, 45, dtype=np.float64), _normal(45, 36, dtype=np.float64)),
+         lambda a, b: a @ b, rtol=1e-12, atol=1e-12),
+    Case("output fusion: bias and relu over a dot", """HloModule d
+fused {
+  p0 = f32[40,24] parameter(0)
+  p1 = f32[24,33] parameter(1)
+  p2 = f32[33] parameter(2)
+  d = f32[40,33] dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  b = f32[40,33] broadcast(p2), dimensions={1}
+  s = f32[40,33] add(d, b)
+  z0 = f32[] constant(0)
+  z = f32[40,33] broadcast(z0), dimensions={}
+  ROOT r = f32[40,33] maximum(s, z)
+}
+ENTRY e {
+  a = f32[40,24] parameter(0)
+  w = f32[24,33] parameter(1)
+  bias = f32[33] parameter(2)
+  ROOT f = f32[40,33] fusion(a, w, bias), kind=kOutput, calls=fused
+}""", _inputs(_normal(40, 24), _normal(24, 33), _normal(33)),
+         lambda a, w, bias: np.maximum(a @ w + bias, 0)),
+]
+
+
+def run(cases: list[Case]) -> list[str]:
+    rng = np.random.default_rng(0)
+    problems = []
+    for case in cases:
+        inputs = case.inputs(rng)
+        exe = runtime.compile(case.text)
+        if "barrier(CLK_LOCAL_MEM_FENCE)" not in exe.program.source:
+            problems.append(f"{case.name}: no work-group kernel was generated")
+        got = np.asarray(exe(*inputs))
+        want = case.reference(*inputs)
+        if got.shape != want.shape or got.dtype != want.dtype:
+            problems.append(f"{case.name}: got {got.dtype}{got.shape}, want "
+                            f"{want.dtype}{want.shape}")
+        elif not np.allclose(got.astype(np.float64), want.astype(np.float64),
+                             rtol=case.rtol, atol=case.atol):
+            bad = ~np.isclose(got.astype(np.float64), want.astype(np.float64),
+                              rtol=case.rtol, atol=case.atol)
+            problems.append(f"{case.name}: {int(bad.sum())} of {bad.size} values off")
+    return problems
