@@ -15,7 +15,8 @@ Cases:
 - ``custom-call:opencl``: an OpenCL custom call's launcher between generated kernels.
 - ``rng:xla-golden``: every rng-bit-generator configuration against XLA's bits.
 - ``reruns:rebound-buffers``: released buffers reallocated between runs.
-- ``workgroup:dot``: the work-group-tiled dot against numpy (``workgroup_cases``).
+- ``workgroup:dot``, ``workgroup:reduce``: the work-group-tiled dot and the work-group row
+  reduction against numpy (``workgroup_cases``).
 - ``faulty:invalid-access``, ``faulty:race``: deliberately faulty kernels, for testing the
   parent's parsing of Oclgrind's reports.
 """
@@ -154,6 +155,7 @@ _NAMED_CASES = {
     "rng:xla-golden": run_rng_golden,
     "reruns:rebound-buffers": run_rebound_buffers,
     "workgroup:dot": lambda: workgroup_cases.run(workgroup_cases.DOT_CASES),
+    "workgroup:reduce": lambda: workgroup_cases.run(workgroup_cases.REDUCE_CASES),
     "faulty:invalid-access": lambda: run_faulty("invalid-access"),
     "faulty:race": lambda: run_faulty("race"),
 }

@@ -22,6 +22,7 @@ class Case:
     reference: Callable[..., np.ndarray]
     rtol: float = 1e-5
     atol: float = 1e-5
+    work_group_kernel: bool = True     # whether a local-memory kernel must compute it
 
 
 def _normal(*shape, dtype=np.float32):
@@ -127,14 +128,83 @@ ENTRY e {
 ]
 
 
+def _reduce(name: str, shape: str, dims: str, out: str, make, reference, *, et: str = "f32",
+            init: str = "0", op: str = "add", **kw) -> Case:
+    return Case(name, f"""HloModule r
+red {{
+  x = {et}[] parameter(0)
+  y = {et}[] parameter(1)
+  ROOT s = {et}[] {op}(x, y)
+}}
+ENTRY e {{
+  a = {et}{shape} parameter(0)
+  z = {et}[] constant({init})
+  ROOT r = {et}{out} reduce(a, z), dimensions={{{dims}}}, to_apply=red
+}}""", make, reference, **kw)
+
+
+REDUCE_CASES = [
+    _reduce("row sums 3x1000", "[3,1000]", "1", "[3]", _inputs(_normal(3, 1000)),
+            lambda a: a.sum(1), rtol=1e-4, atol=1e-4),
+    _reduce("row max 5x777", "[5,777]", "1", "[5]", _inputs(_normal(5, 777)),
+            lambda a: a.max(1), init="-inf", op="maximum"),
+    _reduce("sum over two dims, 4x3x300", "[4,3,300]", "0,2", "[3]",
+            _inputs(_normal(4, 3, 300)), lambda a: a.sum((0, 2)), rtol=1e-4, atol=1e-4),
+    _reduce("column-major input, contiguous dim reduced", "[600,7]{0,1}", "0", "[7]",
+            _inputs(_normal(600, 7)), lambda a: a.sum(0), rtol=1e-4, atol=1e-4),
+    _reduce("f16 row sums accumulate in f32", "[2,2000]", "1", "[2]",
+            _inputs(_normal(2, 2000, dtype=np.float16)),
+            lambda a: a.astype(np.float32).sum(1).astype(np.float16), et="f16",
+            rtol=1e-2, atol=1e-2),
+    _reduce("s32 row sums", "[3,513]", "1", "[3]",
+            lambda rng: [rng.integers(-1000, 1000, (3, 513)).astype(np.int32)],
+            lambda a: a.sum(1).astype(np.int32), et="s32", rtol=0, atol=0),
+    _reduce("short rows keep one work-item per row", "[40,10]", "1", "[40]",
+            _inputs(_normal(40, 10)), lambda a: a.sum(1), work_group_kernel=False),
+    _reduce("an init that is not the identity keeps the sequential order", "[2,700]", "1",
+            "[2]", _inputs(_normal(2, 700)), lambda a: a.sum(1) + 1, init="1",
+            rtol=1e-4, atol=1e-4, work_group_kernel=False),
+    Case("softmax fusion over rows of 300", """HloModule s
+max {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT m = f32[] maximum(x, y)
+}
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+fused {
+  p = f32[6,300] parameter(0)
+  ninf = f32[] constant(-inf)
+  m = f32[6] reduce(p, ninf), dimensions={1}, to_apply=max
+  mb = f32[6,300] broadcast(m), dimensions={0}
+  d = f32[6,300] subtract(p, mb)
+  e = f32[6,300] exponential(d)
+  zero = f32[] constant(0)
+  s = f32[6] reduce(e, zero), dimensions={1}, to_apply=add
+  sb = f32[6,300] broadcast(s), dimensions={0}
+  ROOT r = f32[6,300] divide(e, sb)
+}
+ENTRY e {
+  a = f32[6,300] parameter(0)
+  ROOT f = f32[6,300] fusion(a), kind=kInput, calls=fused
+}""", _inputs(_normal(6, 300)),
+         lambda a: np.exp(a - a.max(1, keepdims=True))
+         / np.exp(a - a.max(1, keepdims=True)).sum(1, keepdims=True)),
+]
+
+
 def run(cases: list[Case]) -> list[str]:
     rng = np.random.default_rng(0)
     problems = []
     for case in cases:
         inputs = case.inputs(rng)
         exe = runtime.compile(case.text)
-        if "barrier(CLK_LOCAL_MEM_FENCE)" not in exe.program.source:
-            problems.append(f"{case.name}: no work-group kernel was generated")
+        if ("barrier(CLK_LOCAL_MEM_FENCE)" in exe.program.source) != case.work_group_kernel:
+            problems.append(f"{case.name}: a work-group kernel was "
+                            f"{'not ' if case.work_group_kernel else ''}generated")
         got = np.asarray(exe(*inputs))
         want = case.reference(*inputs)
         if got.shape != want.shape or got.dtype != want.dtype:
