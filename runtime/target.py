@@ -60,22 +60,25 @@ class WorkGroups:
     def for_limits(local_mem_bytes: int, max_work_group_size: int) -> WorkGroups:
         """The largest shapes the limits allow: two ``tile`` x ``(tile + 1)`` staging arrays of
         8-byte accumulators (the widest) must fit in local memory, the work-groups within the
-        maximum size."""
-        block = 2
-        tile = 8
-        for candidate in (32, 16):
-            if ((candidate // block) ** 2 <= max_work_group_size
+        maximum size (the smallest tiling, one work-item of 8 x 8 outputs, is the floor)."""
+        tile, block = _TILINGS[-1]
+        for candidate, per_item in _TILINGS:
+            if ((candidate // per_item) ** 2 <= max_work_group_size
                     and 2 * candidate * (candidate + 1) * 8 <= local_mem_bytes):
-                tile = candidate
+                tile, block = candidate, per_item
                 break
         group = 1
         while group * 2 <= min(256, max_work_group_size) and group * 2 * 8 * 4 <= local_mem_bytes:
             group *= 2
-        return WorkGroups(tile=tile, block=min(block, tile), reduce_group=group)
+        return WorkGroups(tile=tile, block=block, reduce_group=group)
 
 
-# OpenCL's minimum guarantees for a GPU are 16 KiB local memory and 1 work-item per group;
-# analysis without a device assumes a common GPU (32 KiB, 256 work-items).
+# (tile, block) from the largest down; the last (one work-item per group) always fits
+_TILINGS = ((32, 2), (16, 2), (8, 2), (8, 4), (8, 8))
+
+
+# Analysis without a device assumes OpenCL 1.2's minimum local memory (32 KiB) and a
+# work-group limit that GPUs commonly have (256).
 DEFAULT_WORK_GROUPS = WorkGroups.for_limits(32 * 1024, 256)
 
 
