@@ -16,7 +16,8 @@ Cases:
 - ``rng:xla-golden``: every rng-bit-generator configuration against XLA's bits.
 - ``reruns:rebound-buffers``: released buffers reallocated between runs.
 - ``workgroup:dot``, ``workgroup:reduce``: the work-group-tiled dot and the work-group row
-  reduction against numpy (``workgroup_cases``).
+  reduction against numpy (``workgroup_cases``); ``workgroup:small-tiles``: both again with
+  smaller work-group shapes than the simulator's limits give.
 - ``faulty:invalid-access``, ``faulty:race``: deliberately faulty kernels, for testing the
   parent's parsing of Oclgrind's reports.
 """
@@ -156,6 +157,7 @@ _NAMED_CASES = {
     "reruns:rebound-buffers": run_rebound_buffers,
     "workgroup:dot": lambda: workgroup_cases.run(workgroup_cases.DOT_CASES),
     "workgroup:reduce": lambda: workgroup_cases.run(workgroup_cases.REDUCE_CASES),
+    "workgroup:small-tiles": workgroup_cases.run_small_work_groups,
     "faulty:invalid-access": lambda: run_faulty("invalid-access"),
     "faulty:race": lambda: run_faulty("race"),
 }
