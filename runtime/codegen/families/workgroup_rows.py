@@ -129,6 +129,7 @@ def _tree_reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lid: s
     local memory; every work-item gets the result."""
     kb, t = em.kb, em.kb.index_type
     inputs, inits, comp = _parts(red)
+    ctype = cltypes.compute_type(red.shape.element_type)  # type: ignore[union-attr]
     src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
     order = [d for d in reversed(src.minor_to_major) if d in red.dimensions]
     acc = _accumulators(em, inits)
@@ -145,13 +146,9 @@ def _tree_reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lid: s
     half = kb.fresh("half")
     with em.block(f"for ({t} {half} = {group // 2}; {half} > 0; {half} >>= 1)"):
         with em.block(f"if ({lid} < {half})"):
-            mine = kb.let(cltypes.compute_type(red.shape.element_type),  # type: ignore[union-attr]
-                          f"{partials}[{lid}]", "p")
-            other = kb.let(cltypes.compute_type(red.shape.element_type),  # type: ignore[union-attr]
-                           f"{partials}[{lid} + {half}]", "p")
-            mine_acc = [mine]
-            _combine(em, comp, mine_acc, [other])
+            mine = kb.let(ctype, f"{partials}[{lid}]", "p")
+            other = kb.let(ctype, f"{partials}[{lid} + {half}]", "p")
+            _combine(em, comp, [mine], [other])
             kb.line(f"{partials}[{lid}] = {mine};")
         kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
-    return kb.let(cltypes.compute_type(red.shape.element_type),  # type: ignore[union-attr]
-                  f"{partials}[0]", "reduced")
+    return kb.let(ctype, f"{partials}[0]", "reduced")
