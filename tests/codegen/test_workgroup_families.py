@@ -53,6 +53,10 @@ def test_long_rows_get_a_work_group_each_short_rows_a_work_item():
     gpu = replace(GPU, work_groups=WorkGroups(tile=16, block=2, reduce_group=64))
     (long_rows,) = iter_launches(_program(ROW_SUMS % (5, 1000, 5), gpu).plan)
     assert long_rows.local_size == (64,) and long_rows.global_size == (5 * 64,)
+    (medium,) = iter_launches(_program(ROW_SUMS % (5, 100, 5), gpu).plan)
+    assert medium.local_size == (64,)            # the power of two the rows fill
+    (wide,) = iter_launches(_program(ROW_SUMS % (5, 40, 5), gpu).plan)
+    assert wide.local_size == (32,)
     short = _program(ROW_SUMS % (500, 30, 500), gpu)
     assert "barrier" not in short.source
 

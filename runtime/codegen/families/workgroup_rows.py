@@ -13,9 +13,10 @@ over the work-items like the loads, or, without columns, by work-item 0.
 
 The tree changes the order of the reduction, so it is used only where the reducer may be
 reordered and started from its identity (``init_is_identity``: one input, a constant init
-that is the reducer's identity), and where the contiguous dimension is reduced and has at
-least ``G`` elements; anything else declines to the common row kernel. ``G`` is
-``Target.work_groups.reduce_group`` (from the device's limits).
+that is the reducer's identity), and where the contiguous dimension is reduced; anything else
+declines to the common row kernel. ``G`` is the largest power of two up to
+``Target.work_groups.reduce_group`` (from the device's limits) that the shortest contiguous
+reduced run fills, at least ``MIN_GROUP``.
 """
 
 from __future__ import annotations
@@ -34,6 +35,10 @@ from ..registry import FUSION, register
 from .reduction import (_accumulators, _bind, _close, _combine, _count, _first_leaf,
                         _input_index, _loops, _output_pointers, _parts, _shapes, _store)
 
+# rows whose contiguous reduced run is shorter keep one work-item each (the common row
+# kernel): a group narrower than a GPU's SIMD width (32 on most) would idle most of it
+MIN_GROUP = 32
+
 
 def lower_group_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     """A work-group-per-row kernel for ``inst``, or None (the common row kernel then)."""
@@ -43,23 +48,31 @@ def lower_group_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] |
     root, params = fused_parts(inst)
     members = inst.calls.instructions if params is not None else [inst]
     plan = plan_rows(root, members)
-    if plan is None or not _tree_reducible(plan, groups.reduce_group):
+    group = None if plan is None else _group_size(plan, groups.reduce_group)
+    if group is None:
         return None
     out = _first_leaf(inst)
     if out.element_count == 0:
         return []
     kb = KernelBuilder(index_type="long" if needs_long_index(*_shapes(inst, members)) else "int")
-    rows = _group_kernel(ctx, kb, inst, root, params, plan, groups.reduce_group)
+    rows = _group_kernel(ctx, kb, inst, root, params, plan, group)
     name = ctx.program.add_kernel(kb, inst.name)
-    group = groups.reduce_group
     return [Launch(name, tuple(b.ref for b in kb.buffers), tuple(kb.scalar_arg_values()),
                    (rows * group,), (group,), inst.name)]
 
 
-def _tree_reducible(plan: RowPlan, group: int) -> bool:
+def _group_size(plan: RowPlan, largest: int) -> int | None:
+    """Work-items per row: the largest power of two up to ``largest`` that the shortest
+    contiguous reduced run fills, if that is at least ``MIN_GROUP`` (or ``largest``); None
+    where some reduction cannot be reordered or has no contiguous reduced run."""
     reduces = [v for v in plan.hoisted if v.opcode == "reduce"]
-    return bool(reduces) and all(init_is_identity(r) and _contiguous_length(r) >= group
-                                 for r in reduces)
+    if not reduces or not all(init_is_identity(r) for r in reduces):
+        return None
+    length = min(_contiguous_length(r) for r in reduces)
+    group = largest
+    while group > length:
+        group //= 2
+    return group if group >= min(MIN_GROUP, largest) and group > 0 else None
 
 
 def _contiguous_length(red: HloInstruction) -> int:
