@@ -1,14 +1,19 @@
 """The GPU target's work-group kernels, without a device: which instructions they take, the
-launch shapes the Target's work-group fields give them, and those fields from device limits.
-(Their values are checked on the simulated GPU: ``tests/gpu_sim``, cases ``workgroup:*``.)"""
+launch shapes the Target's work-group fields give them, and those fields from device limits;
+and their values on the default device (the simulated GPU checks them for invalid accesses
+and races too: ``tests/gpu_sim``, cases ``workgroup:*``)."""
 
 from dataclasses import replace
+
+import pytest
 
 import runtime
 from runtime.codegen.lower import lower
 from runtime.codegen.plan import iter_launches
 from runtime.passes.pipeline import run
 from runtime.target import CPU, GPU, Target, WorkGroups
+
+from ..gpu_sim import workgroup_cases
 
 DOT = """HloModule d
 ENTRY e {
@@ -71,3 +76,18 @@ def test_work_groups_follow_device_limits():
     floor = WorkGroups.for_limits(1024, 1)
     assert (floor.tile_items, floor.reduce_group) == (1, 1)
     assert CPU.work_groups is None and GPU.work_groups is not None
+
+
+@pytest.fixture
+def gpu_target_on_default_device(monkeypatch):
+    """The default device (PoCL's CPU here) compiling with the GPU target: the work-group
+    kernels are valid OpenCL anywhere, so their values are checked here too."""
+    monkeypatch.setattr(Target, "for_device", staticmethod(
+        lambda device: replace(GPU, work_groups=WorkGroups.for_limits(
+            device.local_mem_bytes, device.max_work_group_size))))
+
+
+@pytest.mark.parametrize("case", workgroup_cases.DOT_CASES + workgroup_cases.REDUCE_CASES,
+                         ids=lambda case: case.name)
+def test_values_on_the_default_device(gpu_target_on_default_device, case):
+    assert workgroup_cases.run([case]) == []
