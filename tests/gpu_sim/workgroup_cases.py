@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
+import ml_dtypes
 import numpy as np
 
 import runtime
@@ -84,6 +85,15 @@ ENTRY e {
 }""", _inputs(_normal(34, 300, dtype=np.float16), _normal(300, 20, dtype=np.float16)),
          lambda a, b: (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16),
          rtol=1e-3, atol=1e-3),
+    Case("dot bf16 accumulates in f32", """HloModule d
+ENTRY e {
+  a = bf16[20,70] parameter(0)
+  b = bf16[70,36] parameter(1)
+  ROOT d = bf16[20,36] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}""", _inputs(_normal(20, 70, dtype=ml_dtypes.bfloat16),
+              _normal(70, 36, dtype=ml_dtypes.bfloat16)),
+         lambda a, b: (a.astype(np.float32) @ b.astype(np.float32)).astype(ml_dtypes.bfloat16),
+         rtol=1e-2, atol=1e-2),
     Case("dot f16 operands, f32 result", """HloModule d
 ENTRY e {
   a = f16[2,33,40] parameter(0)
