@@ -4,12 +4,13 @@ A target is data: the fusion pass's rules, how long reductions are split, the wo
 vector shapes of the kernel families. Lowering rules are chosen per target kind too (a rule
 registered for "cpu" wins over a common one there; see ``codegen.registry``). The target of a
 device comes from its OpenCL device type (``Device.kind``), never from its name; analysis
-without a device uses ``Target.for_kind("cpu")``.
+without a device uses ``Target.for_kind("cpu")``. A GPU target's work-group shapes come from
+the device's limits (local memory, work-group size) where there is a device.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .passes.fusion_rules import CPU_RULES, FusionRules
 
@@ -37,12 +38,58 @@ class SplitRules:
 
 
 @dataclass(frozen=True)
+class WorkGroups:
+    """Work-group shapes of the GPU kernel families that share data through local memory.
+
+    Contractions: a work-group computes a ``tile`` x ``tile`` block of the output from
+    ``tile`` x ``tile`` blocks of both operands staged in local memory, one contraction step
+    of ``tile`` at a time; each of its ``(tile / block)^2`` work-items accumulates ``block`` x
+    ``block`` outputs in registers. Row reductions: ``reduce_group`` work-items share a row
+    and combine their partials in local memory."""
+
+    tile: int
+    block: int
+    reduce_group: int
+
+    @property
+    def tile_items(self) -> int:
+        """Work-items of one contraction work-group."""
+        return (self.tile // self.block) ** 2
+
+    @staticmethod
+    def for_limits(local_mem_bytes: int, max_work_group_size: int) -> WorkGroups:
+        """The largest shapes the limits allow: two ``tile`` x ``(tile + 1)`` staging arrays of
+        8-byte accumulators (the widest) must fit in local memory, the work-groups within the
+        maximum size (the smallest tiling, one work-item of 8 x 8 outputs, is the floor)."""
+        tile, block = _TILINGS[-1]
+        for candidate, per_item in _TILINGS:
+            if ((candidate // per_item) ** 2 <= max_work_group_size
+                    and 2 * candidate * (candidate + 1) * 8 <= local_mem_bytes):
+                tile, block = candidate, per_item
+                break
+        group = 1
+        while group * 2 <= min(256, max_work_group_size) and group * 2 * 8 * 4 <= local_mem_bytes:
+            group *= 2
+        return WorkGroups(tile=tile, block=block, reduce_group=group)
+
+
+# (tile, block) from the largest down; the last (one work-item per group) always fits
+_TILINGS = ((32, 2), (16, 2), (8, 2), (8, 4), (8, 8))
+
+
+# Analysis without a device assumes OpenCL 1.2's minimum local memory (32 KiB) and a
+# work-group limit that GPUs commonly have (256).
+DEFAULT_WORK_GROUPS = WorkGroups.for_limits(32 * 1024, 256)
+
+
+@dataclass(frozen=True)
 class Target:
     kind: str                  # "cpu" | "gpu": the key of target-specific lowering rules
     fusion: FusionRules
     split: SplitRules
     reduction: ReductionShape
     loop_local_size: int       # work-group size of one-element-per-work-item kernels
+    work_groups: WorkGroups | None = None   # local-memory kernel shapes (GPU-like devices)
 
     @staticmethod
     def for_kind(kind: str) -> Target:
@@ -51,8 +98,13 @@ class Target:
 
     @staticmethod
     def for_device(device) -> Target:
-        """The target of a ``runtime.Device``, from its OpenCL device type."""
-        return Target.for_kind(device.kind)
+        """The target of a ``runtime.Device``, from its OpenCL device type; a GPU target's
+        work-group shapes from the device's local memory and work-group size limits."""
+        target = Target.for_kind(device.kind)
+        if target.work_groups is None:
+            return target
+        return replace(target, work_groups=WorkGroups.for_limits(device.local_mem_bytes,
+                                                                  device.max_work_group_size))
 
 
 CPU = Target(
@@ -63,14 +115,16 @@ CPU = Target(
     loop_local_size=64,
 )
 
-# GPUs use the CPU's fusion decisions; their kernels are the simple, correct forms (no
-# register tiles, vector loops or blocked transposes: those rules are registered for "cpu").
+# GPUs use the CPU's fusion decisions. Dots and row reductions get work-group kernels with
+# local memory (``families.workgroup_dot``, ``families.workgroup_rows``); register tiles,
+# vector loops and blocked transposes are registered for "cpu" only.
 GPU = Target(
     kind="gpu",
     fusion=CPU_RULES,
     split=SplitRules(min_length=1 << 16, max_outputs=64, target_rows=1024, min_chunk=1024),
     reduction=ReductionShape(lanes=1, local_size=64, wide_index=False),
     loop_local_size=256,
+    work_groups=DEFAULT_WORK_GROUPS,
 )
 
 TARGETS = {t.kind: t for t in (CPU, GPU)}

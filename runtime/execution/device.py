@@ -97,6 +97,8 @@ class Device:
     has_fp64: bool
     has_fp16: bool
     correctly_rounded_divide_sqrt: bool
+    local_mem_bytes: int
+    max_work_group_size: int
     cl_device: Any = field(compare=False, repr=False)
     _lazy: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -283,6 +285,8 @@ def _describe(platform: Any, cl_device: Any, kind: str, spec: str) -> Device:
         has_fp16="cl_khr_fp16" in extensions,
         correctly_rounded_divide_sqrt=bool(
             single_fp & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
+        local_mem_bytes=cl_device.local_mem_size,
+        max_work_group_size=cl_device.max_work_group_size,
         cl_device=cl_device,
     )
 

@@ -36,9 +36,11 @@ def code_digest() -> str:
 
 def program_key(analysis, device) -> tuple:
     """What the program depends on: the analysed module (its text after the passes), the
-    alignment, the target kind, the device's identity and the compiler's code."""
+    alignment, the target kind and its work-group shapes (a GPU target's come from the
+    device's limits), the device's identity and the compiler's code."""
     module = hashlib.sha256(analysis.module.to_text().encode()).hexdigest()
-    return (module, analysis.alignment, analysis.target.kind, device.identity, code_digest())
+    return (module, analysis.alignment, analysis.target.kind, analysis.target.work_groups,
+            device.identity, code_digest())
 
 
 def program_path(key: tuple) -> Path:

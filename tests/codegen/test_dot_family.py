@@ -2,6 +2,8 @@
 odd sizes, batch and multiple contracting/free dimensions, transposed operands and outputs,
 every accumulation type, zero sizes and fused epilogues."""
 
+import inspect
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -18,6 +20,13 @@ def lowers_by_tiles(opcode: str, kind: str) -> bool:
     """Whether the register-tiled family is registered for ``opcode`` on a target kind."""
     return any(rule.__module__ == "runtime.codegen.families.tiles"
                for rule in registry.rules(opcode, kind))
+
+
+def planners(opcode: str, kind: str) -> list[str]:
+    """The family modules planning the contraction rules for ``opcode`` on a target kind."""
+    return [inspect.getclosurevars(rule).nonlocals["plan"].__module__.rsplit(".", 1)[-1]
+            for rule in registry.rules(opcode, kind)
+            if rule.__module__ == "runtime.codegen.families.tiles"]
 
 
 def dot_module(et: str, lhs: str, rhs: str, out: str, dims: str, out_et: str | None = None,
@@ -69,7 +78,9 @@ def test_layout_chooses_the_form(lhs, rhs, out, dims, form, row_side):
 def test_declines_where_the_family_does_not_apply():
     nn = dot_module("f32", "8,32", "32,64", "8,64", NN)
     assert plan_of(nn) is not None
-    assert lowers_by_tiles("dot", "cpu") and not lowers_by_tiles("dot", "gpu")  # GPUs: simple kernel
+    # GPUs: the work-group-tiled family (tests/codegen/test_workgroup_families.py)
+    assert lowers_by_tiles("dot", "cpu") and planners("dot", "gpu")[0] == "workgroup_dot"
+    assert "dot" not in planners("dot", "gpu")
     assert plan_of(dot_module("pred", "8,32", "32,64", "8,64", NN)) is None
     assert plan_of(dot_module("s32", "8,32", "32,64", "8,64", NN, "f32")) is None
     assert plan_of(dot_module("f32", "8,32", "32,64", "8,64", NN, "f16")) is None

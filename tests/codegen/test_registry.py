@@ -47,7 +47,8 @@ def test_two_rules_at_one_priority_are_refused(rules):
 def test_a_gpu_specific_dot_is_one_registration(rules):
     used = []
 
-    @rules.register("dot", target="gpu", fusion_root_too=True)
+    # above the work-group dot (``families.workgroup_dot``, priority 0 on "gpu")
+    @rules.register("dot", target="gpu", priority=100, fusion_root_too=True)
     def gpu_dot(ctx, inst):
         used.append(inst.name)
         return lower_loop(ctx, inst)

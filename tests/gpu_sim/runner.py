@@ -15,6 +15,9 @@ Cases:
 - ``custom-call:opencl``: an OpenCL custom call's launcher between generated kernels.
 - ``rng:xla-golden``: every rng-bit-generator configuration against XLA's bits.
 - ``reruns:rebound-buffers``: released buffers reallocated between runs.
+- ``workgroup:dot``, ``workgroup:reduce``: the work-group-tiled dot and the work-group row
+  reduction against numpy (``workgroup_cases``); ``workgroup:small-tiles``: both again with
+  smaller work-group shapes than the simulator's limits give.
 - ``faulty:invalid-access``, ``faulty:race``: deliberately faulty kernels, for testing the
   parent's parsing of Oclgrind's reports.
 """
@@ -32,6 +35,7 @@ import runtime
 from runtime.target import Target
 
 from ..corpus_data import Program, flatten, load_index, mismatches
+from . import workgroup_cases
 
 MARKER = "=== hlo-magic case "
 
@@ -151,6 +155,9 @@ _NAMED_CASES = {
     "custom-call:opencl": run_opencl_custom_call,
     "rng:xla-golden": run_rng_golden,
     "reruns:rebound-buffers": run_rebound_buffers,
+    "workgroup:dot": lambda: workgroup_cases.run(workgroup_cases.DOT_CASES),
+    "workgroup:reduce": lambda: workgroup_cases.run(workgroup_cases.REDUCE_CASES),
+    "workgroup:small-tiles": workgroup_cases.run_small_work_groups,
     "faulty:invalid-access": lambda: run_faulty("invalid-access"),
     "faulty:race": lambda: run_faulty("race"),
 }

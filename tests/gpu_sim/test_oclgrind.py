@@ -45,7 +45,8 @@ def _cases() -> list[str]:
         cases += [f"corpus:{name}:hlo", f"corpus:{name}:hlo:unfused"]
         if entry["files"]["opt_hlo"]:
             cases.append(f"corpus:{name}:opt_hlo")
-    return cases + ["custom-call:opencl", "rng:xla-golden", "reruns:rebound-buffers"]
+    return cases + ["custom-call:opencl", "rng:xla-golden", "reruns:rebound-buffers",
+                    "workgroup:dot", "workgroup:reduce", "workgroup:small-tiles"]
 
 
 CASES = _cases()
@@ -155,9 +156,10 @@ def test_case_matches_xla_without_reports(simulated, case):
 
 
 def test_every_kernel_family_runs_on_the_simulator(simulated):
-    """Every GPU-target rule with a dedicated lowering, the loop kernels (where dots and
-    convolutions go on the GPU target: their register-tiled rules are registered for the CPU)
-    and host control flow produced steps in at least one case. Fusion roots and strategies
+    """Every GPU-target rule with a dedicated lowering (the work-group dot and row reduction
+    among them), the loop kernels (where convolutions go on the GPU target: their
+    register-tiled rules are registered for the CPU) and host control flow produced steps in
+    at least one case. Fusion roots and strategies
     are reported but not all required."""
     registered = set().union(*(b.lowerings_registered for b in simulated))
     used = set().union(*(b.lowerings_used for b in simulated))
@@ -167,6 +169,8 @@ def test_every_kernel_family_runs_on_the_simulator(simulated):
                         "custom-call", "fusion", "while", "conditional"}
     assert required <= used, f"never lowered on the GPU strategy: {sorted(required - used)}"
     assert any(key.startswith("fusion strategy ") for key in used)
+    assert {"fusion strategy runtime.codegen.families.workgroup_rows._group_row_fusion",
+            "fusion strategy runtime.codegen.families.tiles.output_fusion"} <= used
 
 
 def test_donated_runs_are_included():

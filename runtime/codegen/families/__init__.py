@@ -7,4 +7,5 @@ imports.
 from .. import loop, vector_loop  # noqa: F401  (the loop kernel and its vector shape)
 from . import (  # noqa: F401
     control, convolution, custom_call, dot, reduction, rng, scatter, sort, transpose,
+    workgroup_dot, workgroup_rows,
 )

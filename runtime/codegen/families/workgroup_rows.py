@@ -1,0 +1,167 @@
+"""Row reductions (a reduce, or a fusion of reductions such as softmax or layer norm) as one
+work-group per output row on the GPU target.
+
+The common row kernel (``reduction``) gives each work-item a whole row, which on a GPU leaves
+most lanes idle when rows are few and reads memory with a stride of one row between
+neighbouring work-items. Here the ``G`` work-items of a group share one row: for each
+reduction of the row plan, work-item ``l`` accumulates the elements ``l, l + G, ...`` of the
+contiguous reduced dimension (consecutive work-items read consecutive addresses; other
+reduced dimensions are loops around it), then the group combines the ``G`` partials in
+``__local`` memory as a tree (halving, a barrier per level), and every work-item reads the
+result. The row's outputs are then written by the group: the innermost column loop strided
+over the work-items like the loads, or, without columns, by work-item 0.
+
+The tree changes the order of the reduction, so it is used only where the reducer may be
+reordered and started from its identity (``init_is_identity``: one input, a constant init
+that is the reducer's identity), and where the contiguous dimension is reduced; anything else
+declines to the common row kernel. ``G`` is the largest power of two up to
+``Target.work_groups.reduce_group`` (from the device's limits) that the shortest contiguous
+reduced run fills, at least ``MIN_GROUP``.
+"""
+
+from __future__ import annotations
+
+from ...analysis.reducers import init_is_identity
+from ...analysis.rows import RowPlan, plan_rows
+from ...hlo.ir import HloInstruction
+from ...hlo.shape import ArrayShape
+from .. import cltypes
+from ..context import LoweringContext
+from ..elemental import ElementalEmitter, Index
+from ..kernel import KernelBuilder, needs_long_index
+from ..loop import fused_parts, operand_leaves
+from ..plan import Launch, Step
+from ..registry import FUSION, register
+from .reduction import (_accumulators, _bind, _close, _combine, _count, _first_leaf,
+                        _input_index, _loops, _output_pointers, _parts, _shapes, _store)
+
+# rows whose contiguous reduced run is shorter keep one work-item each (the common row
+# kernel): a group narrower than a GPU's SIMD width (32 on most) would idle most of it
+MIN_GROUP = 32
+
+
+def lower_group_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
+    """A work-group-per-row kernel for ``inst``, or None (the common row kernel then)."""
+    groups = ctx.target.work_groups
+    if groups is None:
+        return None
+    root, params = fused_parts(inst)
+    members = inst.calls.instructions if params is not None else [inst]
+    plan = plan_rows(root, members)
+    group = None if plan is None else _group_size(plan, groups.reduce_group)
+    if group is None:
+        return None
+    out = _first_leaf(inst)
+    if out.element_count == 0:
+        return []
+    kb = KernelBuilder(index_type="long" if needs_long_index(*_shapes(inst, members)) else "int")
+    rows = _group_kernel(ctx, kb, inst, root, params, plan, group)
+    name = ctx.program.add_kernel(kb, inst.name)
+    return [Launch(name, tuple(b.ref for b in kb.buffers), tuple(kb.scalar_arg_values()),
+                   (rows * group,), (group,), inst.name)]
+
+
+def _group_size(plan: RowPlan, largest: int) -> int | None:
+    """Work-items per row: the largest power of two up to ``largest`` that the shortest
+    contiguous reduced run fills, if that is at least ``MIN_GROUP`` (or ``largest``); None
+    where some reduction cannot be reordered or has no contiguous reduced run."""
+    reduces = [v for v in plan.hoisted if v.opcode == "reduce"]
+    if not reduces or not all(init_is_identity(r) for r in reduces):
+        return None
+    length = min(_contiguous_length(r) for r in reduces)
+    group = largest
+    while group > length:
+        group //= 2
+    return group if group >= min(MIN_GROUP, largest) and group > 0 else None
+
+
+def _contiguous_length(red: HloInstruction) -> int:
+    """The length of ``red``'s input along its contiguous dimension if that is reduced, else 0."""
+    src: ArrayShape = red.operands[0].shape  # type: ignore[assignment]
+    if not src.rank or src.minor_to_major[0] not in red.dimensions:
+        return 0
+    return src.dims[src.minor_to_major[0]]
+
+
+@register("reduce", target="gpu", fusion_root_too=True)
+def lower_reduce_by_group(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
+    return lower_group_rows(ctx, inst)
+
+
+@register(FUSION, target="gpu", priority=10)
+def _group_row_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
+    """Structural fusion rule: a fusion whose row plan reduces rows (softmax, layer norm)."""
+    return lower_group_rows(ctx, inst)
+
+
+def _group_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
+                  root: HloInstruction, params, plan: RowPlan, group: int) -> int:
+    out = _first_leaf(inst)
+    rows = _count(out, plan.row_dims)
+    t = kb.index_type
+    bound = kb.param(rows, key="count")
+    kb.line(f"if ({bound} == 0) return;")      # uniform: no work-item misses a barrier
+    lid = kb.let(t, f"({t})get_local_id(0)", "lid")
+    gid = kb.let(t, f"({t})get_group_id(0)", "row")
+    reduces = [v for v in plan.hoisted if v.opcode == "reduce"]
+    scratch = {}
+    for red in reduces:
+        ctype = cltypes.compute_type(red.shape.element_type)  # type: ignore[union-attr]
+        scratch[id(red)] = kb.fresh("partials")
+        kb.line(f"__local {ctype} {scratch[id(red)]}[{group}];")
+    outputs = _output_pointers(ctx, kb, inst)
+    em = ElementalEmitter(kb, operand_leaves(ctx, inst, params), ctx.program.embed)
+    row = em.delinearize(gid, out.dims, tuple(reversed(plan.row_dims)), "row")
+    for value in plan.hoisted:
+        index = Index(tuple(row[k] if k is not None else "0" for k in plan.index_of[value]))
+        if value.opcode == "reduce":
+            _bind(em, value, [_tree_reduce(em, value, index, lid, group, scratch[id(value)])])
+        else:
+            _bind(em, value, [em.value(value, index)])
+    columns: dict[int, str] = {}
+    blocks = []
+    for pos, d in enumerate(plan.column_dims):
+        var = kb.fresh("c")
+        n = kb.param(out.dims[d], key=("column", d))
+        innermost = pos == len(plan.column_dims) - 1
+        start, step = (lid, group) if innermost else ("0", 1)
+        blocks.append(em.block(f"for ({t} {var} = {start}; {var} < {n}; {var} += {step})"))
+        blocks[-1].__enter__()
+        columns[d] = var
+    if not plan.column_dims:
+        blocks.append(em.block(f"if ({lid} == 0)"))
+        blocks[-1].__enter__()
+    _store(em, inst, root, outputs, Index(tuple(columns.get(d, row[d]) for d in range(out.rank))))
+    _close(blocks)
+    return rows
+
+
+def _tree_reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lid: str, group: int,
+                 partials: str) -> str:
+    """``red`` at ``index``, computed by the whole work-group: strided partials, then a tree in
+    local memory; every work-item gets the result."""
+    kb, t = em.kb, em.kb.index_type
+    inputs, inits, comp = _parts(red)
+    ctype = cltypes.compute_type(red.shape.element_type)  # type: ignore[union-attr]
+    src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
+    order = [d for d in reversed(src.minor_to_major) if d in red.dimensions]
+    acc = _accumulators(em, inits)
+    variables, blocks = _loops(em, red, order[:-1])
+    lane_dim = order[-1]
+    j = kb.fresh("j")
+    n = kb.param(src.dims[lane_dim], key=(("reduce", id(red)), "n", lane_dim))
+    with em.block(f"for ({t} {j} = {lid}; {j} < {n}; {j} += {group})"):
+        at = {**variables, lane_dim: j}
+        _combine(em, comp, acc, [em.value(x, _input_index(red, index, at)) for x in inputs])
+    _close(blocks)
+    kb.line(f"{partials}[{lid}] = {acc[0]};")
+    kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
+    half = kb.fresh("half")
+    with em.block(f"for ({t} {half} = {group // 2}; {half} > 0; {half} >>= 1)"):
+        with em.block(f"if ({lid} < {half})"):
+            mine = kb.let(ctype, f"{partials}[{lid}]", "p")
+            other = kb.let(ctype, f"{partials}[{lid} + {half}]", "p")
+            _combine(em, comp, [mine], [other])
+            kb.line(f"{partials}[{lid}] = {mine};")
+        kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
+    return kb.let(ctype, f"{partials}[0]", "reduced")
