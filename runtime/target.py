@@ -37,12 +37,34 @@ class SplitRules:
 
 
 @dataclass(frozen=True)
+class TileShape:
+    """Register tiles of the contraction families (``codegen.families.tiles``: dot and
+    convolution): ``rows`` x ``vectors`` vectors per work-item in the outer-product form,
+    ``inner_rows`` x ``inner_cols`` outputs in the inner-product form."""
+
+    rows: int              # output rows per tile (fewer when the output has fewer)
+    vectors: int           # lane vectors per tile row (one when the columns are few)
+    row_group: int         # work-items per group along the row blocks: neighbouring row
+                           # blocks of one column block share the vector operand in cache
+    min_lanes: int         # narrowest vector a tile is built from
+    inner_rows: int
+    inner_cols: int
+
+
+@dataclass(frozen=True)
 class Target:
     kind: str                  # "cpu" | "gpu": the key of target-specific lowering rules
     fusion: FusionRules
     split: SplitRules
     reduction: ReductionShape
     loop_local_size: int       # work-group size of one-element-per-work-item kernels
+    vector_bits: int           # width of explicit vectors (vector loops, register tiles)
+    tiles: TileShape
+    transpose_block: int       # side of the square blocks of the blocked transpose
+
+    def lanes(self, scalar_bits: int) -> int:
+        """Lanes of an explicit vector of ``scalar_bits``-bit elements (1: no vectors)."""
+        return max(1, self.vector_bits // scalar_bits)
 
     @staticmethod
     def for_kind(kind: str) -> Target:
@@ -61,6 +83,10 @@ CPU = Target(
     split=SplitRules(min_length=1 << 16, max_outputs=64, target_rows=128, min_chunk=4096),
     reduction=ReductionShape(lanes=16, local_size=8, wide_index=True),
     loop_local_size=64,
+    # 512 bits (float16, double8): what PoCL's CPU device prefers (opencl-notes §1)
+    vector_bits=512,
+    tiles=TileShape(rows=8, vectors=2, row_group=4, min_lanes=4, inner_rows=4, inner_cols=2),
+    transpose_block=16,
 )
 
 # GPUs use the CPU's fusion decisions; their kernels are the simple, correct forms (no
@@ -71,6 +97,11 @@ GPU = Target(
     split=SplitRules(min_length=1 << 16, max_outputs=64, target_rows=1024, min_chunk=1024),
     reduction=ReductionShape(lanes=1, local_size=64, wide_index=False),
     loop_local_size=256,
+    # read only by rules registered for "cpu" (vector loops, register tiles, blocked
+    # transposes); kept equal to the CPU's so a GPU rule that adopts them starts from there
+    vector_bits=512,
+    tiles=CPU.tiles,
+    transpose_block=16,
 )
 
 TARGETS = {t.kind: t for t in (CPU, GPU)}

@@ -7,12 +7,11 @@ import numpy as np
 import pytest
 
 import runtime
-from runtime.codegen.lower import lower
+from runtime.analyzer import analyze_verified
 from runtime.target import Target
-from runtime.compiler import build_kernels
+from runtime.compiler import KernelBuild
 from runtime.execution.device import get_device
 from runtime.execution.executable import Executable
-from runtime.passes.pipeline import buffer_assignment, optimise
 
 RNG = np.random.default_rng(7)
 
@@ -32,12 +31,8 @@ def compile_for(text: str, kind: str) -> Executable:
     the default device whatever the target: a GPU-shaped kernel is valid OpenCL anywhere)."""
     dev = get_device()
     module = runtime.parse(text)
-    target = Target.for_kind(kind)
-    assignment = buffer_assignment(optimise(module, target=target),
-                                alignment=dev.mem_base_addr_align)
-    program = lower(assignment, target, dev.mem_base_addr_align)
-    return Executable(module, assignment, program, dev,
-                      build_kernels(dev, program, lambda *a: None))
+    analysis = analyze_verified(module, dev.mem_base_addr_align, True, Target.for_kind(kind))
+    return Executable(module, analysis, dev, KernelBuild(analysis, dev)).build()
 
 
 def reduce_module(shape: str, out: str, dims: str, t: str = "f32", op: str = "add",
