@@ -97,6 +97,7 @@ class Device:
     has_fp64: bool
     has_fp16: bool
     correctly_rounded_divide_sqrt: bool
+    preferred_vector_width_float: int    # 1: the compiler vectorises across work-items
     cl_device: Any = field(compare=False, repr=False)
     _lazy: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -283,6 +284,7 @@ def _describe(platform: Any, cl_device: Any, kind: str, spec: str) -> Device:
         has_fp16="cl_khr_fp16" in extensions,
         correctly_rounded_divide_sqrt=bool(
             single_fp & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
+        preferred_vector_width_float=cl_device.preferred_vector_width_float,
         cl_device=cl_device,
     )
 
