@@ -396,8 +396,8 @@ def register_contraction(opcode: str, plan: Callable[[Contraction, Target], obje
                          emit: Callable[[LoweringContext, Contraction, object], Launch], *,
                          target: str | None, priority: int) -> None:
     """Register a contraction family for ``target``: ``opcode`` (and fusions rooted at it)
-    lower through ``plan`` (given the target) and ``emit`` (a plan of None declines to the elemental loop kernel);
-    output fusions over one ``opcode`` (elementwise roots) are claimed by a structural fusion
+    lower through ``plan`` (given the target) and ``emit`` (a plan of None declines to the
+    elemental loop kernel); output fusions over one ``opcode`` (elementwise roots) are claimed by a structural fusion
     rule at ``priority``."""
 
     def lower_contraction(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
