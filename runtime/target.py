@@ -3,28 +3,36 @@
 A target is data: the fusion pass's rules, how long reductions are split, the work-group and
 vector shapes of the kernel families. Lowering rules are chosen per target kind too (a rule
 registered for "cpu" wins over a common one there; see ``codegen.registry``). The target of a
-device comes from its OpenCL device type (``Device.kind``), never from its name; analysis
-without a device uses ``Target.for_kind("cpu")``. A GPU target's work-group shapes come from
-the device's limits (local memory, work-group size) where there is a device.
+device comes from its OpenCL properties (``Target.for_device``), never from its name; analysis
+without a device uses ``Target.for_kind("cpu")``.
+
+Two CPU targets share the CPU's rules and differ in settings. PoCL wants explicit vectors
+(it reports a preferred float vector width of 16 on AVX-512) and gets ``CPU``. Intel's OpenCL
+CPU runtime reports a preferred width of 1: its compiler packs neighbouring work-items into
+SIMD lanes itself (implicit vectorisation), and gets ``CPU_IMPLICIT_SIMD``, whose row kernels
+keep one accumulator per work-item (see there for the figures). A GPU target's work-group
+shapes come from the device's limits (local memory, work-group size) where there is a device.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from .passes.fusion_rules import CPU_RULES, FusionRules
 
 
 @dataclass(frozen=True)
 class ReductionShape:
-    """Row-kernel shape: partial accumulators per work-item, work-group size, and whether
-    index arithmetic is 64-bit even when 32 bits would do. On PoCL (LLVM) a 32-bit
+    """Row-kernel shape: partial accumulators per work-item (``lanes``), adjacent outputs per
+    work-item of a column kernel (``column_lanes``; 1: no column kernels), work-group size,
+    and whether index arithmetic is 64-bit even when 32 bits would do. On PoCL (LLVM) a 32-bit
     ``row * stride + (j + k)`` is sign-extended per lane and the lanes' loads are no longer
     seen as consecutive: the row sums ran at half speed (0.8 ms against 0.4 ms for 32 MB)."""
 
     lanes: int
     local_size: int
     wide_index: bool
+    column_lanes: int
 
 
 @dataclass(frozen=True)
@@ -83,13 +91,42 @@ DEFAULT_WORK_GROUPS = WorkGroups.for_limits(32 * 1024, 256)
 
 
 @dataclass(frozen=True)
+class TileShape:
+    """Register tiles of the contraction families (``codegen.families.tiles``: dot and
+    convolution): ``rows`` x ``vectors`` vectors per work-item in the outer-product form,
+    ``inner_rows`` x ``inner_cols`` outputs in the inner-product form."""
+
+    rows: int              # output rows per tile (fewer when the output has fewer)
+    vectors: int           # lane vectors per tile row (one when the columns are few)
+    row_group: int         # work-items per group along the row blocks: neighbouring row
+                           # blocks of one column block share the vector operand in cache
+    min_lanes: int         # narrowest vector a tile is built from
+    inner_rows: int
+    inner_cols: int
+
+
+@dataclass(frozen=True)
 class Target:
+    name: str                  # which target ("cpu", "cpu-implicit-simd", "gpu")
     kind: str                  # "cpu" | "gpu": the key of target-specific lowering rules
     fusion: FusionRules
     split: SplitRules
     reduction: ReductionShape
     loop_local_size: int       # work-group size of one-element-per-work-item kernels
+    vector_bits: int           # width of explicit vectors (vector loops, register tiles)
+    tiles: TileShape
+    transpose_block: int       # side of the square blocks of the blocked transpose
     work_groups: WorkGroups | None = None   # local-memory kernel shapes (GPU-like devices)
+
+    def codegen_key(self) -> tuple:
+        """The settings code generation reads (the fusion and split rules shape the module
+        the program is generated from, which is keyed by its text already)."""
+        return tuple((f.name, getattr(self, f.name)) for f in fields(self)
+                     if f.name not in ("fusion", "split"))
+
+    def lanes(self, scalar_bits: int) -> int:
+        """Lanes of an explicit vector of ``scalar_bits``-bit elements (1: no vectors)."""
+        return max(1, self.vector_bits // scalar_bits)
 
     @staticmethod
     def for_kind(kind: str) -> Target:
@@ -98,8 +135,11 @@ class Target:
 
     @staticmethod
     def for_device(device) -> Target:
-        """The target of a ``runtime.Device``, from its OpenCL device type; a GPU target's
-        work-group shapes from the device's local memory and work-group size limits."""
+        """The target of a ``runtime.Device``, from its OpenCL device type and, for CPUs, its
+        preferred float vector width (1: the compiler vectorises across work-items); a GPU
+        target's work-group shapes from the device's local memory and work-group size limits."""
+        if device.kind == "cpu" and device.preferred_vector_width_float == 1:
+            return CPU_IMPLICIT_SIMD
         target = Target.for_kind(device.kind)
         if target.work_groups is None:
             return target
@@ -108,23 +148,54 @@ class Target:
 
 
 CPU = Target(
+    name="cpu",
     kind="cpu",
     fusion=CPU_RULES,
     split=SplitRules(min_length=1 << 16, max_outputs=64, target_rows=128, min_chunk=4096),
-    reduction=ReductionShape(lanes=16, local_size=8, wide_index=True),
+    reduction=ReductionShape(lanes=16, local_size=8, wide_index=True, column_lanes=16),
     loop_local_size=64,
+    # 512 bits (float16, double8): what PoCL's CPU device prefers (opencl-notes §1)
+    vector_bits=512,
+    tiles=TileShape(rows=8, vectors=2, row_group=4, min_lanes=4, inner_rows=4, inner_cols=2),
+    transpose_block=16,
 )
 
 # GPUs use the CPU's fusion decisions. Dots and row reductions get work-group kernels with
 # local memory (``families.workgroup_dot``, ``families.workgroup_rows``); register tiles,
 # vector loops and blocked transposes are registered for "cpu" only.
 GPU = Target(
+    name="gpu",
     kind="gpu",
     fusion=CPU_RULES,
     split=SplitRules(min_length=1 << 16, max_outputs=64, target_rows=1024, min_chunk=1024),
-    reduction=ReductionShape(lanes=1, local_size=64, wide_index=False),
+    reduction=ReductionShape(lanes=1, local_size=64, wide_index=False, column_lanes=1),
     loop_local_size=256,
+    # read only by rules registered for "cpu" (vector loops, register tiles, blocked
+    # transposes); kept equal to the CPU's so a GPU rule that adopts them starts from there
+    vector_bits=512,
+    tiles=CPU.tiles,
+    transpose_block=16,
     work_groups=DEFAULT_WORK_GROUPS,
 )
 
-TARGETS = {t.kind: t for t in (CPU, GPU)}
+# CPU devices whose compiler vectorises across work-items (Intel's OpenCL CPU runtime). A row
+# kernel with 16 partial accumulators per work-item (PoCL's LLVM turns them into one float16)
+# is packed lane by lane across rows there; one accumulator and 32-bit index arithmetic
+# measured faster on the bench programs (intel-opencl-rt 2026.2 from pip, 2-core AMD EPYC
+# with AVX-512, median process CPU time of 25 interleaved runs on a loaded machine):
+# bench_layernorm_4096x1024 3.05 ms against 4.23-4.30 ms, bench_reduce_8m 1.52-1.64 ms
+# against 1.72-1.87 ms. A work-group of 16 or more rows is 7x slower (the compiler then
+# packs 16 rows, gathering every load). Column kernels keep 16 adjacent outputs per work-item
+# (a f32[4096,1024] column sum: 7.4 ms, against 32.3 ms with one). The inner-product dot
+# form (A @ B^T) computes 4x4 outputs per work-item instead of 4x2 (512^3 f32: 3.30-3.83 ms
+# against 3.71-4.09 ms in three runs). Vector widths below 512 bits, other loop work-group
+# sizes, other outer-product tiles and smaller transpose blocks measured the same or slower
+# there, so they stay the CPU's.
+CPU_IMPLICIT_SIMD = replace(
+    CPU,
+    name="cpu-implicit-simd",
+    reduction=ReductionShape(lanes=1, local_size=8, wide_index=False, column_lanes=16),
+    tiles=replace(CPU.tiles, inner_cols=4),
+)
+
+TARGETS = {t.name: t for t in (CPU, CPU_IMPLICIT_SIMD, GPU)}

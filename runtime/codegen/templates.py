@@ -40,9 +40,9 @@ def _wrap_type(c_type: str) -> str:
     return "ulong" if C_BITS[c_type] == 64 else "uint"
 
 
-# Lanes of the vector forms of float operations (``lanes`` > 1 in ``unary``/``binary``/
-# ``clamp``): 512 bits, what PoCL's CPU device prefers (opencl-notes §1).
-VECTOR_LANES = {"float": 16, "double": 8}
+# Lanes the vector forms of float operations may have (``lanes`` > 1 in ``unary``/``binary``/
+# ``clamp``): OpenCL's vector widths; a target picks one from its ``vector_bits``.
+VECTOR_WIDTHS = (2, 4, 8, 16)
 
 
 def _placeholders(c_type: str, lanes: int = 1) -> dict[str, str]:
@@ -56,11 +56,12 @@ def _placeholders(c_type: str, lanes: int = 1) -> dict[str, str]:
 def _family(c_types: Sequence[str], name: str, code: str,
             needs: Sequence[str] = (), vector: bool = False) -> tuple[Helper, ...]:
     """One helper per C type from a template (``$T`` etc. as in the module docstring); with
-    ``vector`` also one per vector type of ``VECTOR_LANES`` (the code must then be valid for
-    vectors: comparisons give lane masks, which ``?:`` selects with per lane)."""
+    ``vector`` also one per vector type of ``VECTOR_WIDTHS`` (the code must then be valid for
+    vectors: comparisons give lane masks, which ``?:`` selects with per lane); a program
+    includes only the helpers it names."""
     forms = [(c, 1) for c in c_types]
     if vector:
-        forms += [(c, VECTOR_LANES[c]) for c in c_types]
+        forms += [(c, n) for c in c_types for n in VECTOR_WIDTHS]
     rows = []
     for c_type, lanes in forms:
         subs = _placeholders(c_type, lanes)
@@ -400,14 +401,16 @@ def clamp(et: ElementType | str, lo: str, x: str, hi: str, lanes: int = 1) -> st
     return _subst(template, row, lanes, lo=lo, x=x, hi=hi)
 
 
-def vector_lanes(opcode: str, et: ElementType | str) -> int | None:
-    """The lanes of ``opcode``'s vector form on ``et`` operands with an ``et`` result, or None
-    where there is none. Every float template is an OpenCL builtin, an operator or a helper
-    instantiated for vectors, all overloaded lane by lane; pred results (compare, is-finite),
-    selects and conversions are not."""
+def vector_lanes(opcode: str, et: ElementType | str, vector_bits: int) -> int | None:
+    """The lanes of ``opcode``'s vector form on ``et`` operands with an ``et`` result, in
+    vectors of ``vector_bits`` (the target's), or None where there is none. Every float
+    template is an OpenCL builtin, an operator or a helper instantiated for vectors, all
+    overloaded lane by lane; pred results (compare, is-finite), selects and conversions are
+    not."""
     row = cl_type(et)
-    lanes = VECTOR_LANES.get(row.compute) if row.family == "float" and row.bits >= 32 else None
-    if lanes is None or opcode in _PRED_RESULTS:
+    lanes = vector_bits // C_BITS[row.compute] if row.family == "float" and row.bits >= 32 \
+        else None
+    if lanes not in VECTOR_WIDTHS or opcode in _PRED_RESULTS:
         return None
     known = ((opcode, "float") in _UNARY or (opcode, "float") in _BINARY
              or opcode == "clamp")
@@ -507,6 +510,6 @@ def reduce_precision(et: ElementType | str, x: str, exponent_bits: int,
 
 
 __all__ = [
-    "HELPERS", "FP_CONTRACT_OFF", "VECTOR_LANES", "vector_lanes", "unary", "binary", "compare",
+    "HELPERS", "FP_CONTRACT_OFF", "VECTOR_WIDTHS", "vector_lanes", "unary", "binary", "compare",
     "select", "clamp", "convert", "bitcast_convert", "bitcast_convert_split", "bitcast_convert_join", "reduce_precision",
 ]

@@ -7,7 +7,7 @@ fused bench_ew_chain_4m kernel (tanh, exp, sqrt over 4M floats): 10.2 ms with on
 per work-item, 2.5 ms with a ``float16`` per work-item; a plain copy 1.7 ms against 0.6 ms.
 
 It applies when the kernel is f32 or f64 arithmetic that has a vector form
-(``elementwise.vector_lanes``) over leaves of three kinds: operands with the output's own
+(``templates.vector_lanes``, as wide as the target's ``vector_bits``) over leaves of three kinds: operands with the output's own
 dimensions and layout (``L`` consecutive elements are ``L`` consecutive elements of the
 operand), scalars (rank-0 operands, scalar constants, broadcasts of them), and operands read
 through a dimension mapping (a broadcast of a bias row or a per-row statistic, an operand in
@@ -43,13 +43,13 @@ def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction
     out = inst.shape
     if not isinstance(out, ArrayShape) or out.element_count == 0:
         return None
-    lanes = E.vector_lanes("add", out.element_type)
+    lanes = E.vector_lanes("add", out.element_type, ctx.target.vector_bits)
     if lanes is None:
         return None
     operands = {id(p): inst.operands[p.parameter_number] for p in params} if params \
         else {id(op): op for op in inst.operands}
     mapped: dict = {}
-    if not _vectorizes(root, out, operands, mapped, set()):
+    if not _vectorizes(root, out, operands, mapped, set(), ctx.target.vector_bits):
         return None
     emitter = _VectorEmitter(ctx, inst, lanes, operands, mapped)
     emitter.store(emitter.value(root))
@@ -57,7 +57,7 @@ def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction
 
 
 def _vectorizes(inst: HloInstruction, out: ArrayShape, operands: dict, mapped: dict,
-                seen: set) -> bool:
+                seen: set, bits: int) -> bool:
     """Whether the computation under ``inst`` has a vector form. Operands read other than at
     the output's own physical position go into ``mapped``: the instruction reading them, to
     (the outer operand, the output dimension of each of its dimensions)."""
@@ -83,9 +83,9 @@ def _vectorizes(inst: HloInstruction, out: ArrayShape, operands: dict, mapped: d
             mapped[id(inst)] = (operands[id(source)], mapping)
             return True
     if inst.opcode == "broadcast":
-        return source.shape.rank == 0 and _vectorizes(source, out, operands, mapped, seen)
-    return (E.vector_lanes(inst.opcode, et) is not None
-            and all(_vectorizes(op, out, operands, mapped, seen) for op in inst.operands))
+        return source.shape.rank == 0 and _vectorizes(source, out, operands, mapped, seen, bits)
+    return (E.vector_lanes(inst.opcode, et, bits) is not None
+            and all(_vectorizes(op, out, operands, mapped, seen, bits) for op in inst.operands))
 
 
 def _kept_order(inst: HloInstruction) -> tuple[int, ...] | None:

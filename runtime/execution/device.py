@@ -99,6 +99,7 @@ class Device:
     correctly_rounded_divide_sqrt: bool
     local_mem_bytes: int
     max_work_group_size: int
+    preferred_vector_width_float: int    # 1: the compiler vectorises across work-items
     cl_device: Any = field(compare=False, repr=False)
     _lazy: dict = field(default_factory=dict, compare=False, repr=False)
 
@@ -287,6 +288,7 @@ def _describe(platform: Any, cl_device: Any, kind: str, spec: str) -> Device:
             single_fp & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT),
         local_mem_bytes=cl_device.local_mem_size,
         max_work_group_size=cl_device.max_work_group_size,
+        preferred_vector_width_float=cl_device.preferred_vector_width_float,
         cl_device=cl_device,
     )
 

@@ -2,7 +2,8 @@
 
 Once PoCL's kernels and the program binary are cached, generating the OpenCL C source and the
 plan is the largest part of a warm compile of a whole model (1.3 s of ViT-tiny's). The
-program depends only on the analysed module, the target kind and alignment, and the
+program depends only on the analysed module, the target's code-generation settings and
+the alignment, and the
 compiler's own code, so it is pickled under ``cache_dir()/programs`` keyed by the text of the
 module after the passes (printing it is a tenth of the cost of generating the program) and a
 digest of the ``runtime`` package's source files (any change to the compiler makes a new key). Plans with host steps (custom calls hold Python callables) are not kept.
@@ -36,11 +37,11 @@ def code_digest() -> str:
 
 def program_key(analysis, device) -> tuple:
     """What the program depends on: the analysed module (its text after the passes), the
-    alignment, the target kind and its work-group shapes (a GPU target's come from the
-    device's limits), the device's identity and the compiler's code."""
+    alignment, the target's code-generation settings (a GPU target's work-group shapes come
+    from the device's limits), the device's identity and the compiler's code."""
     module = hashlib.sha256(analysis.module.to_text().encode()).hexdigest()
-    return (module, analysis.alignment, analysis.target.kind, analysis.target.work_groups,
-            device.identity, code_digest())
+    return (module, analysis.alignment, analysis.target.codegen_key(), device.identity,
+            code_digest())
 
 
 def program_path(key: tuple) -> Path:

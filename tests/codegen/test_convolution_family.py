@@ -9,6 +9,7 @@ import runtime
 from runtime.codegen.families.convolution import plan_convolution
 from runtime.codegen.families.tiles import contraction_parts
 from runtime.codegen import registry
+from runtime.target import CPU
 
 from .contraction_reference import convolution
 
@@ -92,10 +93,10 @@ def test_f16_accumulates_in_f32():
 def test_plan_declines_few_output_features_and_gpus():
     few = conv_module("f32", "1,5,5,3", "3,3,3,2", "1,3,3,2", "size=3x3", "b01f_01io->b01f")
     conv = runtime.parse(few).entry.root
-    assert plan_convolution(contraction_parts(conv, "convolution")) is None
+    assert plan_convolution(contraction_parts(conv, "convolution"), CPU) is None
     many = conv_module("f32", "1,5,5,3", "3,3,3,16", "1,3,3,16", "size=3x3", "b01f_01io->b01f")
     conv = runtime.parse(many).entry.root
-    assert plan_convolution(contraction_parts(conv, "convolution")) is not None
+    assert plan_convolution(contraction_parts(conv, "convolution"), CPU) is not None
     assert lowers_by_tiles("convolution", "cpu") and not lowers_by_tiles("convolution", "gpu")
     x = RNG.standard_normal((1, 5, 5, 3)).astype(np.float32)
     w = RNG.standard_normal((3, 3, 3, 2)).astype(np.float32)

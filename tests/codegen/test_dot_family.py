@@ -12,6 +12,7 @@ import runtime
 from runtime.codegen.families.dot import plan_dot
 from runtime.codegen.families.tiles import contraction_parts
 from runtime.codegen import registry
+from runtime.target import CPU
 
 RNG = np.random.default_rng(7)
 
@@ -48,7 +49,7 @@ def entry_root(text: str):
 
 
 def plan_of(text: str):
-    return plan_dot(contraction_parts(entry_root(text), "dot"))
+    return plan_dot(contraction_parts(entry_root(text), "dot"), CPU)
 
 
 @pytest.mark.parametrize("lhs, rhs, out, dims, form, row_side", [

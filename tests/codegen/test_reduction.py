@@ -11,7 +11,7 @@ from runtime.analyzer import analyze_verified
 from runtime.compiler import KernelBuild
 from runtime.execution.device import get_device
 from runtime.execution.executable import Executable
-from runtime.target import Target
+from runtime.target import TARGETS
 
 RNG = np.random.default_rng(7)
 
@@ -26,12 +26,12 @@ def reducer(name: str, op: str, t: str = "f32") -> str:
 """
 
 
-def compile_for(text: str, kind: str) -> Executable:
+def compile_for(text: str, name: str) -> Executable:
     """Compile with the given target's fusion decisions and kernel shapes (the kernels run on
     the default device whatever the target: a GPU-shaped kernel is valid OpenCL anywhere)."""
     dev = get_device()
     module = runtime.parse(text)
-    analysis = analyze_verified(module, dev.mem_base_addr_align, True, Target.for_kind(kind))
+    analysis = analyze_verified(module, dev.mem_base_addr_align, True, TARGETS[name])
     return Executable(module, analysis, dev, KernelBuild(analysis, dev)).build()
 
 
@@ -50,7 +50,7 @@ ENTRY e {{
 """
 
 
-@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+@pytest.mark.parametrize("kind", sorted(TARGETS))
 @pytest.mark.parametrize("shape,out,dims,axis", [
     ("f32[37,300]{1,0}", "f32[37]", "1", 1),                     # rows, lanes + tail
     ("f32[300,37]{1,0}", "f32[37]", "0", 0),                     # columns, partial block
@@ -181,7 +181,7 @@ ENTRY e {{
 """
 
 
-@pytest.mark.parametrize("kind", ["cpu", "gpu"])
+@pytest.mark.parametrize("kind", sorted(TARGETS))
 def test_softmax_is_one_row_kernel(kind):
     x = (RNG.standard_normal((13, 257)) * 3).astype(np.float32)
     exe = compile_for(SOFTMAX, kind)

@@ -28,7 +28,8 @@ from ..elemental import ElementalEmitter, element_strides, row_major
 from ..loop import kernel_builder, operand_leaves
 from ..context import LoweringContext
 from ..plan import Launch
-from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile, begin_tiles, lanes_for,
+from ...target import Target
+from .tiles import (Accumulation, Contraction, OutputWriter, Tile, begin_tiles, lanes_for,
                     launch_3d, operand_buffer, register_contraction, rows_for, tiled_accumulation)
 
 
@@ -51,8 +52,9 @@ def _window(conv: HloInstruction) -> Window:
     return Window(tuple(WindowDim(conv.operands[1].shape.dims[d]) for d in dn.kernel_spatial))
 
 
-def plan_convolution(c: Contraction) -> ConvPlan | None:
-    acc = tiled_accumulation(c)
+def plan_convolution(c: Contraction, target: Target) -> ConvPlan | None:
+    acc = tiled_accumulation(c, target)
+    tiles = target.tiles
     if acc is None:
         return None
     lhs, rhs = (o.shape for o in c.operands)
@@ -62,12 +64,13 @@ def plan_convolution(c: Contraction) -> ConvPlan | None:
         return None
     dn: ConvDimensionNumbers = c.op.dim_labels
     columns = rhs.dims[dn.kernel_output_feature] // (g * bg)  # type: ignore[union-attr]
-    lanes = lanes_for(acc, columns)
+    lanes = lanes_for(acc, columns, tiles)
     if lanes is None:
         return None
     out: ArrayShape = c.op.shape  # type: ignore[assignment]
     rows = out.element_count // out.dims[dn.output_feature]
-    return ConvPlan(acc, lanes, VECTORS if columns >= VECTORS * lanes else 1, rows_for(rows),
+    return ConvPlan(acc, lanes, tiles.vectors if columns >= tiles.vectors * lanes else 1,
+                    rows_for(rows, tiles),
                     g * bg, bg > 1, columns)
 
 

@@ -35,11 +35,10 @@ from ..kernel import KernelBuilder
 from ..loop import kernel_builder, operand_leaves
 from ..context import LoweringContext
 from ..plan import Launch
-from .tiles import (VECTORS, Accumulation, Contraction, OutputWriter, Tile, begin_tiles,
+from ...target import Target
+from .tiles import (Accumulation, Contraction, OutputWriter, Tile, begin_tiles,
                     horizontal_sum, lanes_for, launch_3d, linear_sum, operand_buffer, pointer,
                     register_contraction, rows_for, tiled_accumulation)
-
-INNER_ROWS, INNER_COLS = 4, 2
 
 
 @dataclass(frozen=True)
@@ -95,8 +94,9 @@ def _axes(dot: HloInstruction):
     return kept(batch), kept(lhs_free), kept(rhs_free), kept(contracting)
 
 
-def plan_dot(c: Contraction) -> DotPlan | None:
-    acc = tiled_accumulation(c)
+def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
+    acc = tiled_accumulation(c, target)
+    tiles = target.tiles
     if acc is None:
         return None
     lhs, rhs = (o.shape for o in c.operands)
@@ -111,25 +111,26 @@ def plan_dot(c: Contraction) -> DotPlan | None:
     best = None
     for side in ("rhs", "lhs"):
         for axis in free[side]:
-            if unit(axis, side) and lanes_for(acc, axis.size) and (
+            if unit(axis, side) and lanes_for(acc, axis.size, tiles) and (
                     best is None or axis.size > best[1].size):
                 best = (side, axis)
     if best is not None:
         side, v = best
         other = "lhs" if side == "rhs" else "rhs"
-        lanes = lanes_for(acc, v.size)
+        lanes = lanes_for(acc, v.size, tiles)
         assert lanes is not None
         rows = free[other]
         count = _extent(rows)
         return DotPlan("outer", acc, other, rows, (v,),
                        batch + tuple(a for a in free[side] if a is not v), contracting, None,
-                       lanes, VECTORS if v.size >= VECTORS * lanes else 1, rows_for(count))
+                       lanes, tiles.vectors if v.size >= tiles.vectors * lanes else 1,
+                       rows_for(count, tiles))
     for k in contracting:
         if unit(k, "lhs") and unit(k, "rhs"):
             rest = tuple(a for a in contracting if a is not k)
             return DotPlan("inner", acc, "lhs", lhs_free, rhs_free, batch, rest, k,
-                           lanes_for(acc, k.size) or acc.lanes, INNER_COLS,
-                           min(INNER_ROWS, rows_for(_extent(lhs_free))))
+                           lanes_for(acc, k.size, tiles) or acc.lanes, tiles.inner_cols,
+                           min(tiles.inner_rows, rows_for(_extent(lhs_free), tiles)))
     return None
 
 

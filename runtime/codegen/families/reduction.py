@@ -12,8 +12,8 @@ decides the inner loops:
   start at ``init`` only when it is the reducer's identity; otherwise one accumulator keeps
   the sequential order.
 * the contiguous dimension is kept ("column" reductions such as sums over the batch): each
-  work-item owns ``lanes`` adjacent outputs along it and loops over the reduced dimensions,
-  reading ``lanes`` contiguous inputs per step.
+  work-item owns ``column_lanes`` adjacent outputs along it and loops over the reduced
+  dimensions, reading that many contiguous inputs per step.
 * a layer norm: the row's reductions first (the second reading the first's result), then a
   loop over the row's columns computes the normalised outputs.
 
@@ -54,7 +54,7 @@ def lower_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     kb = KernelBuilder(index_type="long" if wide else "int")
     hero = _column_hero(root, plan, members, shape)
     if hero is not None:
-        count = _column_kernel(ctx, kb, inst, root, params, plan, hero, shape.lanes)
+        count = _column_kernel(ctx, kb, inst, root, params, plan, hero, shape.column_lanes)
     else:
         count = _row_kernel(ctx, kb, inst, root, params, plan, shape.lanes)
     return [_launch(ctx, kb, inst, count, shape.local_size)]
@@ -259,7 +259,7 @@ def _column_hero(root: HloInstruction, plan: RowPlan, members, shape: ReductionS
     """The reduction a column kernel is built around: the only one, computed per output,
     keeping its input's contiguous dimension as the output's contiguous dimension."""
     reduces = [m for m in members if m.opcode == "reduce"]
-    if plan.column_dims or len(reduces) != 1 or shape.lanes == 1:
+    if plan.column_dims or len(reduces) != 1 or shape.column_lanes == 1:
         return None
     red = reduces[0]
     src: ArrayShape = red.operands[0].shape

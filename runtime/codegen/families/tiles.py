@@ -33,22 +33,16 @@ from ..kernel import KernelBuilder
 from ..context import LoweringContext
 from ..plan import Launch, Step
 from ..registry import FUSION, register
+from ...target import Target, TileShape
 
-# work-items per group along the row-block dimension: neighbouring row blocks of one column
-# block share the vector operand's strip in cache
-ROW_GROUP = 4
-ROWS = 8                # output rows per tile (fewer when the output has fewer)
-VECTORS = 2             # lane vectors per tile row (one when the columns are few)
-_MIN_LANES = 4
-
-# (element types that accumulate this way, C scalar type, lanes per vector)
+# (element types that accumulate this way, C scalar type); vectors have the target's lanes
 _ACCUMULATORS = (
-    (("f16", "bf16", "f32"), "float", 16),
-    (("f64",), "double", 8),
-    (("s8", "s16", "s32", "u8", "u16", "u32"), "uint", 16),
-    (("s64", "u64"), "ulong", 8),
+    (("f16", "bf16", "f32"), "float"),
+    (("f64",), "double"),
+    (("s8", "s16", "s32", "u8", "u16", "u32"), "uint"),
+    (("s64", "u64"), "ulong"),
 )
-_INTEGERS = frozenset(n for names, scalar, _ in _ACCUMULATORS if scalar in ("uint", "ulong")
+_INTEGERS = frozenset(n for names, scalar in _ACCUMULATORS if scalar in ("uint", "ulong")
                       for n in names)
 # float types ordered so that each holds every value of the types below it
 _FLOAT_WIDTH = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
@@ -122,12 +116,13 @@ class Accumulation:
         return f"vstore{lanes}({bits}, 0, {ptr} + {offset});"
 
 
-def accumulation(out: ElementType, operands: tuple[ElementType, ...]) -> Accumulation | None:
+def accumulation(out: ElementType, operands: tuple[ElementType, ...],
+                 target: Target) -> Accumulation | None:
     """The accumulation for ``out`` when every operand type converts into it exactly (so
     widening at the load is XLA's convert-then-multiply), else None."""
-    for names, scalar, lanes in _ACCUMULATORS:
+    for names, scalar in _ACCUMULATORS:
         if out.name in names:
-            acc = Accumulation(out, scalar, lanes)
+            acc = Accumulation(out, scalar, target.lanes(cltypes.C_BITS[scalar]))
             break
     else:
         return None
@@ -141,26 +136,27 @@ def accumulation(out: ElementType, operands: tuple[ElementType, ...]) -> Accumul
     return acc
 
 
-def tiled_accumulation(c: Contraction) -> Accumulation | None:
-    """The accumulation of a contraction that gets register tiles: only for operand types
-    ``accumulation`` accepts (the families register for the CPU target only: GPU devices keep
-    the simple elemental kernel)."""
+def tiled_accumulation(c: Contraction, target: Target) -> Accumulation | None:
+    """The accumulation of a contraction that gets tiles: only for operand types
+    ``accumulation`` accepts (the register-tiled families are registered for the CPU target;
+    the GPU's work-group dot, ``workgroup_dot``, uses the same accumulations)."""
     return accumulation(c.op.shape.element_type,
-                        tuple(o.shape.element_type for o in c.operands))  # type: ignore[union-attr]
+                        tuple(o.shape.element_type for o in c.operands),  # type: ignore[union-attr]
+                        target)
 
 
-def lanes_for(acc: Accumulation, columns: int) -> int | None:
+def lanes_for(acc: Accumulation, columns: int, tiles: TileShape) -> int | None:
     """The widest vector (halving from the accumulation's) that fits in ``columns``."""
     lanes = acc.lanes
-    while lanes > columns and lanes > _MIN_LANES:
+    while lanes > columns and lanes > tiles.min_lanes:
         lanes //= 2
     return lanes if lanes <= columns else None
 
 
-def rows_for(count: int) -> int:
-    """Tile rows: ``ROWS``, or the power of two covering a smaller row count."""
+def rows_for(count: int, tiles: TileShape) -> int:
+    """Tile rows: ``tiles.rows``, or the power of two covering a smaller row count."""
     rows = 1
-    while rows < min(count, ROWS):
+    while rows < min(count, tiles.rows):
         rows *= 2
     return rows
 
@@ -387,21 +383,22 @@ def begin_tiles(kb: KernelBuilder, col_blocks: int, row_blocks: int) -> tuple[st
 
 def launch_3d(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
               col_blocks: int, row_blocks: int, outer: int) -> Launch:
-    """Columns blocks on dimension 0, row blocks (grouped by ``ROW_GROUP``) on 1, the outer
-    (batch-like) index on 2."""
+    """Columns blocks on dimension 0, row blocks (grouped by the target's ``tiles.row_group``)
+    on 1, the outer (batch-like) index on 2."""
     name = ctx.program.add_kernel(kb, inst.name)
-    rows = -(-row_blocks // ROW_GROUP) * ROW_GROUP
+    group = ctx.target.tiles.row_group
+    rows = -(-row_blocks // group) * group
     return Launch(name, tuple(b.ref for b in kb.buffers), tuple(kb.scalar_arg_values()),
-                  (col_blocks, rows, outer), (1, ROW_GROUP, 1), inst.name)
+                  (col_blocks, rows, outer), (1, group, 1), inst.name)
 
 
-def register_contraction(opcode: str, plan: Callable[[Contraction], object | None],
+def register_contraction(opcode: str, plan: Callable[[Contraction, Target], object | None],
                          emit: Callable[[LoweringContext, Contraction, object], Launch], *,
                          target: str | None, priority: int) -> None:
     """Register a contraction family for ``target``: ``opcode`` (and fusions rooted at it)
-    lower through ``plan`` and ``emit`` (a plan of None declines to the elemental loop kernel);
-    output fusions over one ``opcode`` (elementwise roots) are claimed by a structural fusion
-    rule at ``priority``."""
+    lower through ``plan`` (given the target) and ``emit`` (a plan of None declines to the
+    elemental loop kernel); output fusions over one ``opcode`` (elementwise roots) are claimed
+    by a structural fusion rule at ``priority``."""
 
     def lower_contraction(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
         c = contraction_parts(inst, opcode)
@@ -409,7 +406,7 @@ def register_contraction(opcode: str, plan: Callable[[Contraction], object | Non
             return None
         if inst.shape.element_count == 0:  # type: ignore[union-attr]
             return []
-        chosen = plan(c)
+        chosen = plan(c, ctx.target)
         return None if chosen is None else [emit(ctx, c, chosen)]
 
     def output_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:

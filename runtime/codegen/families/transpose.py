@@ -3,9 +3,10 @@ contiguous dimension is not the input's.
 
 One element per work-item reads the input with a large stride (a new cache line per
 element); measured on a 4096x4096 f32 transpose on PoCL: 119 ms that way (numpy's own
-transposed copy: 117 ms) against 12 ms here. Each work-item moves a 16x16 block: 16 vector
-loads along the input's contiguous dimension, a register transposition (vector component
-shuffles), 16 vector stores along the output's. The other dimensions are the work-item's
+transposed copy: 117 ms) against 12 ms here. Each work-item moves a BxB block (B is the
+target's ``transpose_block``, 16 on the CPU): B vector loads along the input's contiguous
+dimension, a register transposition (vector component shuffles), B vector stores along the
+output's. The other dimensions are the work-item's
 third id. Blocks at the end of a dimension shift back to end at its last element and store
 only what no other block stores. Bits move unchanged, so every element type is the same
 kernel shape over its storage type.
@@ -25,7 +26,6 @@ from ..registry import LOOP, register
 from ..plan import Step
 from .tiles import begin_tiles, launch_3d, linear_sum
 
-BLOCK = 16
 _HEX = "0123456789abcdef"
 
 
@@ -50,7 +50,7 @@ def transpose_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruct
     wide = [d for d in range(out.rank) if out.dims[d] > 1]
     a = next((d for d in wide if out_strides[d] == 1), None)   # contiguous in the output
     b = next((d for d in wide if in_strides[d] == 1), None)    # contiguous in the input
-    if a is None or b is None or a == b or min(out.dims[a], out.dims[b]) < BLOCK:
+    if a is None or b is None or a == b or min(out.dims[a], out.dims[b]) < ctx.target.transpose_block:
         return None
     return [_kernel(ctx, inst, source, a, b, in_strides, out_strides)]
 
@@ -58,19 +58,20 @@ def transpose_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruct
 def _kernel(ctx: LoweringContext, inst: HloInstruction, source: HloInstruction, a: int, b: int,
             in_strides, out_strides):
     out: ArrayShape = inst.shape  # type: ignore[assignment]
+    edge = ctx.target.transpose_block
     kb = kernel_builder(out, source.shape)  # type: ignore[arg-type]
     t = kb.index_type
     em = ElementalEmitter(kb, {}, ctx.program.embed)
     others = [d for d in range(out.rank) if d not in (a, b) and out.dims[d] > 1]
-    blocks_a, blocks_b = -(-out.dims[a] // BLOCK), -(-out.dims[b] // BLOCK)
+    blocks_a, blocks_b = -(-out.dims[a] // edge), -(-out.dims[b] // edge)
     ba, bb, z = begin_tiles(kb, blocks_a, blocks_b)
     src = kb.buffer(out.element_type, ctx.ref(source), key="in")
     dst = kb.buffer(out.element_type, ctx.ref(inst), writable=True, key="out")
     starts, skips = {}, {}
     for d, block in ((a, ba), (b, bb)):
         n = kb.param(out.dims[d], key=("n", d))
-        starts[d] = kb.let(t, f"min({block} * {BLOCK}, {n} - {BLOCK})", "s")
-        skips[d] = kb.let(t, f"{block} * {BLOCK} - {starts[d]}", "skip")
+        starts[d] = kb.let(t, f"min({block} * {edge}, {n} - {edge})", "s")
+        skips[d] = kb.let(t, f"{block} * {edge} - {starts[d]}", "skip")
     zi = em.delinearize(z, tuple(out.dims[d] for d in others), row_major(len(others)), "z") \
         if others else ()
 
@@ -83,23 +84,23 @@ def _kernel(ctx: LoweringContext, inst: HloInstruction, source: HloInstruction, 
     in_base, out_base = base(in_strides, "in", b, a), base(out_strides, "out", a, b)
     in_step = kb.param(in_strides[a], key=("in", a))
     out_step = kb.param(out_strides[b], key=("out", b))
-    vec = f"{cltypes.storage_type(out.element_type)}{BLOCK}"
-    rows = [kb.let(vec, f"vload{BLOCK}(0, {src} + {in_base} + {i} * {in_step})", "r")
-            for i in range(BLOCK)]
+    vec = f"{cltypes.storage_type(out.element_type)}{edge}"
+    rows = [kb.let(vec, f"vload{edge}(0, {src} + {in_base} + {i} * {in_step})", "r")
+            for i in range(edge)]
     cols = [kb.let(vec, f"({vec})({', '.join(f'{r}.s{_HEX[j]}' for r in rows)})", "c")
-            for j in range(BLOCK)]
+            for j in range(edge)]
     with kb.block(f"if ({skips[a]} == 0 && {skips[b]} == 0)"):
         for j, c in enumerate(cols):
-            kb.line(f"vstore{BLOCK}({c}, 0, {dst} + {out_base} + {j} * {out_step});")
+            kb.line(f"vstore{edge}({c}, 0, {dst} + {out_base} + {j} * {out_step});")
     with kb.block("else"):
         tmp, j, lane = kb.fresh("block"), kb.fresh("j"), kb.fresh("l")
-        kb.line(f"{cltypes.storage_type(out.element_type)} {tmp}[{BLOCK * BLOCK}];")
+        kb.line(f"{cltypes.storage_type(out.element_type)} {tmp}[{edge * edge}];")
         for k, c in enumerate(cols):
-            kb.line(f"vstore{BLOCK}({c}, 0, {tmp} + {k * BLOCK});")
-        with kb.block(f"for ({t} {j} = {skips[b]}; {j} < {BLOCK}; ++{j})"):
-            with kb.block(f"for ({t} {lane} = {skips[a]}; {lane} < {BLOCK}; ++{lane})"):
+            kb.line(f"vstore{edge}({c}, 0, {tmp} + {k * edge});")
+        with kb.block(f"for ({t} {j} = {skips[b]}; {j} < {edge}; ++{j})"):
+            with kb.block(f"for ({t} {lane} = {skips[a]}; {lane} < {edge}; ++{lane})"):
                 kb.line(f"{dst}[{out_base} + {j} * {out_step} + {lane}] = "
-                        f"{tmp}[{j} * {BLOCK} + {lane}];")
+                        f"{tmp}[{j} * {edge} + {lane}];")
     return launch_3d(ctx, kb, inst, blocks_a, blocks_b,
                      math.prod(out.dims[d] for d in others))
 

@@ -22,16 +22,17 @@ stored element (``tiles.OutputWriter``). ``T`` and ``B`` are the target's
 
 from __future__ import annotations
 
+from ...target import Target
 from ..context import LoweringContext
 from ..plan import Launch
 from .dot import DotPlan, _axes, _DotKernel
 from .tiles import Contraction, register_contraction, tiled_accumulation
 
 
-def plan_workgroup_dot(c: Contraction) -> DotPlan | None:
+def plan_workgroup_dot(c: Contraction, target: Target) -> DotPlan | None:
     """Every dot whose types accumulate exactly (``tiles.accumulation``); rows are the lhs
     free axes, columns the rhs free axes, the outer (per-work-group) axes the batch axes."""
-    acc = tiled_accumulation(c)
+    acc = tiled_accumulation(c, target)
     if acc is None:
         return None
     batch, lhs_free, rhs_free, contracting = _axes(c.op)
@@ -141,5 +142,5 @@ def _stage(k: _DotKernel, side: str, free, local: str, base: str, first: str, bo
         kb.line(f"{local}[{depth}][{pos}] = {value};")
 
 
-register_contraction("dot", plan_workgroup_dot, emit_workgroup_dot,  # type: ignore[arg-type]
+register_contraction("dot", plan_workgroup_dot, emit_workgroup_dot,
                      target="gpu", priority=20)

@@ -1,0 +1,82 @@
+"""The Target's vector and tiling settings reach the kernels: lowering one module with a
+changed setting changes exactly what that setting governs (vector widths of vector loops and
+register tiles, tile rows and vectors, the row group, the transpose block)."""
+
+import re
+from dataclasses import replace
+
+import runtime
+from runtime.codegen.lower import lower
+from runtime.codegen.plan import Launch
+from runtime.passes.pipeline import run
+from runtime.target import CPU, Target
+
+ELEMENTWISE = """HloModule e
+ENTRY e {
+  a = f32[1000] parameter(0)
+  b = f32[1000] parameter(1)
+  m = f32[1000] maximum(a, b)
+  ROOT t = f32[1000] tanh(m)
+}"""
+
+DOT = """HloModule d
+ENTRY e {
+  a = f32[64,32] parameter(0)
+  b = f32[32,256] parameter(1)
+  ROOT d = f32[64,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}"""
+
+TRANSPOSE = """HloModule t
+ENTRY e {
+  a = f32[64,48] parameter(0)
+  ROOT t = f32[48,64] transpose(a), dimensions={1,0}
+}"""
+
+
+def lowered(text: str, target: Target):
+    return lower(run(runtime.parse(text), target), target)
+
+
+def launches(text: str, target: Target) -> list[Launch]:
+    return [s for s in lowered(text, target).plan if isinstance(s, Launch)]
+
+
+def widths(source: str, scalar: str) -> set[int]:
+    return {int(n) for n in re.findall(rf"\b{scalar}(\d+)\b", source)}
+
+
+def accumulators(source: str) -> list[str]:
+    """The register tile's declarations (``float16 c<row>_<n> = (float16)(0);``)."""
+    return re.findall(r"\bfloat\d+ c\d+_\d+ = ", source)
+
+
+def test_vector_loops_are_as_wide_as_the_targets_vector_bits():
+    assert widths(lowered(ELEMENTWISE, CPU).source, "float") == {16}
+    narrow = lowered(ELEMENTWISE, replace(CPU, vector_bits=256)).source
+    assert widths(narrow, "float") == {8}
+    assert "xla_fmax_float8(" in narrow          # the helper of that width is included
+    scalar = lowered(ELEMENTWISE, replace(CPU, vector_bits=32)).source
+    assert widths(scalar, "float") == set()       # one lane: the scalar loop kernel
+
+
+def test_register_tiles_follow_the_targets_tile_shape():
+    [tiled] = launches(DOT, CPU)
+    assert tiled.local_size == (1, CPU.tiles.row_group, 1)
+    source = lowered(DOT, CPU).source
+    assert widths(source, "float") == {16} and "rb * 8 + 7" in source
+    assert len(accumulators(source)) == 8 * 2
+    target = replace(CPU, vector_bits=256, tiles=replace(CPU.tiles, rows=4, vectors=1,
+                                                         row_group=2))
+    [tiled] = launches(DOT, target)
+    assert tiled.local_size == (1, 2, 1)
+    assert tiled.global_size == (256 // 8, 64 // 4, 1)
+    source = lowered(DOT, target).source
+    assert widths(source, "float") == {8} and "rb * 4 + 3" in source
+    assert len(accumulators(source)) == 4 * 1
+
+
+def test_the_transpose_block_is_the_targets():
+    assert "vload16" in lowered(TRANSPOSE, CPU).source
+    [blocked] = launches(TRANSPOSE, replace(CPU, transpose_block=8))
+    assert blocked.global_size[0] == 64 // 8     # blocks along the output's columns
+    assert "vload8" in lowered(TRANSPOSE, replace(CPU, transpose_block=8)).source

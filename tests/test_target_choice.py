@@ -1,0 +1,143 @@
+"""Which Target a device gets: from its OpenCL properties (type, preferred float vector
+width), never from its name; the two CPU targets generate different row kernels, and the
+program cache keeps their programs apart."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import runtime
+from runtime.analyzer import analyze_verified
+from runtime.codegen.lower import lower
+from runtime.codegen.plan import Launch
+from runtime.compiler import KernelBuild
+from runtime.execution import device as devices, device_probe
+from runtime.execution.executable import Executable
+from runtime.execution.program_cache import program_key
+from runtime.passes.pipeline import run
+from runtime.target import CPU, CPU_IMPLICIT_SIMD, GPU, TARGETS, Target
+
+ROWS = """HloModule rows
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[37,300]{1,0} parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[37] reduce(x, z), dimensions={1}, to_apply=add
+}"""
+
+
+def fake(kind: str, width: int, name: str = "Some CPU", platform: str = "Some OpenCL"):
+    return SimpleNamespace(kind=kind, preferred_vector_width_float=width, name=name,
+                           platform=platform, vendor=platform, local_mem_bytes=32 * 1024,
+                           max_work_group_size=256)
+
+
+def test_the_target_follows_the_preferred_vector_width_not_the_name():
+    assert Target.for_device(fake("cpu", 16)) is CPU
+    assert Target.for_device(fake("cpu", 8)) is CPU
+    assert Target.for_device(fake("cpu", 1)) is CPU_IMPLICIT_SIMD
+    # the name says Intel, the property says explicit vectors: the CPU target
+    assert Target.for_device(fake("cpu", 16, "Intel(R) Xeon", "Intel(R) OpenCL")) is CPU
+    assert Target.for_device(fake("gpu", 1)) == GPU       # GPU's limits give its work-groups
+    assert Target.for_device(fake("accelerator", 1)) == GPU
+
+
+def test_every_installed_device_gets_the_target_of_its_properties():
+    for dev in devices.devices():
+        want = "gpu" if dev.kind != "cpu" else (
+            "cpu-implicit-simd" if dev.preferred_vector_width_float == 1 else "cpu")
+        assert Target.for_device(dev).name == want
+        assert dev.preferred_vector_width_float >= 1
+
+
+def test_the_implicit_simd_target_differs_in_reductions_and_inner_products_only():
+    assert CPU_IMPLICIT_SIMD.kind == "cpu"           # the same lowering rules
+    differ = {k for (k, a), (_, b) in zip(CPU.codegen_key(), CPU_IMPLICIT_SIMD.codegen_key())
+              if a != b}
+    assert differ == {"name", "reduction", "tiles"}
+    assert replace(CPU_IMPLICIT_SIMD.tiles, inner_cols=CPU.tiles.inner_cols) == CPU.tiles
+    assert set(TARGETS) == {"cpu", "cpu-implicit-simd", "gpu"}
+
+
+def row_kernel(target: Target) -> tuple[str, Launch]:
+    program = lower(run(runtime.parse(ROWS), target), target)
+    [launch] = program.plan
+    return program.source, launch
+
+
+def test_row_kernels_follow_the_targets_reduction_shape():
+    source, launch = row_kernel(CPU)
+    assert "+= 16" in source and re.search(r"\blong gid\b", source)
+    assert launch.local_size == (8,)
+    source, launch = row_kernel(CPU_IMPLICIT_SIMD)
+    assert "+= 16" not in source and re.search(r"\bint gid\b", source)
+    assert launch.local_size == (CPU_IMPLICIT_SIMD.reduction.local_size,)
+    source, launch = row_kernel(replace(CPU_IMPLICIT_SIMD, reduction=replace(
+        CPU_IMPLICIT_SIMD.reduction, lanes=4, local_size=2)))
+    assert "+= 4" in source and launch.local_size == (2,)
+
+
+def test_each_target_has_its_own_cached_program():
+    dev = devices.get_device()
+    module = runtime.parse(ROWS)
+    keys = {program_key(analyze_verified(module, 128, True, t), dev)
+            for t in (CPU, CPU_IMPLICIT_SIMD, replace(CPU, vector_bits=256))}
+    assert len(keys) == 3
+
+
+def dot(lhs: str, rhs: str, out: str, dims: str) -> str:
+    return (f"HloModule d\nENTRY e {{\n  a = f32[{lhs}] parameter(0)\n"
+            f"  b = f32[{rhs}] parameter(1)\n  ROOT d = f32[{out}] dot(a, b), {dims}\n}}")
+
+
+NT = "lhs_contracting_dims={1}, rhs_contracting_dims={1}"
+CASES = [   # (module, input shapes, numpy)
+    (ROWS, [(37, 300)], lambda x: x.sum(1)),
+    (ROWS.replace("f32[37,300]{1,0}", "f32[300,37]{1,0}").replace("dimensions={1}",
+                                                                  "dimensions={0}"),
+     [(300, 37)], lambda x: x.sum(0)),
+    (dot("37,70", "45,70", "37,45", NT), [(37, 70), (45, 70)], lambda a, b: a @ b.T),
+    (dot("5,70", "3,70", "5,3", NT), [(5, 70), (3, 70)], lambda a, b: a @ b.T),
+    (dot("37,70", "70,45", "37,45", "lhs_contracting_dims={1}, rhs_contracting_dims={0}"),
+     [(37, 70), (70, 45)], lambda a, b: a @ b),
+]
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_each_target_runs_correctly_on_every_cpu_device(name):
+    """Each target's kernels are valid OpenCL anywhere: run them on every CPU device found
+    that compiles for the host's ISA (PoCL 3.1 and Intel's runtime here; PoCL 3.0 from pip
+    cannot build these kernels, README Devices), row and column reductions, inner- and
+    outer-product dots with odd sizes."""
+    rng = np.random.default_rng(3)
+    tested = []
+    for dev in devices.devices():
+        if dev.kind != "cpu" or device_probe.target_isa(dev) != device_probe.host_isa():
+            continue
+        tested.append(dev)
+        for text, shapes, want in CASES:
+            xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+            module = runtime.parse(text)
+            analysis = analyze_verified(module, dev.mem_base_addr_align, True, TARGETS[name])
+            exe = Executable(module, analysis, dev, KernelBuild(analysis, dev)).build()
+            got = exe(*(runtime.device_put(x, dev) for x in xs))
+            np.testing.assert_allclose(got, want(*xs), rtol=1e-4, atol=1e-4,
+                                       err_msg=f"{dev}: {text}")
+    assert tested, "no CPU device compiles for this host's ISA"
+
+
+def test_column_kernels_keep_adjacent_outputs_on_both_cpu_targets():
+    text = ROWS.replace("f32[37,300]{1,0}", "f32[300,37]{1,0}").replace("dimensions={1}",
+                                                                      "dimensions={0}")
+    for target in (CPU, CPU_IMPLICIT_SIMD):
+        [launch] = lower(run(runtime.parse(text), target), target).plan
+        assert launch.scalars[0] == 3          # ceil(37 / 16) blocks of adjacent outputs
