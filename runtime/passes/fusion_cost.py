@@ -170,7 +170,7 @@ def row_merge_cost(root: HloInstruction, members: Collection[HloInstruction],
 
 MAX_SOURCES = 32    # sources tracked per value; a cone reading more is never duplicated
 
-Sources = dict[HloInstruction, "frozenset[HloInstruction] | None"]
+Sources = dict[HloInstruction, frozenset[HloInstruction] | None]
 
 
 def recompute_sources(order: Iterable[HloInstruction],
