@@ -12,7 +12,8 @@ count for nothing; ties go to text order). Side-effecting instructions keep thei
 In a loop body (a tuple parameter, a tuple root of the same shape) the list scheduler runs the
 instruction computing state element i after the other readers of the old element i, where
 that order exists: then it may write the new state into the old state's bytes without a copy
-(XLA orders loop-state updates after their last read the same way).
+(XLA orders loop-state updates after their last read the same way). The entry's outputs
+aliased with parameters (a donated weight and its update) are ordered the same way.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ def list_order(flow: Dataflow) -> Sequences:
     return {c: _list_schedule(c, flow) for c in flow.call_graph.sequential}
 
 
-def _predecessors(comp: HloComputation) -> dict[HloInstruction, list[HloInstruction]]:
+def _predecessors(comp: HloComputation,
+                  module: HloModule | None = None) -> dict[HloInstruction, list[HloInstruction]]:
     """Operands, control predecessors, and the previous side-effecting instruction (side
     effects keep their text order)."""
     preds: dict[HloInstruction, list[HloInstruction]] = {}
@@ -87,32 +89,57 @@ def _predecessors(comp: HloComputation) -> dict[HloInstruction, list[HloInstruct
                 found.append(previous_effect)
             previous_effect = inst
         preds[inst] = found
-    _order_state_updates_after_reads(comp, preds)
+    for update, readers in _in_place_updates(comp, module):
+        _order_update_after_reads(comp, update, readers, preds)
     return preds
 
 
-def _order_state_updates_after_reads(comp: HloComputation,
-                                     preds: dict[HloInstruction, list[HloInstruction]]) -> None:
-    """Make the instruction computing loop-state element i wait for the other readers of the
-    parameter's element i, unless a reader depends on it (edges that would close a cycle are
-    skipped)."""
+def _in_place_updates(comp: HloComputation, module: HloModule | None
+                      ) -> list[tuple[HloInstruction, list[HloInstruction]]]:
+    """(instruction, readers of the value it may overwrite) for each result written where an
+    input was: loop-state element i of a loop body (a tuple parameter, a tuple root of the same
+    shape), and in the entry each output aliased with a parameter (a donated weight's update)."""
     root = comp.root
-    params = comp.parameters
-    if (root is None or root.opcode != "tuple" or len(params) != 1
-            or params[0].shape != root.shape):
-        return
-    readers: dict[int, list[HloInstruction]] = {}
+    if root is None:
+        return []
+    users: dict[HloInstruction, list[HloInstruction]] = {}
     for inst in comp.instructions:
-        if inst.opcode == "get-tuple-element" and inst.operands[0] is params[0]:
-            readers.setdefault(inst.index, []).extend(
-                u for u in comp.instructions if inst in u.operands)
-    for i, update in enumerate(root.operands):
-        if update.opcode in ("get-tuple-element", "parameter", "constant", "tuple"):
-            continue
-        for reader in readers.get(i, ()):
-            if reader is not update and reader is not root and not _depends_on(reader, update,
-                                                                                preds):
-                preds[update].append(reader)
+        for op in dict.fromkeys(inst.operands):
+            users.setdefault(op, []).append(inst)
+
+    def element_readers(param: HloInstruction, index: tuple[int, ...]) -> list[HloInstruction]:
+        if not index:
+            return users.get(param, [])
+        if len(index) != 1:
+            return []
+        return [u for g in users.get(param, []) if g.opcode == "get-tuple-element"
+                and g.index == index[0] for u in users.get(g, [])]
+
+    params = comp.parameters
+    pairs: list[tuple[HloInstruction, list[HloInstruction]]] = []
+    if module is not None and comp is module.entry and root.opcode == "tuple":
+        by_number = {p.parameter_number: p for p in params}
+        for alias in module.input_output_alias:
+            param = by_number.get(alias.parameter_number)
+            if param is not None and len(alias.output_index) == 1:
+                pairs.append((root.operands[alias.output_index[0]],
+                              element_readers(param, tuple(alias.parameter_index))))
+    elif (root.opcode == "tuple" and len(params) == 1 and params[0].shape == root.shape):
+        pairs = [(update, element_readers(params[0], (i,)))
+                 for i, update in enumerate(root.operands)]
+    return [(u, r) for u, r in pairs
+            if u.opcode not in ("get-tuple-element", "parameter", "constant", "tuple")]
+
+
+def _order_update_after_reads(comp: HloComputation, update: HloInstruction,
+                              readers: list[HloInstruction],
+                              preds: dict[HloInstruction, list[HloInstruction]]) -> None:
+    """Make ``update`` wait for the other ``readers`` of the value it overwrites, unless a
+    reader depends on it (edges that would close a cycle are skipped)."""
+    for reader in readers:
+        if (reader is not update and reader is not comp.root and reader not in preds[update]
+                and not _depends_on(reader, update, preds)):
+            preds[update].append(reader)
 
 
 def _depends_on(inst: HloInstruction, target: HloInstruction,
@@ -131,7 +158,7 @@ def _depends_on(inst: HloInstruction, target: HloInstruction,
 
 
 def _list_schedule(comp: HloComputation, flow: Dataflow) -> list[HloInstruction]:
-    preds = _predecessors(comp)
+    preds = _predecessors(comp, flow.module)
     successors: dict[HloInstruction, list[HloInstruction]] = {i: [] for i in comp.instructions}
     waiting = {i: len(p) for i, p in preds.items()}
     for inst, found in preds.items():

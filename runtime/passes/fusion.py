@@ -7,7 +7,10 @@ position, so every user of a producer has been decided before the producer is. A
 joins the group when the rules table allows its opcode and
 
 * all its users are in the group (it *moves* into the kernel), or it is cheap enough to copy
-  into this kernel while its other users keep the original (it is *duplicated*);
+  into this kernel while its other users keep the original (it is *duplicated*), and the copy
+  reads no more bytes than the value it replaces: the large values its cheap cone starts from
+  that the kernel does not read already (``fusion_cost.duplicate_reads_no_more``), so a copy
+  never keeps more values live or moves more bytes than reading the original would;
 * it is not expensive while the group reads its elements many times (a broadcast, a window,
   a gather source), which would multiply its cost (``fusion_cost.may_evaluate_repeatedly``);
 * it is not an operand the group's root updates in place (dynamic-update-slice, scatter);
@@ -45,7 +48,8 @@ from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape
 from .dce import remove_dead_code
 from ..target import CPU, Target
-from .fusion_cost import may_evaluate_repeatedly, row_merge_cost
+from .fusion_cost import (duplicate_reads_no_more, may_evaluate_repeatedly, recompute_sources,
+                          row_merge_cost)
 from .fusion_rules import FREE_DUPLICATES, FusionRules, in_place_operands, in_place_roots
 from .names import FreshNames
 
@@ -117,6 +121,7 @@ class _Planner:
         self.dead: set[HloInstruction] = set()        # every user has its own copy
         # groups reading an instruction from outside (it is among their parameters)
         self.readers: dict[HloInstruction, set[_Group]] = {i: set() for i in self.order}
+        self.sources = recompute_sources(self.order, self._recomputable)
 
     def plan(self) -> list[_Group]:
         for inst in reversed(self.order):
@@ -145,6 +150,11 @@ class _Planner:
             return _small_if_constant(inst)
         return (rules.duplicate_cheap_elementwise and OPCODES[inst.opcode].elementwise
                 and not is_expensive(inst))
+
+    def _recomputable(self, inst: HloInstruction) -> bool:
+        """Duplicable and computed from its operands' elements alone (no data movement)."""
+        return self._duplicable(inst) and (OPCODES[inst.opcode].elementwise
+                                           or inst.opcode in FREE_DUPLICATES)
 
     def _only_reader(self, group: _Group, inst: HloInstruction) -> bool:
         """Whether ``group`` is the only reader of ``inst``, so it may move into the group: a
@@ -224,6 +234,9 @@ class _Planner:
             decision = MOVE
         elif self._duplicable(producer) and (producer.opcode in FREE_DUPLICATES
                                              or group.duplicates < rules.max_duplicates):
+            if producer in self.sources and not duplicate_reads_no_more(
+                    producer, self.sources[producer], group.members.keys() | group.parameters):
+                return None
             decision = DUPLICATE
         else:
             return None

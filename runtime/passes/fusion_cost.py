@@ -17,6 +17,16 @@ output, whatever the bytes saved (a batch-norm gradient summed over N*H*W and br
 would otherwise re-sum N*H*W values for each of its N*H*W*C outputs). For the others the
 model compares ``duplicated work * OP_COST`` with ``bytes saved * BYTE_COST``.
 
+Duplicating a cheap value into a kernel (its other users keep the original) must not make the
+program move more bytes or hold more live: the copy reads, instead of the value, the *sources*
+its cheap cone starts from (``recompute_sources``), and keeps each of them live until that
+kernel runs. ``duplicate_reads_no_more`` allows the copy when the full-size sources the kernel
+does not read already add up to no more bytes than the value it replaces (smaller sources come
+in through broadcasts, like XLA's "effectively unary" operands). A GELU built from erf's
+polynomial goes back to one matrix product however many of its intermediates the backward pass
+reads; a residual stream (each layer adds its output to the running sum) goes back to every
+earlier layer's output, and stays materialised.
+
 ``reduction_evaluations`` applies the same counting to a fused module, as the code generator
 will run it: how many times each reduction computes each of its outputs (1 when nothing is
 recomputed).
@@ -25,7 +35,7 @@ recomputed).
 from __future__ import annotations
 
 import math
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from ..analysis.rows import is_expensive, plan_rows, reused_members
@@ -156,6 +166,47 @@ def row_merge_cost(root: HloInstruction, members: Collection[HloInstruction],
         duplicated += extra * work_per_element(m)
     saved = 2 * _bytes(merged.shape) + LAUNCH_BYTES
     return FusionCost(saved, duplicated, bad, total if rows < min_rows else 0.0)
+
+
+MAX_SOURCES = 32    # sources tracked per value; a cone reading more is never duplicated
+
+Sources = dict[HloInstruction, frozenset[HloInstruction] | None]
+
+
+def recompute_sources(order: Iterable[HloInstruction],
+                      recomputable: Callable[[HloInstruction], bool]) -> Sources:
+    """For each ``recomputable`` instruction of ``order`` (a post-order), the values a kernel
+    reads to compute it afresh through recomputable instructions alone: the operands where its
+    cone stops (None beyond ``MAX_SOURCES``). Constants and iotas read nothing."""
+    sources: Sources = {}
+    for inst in order:
+        if not recomputable(inst):
+            continue
+        found: set[HloInstruction] | None = set()
+        for op in inst.operands:
+            below = sources.get(op) if recomputable(op) else frozenset((op,))
+            if below is None or found is None:
+                found = None
+                break
+            found |= below
+            if len(found) > MAX_SOURCES:
+                found = None
+                break
+        sources[inst] = frozenset(found) if found is not None else None
+    return sources
+
+
+def duplicate_reads_no_more(producer: HloInstruction,
+                            sources: frozenset[HloInstruction] | None,
+                            read: Collection[HloInstruction]) -> bool:
+    """Whether a kernel that already reads (or computes) ``read`` may compute its own copy of
+    ``producer`` from ``sources``: the full-size sources it would newly read, each kept live
+    until it runs, come to no more bytes than ``producer``."""
+    if sources is None:
+        return False
+    size = _count(producer.shape)
+    new = sum(_bytes(s.shape) for s in sources if s not in read and _count(s.shape) >= size)
+    return new <= _bytes(producer.shape)
 
 
 def reduction_evaluations(computation: HloComputation) -> dict[HloInstruction, float]:

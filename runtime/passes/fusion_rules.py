@@ -30,8 +30,9 @@ class FusionRules:
     producers: frozenset[str]           # fused into a consumer's kernel
     duplicable: frozenset[str]          # may be copied into several kernels (cheap to recompute)
     duplicate_cheap_elementwise: bool   # ... and so may any elementwise op that is not expensive
-    max_duplicates: int                 # copies per kernel, constants/iota/broadcasts aside (a
-                                        # bound that keeps the module linear in size)
+    max_duplicates: int                 # copies per kernel, constants/iota/broadcasts aside:
+                                        # bounds the work a kernel recomputes per element (what
+                                        # a copy may read is the cost model's rule)
     heroes: frozenset[str]              # fused with their elementwise consumers (kOutput)
     row_fusion: bool                    # merge reductions into consumers that broadcast them back
     min_rows: int                       # ... when the row kernel gets at least this many rows
@@ -53,7 +54,7 @@ CPU_RULES = FusionRules(
     duplicable=frozenset({"broadcast", "iota", "constant", "reshape", "bitcast", "transpose",
                           "slice", "reverse", "dynamic-slice"}),
     duplicate_cheap_elementwise=True,
-    max_duplicates=8,
+    max_duplicates=64,      # an erf polynomial and its argument (about 40 cheap ops) fit
     heroes=frozenset({"dot", "convolution"}),
     row_fusion=True,
     min_rows=2,

@@ -165,3 +165,27 @@ ENTRY e {
     assert all(c.reason.startswith(("parameter", "output")) for c in ba.copies)
     outputs = ba.output_slices()
     assert outputs[(0,)] == ba.parameter_slice(0) and outputs[(1,)] == ba.parameter_slice(1)
+
+
+DONATED_UPDATE = """
+HloModule donated_update, input_output_alias={ {0}: (0, {}) }
+ENTRY e {
+  w = f32[4] parameter(0)
+  g = f32[4] parameter(1)
+  u = f32[4] subtract(w, g)
+  wb = f32[256,4] broadcast(w), dimensions={1}
+  s = f32[256,4] multiply(wb, wb)
+  ROOT t = (f32[4], f32[256,4]) tuple(u, s)
+}
+"""
+
+
+def test_donated_weight_is_updated_after_its_last_read_without_a_copy():
+    """The update frees nothing and defines little, so a greedy schedule would run it first
+    and overwrite the weight another instruction still reads; it is ordered after that read
+    (as a loop body's state updates are), and the weight is updated in place."""
+    ba = run_both(DONATED_UPDATE)
+    assert ba.copies == []
+    steps = {i.name: n for n, i in enumerate(ba.schedule.flattened)}
+    assert steps["u"] > steps["wb"]
+    assert ba.output_slices()[(0,)] == ba.parameter_slice(0)

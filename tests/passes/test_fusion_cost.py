@@ -327,3 +327,121 @@ def test_a_scalar_epilogue_joins_only_a_short_reduction(n, kernels):
     assert len(_fused_computations(module)) == kernels
     x = np.linspace(0, 1, n, dtype=np.float32)
     assert bool(runtime.compile(text)(x)) == bool(x.astype(np.float64).sum() < 1000)
+
+
+# erf-style GELU with its backward pass, as JAX emits it: a polynomial in 1/z^2 and exp(-z^2),
+# both read by the forward output and by the gradient. Every cheap value goes back to x and
+# the bias alone; the exponential (expensive, two readers) is the one value worth keeping.
+POLY = [0.5, -0.25, 0.125, -0.0625, 0.03125, -0.015625, 0.0078125, -0.00390625, 0.001953125,
+        -0.0009765625, 0.00048828125, -0.000244140625]
+_POLY_TEXT = "\n".join(
+    f"  c{k} = f32[] constant({c})\n  cb{k} = f32[64,256] broadcast(c{k}), dimensions={{}}\n"
+    f"  m{k} = f32[64,256] multiply(p{k}, t)\n  p{k + 1} = f32[64,256] add(m{k}, cb{k})"
+    for k, c in enumerate(POLY))
+GELU_BACKWARD = f"""
+HloModule gelu_backward
+ENTRY e {{
+  x = f32[64,256] parameter(0)
+  b = f32[256] parameter(1)
+  dy = f32[64,256] parameter(2)
+  bb = f32[64,256] broadcast(b), dimensions={{1}}
+  h = f32[64,256] add(x, bb)
+  half = f32[] constant(0.5)
+  halfb = f32[64,256] broadcast(half), dimensions={{}}
+  z = f32[64,256] multiply(h, halfb)
+  z2 = f32[64,256] multiply(z, z)
+  one = f32[] constant(1)
+  oneb = f32[64,256] broadcast(one), dimensions={{}}
+  z2p = f32[64,256] add(z2, oneb)
+  t = f32[64,256] divide(oneb, z2p)
+  p0 = f32[64,256] broadcast(one), dimensions={{}}
+{_POLY_TEXT}
+  nz2 = f32[64,256] negate(z2)
+  ex = f32[64,256] exponential(nz2)
+  erfish = f32[64,256] multiply(p{len(POLY)}, ex)
+  y = f32[64,256] multiply(h, erfish)
+  dpoly = f32[64,256] multiply(p{len(POLY)}, z)
+  g = f32[64,256] add(dpoly, ex)
+  dx = f32[64,256] multiply(dy, g)
+  ROOT out = (f32[64,256], f32[64,256]) tuple(y, dx)
+}}
+"""
+
+
+def gelu_backward(x, b, dy):
+    h = x + b
+    z = h * 0.5
+    z2 = z * z
+    t = 1 / (z2 + 1)
+    p = np.ones_like(x)
+    for c in POLY:
+        p = p * t + c
+    ex = np.exp(-z2)
+    return h * (p * ex), dy * (p * z + ex)
+
+
+def _materialised(module) -> list[str]:
+    """Entry values computed by a kernel that another kernel reads back."""
+    entry = module.entry
+    read = {op for i in entry.instructions if i.opcode not in ("tuple",) for op in i.operands}
+    return sorted(i.name for i in entry.instructions
+                  if i in read and i.opcode not in ("parameter", "constant"))
+
+
+def test_cheap_cone_is_recomputed_from_its_source_rather_than_kept():
+    """The polynomial's values (dozens of cheap ops) are recomputed by the forward and the
+    backward kernels from x and b: only the exponential stays in memory between them."""
+    module = optimise(runtime.parse(GELU_BACKWARD))
+    kept = _materialised(module)
+    assert len(kept) == 1, kept
+    (only,) = [i for i in module.entry.instructions if i.name == kept[0]]
+    assert only.attrs["calls"].root.opcode == "exponential"
+
+
+def test_cheap_cone_recomputed_values():
+    x, b, dy = _rng_inputs((64, 256), (256,), (64, 256))
+    got = runtime.compile(GELU_BACKWARD)(x, b, dy)
+    for g, want in zip(got, gelu_backward(x, b, dy)):
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-6)
+
+
+# A residual stream: each layer adds its output to the running sum, and each sum is also
+# normalised (a row reduction reads it). Recomputing a sum in a later kernel would read every
+# earlier layer's output again and keep them all live; each sum is computed once instead.
+RESIDUAL_STREAM = """
+HloModule residual
+""" + ADD + """
+ENTRY e {
+  zero = f32[] constant(0)
+  x0 = f32[32,128] parameter(0)
+  d1 = f32[32,128] parameter(1)
+  d2 = f32[32,128] parameter(2)
+  d3 = f32[32,128] parameter(3)
+  d4 = f32[32,128] parameter(4)
+  x1 = f32[32,128] add(x0, d1)
+  x2 = f32[32,128] add(x1, d2)
+  x3 = f32[32,128] add(x2, d3)
+  x4 = f32[32,128] add(x3, d4)
+  r1 = f32[32] reduce(x1, zero), dimensions={1}, to_apply=add
+  r2 = f32[32] reduce(x2, zero), dimensions={1}, to_apply=add
+  r3 = f32[32] reduce(x3, zero), dimensions={1}, to_apply=add
+  r4 = f32[32] reduce(x4, zero), dimensions={1}, to_apply=add
+  ROOT out = (f32[32], f32[32], f32[32], f32[32], f32[32,128]) tuple(r1, r2, r3, r4, x4)
+}
+"""
+
+
+def test_residual_stream_is_computed_once_not_recomputed_per_reader():
+    module = optimise(runtime.parse(RESIDUAL_STREAM))
+    adds = sum(i.opcode == "add" and i.shape.dims == (32, 128)
+               for c in _fused_computations(module) + [module.entry] for i in c.instructions)
+    assert adds == 4
+
+
+def test_residual_stream_values():
+    xs = _rng_inputs(*[(32, 128)] * 5)
+    got = runtime.compile(RESIDUAL_STREAM)(*xs)
+    sums = np.cumsum(np.stack(xs), axis=0)[1:]
+    for g, s in zip(got[:4], sums):
+        np.testing.assert_allclose(g, s.sum(axis=1), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got[4], sums[-1], rtol=1e-6, atol=1e-6)
