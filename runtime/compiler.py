@@ -30,6 +30,7 @@ import numpy as np
 from .analyzer import analyze_verified
 from .errors import DeviceError, HloError
 from .execution.quiet import silenced_fds
+from .gc_pause import gc_paused, with_gc_paused
 from .hlo.ir import HloModule
 from .hlo.runnable import ELIDED_FILLS, check_runnable, fill_elided_constants, has_elided_constants
 from .target import Target
@@ -82,6 +83,7 @@ def _cache_key(text: str, device, options: CompileOptions) -> tuple:
     return (digest, device.identity, options.key(), __version__, cache_token(text))
 
 
+@with_gc_paused
 def compile(module_or_text: str | HloModule, device=None, *, alignment: int | None = None,
             fusion: bool = True, progress: ProgressCallback | None = None,
             force: bool = False, elided_constants: str | None = None, lazy: bool = False):
@@ -174,12 +176,13 @@ class KernelBuild:
                 from .codegen.lower import lower
                 check_runnable(self.analysis.source)
                 mark = time.perf_counter()
-                key = program_cache.program_key(self.analysis, self.device)
-                self._program = program_cache.load(key)
-                if self._program is None:
-                    self._program = lower(self.analysis.buffer_assignment,
-                                          self.analysis.target, self.analysis.alignment)
-                    program_cache.save(key, self._program)
+                with gc_paused():
+                    key = program_cache.program_key(self.analysis, self.device)
+                    self._program = program_cache.load(key)
+                    if self._program is None:
+                        self._program = lower(self.analysis.buffer_assignment,
+                                              self.analysis.target, self.analysis.alignment)
+                        program_cache.save(key, self._program)
                 self.times["codegen"] = time.perf_counter() - mark
             return self._program
 
