@@ -83,7 +83,6 @@ def _cache_key(text: str, device, options: CompileOptions) -> tuple:
     return (digest, device.identity, options.key(), __version__, cache_token(text))
 
 
-@with_gc_paused
 def compile(module_or_text: str | HloModule, device=None, *, alignment: int | None = None,
             fusion: bool = True, progress: ProgressCallback | None = None,
             force: bool = False, elided_constants: str | None = None, lazy: bool = False):
@@ -117,6 +116,24 @@ def compile(module_or_text: str | HloModule, device=None, *, alignment: int | No
         exe = _CACHE[key]._cache_hit_copy()  # type: ignore[attr-defined]
         exe.progress = progress
         return exe if lazy else exe.build(progress)
+    module, analysis, filled = _analyse(text, module, dev, alignment, fusion, elided_constants,
+                                        progress)
+    times = analysis.times
+    from .execution.executable import Executable
+    times["other"] = time.perf_counter() - start - sum(times.values())
+    exe = Executable(module, analysis, dev, KernelBuild(analysis, dev),
+                     elided_constants=elided_constants if filled else None, progress=progress)
+    if not lazy:
+        exe.build(progress)
+    _CACHE[key] = exe
+    return exe
+
+
+@with_gc_paused
+def _analyse(text: str, module: HloModule | None, dev, alignment: int | None, fusion: bool,
+             elided_constants: str | None, progress: ProgressCallback | None):
+    """``compile``'s front end and analysis: (the module as given, its ``Analysis``, whether
+    elided constants were filled). The collector is paused here only, not during the build."""
     times: dict[str, float] = {}
     if module is None:
         from .hlo.parser import parse
@@ -137,14 +154,7 @@ def compile(module_or_text: str | HloModule, device=None, *, alignment: int | No
         progress("passes", 0, 1)
     analysis = analyze_verified(runnable, alignment or dev.mem_base_addr_align, fusion,
                                 Target.for_device(dev), times)
-    from .execution.executable import Executable
-    times["other"] = time.perf_counter() - start - sum(times.values())
-    exe = Executable(module, analysis, dev, KernelBuild(analysis, dev),
-                     elided_constants=elided_constants if filled else None, progress=progress)
-    if not lazy:
-        exe.build(progress)
-    _CACHE[key] = exe
-    return exe
+    return module, analysis, filled
 
 
 class KernelBuild:
