@@ -6,7 +6,10 @@ triggers collections that traverse all of them again, and none of it is garbage 
 on ViT-tiny's training step (5,411 instructions; process CPU time, 2-core AMD EPYC):
 ``analyze`` + code generation 2.27-2.73 s with the collector running, 1.64-1.69 s paused.
 Reference counting still frees everything acyclic at once; cycles created meanwhile wait for
-the first collection after the pause.
+the first collection after the pause (ViT-tiny's first analysis + code generation in a
+process: peak RSS 98 MB against 83 MB). ``compile`` pauses it for its front end and the
+analysis, and the kernel build for code generation only: never while OpenCL compiles, which
+can take seconds beside the user's own threads (the collector is global to the process).
 """
 
 from __future__ import annotations
