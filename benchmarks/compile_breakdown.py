@@ -8,7 +8,13 @@ directory (``HLO_MAGIC_CACHE``; PoCL's kernel cache and the program binaries liv
   passes, assignment, codegen, opencl-build = clBuildProgram, warm-up = the first launches,
   where PoCL compiles each kernel variant, on all cores; binary-save = handing the binary to
   the background saver), plus the kernel and variant counts;
-* warm: the best of three fresh processes once the background saver has written the binary.
+* warm: the best of three fresh processes once the background saver has written the binary
+  (its wall and CPU seconds).
+
+Cold compiles also report CPU seconds (this process plus the build workers it waited for):
+on a shared machine the wall-clock seconds mostly say how busy the other jobs were, while the
+CPU seconds are about what an idle core would take, and the kernel count, compiled variants
+and OpenCL C source bytes are exact.
 
 Importing the compiler and finding the device are not timed (XLA's figures start from a live
 client too). XLA's compile times come from the models' ``index.json`` (jaxlib on the same
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -56,16 +63,23 @@ def child_compile(path: str) -> dict:
     from runtime.passes import pipeline  # noqa: F401
     device = runtime.get_device()
     text = Path(path).read_text()
-    start = time.perf_counter()
+    start, cpu, children = time.perf_counter(), time.process_time(), _children_cpu()
     exe = runtime.compile(text)
     seconds = time.perf_counter() - start
+    cpu = time.process_time() - cpu + _children_cpu() - children
     program = exe.program
     variants = compiler.warm_up_variants(device, program)
     binary = binary_cache.binary_path(device, program.source,
                                       (*device.build_options, *program.options))
-    return {"seconds": seconds, "times": exe.compile_times, "kernels": len(program.kernel_names),
+    return {"seconds": seconds, "cpu": cpu, "times": exe.compile_times,
+            "kernels": len(program.kernel_names), "source_bytes": len(program.source),
             "variants": len(compiler.compiled_variants(device, variants)),
             "binary": str(binary) if binary else None}
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _run_child(mode: str, path: str, cache: Path) -> dict:
@@ -85,9 +99,12 @@ def measure(path: str, warm_repeats: int = 3, saver_wait_s: float = 900) -> dict
         while cold["binary"] and not Path(cold["binary"]).is_file() \
                 and time.perf_counter() - waited < saver_wait_s:
             time.sleep(0.5)
-        warm = min(_run_child("compile", path, cache)["seconds"] for _ in range(warm_repeats))
-    return {"analyze": analysis["seconds"], "cold": cold["seconds"], "stages": cold["times"],
-            "kernels": cold["kernels"], "variants": cold["variants"], "warm": warm}
+        warm = min((_run_child("compile", path, cache) for _ in range(warm_repeats)),
+                   key=lambda r: r["seconds"])
+    return {"analyze": analysis["seconds"], "cold": cold["seconds"], "cold_cpu": cold["cpu"],
+            "stages": cold["times"], "kernels": cold["kernels"], "variants": cold["variants"],
+            "source_bytes": cold["source_bytes"], "warm": warm["seconds"], "warm_cpu": warm["cpu"],
+            "load": os.getloadavg()}
 
 
 def xla_compile_seconds(index: Path | None) -> dict[str, float]:
@@ -123,9 +140,11 @@ def main() -> None:
         ratio = (lambda s: f" ({s / ref:.1f}x XLA)") if ref else (lambda s: "")
         stages = ", ".join(f"{k} {r['stages'][k]:.2f}" for k in STAGES if k in r["stages"])
         print(f"{name}: XLA {ref if ref else '-'} s; analyze {r['analyze']:.2f} s"
-              f"{ratio(r['analyze'])}; cold {r['cold']:.2f} s{ratio(r['cold'])} "
-              f"[{stages}; {r['kernels']} kernels, {r['variants']} variants]; warm "
-              f"{r['warm']:.2f} s{ratio(r['warm'])}", flush=True)
+              f"{ratio(r['analyze'])}; cold {r['cold']:.2f} s{ratio(r['cold'])}, CPU "
+              f"{r['cold_cpu']:.2f} s{ratio(r['cold_cpu'])} [{stages}; {r['kernels']} kernels, "
+              f"{r['variants']} variants, {r['source_bytes']:,} source bytes]; warm "
+              f"{r['warm']:.2f} s{ratio(r['warm'])}, CPU {r['warm_cpu']:.2f} s; load average "
+              f"{', '.join(f'{x:.1f}' for x in r['load'])}", flush=True)
     print(json.dumps(results))
 
 

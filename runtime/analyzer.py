@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .gc_pause import with_gc_paused
 from .hlo.ir import HloModule
 from .target import Target
 
@@ -54,6 +55,7 @@ class Analysis:
                 f"alias {s.alias} B, temp {s.temp} B, alignment {self.alignment}>")
 
 
+@with_gc_paused
 def analyze(module_or_text: str | HloModule, *, alignment: int | None = None,
             fusion: bool = True, device=None) -> Analysis:
     """Parse and verify HLO, run the passes and assign buffers; build no kernel.
@@ -89,6 +91,7 @@ def analyze(module_or_text: str | HloModule, *, alignment: int | None = None,
                             Target.for_kind("cpu"), times)
 
 
+@with_gc_paused
 def analyze_verified(module: HloModule, alignment: int, fusion: bool, target: Target,
                      times: dict[str, float] | None = None) -> Analysis:
     """``analyze`` for a module that is already verified (``compile`` verifies first)."""

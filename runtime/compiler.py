@@ -30,6 +30,7 @@ import numpy as np
 from .analyzer import analyze_verified
 from .errors import DeviceError, HloError
 from .execution.quiet import silenced_fds
+from .gc_pause import gc_paused, with_gc_paused
 from .hlo.ir import HloModule
 from .hlo.runnable import ELIDED_FILLS, check_runnable, fill_elided_constants, has_elided_constants
 from .target import Target
@@ -115,6 +116,24 @@ def compile(module_or_text: str | HloModule, device=None, *, alignment: int | No
         exe = _CACHE[key]._cache_hit_copy()  # type: ignore[attr-defined]
         exe.progress = progress
         return exe if lazy else exe.build(progress)
+    module, analysis, filled = _analyse(text, module, dev, alignment, fusion, elided_constants,
+                                        progress)
+    times = analysis.times
+    from .execution.executable import Executable
+    times["other"] = time.perf_counter() - start - sum(times.values())
+    exe = Executable(module, analysis, dev, KernelBuild(analysis, dev),
+                     elided_constants=elided_constants if filled else None, progress=progress)
+    if not lazy:
+        exe.build(progress)
+    _CACHE[key] = exe
+    return exe
+
+
+@with_gc_paused
+def _analyse(text: str, module: HloModule | None, dev, alignment: int | None, fusion: bool,
+             elided_constants: str | None, progress: ProgressCallback | None):
+    """``compile``'s front end and analysis: (the module as given, its ``Analysis``, whether
+    elided constants were filled). The collector is paused here only, not during the build."""
     times: dict[str, float] = {}
     if module is None:
         from .hlo.parser import parse
@@ -135,14 +154,7 @@ def compile(module_or_text: str | HloModule, device=None, *, alignment: int | No
         progress("passes", 0, 1)
     analysis = analyze_verified(runnable, alignment or dev.mem_base_addr_align, fusion,
                                 Target.for_device(dev), times)
-    from .execution.executable import Executable
-    times["other"] = time.perf_counter() - start - sum(times.values())
-    exe = Executable(module, analysis, dev, KernelBuild(analysis, dev),
-                     elided_constants=elided_constants if filled else None, progress=progress)
-    if not lazy:
-        exe.build(progress)
-    _CACHE[key] = exe
-    return exe
+    return module, analysis, filled
 
 
 class KernelBuild:
@@ -174,12 +186,13 @@ class KernelBuild:
                 from .codegen.lower import lower
                 check_runnable(self.analysis.source)
                 mark = time.perf_counter()
-                key = program_cache.program_key(self.analysis, self.device)
-                self._program = program_cache.load(key)
-                if self._program is None:
-                    self._program = lower(self.analysis.buffer_assignment,
-                                          self.analysis.target, self.analysis.alignment)
-                    program_cache.save(key, self._program)
+                with gc_paused():
+                    key = program_cache.program_key(self.analysis, self.device)
+                    self._program = program_cache.load(key)
+                    if self._program is None:
+                        self._program = lower(self.analysis.buffer_assignment,
+                                              self.analysis.target, self.analysis.alignment)
+                        program_cache.save(key, self._program)
                 self.times["codegen"] = time.perf_counter() - mark
             return self._program
 

@@ -17,7 +17,7 @@ import importlib
 import math
 import re
 from dataclasses import dataclass
-from string import Template
+from .template_fill import fill
 from typing import Iterable
 
 import numpy as np
@@ -125,17 +125,17 @@ def compute_type(et: ElementType | str) -> str:
 
 def load(et: ElementType | str, ptr: str, index: str) -> str:
     """An expression of the compute type reading element ``index`` of storage pointer ``ptr``."""
-    return Template(cl_type(et).load).substitute(ptr=ptr, index=index)
+    return fill(cl_type(et).load, ptr=ptr, index=index)
 
 
 def store(et: ElementType | str, ptr: str, index: str, value: str) -> str:
     """A statement writing compute-type ``value`` to element ``index`` of ``ptr``."""
-    return Template(cl_type(et).store).substitute(ptr=ptr, index=index, value=value)
+    return fill(cl_type(et).store, ptr=ptr, index=index, value=value)
 
 
 def round_to_storage(et: ElementType | str, expr: str) -> str:
     """``expr`` rounded (to nearest even) to ``et``'s precision, still in the compute type."""
-    return Template(cl_type(et).round).substitute(x=expr)
+    return fill(cl_type(et).round, x=expr)
 
 
 def needs_fp64(et: ElementType | str) -> bool:

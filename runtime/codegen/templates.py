@@ -22,7 +22,7 @@ build option (``runtime.execution.device.Device.build_options``), not part of th
 
 from __future__ import annotations
 
-from string import Template
+from .template_fill import fill
 from typing import Sequence
 
 from ..errors import HloUnsupportedError
@@ -65,8 +65,8 @@ def _family(c_types: Sequence[str], name: str, code: str,
     rows = []
     for c_type, lanes in forms:
         subs = _placeholders(c_type, lanes)
-        rows.append(Helper(Template(name).substitute(subs), Template(code).substitute(subs),
-                           tuple(Template(n).substitute(subs) for n in needs)))
+        rows.append(Helper(fill(name, subs), fill(code, subs),
+                           tuple(fill(n, subs) for n in needs)))
     return tuple(rows)
 
 
@@ -210,7 +210,7 @@ HELPERS += tuple(_float_to_int(f, i) for f in _FLOAT_C for i in _INT_C)
 
 
 def _subst(template: str, row: ClType, lanes: int = 1, **operands: str) -> str:
-    return Template(template).substitute(_placeholders(row.compute, lanes), **operands)
+    return fill(template, _placeholders(row.compute, lanes), **operands)
 
 
 def _unsupported(what: str, et: ElementType | str) -> HloUnsupportedError:
@@ -431,7 +431,7 @@ def convert(et_from: ElementType | str, et_to: ElementType | str, x: str) -> str
     if src.name == dst.name:
         return x
     if dst.family == "pred":
-        return Template(_TO_PRED.get(src.name, "((uchar)(($x) != 0))")).substitute(x=x)
+        return fill(_TO_PRED.get(src.name, "((uchar)(($x) != 0))"), x=x)
     if src.family == "float" and dst.family in ("sint", "uint"):
         return f"xla_{src.compute}_to_{dst.compute}({x})"
     if dst.family in ("sint", "uint"):
@@ -450,12 +450,12 @@ _FROM_BITS = {"f32": "as_float((uint)($x))", "f64": "as_double((ulong)($x))",
 
 
 def _to_bits(row: ClType, x: str) -> str:
-    return Template(_TO_BITS.get(row.name, "(($U)($x))")).substitute(U=row.unsigned, x=x)
+    return fill(_TO_BITS.get(row.name, "(($U)($x))"), U=row.unsigned, x=x)
 
 
 def _from_bits(row: ClType, bits: str) -> str:
     template = _FROM_BITS.get(row.name, "(($T)($U)($x))")
-    return Template(template).substitute(T=row.compute, U=row.unsigned, x=bits)
+    return fill(template, T=row.compute, U=row.unsigned, x=bits)
 
 
 def bitcast_convert(et_from: ElementType | str, et_to: ElementType | str, x: str) -> str:
