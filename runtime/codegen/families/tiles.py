@@ -37,6 +37,11 @@ from ..registry import FUSION, register
 # work-items per group along the row-block dimension: neighbouring row blocks of one column
 # block share the vector operand's strip in cache
 ROW_GROUP = 4
+# packed dot form: most row blocks in one work-group (they share one packed panel of the
+# column operand, so packing is amortised over up to this many tiles), and the largest panel
+# (contraction length x tile width accumulators) it packs into local memory
+PACK_ROW_GROUP = 16
+PACK_PANEL_BYTES = 256 * 1024
 ROWS = 8                # output rows per tile (fewer when the output has fewer)
 VECTORS = 2             # lane vectors per tile row (one when the columns are few)
 _MIN_LANES = 4
@@ -386,13 +391,13 @@ def begin_tiles(kb: KernelBuilder, col_blocks: int, row_blocks: int) -> tuple[st
 
 
 def launch_3d(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
-              col_blocks: int, row_blocks: int, outer: int) -> Launch:
-    """Columns blocks on dimension 0, row blocks (grouped by ``ROW_GROUP``) on 1, the outer
+              col_blocks: int, row_blocks: int, outer: int, group: int = ROW_GROUP) -> Launch:
+    """Columns blocks on dimension 0, row blocks (``group`` per work-group) on 1, the outer
     (batch-like) index on 2."""
     name = ctx.program.add_kernel(kb, inst.name)
-    rows = -(-row_blocks // ROW_GROUP) * ROW_GROUP
+    rows = -(-row_blocks // group) * group
     return Launch(name, tuple(b.ref for b in kb.buffers), tuple(kb.scalar_arg_values()),
-                  (col_blocks, rows, outer), (1, ROW_GROUP, 1), inst.name)
+                  (col_blocks, rows, outer), (1, group, 1), inst.name)
 
 
 def register_contraction(opcode: str, plan: Callable[[Contraction], object | None],
