@@ -1,7 +1,7 @@
 """dot (and output fusions over a dot) as register-tiled kernels on the CPU target.
 
 The dot's dimensions become *axes*: batch (in both operands and the output), free (in one
-operand and the output), contracting (in both operands). Size-1 axes are dropped. Two kernel
+operand and the output), contracting (in both operands). Size-1 axes are dropped. Three kernel
 forms cover every layout in which some axis is contiguous where it must be:
 
 * outer-product form: one operand (the *vector operand*) has a free axis that is contiguous
@@ -14,9 +14,14 @@ forms cover every layout in which some axis is contiguous where it must be:
   attention's ``Q K^T``, matrix-vector); each work-item accumulates a 4x2 block of output
   elements in vectors along that axis, sums each vector's lanes in a fixed order, and
   finishes the remainder of the axis with scalars.
+* packed form: ``A @ B^T`` with one contracting axis, contiguous in both operands, and enough
+  rows of ``A``: each work-group copies the ``B`` rows of its column block into a local-memory
+  panel laid out ``[k][column]`` and runs outer-form tiles on it (the inner form's per-element
+  lane sums cost as much as the products when the contraction is short, and its 4x2 blocks
+  reload both operands every step).
 
-Batch, free and contracting axes beyond these are index math; no operand is copied or
-packed, so buffer assignment sees exactly the module's buffers. Anything else (a GPU
+Batch, free and contracting axes beyond these are index math; the only copy is the packed
+form's panel in local memory, so buffer assignment sees exactly the module's buffers. Anything else (a GPU
 device, mixed float/integer operands, an operand wider than the result, pred) declines to
 the elemental loop kernel, which is correct for every dot.
 """
