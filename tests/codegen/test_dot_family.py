@@ -53,8 +53,8 @@ def plan_of(text: str):
     # ... with enough rows to reuse a packed panel of B
     ("f32[16,32]{1,0}", "f32[16,32]{1,0}", "f32[16,16]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "packed", "lhs"),
-    # ... but a panel too large for local memory
-    ("f32[16,5000]{1,0}", "f32[64,5000]{1,0}", "f32[16,64]{1,0}",
+    # ... but too few rows for that
+    ("f32[15,500]{1,0}", "f32[64,500]{1,0}", "f32[15,64]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "inner", "lhs"),
     # matrix-vector
     ("f32[8,32]{1,0}", "f32[32]{0}", "f32[8]{0}", NN, "inner", "lhs"),
@@ -273,14 +273,15 @@ NT = "lhs_contracting_dims={1}, rhs_contracting_dims={1}"
 
 
 @pytest.mark.parametrize("m, k, n", [(16, 3, 4), (37, 19, 45), (300, 70, 33), (20, 64, 7),
-                                     (17, 200, 100)])
+                                     (17, 200, 100), (20, 600, 40)])
 def test_packed_form_sizes(m, k, n):
     # rows past one work-group's (16 tiles of 8), columns not a multiple of the tile's
-    # width or narrower than a vector, odd contraction lengths
+    # width or narrower than a vector, odd contraction lengths, several panel chunks (256
+    # steps each for f32 and a 32-wide tile) with a remainder
     a, b = rand(m, k), rand(n, k)
     text = dot_module("f32", f"{m},{k}", f"{n},{k}", f"{m},{n}", NT)
     assert plan_of(text).form == "packed"
-    check(text, [a, b], matmul(a, b.T))
+    check(text, [a, b], matmul(a, b.T), atol=1e-4)     # f32 sums of up to 600 products
 
 
 def test_packed_form_types_layouts_and_epilogue():

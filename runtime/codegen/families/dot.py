@@ -154,8 +154,6 @@ def _packed_plan(acc: Accumulation, batch, lhs_free, rhs_free, contracting) -> D
     if lanes is None:
         return None
     vectors = VECTORS if n.size >= VECTORS * lanes else 1
-    if k.size * vectors * lanes * _SCALAR_BYTES[acc.scalar] > PACK_PANEL_BYTES:
-        return None
     return DotPlan("packed", acc, "lhs", lhs_free, (n,), batch, (k,), k, lanes, vectors,
                    rows_for(_extent(lhs_free)))
 
@@ -298,8 +296,9 @@ def _packed_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
     nrows_total = _extent(p.rows)
     col_blocks, row_blocks = -(-n.size // width), -(-nrows_total // rows)
     group = min(PACK_ROW_GROUP, row_blocks)
+    chunk = min(kaxis.size, PACK_PANEL_BYTES // (width * _SCALAR_BYTES[acc.scalar]))
     panel = kb.fresh("panel")
-    kb.line(f"__local {acc.scalar} {panel}[{kaxis.size * width}];")
+    kb.line(f"__local {acc.scalar} {panel}[{chunk * width}];")
     cb, rb, zb = "cb", "rb", "zb"
     for dim, name in enumerate((cb, rb, zb)):
         kb.line(f"{t} {name} = ({t})get_global_id({dim});")
@@ -314,30 +313,36 @@ def _packed_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
     col0 = kb.let(t, f"min({cb} * {width}, {ncols} - {width})", "col")
     skip = kb.let(t, f"{cb} * {width} - {col0}", "skip")
     x_z, y_z = k.offset(zi, p.outer, "lhs"), k.offset(zi, p.outer, "rhs")
-    j, i = kb.fresh("j"), kb.fresh("k")
-    with k.em.block(f"for ({t} {j} = {lid}; {j} < {width}; {j} += {group})"):
-        col = kb.let(t, f"{col0} + {j}", "col")
-        y = pointer(kb, y_et, y_buf, f"{y_z} + {k.offset((col,), p.cols, 'rhs')}", "y")
-        with k.em.block(f"for ({t} {i} = 0; {i} < {kn}; ++{i})"):
-            kb.line(f"{panel}[{i} * {width} + {j}] = {acc.load_scalar(y_et, y, i)};")
-    kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
+    row_indices, x_rows = [], []
+    for r in range(rows):
+        clamped = kb.let(t, f"min({rb} * {rows} + {r}, {nrows} - 1)", "r")
+        ri = k.split(clamped, p.rows, "row")
+        row_indices.append(ri)
+        x_rows.append(pointer(kb, x_et, x_buf, f"{x_z} + {k.offset(ri, p.rows, 'lhs')}", "x"))
+    tile.declare()
+    vec = acc.vector(p.lanes)
+    k0, j, i = kb.fresh("k0"), kb.fresh("j"), kb.fresh("k")
+    # every work-item runs the chunk loop (its barriers), only live ones compute
+    with k.em.block(f"for ({t} {k0} = 0; {k0} < {kn}; {k0} += {chunk})"):
+        n_k = kb.let(t, f"min(({t}){chunk}, {kn} - {k0})", "kc")
+        kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
+        with k.em.block(f"for ({t} {j} = {lid}; {j} < {width}; {j} += {group})"):
+            col = kb.let(t, f"{col0} + {j}", "col")
+            y = pointer(kb, y_et, y_buf,
+                        f"{y_z} + {k.offset((col,), p.cols, 'rhs')} + {k0}", "y")
+            with k.em.block(f"for ({t} {i} = 0; {i} < {n_k}; ++{i})"):
+                kb.line(f"{panel}[{i} * {width} + {j}] = {acc.load_scalar(y_et, y, i)};")
+        kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
+        with k.em.block(f"if ({rb} < {nrb})"):
+            with k.em.block(f"for ({t} {i} = 0; {i} < {n_k}; ++{i})"):
+                ys = [kb.let(vec, f"vload{p.lanes}(0, {panel} + {i} * {width} + {v * p.lanes})",
+                             "yv") for v in range(p.vectors)]
+                for r in range(rows):
+                    x = kb.let(vec, f"({vec})({acc.load_scalar(x_et, x_rows[r], f'{k0} + {i}')})",
+                               "xv")
+                    for v in range(p.vectors):
+                        tile.update(r, v, x, ys[v])
     with k.em.block(f"if ({rb} < {nrb})"):
-        row_indices, x_rows = [], []
-        for r in range(rows):
-            clamped = kb.let(t, f"min({rb} * {rows} + {r}, {nrows} - 1)", "r")
-            ri = k.split(clamped, p.rows, "row")
-            row_indices.append(ri)
-            x_rows.append(pointer(kb, x_et, x_buf,
-                                  f"{x_z} + {k.offset(ri, p.rows, 'lhs')}", "x"))
-        tile.declare()
-        vec = acc.vector(p.lanes)
-        with k.em.block(f"for ({t} {i} = 0; {i} < {kn}; ++{i})"):
-            ys = [kb.let(vec, f"vload{p.lanes}(0, {panel} + {i} * {width} + {v * p.lanes})", "yv")
-                  for v in range(p.vectors)]
-            for r in range(rows):
-                x = kb.let(vec, f"({vec})({acc.load_scalar(x_et, x_rows[r], i)})", "xv")
-                for v in range(p.vectors):
-                    tile.update(r, v, x, ys[v])
         _store_columns(k, tile, zi, row_indices, col0, skip, rb, nrows)
     return launch_3d(ctx, kb, c.inst, col_blocks, row_blocks, _extent(p.outer), group)
 

@@ -38,10 +38,11 @@ from ..registry import FUSION, register
 # block share the vector operand's strip in cache
 ROW_GROUP = 4
 # packed dot form: most row blocks in one work-group (they share one packed panel of the
-# column operand, so packing is amortised over up to this many tiles), and the largest panel
-# (contraction length x tile width accumulators) it packs into local memory
+# column operand, so packing is amortised over up to this many tiles), and the bytes of its
+# local-memory panel (a chunk of the contraction x the tile width; 32 KiB is OpenCL's minimum
+# local memory, so every CPU device has it)
 PACK_ROW_GROUP = 16
-PACK_PANEL_BYTES = 256 * 1024
+PACK_PANEL_BYTES = 32 * 1024
 ROWS = 8                # output rows per tile (fewer when the output has fewer)
 VECTORS = 2             # lane vectors per tile row (one when the columns are few)
 _MIN_LANES = 4
