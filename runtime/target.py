@@ -103,6 +103,13 @@ class TileShape:
     min_lanes: int         # narrowest vector a tile is built from
     inner_rows: int
     inner_cols: int
+    # the packed form (A @ B^T): it pays for packing only over ``pack_min_rows`` output rows
+    # or more; up to ``pack_row_group`` row blocks share one packed panel of the column
+    # operand, a chunk of the contraction of ``pack_panel_bytes`` (32 KiB: OpenCL's minimum
+    # local memory, so every device has it)
+    pack_min_rows: int = 16
+    pack_row_group: int = 16
+    pack_panel_bytes: int = 32 * 1024
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,12 @@ def plan_of(text: str):
     # A @ B^T: both contiguous along the contraction
     ("f32[8,32]{1,0}", "f32[16,32]{1,0}", "f32[8,16]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "inner", "lhs"),
+    # ... with enough rows to reuse a packed panel of B
+    ("f32[16,32]{1,0}", "f32[16,32]{1,0}", "f32[16,16]{1,0}",
+     "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "packed", "lhs"),
+    # ... but too few rows for that
+    ("f32[15,500]{1,0}", "f32[64,500]{1,0}", "f32[15,64]{1,0}",
+     "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "inner", "lhs"),
     # matrix-vector
     ("f32[8,32]{1,0}", "f32[32]{0}", "f32[8]{0}", NN, "inner", "lhs"),
     # column-major operands: the lhs's free dimension is the contiguous one
@@ -273,3 +279,57 @@ def test_fused_epilogue_using_the_dot_twice_and_narrowing():
     got = exe(a, w)
     d = matmul(a, w)
     np.testing.assert_allclose(got.astype(np.float64), np.tanh(d * d), rtol=2e-3, atol=2e-3)
+
+
+NT = "lhs_contracting_dims={1}, rhs_contracting_dims={1}"
+
+
+@pytest.mark.parametrize("m, k, n", [(16, 3, 4), (37, 19, 45), (300, 70, 33), (20, 64, 7),
+                                     (17, 200, 100), (20, 600, 40)])
+def test_packed_form_sizes(m, k, n):
+    # rows past one work-group's (16 tiles of 8), columns not a multiple of the tile's
+    # width or narrower than a vector, odd contraction lengths, several panel chunks (256
+    # steps each for f32 and a 32-wide tile) with a remainder
+    a, b = rand(m, k), rand(n, k)
+    text = dot_module("f32", f"{m},{k}", f"{n},{k}", f"{m},{n}", NT)
+    assert plan_of(text).form == "packed"
+    check(text, [a, b], matmul(a, b.T), atol=1e-4)     # f32 sums of up to 600 products
+
+
+def test_packed_form_types_layouts_and_epilogue():
+    a, b = rand(33, 50, dtype=np.float64), rand(21, 50, dtype=np.float64)
+    check(dot_module("f64", "33,50", "21,50", "33,21", NT), [a, b], a @ b.T, rtol=1e-12,
+          atol=1e-12)
+    h, g = rand(24, 300, dtype=ml_dtypes.bfloat16), rand(19, 300, dtype=ml_dtypes.bfloat16)
+    check(dot_module("bf16", "24,300", "19,300", "24,19", NT, out_et="f32"), [h, g],
+          matmul(h.astype(np.float32), g.astype(np.float32).T), rtol=1e-5, atol=1e-4)
+    u = RNG.integers(-128, 128, (20, 40)).astype(np.int8)
+    v = RNG.integers(-128, 128, (40, 40)).astype(np.int8)
+    got = runtime.compile(dot_module("s8", "20,40", "40,40", "20,40", NT, out_et="s32"))(u, v)
+    np.testing.assert_array_equal(got, u.astype(np.int64) @ v.astype(np.int64).T)
+    a, b = rand(40, 23), rand(29, 23)      # a column-major output: stored element by element
+    check(dot_module("f32", "40,23", "29,23", "40,29", NT, layouts=("1,0", "1,0", "0,1")),
+          [a, b], matmul(a, b.T))
+    text = """HloModule packed_epilogue
+    fused {
+      p0 = f32[40,23]{1,0} parameter(0)
+      p1 = f32[29,23]{1,0} parameter(1)
+      d = f32[40,29]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+      ROOT t = f32[40,29]{1,0} tanh(d)
+    }
+    ENTRY e {
+      a = f32[40,23]{1,0} parameter(0)
+      b = f32[29,23]{1,0} parameter(1)
+      ROOT f = f32[40,29]{1,0} fusion(a, b), kind=kOutput, calls=fused
+    }"""
+    check(text, [a, b], np.tanh(matmul(a, b.T)))
+
+
+def test_packed_form_attention_scores():
+    # Q K^T with heads as a batch dimension between the sequence and the head features
+    q, k = rand(1, 40, 3, 16), rand(1, 24, 3, 16)
+    text = dot_module("f32", "1,40,3,16", "1,24,3,16", "1,3,40,24",
+                      "lhs_batch_dims={0,2}, lhs_contracting_dims={3}, rhs_batch_dims={0,2}, "
+                      "rhs_contracting_dims={3}")
+    assert plan_of(text).form == "packed"
+    check(text, [q, k], np.einsum("xmhd,xnhd->xhmn", q.astype(np.float64), k))

@@ -1,7 +1,7 @@
 """dot (and output fusions over a dot) as register-tiled kernels on the CPU target.
 
 The dot's dimensions become *axes*: batch (in both operands and the output), free (in one
-operand and the output), contracting (in both operands). Size-1 axes are dropped. Two kernel
+operand and the output), contracting (in both operands). Size-1 axes are dropped. Three kernel
 forms cover every layout in which some axis is contiguous where it must be:
 
 * outer-product form: one operand (the *vector operand*) has a free axis that is contiguous
@@ -14,9 +14,14 @@ forms cover every layout in which some axis is contiguous where it must be:
   attention's ``Q K^T``, matrix-vector); each work-item accumulates a 4x2 block of output
   elements in vectors along that axis, sums each vector's lanes in a fixed order, and
   finishes the remainder of the axis with scalars.
+* packed form: ``A @ B^T`` with one contracting axis, contiguous in both operands, and enough
+  rows of ``A``: each work-group copies the ``B`` rows of its column block into a local-memory
+  panel laid out ``[k][column]`` and runs outer-form tiles on it (the inner form's per-element
+  lane sums cost as much as the products when the contraction is short, and its 4x2 blocks
+  reload both operands every step).
 
-Batch, free and contracting axes beyond these are index math; no operand is copied or
-packed, so buffer assignment sees exactly the module's buffers. Anything else (a GPU
+Batch, free and contracting axes beyond these are index math; the only copy is the packed
+form's panel in local memory, so buffer assignment sees exactly the module's buffers. Anything else (a GPU
 device, mixed float/integer operands, an operand wider than the result, pred) declines to
 the elemental loop kernel, which is correct for every dot.
 """
@@ -35,10 +40,11 @@ from ..kernel import KernelBuilder
 from ..loop import kernel_builder, operand_leaves
 from ..context import LoweringContext
 from ..plan import Launch
-from ...target import Target
+from ...target import Target, TileShape
 from .tiles import (Accumulation, Contraction, OutputWriter, Tile, begin_tiles,
                     horizontal_sum, lanes_for, launch_3d, linear_sum, operand_buffer, pointer,
                     register_contraction, rows_for, tiled_accumulation)
+_SCALAR_BYTES = {"float": 4, "uint": 4, "double": 8, "ulong": 8}
 
 
 @dataclass(frozen=True)
@@ -59,7 +65,7 @@ class DotAxis:
 class DotPlan:
     """Which form computes the dot and how its axes map onto the kernel's loops."""
 
-    form: str                       # "outer" | "inner"
+    form: str                       # "outer" | "inner" | "packed"
     acc: Accumulation
     row_side: str                   # operand whose elements are broadcast per row ("lhs"/"rhs")
     rows: tuple[DotAxis, ...]
@@ -127,11 +133,31 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
                        rows_for(count, tiles))
     for k in contracting:
         if unit(k, "lhs") and unit(k, "rhs"):
+            packed = _packed_plan(acc, tiles, batch, lhs_free, rhs_free, contracting)
+            if packed is not None:
+                return packed
             rest = tuple(a for a in contracting if a is not k)
             return DotPlan("inner", acc, "lhs", lhs_free, rhs_free, batch, rest, k,
                            lanes_for(acc, k.size, tiles) or acc.lanes, tiles.inner_cols,
                            min(tiles.inner_rows, rows_for(_extent(lhs_free), tiles)))
     return None
+
+
+def _packed_plan(acc: Accumulation, tiles: TileShape, batch, lhs_free, rhs_free,
+                 contracting) -> DotPlan | None:
+    """The packed form for ``A @ B^T`` with one contracting axis contiguous in both operands,
+    one free axis in ``B`` and enough rows in ``A`` (``tiles.pack_min_rows``) to reuse each
+    packed panel of ``B``."""
+    if (len(contracting) != 1 or len(rhs_free) != 1
+            or _extent(lhs_free) < tiles.pack_min_rows):
+        return None
+    k, n = contracting[0], rhs_free[0]
+    lanes = lanes_for(acc, n.size, tiles)
+    if lanes is None:
+        return None
+    vectors = tiles.vectors if n.size >= tiles.vectors * lanes else 1
+    return DotPlan("packed", acc, "lhs", lhs_free, (n,), batch, (k,), k, lanes, vectors,
+                   rows_for(_extent(lhs_free), tiles))
 
 
 def _extent(axes) -> int:
@@ -240,14 +266,88 @@ def _outer_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
             x = kb.let(vec, f"({vec})({p.acc.load_scalar(x_et, x_rows[r], kx)})", "xv")
             for j in range(p.vectors):
                 tile.update(r, j, x, ys[j])
-    if k.writer.can_store_rows(v.out):  # type: ignore[arg-type]
+    _store_columns(k, tile, zi, row_indices, col0, skip, rb, nrows)
+    return k.launch(col_blocks, row_blocks)
+
+
+def _store_columns(k: _DotKernel, tile: Tile, zi, row_indices, col0: str, skip: str, rb: str,
+                   nrows: str) -> None:
+    """Store a tile whose columns run over one output axis from ``col0`` (lanes below ``skip``
+    belong to another tile): whole rows as vectors where possible, else element by element."""
+    p, kb, rows = k.plan, k.kb, tile.rows
+    if k.writer.can_store_rows(p.cols[0].out):  # type: ignore[arg-type]
         k.writer.store_rows(tile, [k.out_index((zi, p.outer), (ri, p.rows), ((col0,), p.cols))
                                    for ri in row_indices],
                             f"{skip} == 0 && {rb} * {rows} + {rows} <= {nrows}")
     spilled = tile.spill()
-    k.store_tile(spilled, rows, width, f"{rb} * {rows}", nrows, skip,
-                 lambda lane: ((kb.let(t, f"{col0} + {lane}", "col"),), "1"), zi)
-    return k.launch(col_blocks, row_blocks)
+    k.store_tile(spilled, rows, tile.width, f"{rb} * {rows}", nrows, skip,
+                 lambda lane: ((kb.let(k.t, f"{col0} + {lane}", "col"),), "1"), zi)
+
+
+def _packed_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
+    """The outer-product form for ``A @ B^T``: a work-group first copies the ``width`` rows of
+    ``B`` its tiles need into a local panel laid out ``[k][column]`` (widened to the
+    accumulation type), so that each work-item then loads the panel's columns as vectors
+    while broadcasting elements of ``A``, as the outer form does with a row-major ``B``."""
+    k = _DotKernel(ctx, c, p)
+    kb, t, acc = k.kb, k.t, p.acc
+    tile = Tile(kb, acc, p.tile_rows, p.vectors, p.lanes)
+    width, rows = tile.width, tile.rows
+    n, kaxis = p.cols[0], p.vector_k
+    assert kaxis is not None
+    nrows_total = _extent(p.rows)
+    col_blocks, row_blocks = -(-n.size // width), -(-nrows_total // rows)
+    shape = ctx.target.tiles
+    group = min(shape.pack_row_group, row_blocks)
+    chunk = min(kaxis.size, shape.pack_panel_bytes // (width * _SCALAR_BYTES[acc.scalar]))
+    panel = kb.fresh("panel")
+    kb.line(f"__local {acc.scalar} {panel}[{chunk * width}];")
+    cb, rb, zb = "cb", "rb", "zb"
+    for dim, name in enumerate((cb, rb, zb)):
+        kb.line(f"{t} {name} = ({t})get_global_id({dim});")
+    lid = kb.let(t, "get_local_id(1)", "lid")
+    x_et, x_buf = k.operand("lhs")
+    y_et, y_buf = k.operand("rhs")
+    zi = k.split(zb, p.outer, "z")
+    ncols = kb.param(n.size, key="cols")
+    nrows = kb.param(nrows_total, key="rows")
+    nrb = kb.param(row_blocks, key="row_blocks")
+    kn = kb.param(kaxis.size, key=("k", kaxis.lhs))
+    col0 = kb.let(t, f"min({cb} * {width}, {ncols} - {width})", "col")
+    skip = kb.let(t, f"{cb} * {width} - {col0}", "skip")
+    x_z, y_z = k.offset(zi, p.outer, "lhs"), k.offset(zi, p.outer, "rhs")
+    row_indices, x_rows = [], []
+    for r in range(rows):
+        clamped = kb.let(t, f"min({rb} * {rows} + {r}, {nrows} - 1)", "r")
+        ri = k.split(clamped, p.rows, "row")
+        row_indices.append(ri)
+        x_rows.append(pointer(kb, x_et, x_buf, f"{x_z} + {k.offset(ri, p.rows, 'lhs')}", "x"))
+    tile.declare()
+    vec = acc.vector(p.lanes)
+    k0, j, i = kb.fresh("k0"), kb.fresh("j"), kb.fresh("k")
+    # every work-item runs the chunk loop (its barriers), only live ones compute
+    with k.em.block(f"for ({t} {k0} = 0; {k0} < {kn}; {k0} += {chunk})"):
+        n_k = kb.let(t, f"min(({t}){chunk}, {kn} - {k0})", "kc")
+        kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
+        with k.em.block(f"for ({t} {j} = {lid}; {j} < {width}; {j} += {group})"):
+            col = kb.let(t, f"{col0} + {j}", "col")
+            y = pointer(kb, y_et, y_buf,
+                        f"{y_z} + {k.offset((col,), p.cols, 'rhs')} + {k0}", "y")
+            with k.em.block(f"for ({t} {i} = 0; {i} < {n_k}; ++{i})"):
+                kb.line(f"{panel}[{i} * {width} + {j}] = {acc.load_scalar(y_et, y, i)};")
+        kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
+        with k.em.block(f"if ({rb} < {nrb})"):
+            with k.em.block(f"for ({t} {i} = 0; {i} < {n_k}; ++{i})"):
+                ys = [kb.let(vec, f"vload{p.lanes}(0, {panel} + {i} * {width} + {v * p.lanes})",
+                             "yv") for v in range(p.vectors)]
+                for r in range(rows):
+                    x = kb.let(vec, f"({vec})({acc.load_scalar(x_et, x_rows[r], f'{k0} + {i}')})",
+                               "xv")
+                    for v in range(p.vectors):
+                        tile.update(r, v, x, ys[v])
+    with k.em.block(f"if ({rb} < {nrb})"):
+        _store_columns(k, tile, zi, row_indices, col0, skip, rb, nrows)
+    return launch_3d(ctx, kb, c.inst, col_blocks, row_blocks, _extent(p.outer), group)
 
 
 def _inner_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
@@ -310,7 +410,7 @@ def _inner_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
     return k.launch(col_blocks, row_blocks)
 
 
-_FORMS = {"outer": _outer_kernel, "inner": _inner_kernel}
+_FORMS = {"outer": _outer_kernel, "inner": _inner_kernel, "packed": _packed_kernel}
 
 
 def emit_dot(ctx: LoweringContext, c: Contraction, plan: DotPlan) -> Launch:

@@ -382,11 +382,11 @@ def begin_tiles(kb: KernelBuilder, col_blocks: int, row_blocks: int) -> tuple[st
 
 
 def launch_3d(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
-              col_blocks: int, row_blocks: int, outer: int) -> Launch:
-    """Columns blocks on dimension 0, row blocks (grouped by the target's ``tiles.row_group``)
-    on 1, the outer (batch-like) index on 2."""
+              col_blocks: int, row_blocks: int, outer: int, group: int | None = None) -> Launch:
+    """Columns blocks on dimension 0, row blocks (``group`` per work-group, by default the
+    target's ``tiles.row_group``) on 1, the outer (batch-like) index on 2."""
     name = ctx.program.add_kernel(kb, inst.name)
-    group = ctx.target.tiles.row_group
+    group = group or ctx.target.tiles.row_group
     rows = -(-row_blocks // group) * group
     return Launch(name, tuple(b.ref for b in kb.buffers), tuple(kb.scalar_arg_values()),
                   (col_blocks, rows, outer), (1, group, 1), inst.name)
