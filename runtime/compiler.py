@@ -302,7 +302,7 @@ def build_kernels(dev, program, report: ProgressCallback,
         done: set = set()
         if workers is not None and workers.processes:
             parts = shares(compiling, len(workers.processes) + 1)
-            workers.start(dev.spec, program.source, program.options, parts[1:])
+            workers.start(dev.identity, program.source, program.options, parts[1:])
             for variant in parts[0]:
                 _warm(cl, dev, kernels[variant.kernel], scratch, variant, program)
                 done.add(variant)
@@ -318,7 +318,7 @@ def build_kernels(dev, program, report: ProgressCallback,
             workers.stop()
     mark = time.perf_counter()
     if len(compiling) >= VARIANTS_PER_WORKER:
-        save_in_background(dev.spec, program.source, program.options, variants, saved)
+        save_in_background(dev.identity, program.source, program.options, variants, saved)
     elif not pending:
         binary_cache.save(cl, dev, program.source, options, cl_program)
     times["binary-save"] = time.perf_counter() - mark

@@ -4,6 +4,8 @@ detached worker; the result is the same as a build in one process."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 
@@ -11,6 +13,8 @@ import runtime
 from runtime import compiler
 from runtime.execution import binary_cache, build_workers
 from runtime.execution.build_workers import Variant, shares
+
+from .conftest import REPO
 
 CHAIN = """HloModule chain
 
@@ -35,10 +39,12 @@ def test_shares_balance_the_source_sizes():
     assert shares(variants[:1], 3)[1:] == [[], []]
 
 
-def test_a_cold_build_with_workers_runs_like_one_without(tmp_path, monkeypatch):
-    monkeypatch.setenv("POCL_CACHE_DIR", str(tmp_path))       # no binary: a cold build
-    monkeypatch.setenv("HLO_BUILD_JOBS", "2")
-    monkeypatch.setattr(compiler, "VARIANTS_PER_WORKER", 1)
+def cold_build_with_workers() -> None:
+    """Run in a fresh process (PoCL reads its cache directory once per process, so a process
+    that built kernels before would not build cold): a cold build shares the variants with a
+    worker, gives the same values, reports every kernel, and the detached saver writes the
+    program binary."""
+    compiler.VARIANTS_PER_WORKER = 1
     from_workers: list[str] = []
     original = build_workers.Workers.finish
 
@@ -47,7 +53,7 @@ def test_a_cold_build_with_workers_runs_like_one_without(tmp_path, monkeypatch):
             from_workers.append(kernel)
             warmed(kernel)
         return original(self, record)
-    monkeypatch.setattr(build_workers.Workers, "finish", spy)
+    build_workers.Workers.finish = spy        # type: ignore[method-assign]
     progress: list[tuple] = []
     exe = runtime.compile(CHAIN, fusion=False, force=True,
                           progress=lambda *report: progress.append(report))
@@ -55,16 +61,24 @@ def test_a_cold_build_with_workers_runs_like_one_without(tmp_path, monkeypatch):
     a = x + x
     np.testing.assert_allclose(exe(x), np.exp(-(a * x)) - a, rtol=1e-6)
     names = exe.program.kernel_names
-    assert len(names) == 5 and from_workers and set(from_workers) <= set(names)
+    assert len(names) == 5 and from_workers and set(from_workers) <= set(names), from_workers
     builds = [r for r in progress if r[0] == "build"]
-    assert builds[-1] == ("build", 5, 5) and progress[-1] == ("done", 5, 5)
+    assert builds[-1] == ("build", 5, 5) and progress[-1] == ("done", 5, 5), progress
     saved = binary_cache.binary_path(exe.device, exe.program.source,
                                      (*exe.device.build_options, *exe.program.options))
-    # the detached saver writes the binary; it runs at low priority beside the rest of the
-    # suite (and any savers earlier tests started), so wait for the process itself
-    saver = build_workers._savers[-1]
-    assert saver.wait(timeout=900) == 0
-    assert saved.is_file()
+    assert build_workers._savers[-1].wait(timeout=900) == 0   # the detached saver, low priority
+    assert saved.is_file(), saved
+
+
+def test_a_cold_build_with_workers_runs_like_one_without(tmp_path):
+    env = dict(os.environ, POCL_CACHE_DIR=str(tmp_path / "pocl"), HLO_BUILD_JOBS="2",
+               HLO_MAGIC_CACHE=str(tmp_path / "cache"), PYTHONPATH=str(REPO))
+    env.pop("HLO_DEVICE", None)
+    done = subprocess.run(
+        [sys.executable, "-c", "from tests.test_build_workers import cold_build_with_workers\n"
+                               "cold_build_with_workers()"],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def test_the_number_of_jobs_is_configurable(monkeypatch):

@@ -148,12 +148,21 @@ def test_intel_library_is_registered_next_to_the_system_icds(monkeypatch, tmp_pa
     monkeypatch.setattr(device_probe, "intel_library", lambda: library)
     monkeypatch.setenv("OCL_ICD_VENDORS", str(system))
     vendors = device_probe.register_vendor_icds(tmp_path / "cache")
-    assert vendors == tmp_path / "cache" / "vendors"
+    assert vendors is not None and vendors.parent == tmp_path / "cache"
     assert os.environ["OCL_ICD_VENDORS"] == str(vendors)
     contents = sorted(p.read_text().strip() for p in vendors.glob("*.icd"))
     assert contents == sorted(["libpocl.so.2", str(library)])
     # already listed: nothing more to do
     assert device_probe.register_vendor_icds(tmp_path / "cache") is None
+    # a process with another vendor list (here: none at all) gets its own directory and
+    # leaves this one as it is
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    monkeypatch.setenv("OCL_ICD_VENDORS", str(empty))
+    alone = device_probe.register_vendor_icds(tmp_path / "cache")
+    assert alone is not None and alone != vendors
+    assert [p.read_text().strip() for p in alone.glob("*.icd")] == [str(library)]
+    assert sorted(p.read_text().strip() for p in vendors.glob("*.icd")) == contents
 
 
 def test_registration_can_be_turned_off(monkeypatch, tmp_path):

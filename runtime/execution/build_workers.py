@@ -34,6 +34,8 @@ from typing import Callable
 
 import numpy as np
 
+from ..errors import DeviceError
+
 WORKER_TIMEOUT_S = 900
 
 
@@ -89,10 +91,10 @@ class Workers:
             except OSError:
                 break
 
-    def start(self, device_spec: str, source: str, options: tuple[str, ...],
+    def start(self, device_identity: str, source: str, options: tuple[str, ...],
               parts: list[list[Variant]]) -> None:
         for process, part in zip(self.processes, parts):
-            job = {"device": device_spec, "source": source, "options": list(options),
+            job = {"device": device_identity, "source": source, "options": list(options),
                    "variants": [asdict(v) for v in part]}
             try:
                 assert process.stdin is not None
@@ -145,13 +147,13 @@ def save_pending(binary: Path) -> bool:
         return False
 
 
-def save_in_background(device_spec: str, source: str, options: tuple[str, ...],
+def save_in_background(device_identity: str, source: str, options: tuple[str, ...],
                        variants: list[Variant], binary: Path) -> subprocess.Popen | None:
     """Start a detached worker that warms ``variants`` (all cache hits by now) and saves the
     program binary; returns it (None if it could not start). Nobody waits for it; until it
     is done, ``save_pending(binary)`` says so."""
     marker = pending_marker(binary)
-    job = {"device": device_spec, "source": source, "options": list(options),
+    job = {"device": device_identity, "source": source, "options": list(options),
            "variants": [asdict(v) for v in variants], "save": True, "marker": str(marker)}
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
@@ -180,11 +182,22 @@ def launch_zero_work(cl, queue, kernel, scratch, variant: Variant) -> None:
     queue.finish()
 
 
+def _device_with_identity(found: list, identity: str):
+    """The device the compiling process named by its identity: a spec such as "cpu:0" is a
+    position in the platform order, which the ICD loader may enumerate differently in another
+    process (vendor files registered at run time), and a binary saved for another device would
+    be saved under another name."""
+    for device in found:
+        if device.identity == identity:
+            return device
+    raise DeviceError(f"no OpenCL device {identity!r} in this worker process")
+
+
 def _warm(job: dict, report: Callable[[str], None]) -> None:
     from . import binary_cache
-    from .device import build_program, get_device, opencl
+    from .device import build_program, devices, opencl
     cl = opencl()
-    device = get_device(job["device"])
+    device = _device_with_identity(devices(), job["device"])
     program = build_program(device, job["source"], tuple(job["options"]))
     scratch = cl.Buffer(device.context, cl.mem_flags.READ_WRITE, 1)
     kernels: dict[str, object] = {}

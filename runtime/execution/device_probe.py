@@ -26,6 +26,7 @@ does that before pyopencl loads: an ICD directory in the project's cache naming 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -196,9 +197,9 @@ def intel_library() -> Path | None:
 def register_vendor_icds(icd_root: Path) -> Path | None:
     """Make pip-installed OpenCL drivers visible to the ICD loader; call before pyopencl loads.
 
-    Writes ``icd_root/vendors`` with one ``.icd`` file per driver: those ``OCL_ICD_VENDORS``
-    named (or the system's ``/etc/OpenCL/vendors``), plus Intel's CPU runtime from its wheel,
-    and points ``OCL_ICD_VENDORS`` there. Returns that directory, or None when there is nothing
+    Writes ``icd_root/vendors-<digest>`` with one ``.icd`` file per driver: those
+    ``OCL_ICD_VENDORS`` named (or the system's ``/etc/OpenCL/vendors``), plus Intel's CPU
+    runtime from its wheel, and points ``OCL_ICD_VENDORS`` there. Returns that directory, or None when there is nothing
     to add (no wheel, or it is already listed).
     """
     library = intel_library() if os.environ.get("HLO_INTEL_OPENCL", "1") != "0" else None
@@ -207,13 +208,13 @@ def register_vendor_icds(icd_root: Path) -> Path | None:
     existing = _vendor_files(os.environ.get("OCL_ICD_VENDORS"))
     if any(_icd_target(f) == str(library) for f in existing):
         return None
-    vendors = icd_root / "vendors"
-    vendors.mkdir(parents=True, exist_ok=True)
     wanted = {f"{i:02d}-{f.name}": _icd_target(f) for i, f in enumerate(existing)}
     wanted["99-hlo-magic-intel-cpu.icd"] = str(library)
-    for stale in vendors.glob("*.icd"):
-        if stale.name not in wanted:
-            stale.unlink()
+    # one directory per set of drivers: processes started with other vendor lists (another
+    # OCL_ICD_VENDORS) share the cache but must never rewrite each other's directory
+    digest = hashlib.sha256(repr(sorted(wanted.items())).encode()).hexdigest()[:16]
+    vendors = icd_root / f"vendors-{digest}"
+    vendors.mkdir(parents=True, exist_ok=True)
     for name, target in wanted.items():
         path = vendors / name
         if not path.is_file() or path.read_text().strip() != target:
