@@ -212,3 +212,22 @@ def test_a_device_array_from_another_device_is_refused():
                                                         r"compiled for"):
         exe.run(elsewhere)
     np.testing.assert_array_equal(exe(np.ones(4, np.float32)), -np.ones(4, np.float32))
+
+
+def test_the_default_compiles_only_until_a_device_can_win(monkeypatch):
+    """Devices that cannot win are never probed, so their compilers never load into the
+    process (two LLVMs in one process crashed there)."""
+    monkeypatch.setattr(device_probe, "host_isa", lambda: "avx2")
+    best = _fake("pthread-haswell-X", spec="cpu:0")
+    others = [_fake("AMD EPYC", "intel", spec="cpu:1"), _fake("pthread-AMD EPYC", spec="cpu:2")]
+    for other in others:
+        del other._lazy["probe"]           # probing one of these would build a kernel
+    probed: list[str] = []
+    original = device.Device.probe_build
+
+    def counting(self):
+        probed.append(self.spec)
+        return original(self)
+    monkeypatch.setattr(device.Device, "probe_build", counting)
+    assert device_probe.choose([*others, best]) is best
+    assert probed == ["cpu:0"]

@@ -138,9 +138,17 @@ def assess(found: list[Device]) -> list[Assessment]:
 
 
 def choose(found: list[Device]) -> Device | None:
-    """The default device, or None when no device can compile."""
-    ranked = assess(found)
-    return ranked[0].device if ranked and ranked[0].usable else None
+    """The default device, or None when no device can compile: devices are tried best first
+    by the rule (every other criterion is known without compiling), and the first that
+    compiles is used, so the compilers of devices that cannot win are never loaded into the
+    process (PoCL 3.0's LLVM 14 and Intel's runtime's LLVM in one process crashed LLVM
+    here)."""
+    host = host_isa()
+    for a in sorted((Assessment(d, None, target_isa(d)) for d in found),
+                    key=lambda a: _rank_key(a, host)):
+        if a.device.probe_build() is None:
+            return a.device
+    return None
 
 
 def reasons(found: list[Device], used: Device, chosen_by: str | None = None) -> dict[str, str]:
