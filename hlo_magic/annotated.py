@@ -11,7 +11,6 @@ read from the buffer assignment (``slice``, ``placement``), never recomputed. Re
 from __future__ import annotations
 
 import html
-import re
 from dataclasses import dataclass, field
 
 from runtime.buffers import BufferAssignment
@@ -21,12 +20,12 @@ from runtime.hlo.printer import instruction_to_text
 from runtime.hlo.shape import ShapeIndex, index_text
 
 from .formatting import format_bytes
+from .names import fused_members, source_name
 
 # Allocation colours (Paul Tol's "light" scheme): rows are tinted, so they stay readable in
 # light and dark themes alike.
 PALETTE = ("#77AADD", "#EE8866", "#EEDD88", "#FFAABB", "#99DDFF", "#44BB99", "#BBCC33",
            "#AAAA00", "#DDDDDD")
-_DUPLICATE = re.compile(r"^(.*)\.\d+$")
 _CODE = ("font-family:var(--jp-code-font-family,monospace);white-space:pre;display:inline-block;"
          "max-width:60em;overflow:hidden;text-overflow:ellipsis;vertical-align:top")
 _CELL = "padding:1px 8px 1px 0;text-align:left;vertical-align:top"
@@ -146,29 +145,6 @@ def annotate(plan: BufferAssignment, source: HloModule | None = None) -> Annotat
     return AnnotatedModule(module.name, computations, allocations)
 
 
-def source_name(name: str, names: set[str]) -> str | None:
-    """The source instruction (one of ``names``) that ``name`` comes from: itself, or the
-    original of a copy a pass made (inlining a call or duplicating into a fusion appends
-    ``.N``, maybe more than once: ``constant.17.0.1`` is a copy of ``constant.17``)."""
-    while name not in names:
-        match = _DUPLICATE.match(name)
-        if not match:
-            return None
-        name = match.group(1)
-    return name
-
-
-def fused_from(fusion: HloInstruction, names: set[str]) -> list[str]:
-    """The source instructions a fusion holds, in its fused computation's order."""
-    found: list[str] = []
-    for comp in fusion.called_computations:
-        for member in comp.instructions:
-            original = source_name(member.name, names)
-            if member.opcode != "parameter" and original and original not in found:
-                found.append(original)
-    return found
-
-
 class _Builder:
     def __init__(self, plan: BufferAssignment, names: set[str], lines: dict[str, int],
                  origins: dict[str, str]) -> None:
@@ -197,7 +173,7 @@ class _Builder:
     def instruction(self, inst: HloInstruction) -> AnnotatedInstruction:
         fused = [self.instruction(m) for c in inst.called_computations for m in c.instructions] \
             if inst.opcode == "fusion" else []
-        held = fused_from(inst, self.names) if inst.opcode == "fusion" else []
+        held = fused_members(inst, self.names) if inst.opcode == "fusion" else []
         original = self.source_name(inst.name)
         origin = ""
         if inst.name in self.origins:

@@ -5,36 +5,64 @@ Fusion replaces a group of instructions by one ``fusion`` instruction with a new
 buffers after their defining instruction would name things the user never wrote. The fused
 computation keeps the source names of the instructions it holds; this module collects them,
 root first, so ``subtract_fusion.0`` can be shown as ``subtract_fusion.0 (new_w, step, lrb)``.
+Passes also copy instructions under new names (inlining a call, duplicating a cheap value
+into a fusion append ``.N``); given the source module's names, members are traced back to
+the instruction the user wrote. The report, the annotated view and the timeline all name
+fusions through this module, so they agree.
 """
 
 from __future__ import annotations
+
+import re
 
 from runtime.buffers import AssignedBuffer
 from runtime.hlo.ir import HloComputation, HloInstruction, HloModule
 
 SHOWN_MEMBERS = 3
+_DUPLICATE = re.compile(r"^(.*)\.\d+$")
 
 
-def fused_members(fusion: HloInstruction) -> list[str]:
-    """The source instructions a fusion holds, its root first, then nearest to the root."""
+def source_name(name: str, names: set[str]) -> str | None:
+    """The source instruction (one of ``names``) that ``name`` comes from: itself, or the
+    original of a copy a pass made (``.N`` appended, maybe more than once: ``constant.17.0.1``
+    is a copy of ``constant.17``); None when it comes from none of them."""
+    while name not in names:
+        match = _DUPLICATE.match(name)
+        if not match:
+            return None
+        name = match.group(1)
+    return name
+
+
+def fused_members(fusion: HloInstruction, source_names: set[str] | None = None) -> list[str]:
+    """The instructions a fusion holds, its root first, then nearest to the root, each once;
+    with ``source_names``, traced back to the source instructions (members with no source
+    instruction are left out)."""
     names: list[str] = []
     for comp in fusion.called_computations:
-        names += _members(comp)
+        for name in _members(comp, source_names):
+            if name not in names:
+                names.append(name)
     return names
 
 
-def _members(comp: HloComputation) -> list[str]:
+def _members(comp: HloComputation, source_names: set[str] | None) -> list[str]:
     names: list[str] = []
     for inst in reversed(comp.instructions):
         if inst.opcode == "parameter":
             continue
         if inst.opcode == "fusion":
-            names += fused_members(inst)
-        else:
+            names += fused_members(inst, source_names)
+        elif source_names is None:
             names.append(inst.name)
-    if comp.root is not None and comp.root.name in names:
-        names.remove(comp.root.name)
-        names.insert(0, comp.root.name)
+        elif (original := source_name(inst.name, source_names)) is not None:
+            names.append(original)
+    root = comp.root
+    first = root.name if root is None or source_names is None else \
+        source_name(root.name, source_names)
+    if root is not None and first in names:
+        names.remove(first)
+        names.insert(0, first)
     return names
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from runtime.buffers import AssignedBuffer, BufferAssignment
 from runtime.hlo import HloModule
 
-from .annotated import fused_from
+from .names import fused_members
 
 from .formatting import format_bytes
 from .timeline import KIND_STYLES, buffer_kind, live_bytes_by_kind
@@ -86,7 +86,7 @@ def _note(assignment: BufferAssignment, placed: AssignedBuffer, taken_from: dict
     lines = []
     inst = placed.buffer.first.instruction
     if inst.opcode == "fusion":
-        fused = fused_from(inst, names)
+        fused = fused_members(inst, names)
         more = f" (+{len(fused) - MAX_LISTED} more)" if len(fused) > MAX_LISTED else ""
         lines.append(f"fused from {len(fused)}: {', '.join(fused[:MAX_LISTED])}{more}")
     others = [v.label for v in placed.values[1:]]
