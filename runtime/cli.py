@@ -219,7 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one per entry parameter: a number, a nested list like [[1,2],[3,4]], "
                         "or @file.npy")
     r.add_argument("--device", default=None, help="OpenCL device: cpu, gpu, gpu:1, pocl, ... "
-                                                  "(default: $HLO_DEVICE or PoCL on the CPU)")
+                                                  "(default: $HLO_DEVICE or the best CPU device; "
+                                                  "see hlo devices)")
     r.add_argument("--donate", default="", metavar="IDX|NAME,...",
                    help="parameters to donate, by number or name, or 'all' (updated in place "
                         "where aliased)")

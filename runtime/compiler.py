@@ -86,7 +86,8 @@ def _cache_key(text: str, device, options: CompileOptions) -> tuple:
 def compile(module_or_text: str | HloModule, device=None, *, alignment: int | None = None,
             fusion: bool = True, progress: ProgressCallback | None = None,
             force: bool = False, elided_constants: str | None = None, lazy: bool = False):
-    """Compile HLO for ``device`` (None: ``HLO_DEVICE`` or the default, PoCL on the CPU).
+    """Compile HLO for ``device`` (None: ``HLO_DEVICE`` or the default device,
+    the best CPU device by ``execution.device_probe``'s rule).
 
     The analysis (``runtime.analyze``: parse, verify, passes, buffer assignment) happens here;
     with ``lazy=True`` the kernels are generated and built at the first run instead (showing
