@@ -16,6 +16,7 @@ from runtime.buffers import AssignedBuffer, BufferAssignment
 from runtime.hlo import HloModule
 
 from .names import fused_members
+from .sharing import Reuse, reuses, sentence
 
 from .formatting import format_bytes
 from .timeline import KIND_STYLES, buffer_kind, live_bytes_by_kind
@@ -79,10 +80,9 @@ def _allocation_label(assignment: BufferAssignment, index: int) -> str:
     return f"#{a.index} {what} ({format_bytes(a.size)})"
 
 
-def _note(assignment: BufferAssignment, placed: AssignedBuffer, taken_from: dict,
-          names: set[str]) -> str:
+def _note(placed: AssignedBuffer, reused: Reuse | None, names: set[str]) -> str:
     """Lines shown under a buffer's details: the source instructions a fusion holds, what
-    else the buffer holds, whose bytes it took over."""
+    else the buffer holds, whose bytes it reuses and why (``sharing``)."""
     lines = []
     inst = placed.buffer.first.instruction
     if inst.opcode == "fusion":
@@ -93,10 +93,8 @@ def _note(assignment: BufferAssignment, placed: AssignedBuffer, taken_from: dict
     if others:
         more = f" (+{len(others) - MAX_LISTED} more)" if len(others) > MAX_LISTED else ""
         lines.append(f"also holds: {', '.join(others[:MAX_LISTED])}{more}")
-    earlier = taken_from.get(placed.buffer)
-    if earlier is not None:
-        before = assignment.placement(earlier)
-        lines.append(f"reuses the bytes of {before.name} (dies at step {before.live.end})")
+    if reused is not None:
+        lines.append(sentence(reused))
     return "\n".join(lines)
 
 
@@ -106,7 +104,7 @@ def timeline_data(assignment: BufferAssignment, source: HloModule | None = None
     ``source`` (the module as written) names what fusions hold (default: the plan's input)."""
     names = {i.name for i in (source or assignment.source).instructions()}
     buffers = [b for b in assignment.buffers() if b.size]
-    taken_from = assignment.temp_arena.reuse if assignment.temp_arena else {}
+    reused = {r.buffer.buffer: r for r in reuses(assignment)}
     numeric = np.array([[b.size for b in buffers], [b.allocation for b in buffers],
                         [b.offset for b in buffers], [b.live.start for b in buffers],
                         [b.live.end for b in buffers],
@@ -122,7 +120,7 @@ def timeline_data(assignment: BufferAssignment, source: HloModule | None = None
         instructions=[b.buffer.first.instruction.name for b in buffers],
         opcodes=[b.buffer.first.instruction.opcode for b in buffers],
         shapes=[b.buffer.first.shape.to_text(False) for b in buffers],
-        notes=[_note(assignment, b, taken_from, names) for b in buffers],
+        notes=[_note(b, reused.get(b.buffer), names) for b in buffers],
         allocations=allocations, steps=[i.name for i in steps],
         step_opcodes=[i.opcode for i in steps], live_by_kind=live_bytes_by_kind(assignment),
         peak=assignment.peak, peak_step=assignment.peak_step)

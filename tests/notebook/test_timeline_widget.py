@@ -11,6 +11,7 @@ import pytest
 
 import hlo_magic
 import runtime
+from hlo_magic.sharing import reuses
 from hlo_magic.timeline_data import KINDS, NUMERIC_COLUMNS, timeline_data
 from hlo_magic.timeline_widget import MemoryTimeline
 from runtime.passes.pipeline import buffer_assignment, run as run_pipeline
@@ -50,10 +51,13 @@ def test_notes_say_what_a_fusion_holds_and_whose_bytes_a_buffer_reuses():
     for i in fusions:
         listed = data.notes[i].splitlines()[0].split(": ", 1)[1].split(" (+")[0].split(", ")
         assert set(listed) <= names, listed
-    reuse = plan.temp_arena.reuse
-    for later, earlier in reuse.items():
+    handed_over = plan.temp_arena.reuse
+    for later, earlier in handed_over.items():          # in place: at the holder's last use
         note = data.notes[data.index_of(plan.placement(later).name)]
-        assert f"reuses the bytes of {plan.placement(earlier).name}" in note
+        assert f"takes over {plan.placement(earlier).name}'s bytes" in note
+    for r in reuses(plan):                               # every reused range says who held it
+        note = data.notes[data.index_of(r.buffer.name)]
+        assert f"{r.previous.name}'s bytes at offset {r.offset}" in note
 
 
 def test_widget_sends_binary_columns_and_selects_by_name():
