@@ -124,6 +124,7 @@ class Target:
     tiles: TileShape
     transpose_block: int       # side of the square blocks of the blocked transpose
     work_groups: WorkGroups | None = None   # local-memory kernel shapes (GPU-like devices)
+    subtracting_loop_pragma: str = ""   # put before loops accumulating by subtraction (below)
 
     def codegen_key(self) -> tuple:
         """The settings code generation reads (the fusion and split rules shape the module
@@ -198,11 +199,21 @@ GPU = Target(
 # against 3.71-4.09 ms in three runs). Vector widths below 512 bits, other loop work-group
 # sizes, other outer-product tiles and smaller transpose blocks measured the same or slower
 # there, so they stay the CPU's.
+#
+# Its compiler (intel-opencl-rt 2026.2) also vectorises the loops inside a work-item, and gets
+# some float accumulations that subtract wrong: ``acc = acc - a[r + i * n]`` over rows of 100
+# in work-groups of 8 returned garbage (relative error 1.4), as did ``acc + -(x + 1)``, while
+# ``acc + x``, ``acc - 2 * x`` and the same loop under ``-cl-opt-disable`` were right. XLA's
+# ``reduce(negate(x))`` fuses into exactly such a loop (ResNet-18's loss gradient). Loops whose
+# accumulation may compile to ``acc - x`` (``elemental.accumulation_subtracts``) are kept from
+# being vectorised; marking every loop instead made reductions 2.5x slower there (8M-element
+# sum 1.6 -> 4.1 ms), since a row sum's speed comes from vectorising its loop.
 CPU_IMPLICIT_SIMD = replace(
     CPU,
     name="cpu-implicit-simd",
     reduction=ReductionShape(lanes=1, local_size=8, wide_index=False, column_lanes=16),
     tiles=replace(CPU.tiles, inner_cols=4),
+    subtracting_loop_pragma="#pragma clang loop vectorize(disable)",
 )
 
 TARGETS = {t.name: t for t in (CPU, CPU_IMPLICIT_SIMD, GPU)}

@@ -63,7 +63,7 @@ def test_the_implicit_simd_target_differs_in_reductions_and_inner_products_only(
     assert CPU_IMPLICIT_SIMD.kind == "cpu"           # the same lowering rules
     differ = {k for (k, a), (_, b) in zip(CPU.codegen_key(), CPU_IMPLICIT_SIMD.codegen_key())
               if a != b}
-    assert differ == {"name", "reduction", "tiles"}
+    assert differ == {"name", "reduction", "tiles", "subtracting_loop_pragma"}
     assert replace(CPU_IMPLICIT_SIMD.tiles, inner_cols=CPU.tiles.inner_cols) == CPU.tiles
     assert set(TARGETS) == {"cpu", "cpu-implicit-simd", "gpu"}
 
@@ -99,8 +99,26 @@ def dot(lhs: str, rhs: str, out: str, dims: str) -> str:
             f"  b = f32[{rhs}] parameter(1)\n  ROOT d = f32[{out}] dot(a, b), {dims}\n}}")
 
 
+# a loss gradient's shape: a row sum of negated values, then an elementwise epilogue (Intel's
+# compiler vectorised the ``acc - x`` loop wrong, see ``target.CPU_IMPLICIT_SIMD``)
+NEGATED_ROWS = """HloModule negated_rows
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[8,100]{1,0} parameter(0)
+  n = f32[8,100]{1,0} negate(x)
+  z = f32[] constant(0)
+  r = f32[8] reduce(n, z), dimensions={1}, to_apply=add
+  b = f32[8,100]{1,0} broadcast(r), dimensions={0}
+  ROOT o = f32[8,100]{1,0} add(x, b)
+}"""
+
 NT = "lhs_contracting_dims={1}, rhs_contracting_dims={1}"
 CASES = [   # (module, input shapes, numpy)
+    (NEGATED_ROWS, [(8, 100)], lambda x: x - x.sum(1, keepdims=True)),
     (ROWS, [(37, 300)], lambda x: x.sum(1)),
     (ROWS.replace("f32[37,300]{1,0}", "f32[300,37]{1,0}").replace("dimensions={1}",
                                                                   "dimensions={0}"),
@@ -133,6 +151,29 @@ def test_each_target_runs_correctly_on_every_cpu_device(name):
             np.testing.assert_allclose(got, want(*xs), rtol=1e-4, atol=1e-4,
                                        err_msg=f"{dev}: {text}")
     assert tested, "no CPU device compiles for this host's ISA"
+
+
+def marked_loops(text: str, target: Target) -> tuple[int, int]:
+    """(loops, loops under the implicit-SIMD target's pragma) in ``text``'s program."""
+    lines = lower(run(runtime.parse(text), target), target).source.splitlines()
+    loops = [i for i, line in enumerate(lines) if line.lstrip().startswith("for (")]
+    pragma = CPU_IMPLICIT_SIMD.subtracting_loop_pragma
+    return len(loops), sum(lines[i - 1].strip() == pragma for i in loops)
+
+
+def test_only_subtracting_loops_of_the_implicit_simd_target_are_kept_from_vectorising():
+    """The accumulation of a negated value is marked there; a plain sum is not (its loop's
+    vectorisation is what makes it fast), and no other target marks anything."""
+    assert marked_loops(NEGATED_ROWS, CPU_IMPLICIT_SIMD) == (2, 1)    # the sum, the epilogue
+    assert marked_loops(NEGATED_ROWS, CPU) == (marked_loops(NEGATED_ROWS, CPU)[0], 0)
+    assert marked_loops(ROWS, CPU_IMPLICIT_SIMD) == (1, 0)
+    scaled = NEGATED_ROWS.replace("  n = f32[8,100]{1,0} negate(x)",
+                                  "  c = f32[] constant(-1)\n"
+                                  "  k = f32[8,100]{1,0} broadcast(c), dimensions={}\n"
+                                  "  n = f32[8,100]{1,0} multiply(x, k)")
+    assert marked_loops(scaled, CPU_IMPLICIT_SIMD)[1] == 1
+    subtracting = ROWS.replace("add(a, b)", "subtract(a, b)")
+    assert marked_loops(subtracting, CPU_IMPLICIT_SIMD) == (1, 1)
 
 
 def test_column_kernels_keep_adjacent_outputs_on_both_cpu_targets():

@@ -81,9 +81,10 @@ class ElementalEmitter:
         return None
 
     @contextlib.contextmanager
-    def block(self, header: str):
-        """A C block whose temporaries (and memoised values) do not outlive it."""
-        with self.kb.block(header):
+    def block(self, header: str, subtracting: bool = False):
+        """A C block whose temporaries (and memoised values) do not outlive it
+        (``subtracting``: see ``KernelBuilder.block``)."""
+        with self.kb.block(header, subtracting):
             self.scopes.append({})
             try:
                 yield
@@ -527,14 +528,50 @@ def _ctype_of(comp: HloComputation, i: int) -> str:
     return cltypes.compute_type(s.element_type)
 
 
-def _loops(em: ElementalEmitter, sizes: list[tuple[int, object]]):
+# ops that pass a value on unchanged (a negation below one is still the accumulated value's)
+_PASS_THROUGH = frozenset({"convert", "copy", "bitcast", "reshape", "broadcast", "transpose",
+                           "slice", "reverse"})
+
+
+def accumulation_subtracts(comp: HloComputation, values: list[HloInstruction]) -> bool:
+    """Whether accumulating ``values`` with the reducer ``comp`` may compile to ``acc - x``:
+    the reducer subtracts, or it adds a value that is a negation (``negate``, or a product
+    with a constant, which compilers turn into one when the constant is -1). Some compilers
+    vectorise such loops wrong (``Target.subtracting_loop_pragma``)."""
+    root = comp.root
+    assert root is not None
+    combined = root.operands if root.opcode == "tuple" else [root]
+    if any(c.opcode == "subtract" for c in combined):
+        return True
+    return any(c.opcode == "add" for c in combined) and any(_negation(v) for v in values)
+
+
+def _negation(value: HloInstruction) -> bool:
+    while value.opcode in _PASS_THROUGH:
+        value = value.operands[0]
+    if value.opcode == "negate":
+        return True
+    if value.opcode == "multiply":
+        return any(_is_constant(o) for o in value.operands)
+    if value.opcode == "select":
+        return any(_negation(o) for o in value.operands[1:])
+    return False
+
+
+def _is_constant(value: HloInstruction) -> bool:
+    while value.opcode in _PASS_THROUGH:
+        value = value.operands[0]
+    return value.opcode == "constant"
+
+
+def _loops(em: ElementalEmitter, sizes: list[tuple[int, object]], subtracting: bool = False):
     """Nested ``for`` loops over the given (size, key) pairs; yields the loop variables."""
     names = []
     blocks = []
     for size, key in sizes:
         var = em.kb.fresh("j")
         n = em.kb.param(size, key=key)
-        blk = em.block(f"for ({em.kb.index_type} {var} = 0; {var} < {n}; ++{var})")
+        blk = em.block(f"for ({em.kb.index_type} {var} = 0; {var} < {n}; ++{var})", subtracting)
         blk.__enter__()
         blocks.append(blk)
         names.append(var)
@@ -553,7 +590,8 @@ def _reduce(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     src = _shape(inputs[0])
     key = ("reduce", id(inst))
     accs = _accumulators(em, inits)
-    loop_vars, blocks = _loops(em, [(src.dims[d], (key, d)) for d in dims])
+    loop_vars, blocks = _loops(em, [(src.dims[d], (key, d)) for d in dims],
+                               accumulation_subtracts(inst.to_apply, inputs))
     exprs, kept = [], iter(index.exprs)
     by_dim = dict(zip(dims, loop_vars))
     for d in range(src.rank):
@@ -565,10 +603,11 @@ def _reduce(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
 
 
 def _window_positions(em: ElementalEmitter, inst: HloInstruction, window, out_index: Index,
-                      in_dims: tuple[int, ...], key: object):
+                      in_dims: tuple[int, ...], key: object, subtracting: bool = False):
     """Open loops over a window's taps; return the input index inside them, the condition
     that it is not padding, the open blocks, and the tap loop variables."""
-    loop_vars, blocks = _loops(em, [(w.size, (key, "w", d)) for d, w in enumerate(window.dims)])
+    loop_vars, blocks = _loops(em, [(w.size, (key, "w", d)) for d, w in enumerate(window.dims)],
+                               subtracting)
     exprs, conds = [], []
     for d, w in enumerate(window.dims):
         j = loop_vars[d]
@@ -596,7 +635,8 @@ def _reduce_window(em: ElementalEmitter, inst: HloInstruction, index: Index) -> 
     key = ("rw", id(inst))
     accs = _accumulators(em, inits)
     init_vals = [em.value(i, SCALAR) for i in inits]
-    exprs, valid, blocks, _ = _window_positions(em, inst, window, index, inputs[0].shape.dims, key)
+    exprs, valid, blocks, _ = _window_positions(em, inst, window, index, inputs[0].shape.dims, key,
+                                                accumulation_subtracts(inst.to_apply, inputs))
     with em.block(f"if ({valid})"):
         xs = [em.value(x, Index(exprs)) for x in inputs]
         _combine(em, inst.to_apply, accs, xs)

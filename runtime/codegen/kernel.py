@@ -53,6 +53,7 @@ class KernelBuilder:
     _depth: int = 1
     _counter: int = 0
     _params: dict[object, str] = field(default_factory=dict)
+    _subtracting_loops: list[int] = field(default_factory=list)   # their ``for`` lines
 
     # --- arguments --------------------------------------------------------------------------
     def buffer(self, et: ElementType, ref: BufferRef, writable: bool = False,
@@ -113,7 +114,11 @@ class KernelBuilder:
         return name
 
     @contextlib.contextmanager
-    def block(self, header: str):
+    def block(self, header: str, subtracting: bool = False):
+        """A C block; ``subtracting``: a loop whose float accumulation may compile to
+        ``acc - x`` (``render`` puts the target's ``subtracting_loop_pragma`` before it)."""
+        if subtracting:
+            self._subtracting_loops.append(len(self.body))
         self.line(header + " {")
         self._depth += 1
         try:
@@ -132,14 +137,19 @@ class KernelBuilder:
             args.append(f"{ctype} {name}")
         return args
 
-    def render(self, name: str) -> str:
+    def render(self, name: str, subtracting_loop_pragma: str = "") -> str:
+        """The kernel's source, the pragma before each loop opened as ``subtracting``."""
         lines = [f"__kernel void {name}(" + ", ".join(self.signature_args()) + ") {"]
         for b in self.buffers:
             st = cltypes.storage_type(b.element_type)
             const = "" if b.writable else "const "
             lines.append(f"  __global {const}{st}* {b.name} = "
                          f"(__global {const}{st}*)({b.name}_base + {b.name}_off);")
-        lines.extend(self.body)
+        marked = set(self._subtracting_loops) if subtracting_loop_pragma else set()
+        for i, line in enumerate(self.body):
+            if i in marked:
+                lines.append(line[:len(line) - len(line.lstrip())] + subtracting_loop_pragma)
+            lines.append(line)
         lines.append("}")
         return "\n".join(lines)
 

@@ -18,7 +18,7 @@ from .program import Program, ProgramBuilder
 
 def lower(assignment: BufferAssignment, target: Target = CPU, alignment: int = 128) -> Program:
     """Plan and OpenCL source for a buffer-assigned module."""
-    builder = ProgramBuilder(alignment)
+    builder = ProgramBuilder(alignment, target.subtracting_loop_pragma)
     ctx = LoweringContext(assignment, target, builder)
     entry = assignment.module.entry
     assert entry is not None

@@ -40,8 +40,9 @@ class Program:
 
 
 class ProgramBuilder:
-    def __init__(self, alignment: int = 128) -> None:
+    def __init__(self, alignment: int = 128, subtracting_loop_pragma: str = "") -> None:
         self.alignment = alignment
+        self.subtracting_loop_pragma = subtracting_loop_pragma
         self._by_text: dict[str, str] = {}
         self._texts: list[str] = []
         self.names: list[str] = []
@@ -51,7 +52,7 @@ class ProgramBuilder:
         self.kernel_instructions: dict[str, list[str]] = {}
 
     def add_kernel(self, kb: KernelBuilder, instruction: str) -> str:
-        text = kb.render(_PLACEHOLDER)
+        text = kb.render(_PLACEHOLDER, self.subtracting_loop_pragma)
         name = self._by_text.get(text)
         if name is None:
             name = f"k{len(self.names)}_{_IDENT.sub('_', instruction)[:40]}"

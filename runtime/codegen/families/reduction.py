@@ -31,7 +31,7 @@ from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.shape import ArrayShape
 from ...target import ReductionShape
 from .. import cltypes
-from ..elemental import SCALAR, ElementalEmitter, Index, ValueLeaf
+from ..elemental import SCALAR, ElementalEmitter, Index, ValueLeaf, accumulation_subtracts
 from ..kernel import KernelBuilder, needs_long_index
 from ..context import LoweringContext
 from ..loop import begin_1d, fused_parts, operand_leaves
@@ -159,12 +159,13 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
     lane_dim = order[-1]
     j = kb.declare(kb.index_type, "j", "0")
     n = kb.param(src.dims[lane_dim], key=(("reduce", id(red)), "n", lane_dim))
-    with em.block(f"for (; {j} + {lanes} <= {n}; {j} += {lanes})"):
+    subtracting = accumulation_subtracts(comp, inputs)
+    with em.block(f"for (; {j} + {lanes} <= {n}; {j} += {lanes})", subtracting):
         for k in range(lanes):
             at = {**variables, lane_dim: kb.let(kb.index_type, f"{j} + {k}", "i")}
             _combine(em, comp, partial[k], [em.value(x, _input_index(red, index, at))
                                             for x in inputs])
-    with em.block(f"for (; {j} < {n}; ++{j})"):
+    with em.block(f"for (; {j} < {n}; ++{j})", subtracting):
         at = {**variables, lane_dim: j}
         _combine(em, comp, partial[0], [em.value(x, _input_index(red, index, at))
                                         for x in inputs])
@@ -221,10 +222,13 @@ def _loops(em: ElementalEmitter, red: HloInstruction, dims: list[int]):
     src: ArrayShape = red.operands[0].shape  # type: ignore[assignment]
     variables: dict[int, str] = {}
     blocks = []
+    inputs, _, comp = _parts(red)
+    subtracting = accumulation_subtracts(comp, inputs)
     for d in dims:
         var = em.kb.fresh("r")
         n = em.kb.param(src.dims[d], key=(("reduce", id(red)), "n", d))
-        blocks.append(em.block(f"for ({em.kb.index_type} {var} = 0; {var} < {n}; ++{var})"))
+        blocks.append(em.block(f"for ({em.kb.index_type} {var} = 0; {var} < {n}; ++{var})",
+                               subtracting))
         blocks[-1].__enter__()
         variables[d] = var
     return variables, blocks
