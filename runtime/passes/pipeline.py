@@ -35,6 +35,7 @@ from ..hlo.verifier import verify
 from ..target import CPU, Target
 from .apply_schedule import schedule_in_place
 from .call_layouts import match_call_layouts
+from .convolution_layout import relayout_convolution_kernels_in_place
 from .copy_insertion import copy_insertion
 from .dce import remove_dead_code
 from .flatten_call_graph import flatten_in_place
@@ -50,6 +51,7 @@ OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("inline-calls", inline_calls_in_place, True),
     ("simplify", simplify_in_place, True),
     ("transpose-folding", fold_transposes_in_place, True),
+    ("convolution-layout", relayout_convolution_kernels_in_place, True),
     ("fusion", fuse_in_place, True),
     ("split-reductions", split_reductions_in_place, True),
 ]

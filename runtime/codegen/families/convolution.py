@@ -136,6 +136,8 @@ def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
             "wt")
         ci = kb.fresh("ci")
         k_in = param(rhs.dims[dn.kernel_input_feature], "k_in")
+        # a tap that lands in padding or lhs-dilation holes for every row adds nothing
+        loops.enter_context(em.block(f"if ({' || '.join(valid)})"))
         with em.block(f"for ({t} {ci} = 0; {ci} < {k_in}; ++{ci})"):
             w_ci = kb.let(t, f"{w_tap} + {ci} * {param(sw[dn.kernel_input_feature], 'wi')}", "wc")
             ys = [kb.let(vec, acc.load_vector(
