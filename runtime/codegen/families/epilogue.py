@@ -1,0 +1,119 @@
+"""Output fusions' elementwise epilogues computed on a register tile's vectors.
+
+A fused dot or convolution (bias add, GELU, a residual add, a gradient's product) used to
+spill its tile and evaluate the epilogue one element at a time, scalar ``tanh`` and ``exp``
+included: GPT-2's MLP up-projection with its tanh-GELU took 7.3 ms where the dot alone takes
+4.2. Where the epilogue has a vector form, each tile row's vectors go through it as they are
+and are stored whole: the contraction's value is the tile's vector; an operand with the
+output's dimensions is a vector load at the same position (a gather when its columns are
+strided); a broadcast row (a bias) is a vector load along the columns, a broadcast per-row
+value one element; scalars and scalar constants are splat. Anything else (another
+dimension mapping, an opcode without a vector template, mixed element types) keeps the
+element-by-element path.
+"""
+
+from __future__ import annotations
+
+from ...hlo.ir import HloInstruction
+from ...hlo.shape import ArrayShape
+from .. import cltypes, templates as E
+from ..elemental import BufferLeaf, ElementalEmitter, Index, arithmetic, element_strides
+from ..kernel import argument_value
+
+
+def vectorizes(root: HloInstruction, op: HloInstruction, em: ElementalEmitter,
+               column_dim: int, bits: int) -> bool:
+    """Whether the epilogue from ``op`` up to ``root`` has a vector form (see the module)."""
+    out = op.shape
+    seen: set[int] = set()
+
+    def check(inst: HloInstruction) -> bool:
+        if id(inst) in seen:
+            return True
+        seen.add(id(inst))
+        shape = inst.shape
+        if not isinstance(shape, ArrayShape) or shape.element_type is not out.element_type:
+            return False
+        if inst is op:
+            return True
+        leaf = em.leaves.get((id(inst), ()))
+        if leaf is not None:
+            return isinstance(leaf, BufferLeaf) and (shape.rank == 0 or shape.dims == out.dims)
+        if inst.opcode == "constant":
+            return (shape.element_count == 1 and inst.literal is not None
+                    and not inst.literal.elided)
+        if inst.opcode == "broadcast":
+            source = inst.operands[0]
+            if source.shape.rank == 0:
+                return check(source)
+            return (isinstance(em.leaves.get((id(source), ())), BufferLeaf)
+                    and source.shape.element_type is out.element_type)
+        return (shape.dims == out.dims
+                and E.vector_lanes(inst.opcode, out.element_type, bits) is not None
+                and all(check(o) for o in inst.operands))
+    return check(root)
+
+
+class VectorEpilogue:
+    """Emits the epilogue of one tile vector: ``vector(value, index)`` for the contraction's
+    ``lanes`` values ``value`` at output index ``index`` and the ``lanes - 1`` columns after
+    it."""
+
+    def __init__(self, em: ElementalEmitter, root: HloInstruction, op: HloInstruction,
+                 column_dim: int, lanes: int) -> None:
+        self.em, self.kb, self.root, self.op = em, em.kb, root, op
+        self.column_dim, self.lanes = column_dim, lanes
+        self.et = op.shape.element_type
+        self.scalar = cltypes.compute_type(self.et)
+        self.vec = f"{self.scalar}{lanes}"
+
+    def vector(self, value: str, index: tuple[str, ...]) -> str:
+        memo: dict[int, str] = {id(self.op): value}
+        return self._value(self.root, index, memo)
+
+    def _value(self, inst: HloInstruction, index: tuple[str, ...], memo: dict) -> str:
+        if id(inst) not in memo:
+            memo[id(inst)] = self._compute(inst, index, memo)
+        return memo[id(inst)]
+
+    def _compute(self, inst: HloInstruction, index: tuple[str, ...], memo: dict) -> str:
+        kb, vec = self.kb, self.vec
+        leaf = self.em.leaves.get((id(inst), ()))
+        if isinstance(leaf, BufferLeaf):
+            return self._load(leaf, index, tuple(range(len(index))))
+        if inst.opcode == "constant":
+            v = kb.scalar(self.scalar, argument_value(self.et, inst.literal.data),  # type: ignore[union-attr]
+                          key=("const", id(inst)))
+            return kb.let(vec, f"({vec})({v})", "ev")
+        if inst.opcode == "broadcast":
+            source = inst.operands[0]
+            if source.shape.rank == 0:
+                return self._value(source, index, memo)
+            leaf = self.em.leaves[(id(source), ())]
+            assert isinstance(leaf, BufferLeaf)
+            return self._load(leaf, index, tuple(inst.dimensions))
+        args = [self._value(o, index, memo) for o in inst.operands]
+        return kb.let(vec, arithmetic(inst.opcode, self.et, self.et, args, lanes=self.lanes),
+                      "ev")
+
+    def _load(self, leaf: BufferLeaf, index: tuple[str, ...], mapping: tuple[int, ...]) -> str:
+        """The leaf's elements at the output positions of the vector: its dimension k is the
+        output's ``mapping[k]``; along the columns a vector load, a gather or one element."""
+        kb, vec, lanes = self.kb, self.vec, self.lanes
+        ptr = kb.buffer(leaf.shape.element_type, leaf.ref, key=leaf.key)
+        if leaf.shape.rank == 0:
+            return kb.let(vec, f"({vec})({cltypes.load(self.et, ptr, '0')})", "ev")
+        # a size-1 dimension broadcast along the output (JAX's degenerate broadcast) is 0
+        at = tuple(index[d] if leaf.shape.dims[k] != 1 else "0" for k, d in enumerate(mapping))
+        first = kb.let(kb.index_type, self.em.offset(leaf.shape, Index(at), leaf.key), "eo")
+        along = next((k for k, d in enumerate(mapping)
+                      if d == self.column_dim and leaf.shape.dims[k] != 1), None)
+        if along is None:
+            return kb.let(vec, f"({vec})({cltypes.load(self.et, ptr, first)})", "ev")
+        stride = element_strides(leaf.shape)[along]
+        if stride == 1 and cltypes.storage_type(self.et) == self.scalar:
+            return kb.let(vec, f"vload{lanes}(0, {ptr} + {first})", "ev")
+        step = kb.param(stride, key=(leaf.key, "stride", along))
+        elements = ", ".join(cltypes.load(self.et, ptr, f"{first} + {i} * {step}")
+                             for i in range(lanes))
+        return kb.let(vec, f"({vec})({elements})", "ev")
