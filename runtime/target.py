@@ -3,11 +3,14 @@
 A target is data: the fusion pass's rules, how long reductions are split, the work-group and
 vector shapes of the kernel families. Lowering rules are chosen per target kind too (a rule
 registered for "cpu" wins over a common one there; see ``codegen.registry``). The target of a
-device comes from its OpenCL properties (``Target.for_device``), never from its name; analysis
-without a device uses ``Target.for_kind("cpu")``.
+device comes from its OpenCL properties and the vector ISA its compiler targets
+(``Target.for_device``), never from the vendor's name; analysis without a device uses
+``Target.for_kind("cpu")``.
 
-Two CPU targets share the CPU's rules and differ in settings. PoCL wants explicit vectors
-(it reports a preferred float vector width of 16 on AVX-512) and gets ``CPU``. Intel's OpenCL
+Three CPU targets share the CPU's rules and differ in settings. PoCL wants explicit vectors
+(it reports a preferred float vector width of 16 on AVX-512) and gets ``CPU``, or
+``CPU_AVX2`` where it compiles for a CPU without AVX-512 (16 vector registers of 256 bits
+instead of 32 of 512: narrower vectors, smaller register tiles, see there). Intel's OpenCL
 CPU runtime reports a preferred width of 1: its compiler packs neighbouring work-items into
 SIMD lanes itself (implicit vectorisation), and gets ``CPU_IMPLICIT_SIMD``, whose row kernels
 keep one accumulator per work-item (see there for the figures). A GPU target's work-group
@@ -103,13 +106,15 @@ class TileShape:
     min_lanes: int         # narrowest vector a tile is built from
     inner_rows: int
     inner_cols: int
-    # the packed form (A @ B^T): it pays for packing only over ``pack_min_rows`` output rows
-    # or more; up to ``pack_row_group`` row blocks share one packed panel of the column
-    # operand, a chunk of the contraction of ``pack_panel_bytes`` (32 KiB: OpenCL's minimum
-    # local memory, so every device has it)
+    # the packed form (A @ B^T; any dot with ``pack_contiguous``): it pays for packing only
+    # over ``pack_min_rows`` output rows or more; up to ``pack_row_group`` row blocks share
+    # one packed panel of the column operand, a chunk of the contraction of
+    # ``pack_panel_bytes`` (at most 32 KiB: OpenCL's minimum local memory, so every device
+    # has it)
     pack_min_rows: int = 16
     pack_row_group: int = 16
     pack_panel_bytes: int = 32 * 1024
+    pack_contiguous: bool = False   # pack columns that are contiguous in memory too
 
 
 @dataclass(frozen=True)
@@ -144,10 +149,13 @@ class Target:
     @staticmethod
     def for_device(device) -> Target:
         """The target of a ``runtime.Device``, from its OpenCL device type and, for CPUs, its
-        preferred float vector width (1: the compiler vectorises across work-items); a GPU
+        preferred float vector width (1: the compiler vectorises across work-items) and the
+        vector ISA it compiles for (``Device.vector_isa``: PoCL names its LLVM CPU); a GPU
         target's work-group shapes from the device's local memory and work-group size limits."""
         if device.kind == "cpu" and device.preferred_vector_width_float == 1:
             return CPU_IMPLICIT_SIMD
+        if device.kind == "cpu" and device.vector_isa in ("avx2", "baseline"):
+            return CPU_AVX2
         target = Target.for_kind(device.kind)
         if target.work_groups is None:
             return target
@@ -166,6 +174,24 @@ CPU = Target(
     vector_bits=512,
     tiles=TileShape(rows=8, vectors=2, row_group=4, min_lanes=4, inner_rows=4, inner_cols=2),
     transpose_block=16,
+)
+
+# CPUs without AVX-512 (PoCL naming an AVX2 or older LLVM CPU; ``POCL_KERNELLIB_NAME=avx2``
+# makes PoCL compile for one on any x86-64 CPU). With 16 registers of 256 bits the CPU's
+# 8 x 32 float tile (16 float16 accumulators) spills; 4 rows of 3 float8 vectors (12
+# accumulators, 3 loads and 4 broadcasts per step; 2 vectors where 3 do not tile the
+# columns, ``tiles.vectors_for``) was the best of the shapes tried, and packing panels of
+# 16 KiB pays for row-major columns too. PoCL 3.1 compiling for haswell against XLA with
+# --xla_cpu_max_isa=AVX2 on the 2-core AMD EPYC, best of 5, GFLOP/s of the CPU target / this
+# one / XLA: GPT-2's MLP 128x768x3072 98 / 143 / 176, its logits 128x768x50257 (A @ B^T)
+# 97 / 128 / 187, ViT's weight gradient 768x1040x192 (A^T @ B) 97 / 147 / 116; the twelve
+# dot shapes of ``benchmarks/dot_shapes.py`` together 136 / 100 / 73 ms.
+CPU_AVX2 = replace(
+    CPU,
+    name="cpu-avx2",
+    vector_bits=256,
+    tiles=replace(CPU.tiles, rows=4, vectors=3, pack_panel_bytes=16 * 1024,
+                  pack_contiguous=True),
 )
 
 # GPUs use the CPU's fusion decisions. Dots and row reductions get work-group kernels with
@@ -216,4 +242,4 @@ CPU_IMPLICIT_SIMD = replace(
     subtracting_loop_pragma="#pragma clang loop vectorize(disable)",
 )
 
-TARGETS = {t.name: t for t in (CPU, CPU_IMPLICIT_SIMD, GPU)}
+TARGETS = {t.name: t for t in (CPU, CPU_AVX2, CPU_IMPLICIT_SIMD, GPU)}

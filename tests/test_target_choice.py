@@ -1,6 +1,6 @@
 """Which Target a device gets: from its OpenCL properties (type, preferred float vector
-width), never from its name; the two CPU targets generate different row kernels, and the
-program cache keeps their programs apart."""
+width) and the vector ISA it compiles for, never from the vendor's name; the CPU targets
+generate different kernels, and the program cache keeps their programs apart."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from runtime.execution import device as devices, device_probe
 from runtime.execution.executable import Executable
 from runtime.execution.program_cache import program_key
 from runtime.passes.pipeline import run
-from runtime.target import CPU, CPU_IMPLICIT_SIMD, GPU, TARGETS, Target
+from runtime.target import CPU, CPU_AVX2, CPU_IMPLICIT_SIMD, GPU, TARGETS, Target
 
 ROWS = """HloModule rows
 add {
@@ -35,10 +35,11 @@ ENTRY e {
 }"""
 
 
-def fake(kind: str, width: int, name: str = "Some CPU", platform: str = "Some OpenCL"):
+def fake(kind: str, width: int, name: str = "Some CPU", platform: str = "Some OpenCL",
+         isa: str = "avx512"):
     return SimpleNamespace(kind=kind, preferred_vector_width_float=width, name=name,
                            platform=platform, vendor=platform, local_mem_bytes=32 * 1024,
-                           max_work_group_size=256)
+                           max_work_group_size=256, vector_isa=isa)
 
 
 def test_the_target_follows_the_preferred_vector_width_not_the_name():
@@ -51,10 +52,22 @@ def test_the_target_follows_the_preferred_vector_width_not_the_name():
     assert Target.for_device(fake("accelerator", 1)) == GPU
 
 
+def test_cpus_without_avx512_get_256_bit_vectors_and_smaller_tiles():
+    assert Target.for_device(fake("cpu", 16, isa="avx2")) is CPU_AVX2
+    assert Target.for_device(fake("cpu", 8, isa="baseline")) is CPU_AVX2
+    assert Target.for_device(fake("cpu", 16, isa="unknown")) is CPU
+    assert Target.for_device(fake("cpu", 1, isa="avx2")) is CPU_IMPLICIT_SIMD
+    assert CPU_AVX2.vector_bits == 256 and CPU_AVX2.lanes(32) == 8
+    # accumulators of the register tile fit AVX2's 16 registers with the loads beside them
+    accumulators = CPU_AVX2.tiles.rows * CPU_AVX2.tiles.vectors
+    assert accumulators + CPU_AVX2.tiles.vectors + 1 <= 16
+
+
 def test_every_installed_device_gets_the_target_of_its_properties():
     for dev in devices.devices():
         want = "gpu" if dev.kind != "cpu" else (
-            "cpu-implicit-simd" if dev.preferred_vector_width_float == 1 else "cpu")
+            "cpu-implicit-simd" if dev.preferred_vector_width_float == 1
+            else "cpu-avx2" if dev.vector_isa in ("avx2", "baseline") else "cpu")
         assert Target.for_device(dev).name == want
         assert dev.preferred_vector_width_float >= 1
 
@@ -65,7 +78,7 @@ def test_the_implicit_simd_target_differs_in_reductions_and_inner_products_only(
               if a != b}
     assert differ == {"name", "reduction", "tiles", "subtracting_loop_pragma"}
     assert replace(CPU_IMPLICIT_SIMD.tiles, inner_cols=CPU.tiles.inner_cols) == CPU.tiles
-    assert set(TARGETS) == {"cpu", "cpu-implicit-simd", "gpu"}
+    assert set(TARGETS) == {"cpu", "cpu-avx2", "cpu-implicit-simd", "gpu"}
 
 
 def row_kernel(target: Target) -> tuple[str, Launch]:

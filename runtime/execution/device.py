@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Iterator
 
-from . import binary_cache
 from . import binary_cache, device_probe
 from ..errors import DeviceError
 from .cache import cache_dir, configure_pocl_cache
@@ -106,6 +105,12 @@ class Device:
     @property
     def is_pocl(self) -> bool:
         return self.platform_short == "pocl"
+
+    @property
+    def vector_isa(self) -> str:
+        """The vector ISA kernels are compiled for: "avx512", "avx2", "baseline" or "unknown"
+        (``device_probe.target_isa``)."""
+        return device_probe.target_isa(self)
 
     @property
     def identity(self) -> str:

@@ -80,3 +80,20 @@ def test_the_transpose_block_is_the_targets():
     [blocked] = launches(TRANSPOSE, replace(CPU, transpose_block=8))
     assert blocked.global_size[0] == 64 // 8     # blocks along the output's columns
     assert "vload8" in lowered(TRANSPOSE, replace(CPU, transpose_block=8)).source
+
+
+def test_tile_vectors_shrink_to_tile_the_columns_exactly():
+    from runtime.codegen.families.tiles import vectors_for
+    from runtime.target import CPU_AVX2
+    tiles = CPU_AVX2.tiles                       # 3 vectors of 8 lanes
+    assert vectors_for(768, 8, tiles) == 3       # 32 tiles of 24
+    assert vectors_for(64, 8, tiles) == 2        # 24 does not divide 64, 16 does
+    assert vectors_for(50257, 8, tiles) == 3     # nothing divides it: the widest tile
+    assert vectors_for(20, 8, tiles) == 1        # fewer columns than one tile
+    assert vectors_for(96, 16, CPU.tiles) == CPU.tiles.vectors   # 2 vectors: never shrunk
+
+
+def test_the_avx2_target_packs_row_major_columns_and_the_cpu_target_does_not():
+    from runtime.target import CPU_AVX2
+    assert "__local" in lowered(DOT, CPU_AVX2).source
+    assert "__local" not in lowered(DOT, CPU).source

@@ -1,11 +1,19 @@
-"""Vector loop kernels (16 floats or 8 doubles per work-item): values with a partial last
-block, NaN/-0 semantics of the vector helpers, in-place updates, scalar operands, and the
-kernels that must stay scalar."""
+"""Vector loop kernels (as wide as the default device's target: 16 floats or 8 doubles per
+work-item on AVX-512, 8 or 4 on AVX2): values with a partial last block, NaN/-0 semantics of
+the vector helpers, in-place updates, scalar operands, and the kernels that must stay
+scalar."""
 
 import numpy as np
 import pytest
 
 import runtime
+from runtime.execution.device import get_device
+from runtime.target import Target
+
+
+def vector(scalar: str, bits: int) -> str:
+    """The OpenCL vector type of the default device's vector loops."""
+    return f"{scalar}{Target.for_device(get_device()).lanes(bits)}"
 
 RNG = np.random.default_rng(3)
 
@@ -31,13 +39,13 @@ ENTRY e {{
 }}"""
 
 
-@pytest.mark.parametrize("et, dtype, vector", [("f32", np.float32, "float16"),
-                                               ("f64", np.float64, "double8")])
+@pytest.mark.parametrize("et, dtype, scalar", [("f32", np.float32, ("float", 32)),
+                                               ("f64", np.float64, ("double", 64))])
 @pytest.mark.parametrize("n", [1, 16, 37, 1000])
-def test_fused_chain_with_a_partial_last_block(et, dtype, vector, n):
+def test_fused_chain_with_a_partial_last_block(et, dtype, scalar, n):
     x = RNG.standard_normal(n).astype(dtype)
     exe = runtime.compile(CHAIN.format(et=et, n=n))
-    assert f"{vector} " in exe.program.source
+    assert f"{vector(*scalar)} " in exe.program.source
     got = exe(x, np.array(1.5, dtype))
     x64 = x.astype(np.float64)
     want = np.tanh(x64) * np.exp(-x64 * x64) + np.sqrt(np.abs(x64) + 1.5)
@@ -61,7 +69,7 @@ def test_maximum_minimum_clamp_keep_nan_and_signed_zero_lane_by_lane():
     a = np.array([nan, 1, -0.0, 0.0, 2, -3, 5] + [0.5] * 12, np.float32)
     b = np.array([1, nan, 0.0, -0.0, 2, 4, -7] + [-0.5] * 12, np.float32)
     exe = runtime.compile(text)
-    assert "xla_fmax_float16" in exe.program.source
+    assert f"xla_fmax_{vector('float', 32)}" in exe.program.source
     mx, mn, cl = exe(a, b, np.float32(-1), np.float32(1))
     assert np.isnan(mx[0]) and np.isnan(mx[1]) and np.isnan(mn[0]) and np.isnan(mn[1])
     assert not np.signbit(mx[2]) and not np.signbit(mx[3])
@@ -106,7 +114,7 @@ def test_kernels_that_stay_scalar(body, expected):
       {body}
     }}"""
     exe = runtime.compile(text)
-    assert "float16" not in exe.program.source
+    assert vector("float", 32) not in exe.program.source
     a = np.abs(RNG.standard_normal((6, 5))).astype(np.float32)
     want = expected(a)
     np.testing.assert_allclose(np.asarray(exe(a, a.copy()), np.float64),
@@ -141,7 +149,7 @@ def test_broadcast_rows_columns_and_a_strided_operand(rows, cols):
     m, g = RNG.standard_normal(rows).astype(np.float32), RNG.standard_normal(cols).astype(np.float32)
     t = RNG.standard_normal((rows, cols)).astype(np.float32)
     exe = runtime.compile(text)
-    assert "float16 " in exe.program.source
+    assert f"{vector('float', 32)} " in exe.program.source
     np.testing.assert_allclose(exe(x, m, g, t), (x - m[:, None]) * g + t, rtol=1e-6, atol=1e-6)
 
 
@@ -156,7 +164,7 @@ def test_broadcast_into_a_column_major_output_and_from_a_degenerate_dimension():
     x = RNG.standard_normal((20, 33)).astype(np.float32)
     b = RNG.standard_normal((1, 33)).astype(np.float32)
     exe = runtime.compile(text)
-    assert "float16 " in exe.program.source
+    assert f"{vector('float', 32)} " in exe.program.source
     np.testing.assert_allclose(exe(x, b), x * b, rtol=1e-6)
 
 
@@ -183,7 +191,7 @@ def test_operands_in_another_layout_directly_and_through_copy_or_degenerate_resh
     a, b, c = (RNG.standard_normal((21, 35)).astype(np.float32) for _ in range(3))
     d = RNG.standard_normal((21, 1, 35)).astype(np.float32)
     exe = runtime.compile(text)
-    assert "float16 " in exe.program.source
+    assert f"{vector('float', 32)} " in exe.program.source
     np.testing.assert_allclose(exe(a, b, c, d), (a + b) * c - d[:, 0], rtol=1e-6, atol=1e-6)
 
 

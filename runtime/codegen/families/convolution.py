@@ -30,7 +30,8 @@ from ..context import LoweringContext
 from ..plan import Launch
 from ...target import Target
 from .tiles import (Accumulation, Contraction, OutputWriter, Tile, begin_tiles, lanes_for,
-                    launch_3d, operand_buffer, register_contraction, rows_for, tiled_accumulation)
+                    launch_3d, operand_buffer, register_contraction, rows_for, tiled_accumulation,
+                    vectors_for)
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ def plan_convolution(c: Contraction, target: Target) -> ConvPlan | None:
         return None
     out: ArrayShape = c.op.shape  # type: ignore[assignment]
     rows = out.element_count // out.dims[dn.output_feature]
-    return ConvPlan(acc, lanes, tiles.vectors if columns >= tiles.vectors * lanes else 1,
+    return ConvPlan(acc, lanes, vectors_for(columns, lanes, tiles),
                     rows_for(rows, tiles),
                     g * bg, bg > 1, columns)
 
@@ -158,9 +159,9 @@ def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
         exprs[dn.output_feature] = kb.let(t, f"{zb} * {ncols} + {col}", "f")
         return tuple(exprs)
 
-    if writer.can_store_rows(dn.output_feature):
+    if writer.can_store_rows(dn.output_feature, p.lanes):
         writer.store_rows(tile, [out_index(ri, col0) for ri in positions],
-                          f"{skip} == 0 && {rb} * {rows} + {rows} <= {nrows}")
+                          f"{skip} == 0 && {rb} * {rows} + {rows} <= {nrows}", dn.output_feature)
     writer.store_tile(tile.spill(), rows, width, f"{rb} * {rows}", nrows, skip, split,
                       lambda ri, lane: (out_index(ri, kb.let(t, f"{col0} + {lane}", "col")), "1"))
     return launch_3d(ctx, kb, c.inst, col_blocks, row_blocks, p.groups)

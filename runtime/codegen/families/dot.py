@@ -43,7 +43,7 @@ from ..plan import Launch
 from ...target import Target, TileShape
 from .tiles import (Accumulation, Contraction, OutputWriter, Tile, begin_tiles,
                     horizontal_sum, lanes_for, launch_3d, linear_sum, operand_buffer, pointer,
-                    register_contraction, rows_for, tiled_accumulation)
+                    register_contraction, rows_for, tiled_accumulation, vectors_for)
 _SCALAR_BYTES = {"float": 4, "uint": 4, "double": 8, "ulong": 8}
 
 
@@ -123,19 +123,25 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
     if best is not None:
         side, v = best
         other = "lhs" if side == "rhs" else "rhs"
+        outer = batch + tuple(a for a in free[side] if a is not v)
+        packed = (_packed_plan(acc, tiles, other, free[other], v, outer, contracting)
+                  if tiles.pack_contiguous else None)
+        if packed is not None:
+            return packed
         lanes = lanes_for(acc, v.size, tiles)
         assert lanes is not None
         rows = free[other]
         count = _extent(rows)
-        return DotPlan("outer", acc, other, rows, (v,),
-                       batch + tuple(a for a in free[side] if a is not v), contracting, None,
-                       lanes, tiles.vectors if v.size >= tiles.vectors * lanes else 1,
+        return DotPlan("outer", acc, other, rows, (v,), outer, contracting, None,
+                       lanes, vectors_for(v.size, lanes, tiles),
                        rows_for(count, tiles))
     for k in contracting:
         if unit(k, "lhs") and unit(k, "rhs"):
-            packed = _packed_plan(acc, tiles, batch, lhs_free, rhs_free, contracting)
-            if packed is not None:
-                return packed
+            if len(rhs_free) == 1:
+                packed = _packed_plan(acc, tiles, "lhs", lhs_free, rhs_free[0], batch,
+                                      contracting)
+                if packed is not None:
+                    return packed
             rest = tuple(a for a in contracting if a is not k)
             return DotPlan("inner", acc, "lhs", lhs_free, rhs_free, batch, rest, k,
                            lanes_for(acc, k.size, tiles) or acc.lanes, tiles.inner_cols,
@@ -143,21 +149,18 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
     return None
 
 
-def _packed_plan(acc: Accumulation, tiles: TileShape, batch, lhs_free, rhs_free,
+def _packed_plan(acc: Accumulation, tiles: TileShape, row_side: str, rows, col: DotAxis, outer,
                  contracting) -> DotPlan | None:
-    """The packed form for ``A @ B^T`` with one contracting axis contiguous in both operands,
-    one free axis in ``B`` and enough rows in ``A`` (``tiles.pack_min_rows``) to reuse each
-    packed panel of ``B``."""
-    if (len(contracting) != 1 or len(rhs_free) != 1
-            or _extent(lhs_free) < tiles.pack_min_rows):
+    """The packed form: one contracting axis, one column axis ``col`` (of the other operand
+    than ``row_side``) and enough rows (``tiles.pack_min_rows``) to reuse each packed panel."""
+    if len(contracting) != 1 or _extent(rows) < tiles.pack_min_rows:
         return None
-    k, n = contracting[0], rhs_free[0]
-    lanes = lanes_for(acc, n.size, tiles)
+    lanes = lanes_for(acc, col.size, tiles)
     if lanes is None:
         return None
-    vectors = tiles.vectors if n.size >= tiles.vectors * lanes else 1
-    return DotPlan("packed", acc, "lhs", lhs_free, (n,), batch, (k,), k, lanes, vectors,
-                   rows_for(_extent(lhs_free), tiles))
+    vectors = vectors_for(col.size, lanes, tiles)
+    return DotPlan("packed", acc, row_side, rows, (col,), outer, contracting, contracting[0],
+                   lanes, vectors, rows_for(_extent(rows), tiles))
 
 
 def _extent(axes) -> int:
@@ -275,20 +278,24 @@ def _store_columns(k: _DotKernel, tile: Tile, zi, row_indices, col0: str, skip: 
     """Store a tile whose columns run over one output axis from ``col0`` (lanes below ``skip``
     belong to another tile): whole rows as vectors where possible, else element by element."""
     p, kb, rows = k.plan, k.kb, tile.rows
-    if k.writer.can_store_rows(p.cols[0].out):  # type: ignore[arg-type]
+    column = p.cols[0].out
+    assert column is not None
+    if k.writer.can_store_rows(column, tile.lanes):
         k.writer.store_rows(tile, [k.out_index((zi, p.outer), (ri, p.rows), ((col0,), p.cols))
                                    for ri in row_indices],
-                            f"{skip} == 0 && {rb} * {rows} + {rows} <= {nrows}")
+                            f"{skip} == 0 && {rb} * {rows} + {rows} <= {nrows}", column)
     spilled = tile.spill()
     k.store_tile(spilled, rows, tile.width, f"{rb} * {rows}", nrows, skip,
                  lambda lane: ((kb.let(k.t, f"{col0} + {lane}", "col"),), "1"), zi)
 
 
 def _packed_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
-    """The outer-product form for ``A @ B^T``: a work-group first copies the ``width`` rows of
-    ``B`` its tiles need into a local panel laid out ``[k][column]`` (widened to the
-    accumulation type), so that each work-item then loads the panel's columns as vectors
-    while broadcasting elements of ``A``, as the outer form does with a row-major ``B``."""
+    """The outer-product form on a packed panel: a work-group first copies the part of the
+    column operand its tiles need, ``width`` columns by a chunk of the contraction, into a
+    local panel laid out ``[k][column]`` (widened to the accumulation type), so that each
+    work-item then loads the panel's columns as vectors while broadcasting elements of the
+    row operand, as the outer form does from memory. The panel stays in the first-level
+    cache while every row block of the work-group uses it."""
     k = _DotKernel(ctx, c, p)
     kb, t, acc = k.kb, k.t, p.acc
     tile = Tile(kb, acc, p.tile_rows, p.vectors, p.lanes)
@@ -306,8 +313,8 @@ def _packed_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
     for dim, name in enumerate((cb, rb, zb)):
         kb.line(f"{t} {name} = ({t})get_global_id({dim});")
     lid = kb.let(t, "get_local_id(1)", "lid")
-    x_et, x_buf = k.operand("lhs")
-    y_et, y_buf = k.operand("rhs")
+    x_et, x_buf = k.operand(p.row_side)
+    y_et, y_buf = k.operand(p.col_side)
     zi = k.split(zb, p.outer, "z")
     ncols = kb.param(n.size, key="cols")
     nrows = kb.param(nrows_total, key="rows")
@@ -315,39 +322,63 @@ def _packed_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
     kn = kb.param(kaxis.size, key=("k", kaxis.lhs))
     col0 = kb.let(t, f"min({cb} * {width}, {ncols} - {width})", "col")
     skip = kb.let(t, f"{cb} * {width} - {col0}", "skip")
-    x_z, y_z = k.offset(zi, p.outer, "lhs"), k.offset(zi, p.outer, "rhs")
+    x_z, y_z = k.offset(zi, p.outer, p.row_side), k.offset(zi, p.outer, p.col_side)
     row_indices, x_rows = [], []
     for r in range(rows):
         clamped = kb.let(t, f"min({rb} * {rows} + {r}, {nrows} - 1)", "r")
         ri = k.split(clamped, p.rows, "row")
         row_indices.append(ri)
-        x_rows.append(pointer(kb, x_et, x_buf, f"{x_z} + {k.offset(ri, p.rows, 'lhs')}", "x"))
+        x_rows.append(pointer(kb, x_et, x_buf,
+                              f"{x_z} + {k.offset(ri, p.rows, p.row_side)}", "x"))
     tile.declare()
     vec = acc.vector(p.lanes)
-    k0, j, i = kb.fresh("k0"), kb.fresh("j"), kb.fresh("k")
+    k0, i = kb.fresh("k0"), kb.fresh("k")
     # every work-item runs the chunk loop (its barriers), only live ones compute
     with k.em.block(f"for ({t} {k0} = 0; {k0} < {kn}; {k0} += {chunk})"):
         n_k = kb.let(t, f"min(({t}){chunk}, {kn} - {k0})", "kc")
         kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
-        with k.em.block(f"for ({t} {j} = {lid}; {j} < {width}; {j} += {group})"):
-            col = kb.let(t, f"{col0} + {j}", "col")
-            y = pointer(kb, y_et, y_buf,
-                        f"{y_z} + {k.offset((col,), p.cols, 'rhs')} + {k0}", "y")
-            with k.em.block(f"for ({t} {i} = 0; {i} < {n_k}; ++{i})"):
-                kb.line(f"{panel}[{i} * {width} + {j}] = {acc.load_scalar(y_et, y, i)};")
+        _fill_panel(k, panel, width, group, lid, y_et, y_buf, y_z, col0, k0, n_k)
         kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
         with k.em.block(f"if ({rb} < {nrb})"):
             with k.em.block(f"for ({t} {i} = 0; {i} < {n_k}; ++{i})"):
+                kx = kb.let(t, k.offset((f"({k0} + {i})",), (kaxis,), p.row_side), "kx")
                 ys = [kb.let(vec, f"vload{p.lanes}(0, {panel} + {i} * {width} + {v * p.lanes})",
                              "yv") for v in range(p.vectors)]
                 for r in range(rows):
-                    x = kb.let(vec, f"({vec})({acc.load_scalar(x_et, x_rows[r], f'{k0} + {i}')})",
-                               "xv")
+                    x = kb.let(vec, f"({vec})({acc.load_scalar(x_et, x_rows[r], kx)})", "xv")
                     for v in range(p.vectors):
                         tile.update(r, v, x, ys[v])
     with k.em.block(f"if ({rb} < {nrb})"):
         _store_columns(k, tile, zi, row_indices, col0, skip, rb, nrows)
     return launch_3d(ctx, kb, c.inst, col_blocks, row_blocks, _extent(p.outer), group)
+
+
+def _fill_panel(k: _DotKernel, panel: str, width: int, group: int, lid: str, y_et, y_buf: str,
+                y_z: str, col0: str, k0: str, n_k: str) -> None:
+    """The work-group's ``group`` work-items copy the chunk ``[k0, k0 + n_k)`` of the column
+    operand's ``width`` columns from ``col0`` into the panel, each reading along the
+    operand's contiguous axis: whole rows of the chunk (vectors) when the columns are
+    contiguous, whole columns when the contraction is."""
+    p, kb, t, acc = k.plan, k.kb, k.t, k.plan.acc
+    n, kaxis = p.cols[0], p.vector_k
+    assert kaxis is not None
+    j, i = kb.fresh("j"), kb.fresh("k")
+    columns_contiguous = k.strides[p.col_side][n.dim(p.col_side)] == 1  # type: ignore[index]
+    if columns_contiguous:
+        with k.em.block(f"for ({t} {i} = {lid}; {i} < {n_k}; {i} += {group})"):
+            koff = k.offset((f"({k0} + {i})",), (kaxis,), p.col_side)
+            y = pointer(kb, y_et, y_buf, f"{y_z} + {koff} + {col0}", "y")
+            for v in range(width // p.lanes):
+                loaded = acc.load_vector(y_et, y, str(v * p.lanes), p.lanes, None)
+                kb.line(f"vstore{p.lanes}({loaded}, 0, {panel} + {i} * {width} + "
+                        f"{v * p.lanes});")
+        return
+    with k.em.block(f"for ({t} {j} = {lid}; {j} < {width}; {j} += {group})"):
+        col = kb.let(t, f"{col0} + {j}", "col")
+        y = pointer(kb, y_et, y_buf, f"{y_z} + {k.offset((col,), p.cols, p.col_side)}", "y")
+        with k.em.block(f"for ({t} {i} = 0; {i} < {n_k}; ++{i})"):
+            koff = k.offset((f"({k0} + {i})",), (kaxis,), p.col_side)
+            kb.line(f"{panel}[{i} * {width} + {j}] = {acc.load_scalar(y_et, y, koff)};")
 
 
 def _inner_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:

@@ -28,6 +28,7 @@ from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.opcodes import OPCODES
 from ...hlo.shape import ArrayShape
 from .. import cltypes
+from . import epilogue
 from ..elemental import ElementalEmitter, Index, ValueLeaf, element_strides, is_elemental
 from ..kernel import KernelBuilder
 from ..context import LoweringContext
@@ -151,6 +152,21 @@ def lanes_for(acc: Accumulation, columns: int, tiles: TileShape) -> int | None:
     while lanes > columns and lanes > tiles.min_lanes:
         lanes //= 2
     return lanes if lanes <= columns else None
+
+
+def vectors_for(columns: int, lanes: int, tiles: TileShape) -> int:
+    """Vectors per tile row: ``tiles.vectors``, or fewer when fewer tile a column count that
+    ``tiles.vectors`` does not (the last tile of a row overlaps the one before it and
+    recomputes the overlap: 64 features in tiles of 3 x 8 compute 72); one when the columns
+    are fewer than a full tile."""
+    if columns < tiles.vectors * lanes:
+        return 1
+    if columns % (tiles.vectors * lanes) == 0:
+        return tiles.vectors
+    for vectors in range(tiles.vectors - 1, 1, -1):
+        if columns % (vectors * lanes) == 0:
+            return vectors
+    return tiles.vectors
 
 
 def rows_for(count: int, tiles: TileShape) -> int:
@@ -328,24 +344,37 @@ class OutputWriter:
         line = cltypes.store(self.shape.element_type, self.pointer(), offset, value)
         kb.line(line if line.rstrip().endswith(";") else line + ";")
 
-    def can_store_rows(self, column_dim: int) -> bool:
-        """Whether whole tile rows may be stored as vectors: the output is exactly the
-        contraction's value, in a type whose bits the accumulators already are, and
-        ``column_dim`` (the tile's columns) is contiguous in it."""
-        return (not self.contraction.fused
-                and self.acc.stores_directly(self.shape.element_type)
-                and element_strides(self.shape)[column_dim] == 1)
+    def can_store_rows(self, column_dim: int, lanes: int) -> bool:
+        """Whether whole tile rows of ``lanes``-lane vectors may be stored as vectors: the
+        output is in a type whose bits the accumulators already are, ``column_dim`` (the
+        tile's columns) is contiguous in it, and it is the contraction's value or an
+        epilogue with a vector form (``epilogue.vectorizes``)."""
+        if not (self.acc.stores_directly(self.shape.element_type)
+                and element_strides(self.shape)[column_dim] == 1):
+            return False
+        c = self.contraction
+        return not c.fused or epilogue.vectorizes(c.root, c.op, self.em, column_dim,
+                                                  lanes * cltypes.C_BITS[self.acc.scalar])
 
-    def store_rows(self, tile: Tile, row_exprs: list[tuple[str, ...]], full: str) -> None:
+    def store_rows(self, tile: Tile, row_exprs: list[tuple[str, ...]], full: str,
+                   column_dim: int) -> None:
         """When ``full`` holds, store each row of the tile (whose first element is at logical
-        index ``row_exprs[r]``) as vectors and return."""
-        kb = self.kb
+        index ``row_exprs[r]``, its columns along ``column_dim``) as vectors, through the
+        epilogue when the output is fused, and return."""
+        kb, c = self.kb, self.contraction
+        vectors = (epilogue.VectorEpilogue(self.em, c.root, c.op, column_dim, tile.lanes)
+                   if c.fused else None)
         with self.em.block(f"if ({full})"):
             for r, exprs in enumerate(row_exprs):
                 base = kb.let(kb.index_type, self.em.offset(self.shape, Index(exprs), ("out", ())),
                               "o")
-                for j, c in enumerate(tile.names[r]):
-                    kb.line(self.acc.store_vector(self.shape.element_type, c, self.pointer(),
+                for j, name in enumerate(tile.names[r]):
+                    value = name
+                    if vectors is not None:
+                        at = list(exprs)
+                        at[column_dim] = f"{exprs[column_dim]} + {j * tile.lanes}"
+                        value = vectors.vector(name, tuple(at))
+                    kb.line(self.acc.store_vector(self.shape.element_type, value, self.pointer(),
                                                   f"{base} + {j * tile.lanes}", tile.lanes))
             kb.line("return;")
 
