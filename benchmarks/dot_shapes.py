@@ -1,21 +1,26 @@
-"""The models' contraction shapes, ours against XLA's CPU backend in the same run.
+"""Contraction shapes (dots and convolutions), ours against XLA's CPU backend in the same run.
 
-Each case is a one-dot HLO module with the operand layouts and dimension numbers a whole model
-hands the dot family after our pipeline (transposes folded into the dot, so contracting
-dimensions are not always innermost). Ours and XLA's runs are interleaved, one of each per
-round, and the best of ``--repeats`` rounds is printed as GFLOP/s with the ratio; the machine
-may be shared, so take the ratios, not the absolute figures, and say which CPU and OpenCL
-device they came from.
+Each case is a one-instruction HLO module with the operand layouts and dimension numbers a
+whole model hands the dot or convolution family after our pipeline (transposes folded into
+the dot, so contracting dimensions are not always innermost). Without ``--model`` the cases
+are the list below; ``--model NAME|FILE`` (a name from ``$HLO_MODELS``, default
+``../shared/models``, or an HLO file) takes every distinct dot and convolution of that
+module after our passes, fused ones included, with how often each occurs. Ours and XLA's
+runs are interleaved, one of each per round, and the best of ``--repeats`` rounds is printed
+as GFLOP/s with the ratio; the machine may be shared, so take the ratios, not the absolute
+figures, and say which CPU and OpenCL device they came from.
 
-    python benchmarks/dot_shapes.py [--repeats 7] [--only SUBSTRING]
+    python benchmarks/dot_shapes.py [--repeats 7] [--only SUBSTRING] [--model NAME|FILE ...]
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +32,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import runtime  # noqa: E402
 import xla_cpu  # noqa: E402
 from runtime.execution.device import get_device  # noqa: E402
+from runtime.hlo.printer import attribute_text  # noqa: E402
 
 NN = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
 NT = "lhs_contracting_dims={1}, rhs_contracting_dims={1}"
@@ -52,11 +58,80 @@ CASES = [
 ]
 
 
+CONTRACTIONS = ("dot", "convolution")
+
+
 def module_text(lhs, rhs, dims, out) -> str:
     def shape(s):
         return f"f32[{','.join(map(str, s))}]"
     return (f"HloModule dot_shape\nENTRY e {{\n  a = {shape(lhs)} parameter(0)\n"
             f"  b = {shape(rhs)} parameter(1)\n  ROOT d = {shape(out)} dot(a, b), {dims}\n}}\n")
+
+
+def model_cases(spec: str) -> list[tuple[str, str, list, float, int]]:
+    """Every distinct dot and convolution of a module after our passes, as one-instruction
+    modules: (label, text, operand shapes, flops, occurrences)."""
+    path = Path(spec)
+    if not path.is_file():
+        models = Path(os.environ.get("HLO_MODELS", REPO.parent / "shared" / "models"))
+        path = models / f"{spec}.hlo"
+    module = runtime.analyze(path.read_text()).module
+    found: Counter = Counter()
+    shapes: dict[str, tuple] = {}
+    for comp in module.computations:
+        for inst in comp.instructions:
+            if inst.opcode not in CONTRACTIONS:
+                continue
+            attrs = "".join(f", {key}={attribute_text(key, value)}"
+                            for key, value in inst.attrs.items() if key != "metadata")
+            operands = [op.shape for op in inst.operands]
+            text = ("HloModule contraction\nENTRY e {\n"
+                    + "".join(f"  p{i} = {s.to_text()} parameter({i})\n"
+                              for i, s in enumerate(operands))
+                    + f"  ROOT c = {inst.shape.to_text()} {inst.opcode}("
+                    + ", ".join(f"p{i}" for i in range(len(operands))) + f"){attrs}\n}}\n")
+            found[text] += 1
+            shapes[text] = (inst, operands)
+    cases = []
+    for text, count in found.most_common():
+        inst, operands = shapes[text]
+        flops = contraction_flops(inst)
+        label = (f"{inst.opcode[:4]} {'x'.join(map(str, operands[0].dims))}*"
+                 f"{'x'.join(map(str, operands[1].dims))} {_layout_label(inst)}")
+        cases.append((label, text, operands, flops, count))
+    return cases
+
+
+def _layout_label(inst) -> str:
+    """What tells two contractions of the same operand shapes apart: a convolution's
+    dimension labels and window, a dot's contracting dimensions."""
+    if inst.opcode == "dot":
+        return (f"c{''.join(map(str, inst.attr('lhs_contracting_dims') or ()))}"
+                f"{''.join(map(str, inst.attr('rhs_contracting_dims') or ()))}")
+    window = inst.attr("window")
+    window = window.to_text() if window is not None else ""
+    return f"{inst.attr('dim_labels').to_text().split('_', 1)[1]} {window}"
+
+
+def contraction_flops(inst) -> float:
+    """2 x outputs x multiply-adds per output (a dot's contraction length; a convolution's
+    window size times input features per group)."""
+    outputs = math.prod(inst.shape.dims)
+    lhs, rhs = (op.shape for op in inst.operands)
+    if inst.opcode == "dot":
+        contracting = inst.attr("lhs_contracting_dims") or ()
+        return 2.0 * outputs * math.prod(lhs.dims[d] for d in contracting)
+    dn = inst.attr("dim_labels")
+    per_output = rhs.dims[dn.kernel_input_feature] * math.prod(rhs.dims[d]
+                                                               for d in dn.kernel_spatial)
+    return 2.0 * outputs * per_output
+
+
+def random_operand(shape, rng):
+    dtype = shape.element_type.numpy
+    if shape.element_type.is_float:
+        return rng.standard_normal(shape.dims).astype(dtype)
+    return rng.integers(-3, 4, size=shape.dims).astype(dtype)
 
 
 def ours_runner(text: str, args):
@@ -75,20 +150,25 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--only", default="")
     parser.add_argument("--no-xla", action="store_true")
+    parser.add_argument("--model", action="append", default=[],
+                        help="a model name or HLO file: its dots and convolutions")
     args = parser.parse_args()
     print(f"device: {get_device(None)}; best of {args.repeats} interleaved rounds, GFLOP/s")
-    print(f"  {'case':36s} {'ours':>8s} {'XLA':>8s} {'ours/XLA':>9s}")
+    print(f"  {'case':64s} {'count':>5s} {'ours':>8s} {'XLA':>8s} {'ours/XLA':>9s}")
     rng = np.random.default_rng(0)
-    for label, lhs, rhs, dims, out, k in CASES:
+    cases = [(label, module_text(lhs, rhs, dims, out), [lhs, rhs],
+              2.0 * math.prod(out) * k, 1) for label, lhs, rhs, dims, out, k in CASES]
+    if args.model:
+        cases = [case for spec in args.model for case in model_cases(spec)]
+    for label, text, operands, flops, count in cases:
         if args.only not in label:
             continue
-        text = module_text(lhs, rhs, dims, out)
-        a = rng.standard_normal(lhs).astype(np.float32)
-        b = rng.standard_normal(rhs).astype(np.float32)
-        ours = ours_runner(text, [a, b])
+        inputs = [random_operand(s, rng) if not isinstance(s, tuple)
+                  else rng.standard_normal(s).astype(np.float32) for s in operands]
+        ours = ours_runner(text, inputs)
         runners = [ours]
         if not args.no_xla:
-            xla = xla_cpu.compile_hlo(text).runner([a, b])
+            xla = xla_cpu.compile_hlo(text).runner(inputs)
             runners.append(xla)
         best = [math.inf] * len(runners)
         for run in runners:
@@ -96,11 +176,10 @@ def main() -> None:
         for _ in range(args.repeats):
             for i, run in enumerate(runners):
                 best[i] = min(best[i], run())
-        flops = 2.0 * math.prod(out) * k
         rates = [flops / t / 1e9 for t in best]
         xla_rate = rates[1] if len(rates) > 1 else math.nan
-        print(f"  {label:36s} {rates[0]:8.1f} {xla_rate:8.1f} {rates[0] / xla_rate:9.2f}",
-              flush=True)
+        print(f"  {label:64s} {count:5d} {rates[0]:8.1f} {xla_rate:8.1f} "
+              f"{rates[0] / xla_rate:9.2f}", flush=True)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ sys.path.insert(0, str(HERE))
 from programs import file_program, model_bench_programs  # noqa: E402
 
 import runtime  # noqa: E402
-from runtime import execute  # noqa: E402
+from runtime.execution import executable as execute  # noqa: E402
 
 
 @dataclass
