@@ -115,6 +115,7 @@ class TileShape:
     pack_row_group: int = 16
     pack_panel_bytes: int = 32 * 1024
     pack_contiguous: bool = False   # pack columns that are contiguous in memory too
+    vector_bits: int | None = None  # the tiles' vector width, where not the target's
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,10 @@ class Target:
     def lanes(self, scalar_bits: int) -> int:
         """Lanes of an explicit vector of ``scalar_bits``-bit elements (1: no vectors)."""
         return max(1, self.vector_bits // scalar_bits)
+
+    def tile_lanes(self, scalar_bits: int) -> int:
+        """Lanes of a register tile's vectors (``tiles.vector_bits``, else the target's)."""
+        return max(1, (self.tiles.vector_bits or self.vector_bits) // scalar_bits)
 
     @staticmethod
     def for_kind(kind: str) -> Target:
@@ -178,20 +183,22 @@ CPU = Target(
 
 # CPUs without AVX-512 (PoCL naming an AVX2 or older LLVM CPU; ``POCL_KERNELLIB_NAME=avx2``
 # makes PoCL compile for one on any x86-64 CPU). With 16 registers of 256 bits the CPU's
-# 8 x 32 float tile (16 float16 accumulators) spills; 4 rows of 3 float8 vectors (12
-# accumulators, 3 loads and 4 broadcasts per step; 2 vectors where 3 do not tile the
-# columns, ``tiles.vectors_for``) was the best of the shapes tried, and packing panels of
+# 8 x 2 float16 tile (16 accumulators of two registers each) spills; 4 rows of 3 float8
+# vectors (12 accumulators, 3 loads and 4 broadcasts per step; 2 vectors where 3 do not tile
+# the columns, ``tiles.vectors_for``) was the best of the shapes tried, and packing panels of
 # 16 KiB pays for row-major columns too. PoCL 3.1 compiling for haswell against XLA with
-# --xla_cpu_max_isa=AVX2 on the 2-core AMD EPYC, best of 5, GFLOP/s of the CPU target / this
-# one / XLA: GPT-2's MLP 128x768x3072 98 / 143 / 176, its logits 128x768x50257 (A @ B^T)
-# 97 / 128 / 187, ViT's weight gradient 768x1040x192 (A^T @ B) 97 / 147 / 116; the twelve
-# dot shapes of ``benchmarks/dot_shapes.py`` together 136 / 100 / 73 ms.
+# --xla_cpu_max_isa=AVX2 on the 2-core AMD EPYC (Zen 4), best of 5, GFLOP/s of the CPU
+# target's tiles / these / XLA: GPT-2's MLP 128x768x3072 98 / 143 / 176, its logits
+# 128x768x50257 (A @ B^T) 97 / 128 / 187, ViT's weight gradient 768x1040x192 (A^T @ B)
+# 97 / 147 / 116; the twelve dot shapes of ``benchmarks/dot_shapes.py`` together 136 / 100 /
+# 73 ms. Vector loops and row reductions keep 512-bit vectors (a float16 is two registers
+# there, more work in flight): bench_ew_chain_4m 3.85 against 4.35 ms with float8,
+# layernorm 1.22 against 1.36 ms, reduce_8m 1.03 against 1.08 ms (best of 15).
 CPU_AVX2 = replace(
     CPU,
     name="cpu-avx2",
-    vector_bits=256,
     tiles=replace(CPU.tiles, rows=4, vectors=3, pack_panel_bytes=16 * 1024,
-                  pack_contiguous=True),
+                  pack_contiguous=True, vector_bits=256),
 )
 
 # GPUs use the CPU's fusion decisions. Dots and row reductions get work-group kernels with

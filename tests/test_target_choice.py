@@ -57,7 +57,7 @@ def test_cpus_without_avx512_get_256_bit_vectors_and_smaller_tiles():
     assert Target.for_device(fake("cpu", 8, isa="baseline")) is CPU_AVX2
     assert Target.for_device(fake("cpu", 16, isa="unknown")) is CPU
     assert Target.for_device(fake("cpu", 1, isa="avx2")) is CPU_IMPLICIT_SIMD
-    assert CPU_AVX2.vector_bits == 256 and CPU_AVX2.lanes(32) == 8
+    assert CPU_AVX2.tile_lanes(32) == 8 and CPU.tile_lanes(32) == 16
     # accumulators of the register tile fit AVX2's 16 registers with the loads beside them
     accumulators = CPU_AVX2.tiles.rows * CPU_AVX2.tiles.vectors
     assert accumulators + CPU_AVX2.tiles.vectors + 1 <= 16

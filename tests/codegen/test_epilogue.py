@@ -64,7 +64,7 @@ def test_the_epilogue_is_stored_as_vectors(target):
                 if i.opcode == "fusion"]
     assert fusion.calls.root.opcode == "add"        # the whole epilogue is one output fusion
     source = lower(run(runtime.parse(text), target), target).source
-    lanes = target.lanes(32)
+    lanes = target.tile_lanes(32)
     assert f"vstore{lanes}(" in source and f"float{lanes} ev" in source
 
 

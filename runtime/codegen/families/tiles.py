@@ -123,7 +123,7 @@ def accumulation(out: ElementType, operands: tuple[ElementType, ...],
     widening at the load is XLA's convert-then-multiply), else None."""
     for names, scalar in _ACCUMULATORS:
         if out.name in names:
-            acc = Accumulation(out, scalar, target.lanes(cltypes.C_BITS[scalar]))
+            acc = Accumulation(out, scalar, target.tile_lanes(cltypes.C_BITS[scalar]))
             break
     else:
         return None
