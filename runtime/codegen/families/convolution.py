@@ -10,7 +10,11 @@ lands in the input (stride, padding, lhs and rhs dilation, reversal) and whether
 padding; then the input-feature loop broadcasts one input element per row (zero in padding)
 against the kernel's vector. Feature groups and batch groups are the work-item's third id:
 they shift the input's feature (or batch) offset, the kernel's output-feature offset and the
-output feature. No im2col buffer: the arena holds exactly the module's buffers.
+output feature. No im2col buffer: the arena holds exactly the module's buffers. A tap that
+falls in padding or lhs-dilation holes for every row of the tile skips its input-feature
+loop (a transposed convolution's holes are three quarters of its taps). Kernels whose output
+features are strided are copied output-feature-minor before fusion
+(``passes.convolution_layout``), so the vector loads are ``vload``s.
 
 GPU devices, fewer than 4 output features per group, both group counts above one, and type
 mixes ``tiles.accumulation`` refuses decline to the elemental loop kernel.

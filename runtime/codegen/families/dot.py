@@ -15,10 +15,12 @@ forms cover every layout in which some axis is contiguous where it must be:
   elements in vectors along that axis, sums each vector's lanes in a fixed order, and
   finishes the remainder of the axis with scalars.
 * packed form: ``A @ B^T`` with one contracting axis, contiguous in both operands, and enough
-  rows of ``A``: each work-group copies the ``B`` rows of its column block into a local-memory
-  panel laid out ``[k][column]`` and runs outer-form tiles on it (the inner form's per-element
-  lane sums cost as much as the products when the contraction is short, and its 4x2 blocks
-  reload both operands every step).
+  rows of ``A`` (on targets with ``tiles.pack_contiguous``, any dot the outer form takes with
+  one contracting axis): each work-group copies the column operand's part for its column
+  block into a local-memory panel laid out ``[k][column]`` and runs outer-form tiles on it
+  (the inner form's per-element lane sums cost as much as the products when the contraction
+  is short, and its 4x2 blocks reload both operands every step; on AVX2 the outer form's
+  column panel no longer stays in the first-level cache).
 
 Batch, free and contracting axes beyond these are index math; the only copy is the packed
 form's panel in local memory, so buffer assignment sees exactly the module's buffers. Anything else (a GPU
