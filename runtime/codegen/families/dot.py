@@ -229,6 +229,25 @@ class _DotKernel:
         self.writer.store_tile(tile, rows, width, first_row, nrows, first_lane,
                                lambda row: self.split(row, p.rows, "row"), element)
 
+    def tile_origin(self, cb: str, rb: str, zi, width: int, rows: int, ncols: str, nrows: str,
+                    x_et, x_buf: str):
+        """Where an outer-product tile starts: its first column (the last tile of a row moves
+        back to stay inside, ``skip`` lanes of it belonging to the tile before), per tile row
+        the row axes' indices (clamped to the last row) and a pointer into the row operand,
+        and the column operand's offset for the outer index ``zi``."""
+        p, kb, t = self.plan, self.kb, self.t
+        col0 = kb.let(t, f"min({cb} * {width}, {ncols} - {width})", "col")
+        skip = kb.let(t, f"{cb} * {width} - {col0}", "skip")
+        x_z = self.offset(zi, p.outer, p.row_side)
+        row_indices, x_rows = [], []
+        for r in range(rows):
+            clamped = kb.let(t, f"min({rb} * {rows} + {r}, {nrows} - 1)", "r")
+            ri = self.split(clamped, p.rows, "row")
+            row_indices.append(ri)
+            x_rows.append(pointer(kb, x_et, x_buf,
+                                  f"{x_z} + {self.offset(ri, p.rows, p.row_side)}", "x"))
+        return col0, skip, row_indices, x_rows, self.offset(zi, p.outer, p.col_side)
+
     def launch(self, col_blocks: int, row_blocks: int) -> Launch:
         return launch_3d(self.ctx, self.kb, self.c.inst, col_blocks, row_blocks,
                          _extent(self.plan.outer))
@@ -248,16 +267,8 @@ def _outer_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
     zi = k.split(zb, p.outer, "z")
     ncols = kb.param(v.size, key="cols")
     nrows = kb.param(nrows_total, key="rows")
-    col0 = kb.let(t, f"min({cb} * {width}, {ncols} - {width})", "col")
-    skip = kb.let(t, f"{cb} * {width} - {col0}", "skip")
-    x_z, y_z = k.offset(zi, p.outer, p.row_side), k.offset(zi, p.outer, p.col_side)
-    row_indices, x_rows = [], []
-    for r in range(rows):
-        clamped = kb.let(t, f"min({rb} * {rows} + {r}, {nrows} - 1)", "r")
-        ri = k.split(clamped, p.rows, "row")
-        row_indices.append(ri)
-        x_rows.append(pointer(kb, x_et, x_buf,
-                              f"{x_z} + {k.offset(ri, p.rows, p.row_side)}", "x"))
+    col0, skip, row_indices, x_rows, y_z = k.tile_origin(cb, rb, zi, width, rows, ncols, nrows,
+                                                         x_et, x_buf)
     y_base = pointer(kb, y_et, y_buf, f"{y_z} + {col0}", "y")
     tile.declare()
     vec = p.acc.vector(p.lanes)
@@ -322,16 +333,8 @@ def _packed_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
     nrows = kb.param(nrows_total, key="rows")
     nrb = kb.param(row_blocks, key="row_blocks")
     kn = kb.param(kaxis.size, key=("k", kaxis.lhs))
-    col0 = kb.let(t, f"min({cb} * {width}, {ncols} - {width})", "col")
-    skip = kb.let(t, f"{cb} * {width} - {col0}", "skip")
-    x_z, y_z = k.offset(zi, p.outer, p.row_side), k.offset(zi, p.outer, p.col_side)
-    row_indices, x_rows = [], []
-    for r in range(rows):
-        clamped = kb.let(t, f"min({rb} * {rows} + {r}, {nrows} - 1)", "r")
-        ri = k.split(clamped, p.rows, "row")
-        row_indices.append(ri)
-        x_rows.append(pointer(kb, x_et, x_buf,
-                              f"{x_z} + {k.offset(ri, p.rows, p.row_side)}", "x"))
+    col0, skip, row_indices, x_rows, y_z = k.tile_origin(cb, rb, zi, width, rows, ncols, nrows,
+                                                         x_et, x_buf)
     tile.declare()
     vec = acc.vector(p.lanes)
     k0, i = kb.fresh("k0"), kb.fresh("k")
