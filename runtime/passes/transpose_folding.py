@@ -8,10 +8,17 @@ dimensions in the operand's order, then the rhs ones, so a transpose is folded o
 keeps the operand's free dimensions in the same relative order (moving batch and contracting
 dimensions is always fine: the dot names them). A transpose with other readers stays for
 them. Instructions with control dependencies are left alone.
+
+A transpose of a dot's result that swaps its lhs and rhs free dimensions (keeping the batch
+dimensions first) is that dot with its operands swapped: ``transpose(dot(a, b))`` becomes
+``dot(b, a)`` when the transpose is the dot's only reader (XLA's algebraic simplifier does the
+same). A weight gradient accumulated in a loop, ``acc + transpose(dot(dz, h))``, then reads the
+dot in the accumulator's own order, so the add fuses into the dot's epilogue.
 """
 
 from __future__ import annotations
 
+from ..hlo.attributes import IdentifierList
 from ..hlo.ir import HloInstruction, HloModule
 from ..target import CPU, Target
 from .dce import remove_dead_code
@@ -21,11 +28,43 @@ _SIDES = (("lhs", 0), ("rhs", 1))
 
 def fold_transposes_in_place(module: HloModule, target: Target = CPU) -> None:
     for comp in module.computations:
+        users = comp.users()
+        for inst in comp.instructions:
+            if inst.opcode == "transpose":
+                _swap_dot_operands(inst, users)
         for inst in comp.instructions:
             if inst.opcode == "dot" and not inst.control_predecessors:
                 for side, k in _SIDES:
                     _fold(inst, side, k)
     remove_dead_code(module)
+
+
+def _swap_dot_operands(transpose: HloInstruction, users: dict[int, list[HloInstruction]]) -> None:
+    """Turn ``transpose(dot(a, b))`` into ``dot(b, a)`` where the transpose puts the rhs free
+    dimensions before the lhs ones and nothing else reads the dot."""
+    dot = transpose.operands[0]
+    if (dot.opcode != "dot" or dot.is_root or len(users[id(dot)]) != 1
+            or dot.control_predecessors or transpose.control_predecessors):
+        return
+    lhs, rhs = dot.operands
+    batch = len(dot.attrs.get("lhs_batch_dims", ()))  # type: ignore[arg-type]
+    lhs_free = lhs.shape.rank - batch - len(dot.attrs.get("lhs_contracting_dims", ()))  # type: ignore[arg-type,union-attr]
+    rhs_free = rhs.shape.rank - batch - len(dot.attrs.get("rhs_contracting_dims", ()))  # type: ignore[arg-type,union-attr]
+    swapped = (list(range(batch)) + [batch + lhs_free + d for d in range(rhs_free)]
+               + [batch + d for d in range(lhs_free)])
+    if not lhs_free or not rhs_free or list(transpose.dimensions) != swapped:
+        return
+    other = {"lhs_": "rhs_", "rhs_": "lhs_"}
+    attrs: dict[str, object] = {}
+    for key, value in dot.attrs.items():
+        if key[:4] in other:
+            value = dot.attrs[other[key[:4]] + key[4:]]
+        elif key == "operand_precision":
+            value = IdentifierList(tuple(reversed(value.names)))  # type: ignore[attr-defined]
+        attrs[key] = value
+    transpose.opcode = "dot"
+    transpose.operands = [rhs, lhs]
+    transpose.attrs = attrs
 
 
 def _fold(dot: HloInstruction, side: str, k: int) -> None:

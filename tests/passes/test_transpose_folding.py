@@ -82,3 +82,41 @@ def test_a_transpose_reordering_free_dimensions_stays():
     x, y = _rng((5, 4, 6), (6, 3))
     np.testing.assert_allclose(runtime.compile(SWAPPED_FREE)(x, y),
                                np.einsum("abk,kc->bac", x, y), rtol=1e-5, atol=1e-5)
+
+
+# a loop's weight gradient: the dot's result is transposed into the accumulator's order
+GRADIENT = """
+HloModule gradient
+ENTRY e {
+  dz = f32[2,32,24] parameter(0)
+  h = f32[2,32,16] parameter(1)
+  acc = f32[2,16,24] parameter(2)
+  d = f32[2,24,16] dot(dz, h), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={1}, operand_precision={HIGHEST, DEFAULT}
+  t = f32[2,16,24] transpose(d), dimensions={0,2,1}
+  ROOT r = f32[2,16,24] add(acc, t)
+}
+"""
+
+# the same transpose of a dot that has another reader stays
+SHARED_DOT = GRADIENT.replace("ROOT r = f32[2,16,24] add(acc, t)",
+                              "r = f32[2,16,24] add(acc, t)\n  ROOT out = (f32[2,16,24], f32[2,24,16]) tuple(r, d)")
+
+
+def test_a_transposed_dot_result_becomes_the_dot_with_swapped_operands():
+    module = _folded(GRADIENT)
+    dot = module.entry.root.operands[1]
+    assert dot.opcode == "dot" and [o.name for o in dot.operands] == ["h", "dz"]
+    assert [k for k in dot.attrs if k.endswith("_dims")] == [
+        "lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims"]
+    assert dot.attrs["operand_precision"].names == ("DEFAULT", "HIGHEST")
+    assert "transpose" not in {i.opcode for i in module.entry.instructions}
+    fused = optimise(runtime.parse(GRADIENT)).entry.root
+    assert fused.opcode == "fusion" and str(fused.attrs["kind"]) == "kOutput"
+    dz, h, acc = _rng((2, 32, 24), (2, 32, 16), (2, 16, 24))
+    np.testing.assert_allclose(runtime.compile(GRADIENT)(dz, h, acc),
+                               acc + np.einsum("bkn,bkm->bmn", dz, h), rtol=1e-5, atol=1e-5)
+
+
+def test_a_transposed_dot_with_another_reader_stays_a_transpose():
+    module = _folded(SHARED_DOT)
+    assert module.entry.root.operands[0].operands[1].opcode == "transpose"
