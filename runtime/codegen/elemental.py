@@ -175,14 +175,28 @@ class ElementalEmitter:
         if not dims:
             return ()
         rest = linear
+        t = self.kb.index_type
         for pos, d in enumerate(order):
             if pos == len(order) - 1:
-                out[d] = self.kb.let(self.kb.index_type, rest, "i")
+                out[d] = self.kb.let(t, rest, "i")
             else:
                 n = self.dim(dims[d], (key, "dim", d))
-                out[d] = self.kb.let(self.kb.index_type, f"{rest} % {n}", "i")
-                rest = self.kb.let(self.kb.index_type, f"{rest} / {n}", "q")
+                quotient = self.kb.let(t, self.quotient(rest, dims[d], (key, "dim", d)), "q")
+                out[d] = self.kb.let(t, f"{rest} - {quotient} * {n}", "i")
+                rest = quotient
         return tuple(out)
+
+    def quotient(self, numerator: str, divisor: int, key: object) -> str:
+        """``numerator / divisor`` for a non-negative index. Kernels take sizes as arguments
+        (one build serves every shape), and a division by a variable does not vectorise
+        across work-items: with 32-bit indices it is a multiply and a shift by the divisor's
+        ``division_magic``, passed beside it."""
+        if self.kb.index_type != "int":
+            return f"{numerator} / {self.dim(divisor, key)}"
+        multiplier, shift = division_magic(divisor)
+        m = self.kb.scalar("ulong", multiplier, key=(key, "magic"))
+        n = self.kb.param(shift, key=(key, "shift"))
+        return f"(int)(((ulong)(uint)({numerator}) * {m}) >> {n})"
 
     def scalar_index_value(self, inst: HloInstruction, index: Index = SCALAR) -> str:
         """An integer operand (a dynamic start index) as an index-typed expression."""
@@ -340,12 +354,61 @@ def _reshape(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
         return em.value(op, index)
     key = ("reshape", id(inst))
     rm_out = (out.dims, row_major(out.rank))
-    if index.linear is not None and index.linear[0] == rm_out:
-        linear = index.linear[1]
-    else:
-        linear = em.linearize(index.exprs, out.dims, row_major(out.rank), (key, "out"))
-    exprs = em.delinearize(linear, src.dims, row_major(src.rank), (key, "in"))
-    return em.value(op, Index(exprs, ((src.dims, row_major(src.rank)), linear)))
+    known = index.linear[1] if index.linear is not None and index.linear[0] == rm_out else None
+    groups = common_factors(src.dims, out.dims)
+    if known is None or _divisions(groups) < sum(n != 1 for n in src.dims) - 1:
+        exprs = ["0"] * src.rank
+        for g, (src_dims, out_dims) in enumerate(groups):
+            part = em.linearize(tuple(index.exprs[d] for d in out_dims),
+                                tuple(out.dims[d] for d in out_dims),
+                                row_major(len(out_dims)), (key, "out", g))
+            for d, e in zip(src_dims, em.delinearize(part, tuple(src.dims[d] for d in src_dims),
+                                                     row_major(len(src_dims)), (key, "in", g))):
+                exprs[d] = e
+        linear = (((src.dims, row_major(src.rank)), known) if known is not None else None)
+        return em.value(op, Index(tuple(exprs), linear))
+    exprs = em.delinearize(known, src.dims, row_major(src.rank), (key, "in"))
+    return em.value(op, Index(exprs, ((src.dims, row_major(src.rank)), known)))
+
+
+def division_magic(divisor: int) -> tuple[int, int]:
+    """``(m, s)`` with ``(x * m) >> s == x // divisor`` for every ``0 <= x < 2^31``, in 64-bit
+    arithmetic (Granlund and Montgomery's round-up method): for ``l = ceil(log2 d)`` and
+    ``m = ceil(2^(31+l) / d)``, ``m*d - 2^(31+l) < d <= 2^l``, which keeps the error below
+    one step of the quotient; ``m <= 2^32``, so ``x * m < 2^63``."""
+    d = max(divisor, 1)
+    bits = (d - 1).bit_length()
+    return -(-(1 << (31 + bits)) // d), 31 + bits
+
+
+def common_factors(src: tuple[int, ...], out: tuple[int, ...]
+                   ) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """The smallest groups of a reshape's operand and result dimensions (size-1 ones left out)
+    whose sizes have equal products: an index maps group by group, so ``[2,32,2,32,64]`` to
+    ``[2,64,32,64]`` divides one index by 2 instead of splitting the whole linear offset."""
+    a = [d for d, n in enumerate(src) if n != 1]
+    b = [d for d, n in enumerate(out) if n != 1]
+    groups = []
+    i = j = 0
+    while i < len(a) and j < len(b):
+        gi, gj = [a[i]], [b[j]]
+        pa, pb = src[a[i]], out[b[j]]
+        i, j = i + 1, j + 1
+        while pa != pb:
+            if pa < pb:
+                gi.append(a[i])
+                pa *= src[a[i]]
+                i += 1
+            else:
+                gj.append(b[j])
+                pb *= out[b[j]]
+                j += 1
+        groups.append((tuple(gi), tuple(gj)))
+    return groups
+
+
+def _divisions(groups) -> int:
+    return sum(len(src_dims) - 1 for src_dims, _ in groups)
 
 
 def _bitcast(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
