@@ -1,8 +1,8 @@
 """Per-kernel times of one run: where a module's time goes.
 
 Runs the module once to warm up, then once more with the queue drained after every plan step
-(kernel launch, copy, fill, host step), and prints the steps that took longest, with the
-instruction each comes from and, for a fusion, its kind and root opcode. Draining after every
+(kernel launch, copy, fill, host step), and prints the instructions whose steps took longest in all (a loop body's steps summed over
+its iterations, with their count), and for a fusion its kind and root opcode. Draining after every
 step removes the overlap between host and device, so the total is a little above a normal
 run's; the ranking is what this is for.
 
@@ -105,9 +105,14 @@ def main() -> None:
     stats = exe.memory_stats
     print(f"device bytes {stats.total:,} (argument {stats.argument:,} output {stats.output:,} "
           f"temp {stats.temp:,} alias {stats.alias:,})")
-    for t in sorted(times, key=lambda t: -t.seconds)[:args.top]:
-        print(f"{t.seconds * 1e3:9.2f} ms {100 * t.seconds / total:5.1f}%  {t.instruction:<28} "
-              f"{describe(exe.buffer_assignment.module, t.instruction)}")
+    per_instruction: dict[str, list[float]] = defaultdict(list)
+    for t in times:
+        per_instruction[t.instruction].append(t.seconds)
+    ranked = sorted(per_instruction.items(), key=lambda item: -sum(item[1]))
+    for name, seconds in ranked[:args.top]:
+        spent = sum(seconds)
+        print(f"{spent * 1e3:9.2f} ms {100 * spent / total:5.1f}% x{len(seconds):<4} {name:<28} "
+              f"{describe(exe.buffer_assignment.module, name)}")
 
 
 if __name__ == "__main__":
