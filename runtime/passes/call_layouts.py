@@ -6,10 +6,14 @@ computation boundary in another layout. The runtime takes printed layouts as the
 of the bytes, and a call parameter shares its operand's bytes, so a mismatch there would read
 the operand's elements in the wrong order. JAX emits exactly that for batched
 ``jnp.linalg.solve`` (a ``transpose`` printed ``{1,2,0}`` passed to a parameter printed
-``{2,1,0}``). This pass adds the physical transpose (``copy`` to the declared layout) for
-array operands of calls and conditional branches, and for callee roots whose layout differs
-from the calling instruction's. It runs after flatten_call_graph, so rewriting a callee's
-root affects only its one call site.
+``{2,1,0}``), and for ``lax.scan`` over a transposed input (the while's init printed
+``{2,0,1}``, its body's parameter ``{2,1,0}``). This pass adds the physical transpose
+(``copy`` to the declared layout) for operands of calls and conditional branches, and for
+callee roots whose layout differs from the calling instruction's; tuples are taken apart and
+rebuilt around the leaves that move. A while's loop state follows its body's parameter: the
+init and the body's root are copied to it, and the condition's parameter and the while's
+result are declared in it, their readers reading a copy in the layouts they were written
+for. It runs after flatten_call_graph, so rewriting a callee affects only its one call site.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
-from ..hlo.shape import ArrayShape, Shape
+from ..hlo.shape import ArrayShape, Shape, TupleShape
 from .names import FreshNames
 
 # opcode -> ((operand index, callee, parameter number) pairs, callees whose root is the result)
@@ -46,29 +50,121 @@ def relayout_needed(have: Shape, want: Shape) -> bool:
             and have.minor_to_major != want.minor_to_major)
 
 
+def _differs(have: Shape, want: Shape) -> bool:
+    if isinstance(have, TupleShape) and isinstance(want, TupleShape):
+        return any(_differs(h, w) for h, w in zip(have.elements, want.elements))
+    return relayout_needed(have, want)
+
+
+def _relayout(value: HloInstruction, want: Shape, names: FreshNames,
+              made: list[HloInstruction]) -> HloInstruction:
+    """``value`` in ``want``'s layouts: a copy of each array leaf in another layout (a tuple
+    taken apart and rebuilt around them), or ``value`` itself; new instructions go to
+    ``made`` in order."""
+    if not _differs(value.shape, want):
+        return value
+    if not isinstance(want, TupleShape):
+        made.append(HloInstruction(names.fresh("copy"), "copy", want, [value]))
+        return made[-1]
+    have: TupleShape = value.shape  # type: ignore[assignment]
+    parts = []
+    for k, element in enumerate(want.elements):
+        part = HloInstruction(names.fresh("get-tuple-element"), "get-tuple-element",
+                              have.elements[k], [value], {"index": k})
+        made.append(part)
+        parts.append(_relayout(part, element, names, made))
+    made.append(HloInstruction(names.fresh("tuple"), "tuple",
+                               TupleShape(tuple(p.shape for p in parts)), parts))
+    return made[-1]
+
+
+def _insert_before(comp: HloComputation, user: HloInstruction | None,
+                   made: list[HloInstruction]) -> None:
+    at = comp.instructions.index(user) if user is not None else len(comp.instructions)
+    for inst in made:
+        inst.parent = comp
+    comp.instructions[at:at] = made
+
+
+def _relayout_operand(inst: HloInstruction, k: int, want: Shape, names: FreshNames) -> None:
+    made: list[HloInstruction] = []
+    inst.operands[k] = _relayout(inst.operands[k], want, names, made)
+    _insert_before(inst.parent, inst, made)  # type: ignore[arg-type]
+
+
+def _relayout_root(callee: HloComputation, want: Shape, names: FreshNames) -> None:
+    made: list[HloInstruction] = []
+    root = _relayout(callee.root, want, names, made)  # type: ignore[arg-type]
+    _insert_before(callee, None, made)
+    callee.root = root
+
+
+def _redeclare_parameter(comp: HloComputation, want: Shape, names: FreshNames) -> None:
+    """Give ``comp``'s parameter 0 the shape ``want``; its readers read a relayout of it in
+    the layouts they were written for."""
+    parameter = comp.parameter(0)
+    if not _differs(parameter.shape, want):
+        return
+    declared = parameter.shape
+    parameter.shape = want
+    made: list[HloInstruction] = []
+    value = _relayout(parameter, declared, names, made)
+    for inst in comp.instructions:
+        inst.operands = [value if op is parameter and inst not in made else op
+                         for op in inst.operands]
+    if comp.root is parameter:
+        comp.root = value
+    _insert_before(comp, comp.instructions[comp.instructions.index(parameter) + 1]
+                   if parameter is not comp.instructions[-1] else None, made)
+
+
+def _redeclare_result(inst: HloInstruction, want: Shape, names: FreshNames) -> None:
+    """Give ``inst`` the shape ``want``; its readers read a relayout of it in the layouts they
+    were written for."""
+    comp: HloComputation = inst.parent  # type: ignore[assignment]
+    if not _differs(inst.shape, want):
+        return
+    declared = inst.shape
+    inst.shape = want
+    made: list[HloInstruction] = []
+    value = _relayout(inst, declared, names, made)
+    for user in comp.instructions:
+        if user not in made:
+            user.operands = [value if op is inst else op for op in user.operands]
+    if comp.root is inst:
+        comp.root = value
+    after = comp.instructions.index(inst) + 1
+    _insert_before(comp, comp.instructions[after] if after < len(comp.instructions) else None,
+                   made)
+
+
+def _match_while(inst: HloInstruction, names: FreshNames) -> None:
+    """The loop state is laid out as the body's parameter declares: the init, the body's
+    root, the condition's parameter and the while's own result follow it."""
+    state = inst.body.parameter(0).shape
+    _relayout_operand(inst, 0, state, names)
+    _relayout_root(inst.body, state, names)
+    _redeclare_parameter(inst.condition, state, names)
+    _redeclare_result(inst, state, names)
+
+
 def match_call_layouts(module: HloModule) -> None:
     """Insert the relayout copies, in place (see the module docstring)."""
     names = FreshNames(module)
     for comp in list(module.computations):
         for inst in list(comp.instructions):
+            if inst.opcode == "while":
+                _match_while(inst, names)
+                continue
             rule = BOUNDARIES.get(inst.opcode)
             if rule is None:
                 continue
             passes, callees = rule(inst)
             for k, callee, number in passes:
-                parameter = callee.parameter(number)
-                if relayout_needed(inst.operands[k].shape, parameter.shape):
-                    copy = HloInstruction(names.fresh("copy"), "copy", parameter.shape,
-                                          [inst.operands[k]], parent=comp)
-                    comp.instructions.insert(comp.instructions.index(inst), copy)
-                    inst.operands[k] = copy
+                _relayout_operand(inst, k, callee.parameter(number).shape, names)
             for callee in callees:
-                root = callee.root
-                if root is not None and relayout_needed(root.shape, inst.shape):
-                    copy = HloInstruction(names.fresh("copy"), "copy", inst.shape, [root],
-                                          parent=callee)
-                    callee.instructions.append(copy)
-                    callee.root = copy
+                if callee.root is not None:
+                    _relayout_root(callee, inst.shape, names)
 
 
 __all__ = ["match_call_layouts", "relayout_needed", "BOUNDARIES"]
