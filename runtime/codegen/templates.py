@@ -209,6 +209,44 @@ def _float_to_int(from_c: str, to_c: str) -> Helper:
 HELPERS += tuple(_float_to_int(f, i) for f in _FLOAT_C for i in _INT_C)
 
 
+def _bf16_vectors(n: int) -> tuple[Helper, ...]:
+    """bf16 on ``n`` lanes at once (the vector loop's), lane by lane ``cltypes``' scalar
+    helpers: widening shifts the bits up; narrowing rounds the f32 bits to nearest even and
+    keeps a NaN's bits (quieted where its payload would vanish); rounding a computed value
+    rounds its bits in place (the same bits as narrowing and widening again) and makes its
+    NaNs canonical."""
+    to_float, to_bf16 = f"xla_bf16x{n}_to_float", f"xla_float_to_bf16x{n}"
+    return (
+        Helper(to_float,
+               f"float{n} {to_float}(ushort{n} h) {{\n"
+               f"  return as_float{n}(convert_uint{n}(h) << 16);\n"
+               "}\n"),
+        Helper(to_bf16,
+               f"ushort{n} {to_bf16}(float{n} x) {{\n"
+               f"  uint{n} u = as_uint{n}(x);\n"
+               f"  ushort{n} high = convert_ushort{n}(u >> 16);\n"
+               f"  ushort{n} rounded = convert_ushort{n}((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);\n"
+               f"  ushort{n} nan = select((ushort{n})(high | (ushort)0x40u), high,\n"
+               f"                         (high & (ushort)0x7fu) != (ushort)0);\n"
+               f"  return select(rounded, nan, convert_short{n}(isnan(x)));\n"
+               "}\n"),
+        Helper(f"xla_round_bf16x{n}",
+               f"float{n} xla_round_bf16x{n}(float{n} x) {{\n"
+               f"  uint{n} u = as_uint{n}(x);\n"
+               f"  float{n} rounded = as_float{n}((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u);\n"
+               f"  return select(rounded, as_float{n}((u & 0x80000000u) | 0x7fc00000u), isnan(x));\n"
+               "}\n"),
+    )
+
+
+HELPERS += tuple(h for n in VECTOR_WIDTHS for h in _bf16_vectors(n))
+
+
+def rounds(opcode: str) -> bool:
+    """Whether ``opcode``'s float result needs rounding to a narrow float's precision."""
+    return opcode not in _EXACT
+
+
 def _subst(template: str, row: ClType, lanes: int = 1, **operands: str) -> str:
     return fill(template, _placeholders(row.compute, lanes), **operands)
 
@@ -510,6 +548,7 @@ def reduce_precision(et: ElementType | str, x: str, exponent_bits: int,
 
 
 __all__ = [
-    "HELPERS", "FP_CONTRACT_OFF", "VECTOR_WIDTHS", "vector_lanes", "unary", "binary", "compare",
+    "HELPERS", "FP_CONTRACT_OFF", "VECTOR_WIDTHS", "vector_lanes", "rounds", "unary", "binary",
+    "compare",
     "select", "clamp", "convert", "bitcast_convert", "bitcast_convert_split", "bitcast_convert_join", "reduce_precision",
 ]

@@ -1,8 +1,9 @@
 """Vector loop kernels (as wide as the default device's target: 16 floats or 8 doubles per
 work-item on AVX-512, 8 or 4 on AVX2): values with a partial last block, NaN/-0 semantics of
-the vector helpers, in-place updates, scalar operands, and the kernels that must stay
-scalar."""
+the vector helpers, in-place updates, scalar operands, bf16 kernels computing in f32 vectors,
+and the kernels that must stay scalar."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -203,3 +204,66 @@ def test_scalar_output_through_a_degenerate_reshape():
       ROOT n = f32[] negate(r)
     }"""
     np.testing.assert_array_equal(runtime.compile(text)(np.array([2.5], np.float32)), -2.5)
+
+
+MIXED_BF16 = """HloModule mixed
+ENTRY e {{
+  x = bf16[{r},{c}] parameter(0)
+  mean = f32[{r}] parameter(1)
+  scale = bf16[] parameter(2)
+  xf = f32[{r},{c}] convert(x)
+  m = f32[{r},{c}] broadcast(mean), dimensions={{0}}
+  d = f32[{r},{c}] subtract(xf, m)
+  db = bf16[{r},{c}] convert(d)
+  s = bf16[{r},{c}] broadcast(scale), dimensions={{}}
+  p = bf16[{r},{c}] multiply(db, s)
+  q = bf16[{r},{c}] divide(p, x)
+  n = bf16[{r},{c}] negate(q)
+  ROOT o = bf16[{r},{c}] add(n, x)
+}}"""
+
+
+def _bf16(v: np.ndarray) -> np.ndarray:
+    """``v`` rounded to bf16 (to nearest even) and widened again, as each bf16 op does."""
+    return v.astype(ml_dtypes.bfloat16).astype(np.float32)
+
+
+@pytest.mark.parametrize("rows, cols", [(5, 37), (3, 64), (1, 7)])
+def test_mixed_bf16_and_f32_kernel_rounds_each_bf16_result_like_the_scalar_form(rows, cols):
+    """A group norm's shape: bf16 activations, f32 statistics, converts both ways. Each bf16
+    result is rounded to nearest even, bit for bit; rows that do not fill a vector and a
+    partial last block take the lane-by-lane paths."""
+    x = (RNG.standard_normal((rows, cols)) * 3).astype(ml_dtypes.bfloat16)
+    flat = x.reshape(-1)
+    flat[:6] = [np.inf, -np.inf, np.nan, 0.0, -0.0, 3.0e38]
+    mean = RNG.standard_normal(rows).astype(np.float32)
+    scale = np.array(1.7, ml_dtypes.bfloat16)
+    exe = runtime.compile(MIXED_BF16.format(r=rows, c=cols))
+    assert f"{vector('float', 32)} " in exe.program.source
+    assert "xla_round_bf16x" in exe.program.source
+    got = np.asarray(exe(x, mean, scale)).astype(np.float32)
+    xf = x.astype(np.float32)
+    with np.errstate(all="ignore"):
+        db = _bf16(xf - mean[:, None])
+        q = _bf16(_bf16(db * np.float32(scale)) / xf)
+        want = _bf16(-q + xf)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    keep = ~np.isnan(want)
+    np.testing.assert_array_equal(got[keep].view(np.uint32), want[keep].view(np.uint32))
+
+
+def test_f32_to_bf16_convert_rounds_ties_to_even_and_keeps_nan_and_infinities():
+    n = 45
+    base = np.float32(1.0) + np.arange(n, dtype=np.float32) * np.float32(2.0 ** -8)
+    x = base.copy()             # odd multiples of 2^-8 are exact ties between bf16 values
+    x[:5] = [np.nan, np.inf, -np.inf, -0.0, np.float32(3.3961e38)]   # the last rounds to inf
+    exe = runtime.compile(f"""HloModule c
+    ENTRY e {{
+      x = f32[{n}] parameter(0)
+      ROOT y = bf16[{n}] convert(x)
+    }}""")
+    assert "xla_float_to_bf16x" in exe.program.source
+    got = np.asarray(exe(x))
+    want = x.astype(ml_dtypes.bfloat16)
+    assert np.isnan(got[0].astype(np.float32))
+    np.testing.assert_array_equal(got[1:].view(np.uint16), want[1:].view(np.uint16))
