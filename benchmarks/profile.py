@@ -1,10 +1,10 @@
 """Per-kernel times of one run: where a module's time goes.
 
 Runs the module once to warm up, then once more with the queue drained after every plan step
-(kernel launch, copy, fill, host step), and prints the instructions whose steps took longest in all (a loop body's steps summed over
-its iterations, with their count), and for a fusion its kind and root opcode. Draining after every
-step removes the overlap between host and device, so the total is a little above a normal
-run's; the ranking is what this is for.
+(kernel launch, copy, fill, host step), and prints the instructions whose steps took longest
+in all (a loop body's steps summed over its iterations, with their count) and, for a fusion,
+its kind and root opcode. Draining after every step removes the overlap between host and
+device, so the total is a little above a normal run's; the ranking is what this is for.
 
     python benchmarks/profile.py FILE.hlo|MODEL_NAME [--top N]
 

@@ -50,10 +50,47 @@ def _from_corpus(p: Program, path: Path) -> BenchProgram:
 
 
 def file_program(path: Path) -> BenchProgram:
+    """An HLO file; with ``NAME.npz`` beside it (``arg_i`` inputs, ``out_i`` reference outputs,
+    bf16 as raw ``uint16`` bits, as ``jax_models.py`` writes them) its inputs come from there
+    and its results are checked, else inputs are drawn from each parameter's shape."""
     text = path.read_text()
     module = runtime.parse(text)
     shapes = [p.shape for p in module.entry.parameters]
-    return BenchProgram(path.stem, path, text, lambda: [_random(s, k) for k, s in enumerate(shapes)])
+    saved = path.with_suffix(".npz")
+    if not saved.is_file():
+        return BenchProgram(path.stem, path, text,
+                            lambda: [_random(s, k) for k, s in enumerate(shapes)])
+    data = np.load(saved)
+    args = [_typed(data[f"arg_{k}"], s) for k, s in enumerate(shapes)]
+    outputs = [data[f"out_{k}"] for k in range(sum(n.startswith("out_") for n in data.files))]
+    return BenchProgram(path.stem, path, text, lambda: args,
+                        lambda got: _differences(flatten(got), outputs))
+
+
+def _typed(a: np.ndarray, shape) -> np.ndarray:
+    return a.view(ml_dtypes.bfloat16) if shape.element_type.name == "bf16" else a
+
+
+def _differences(got: list[np.ndarray], want: list[np.ndarray]) -> list[str]:
+    """Outputs further from the reference than a rounding budget of their type allows, scaled
+    by the output's largest magnitude (1e-3 in f32 and f64, 3e-2 in bf16 and f16; integers
+    and booleans exact)."""
+    if len(got) != len(want):
+        return [f"{len(got)} outputs, expected {len(want)}"]
+    problems = []
+    for k, (g, w) in enumerate(zip(got, want)):
+        if g.dtype == ml_dtypes.bfloat16:
+            w = w.view(ml_dtypes.bfloat16)
+        if g.shape != w.shape:
+            problems.append(f"out_{k}: shape {g.shape}, expected {w.shape}")
+            continue
+        gf, wf = g.astype(np.float64), w.astype(np.float64)
+        budget = 0.0 if g.dtype.kind in "biu" else 3e-2 if g.dtype.itemsize == 2 else 1e-3
+        scale = float(np.max(np.abs(wf), initial=0.0))
+        worst = float(np.max(np.abs(gf - wf), initial=0.0))
+        if worst > budget * scale or not np.array_equal(np.isnan(gf), np.isnan(wf)):
+            problems.append(f"out_{k}: off by {worst:.3g} where values reach {scale:.3g}")
+    return problems
 
 
 def _random(shape, seed: int) -> np.ndarray:

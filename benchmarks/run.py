@@ -9,7 +9,9 @@ cold one left), and memory (argument + output + temp - alias bytes: our buffer a
 against XLA's compiled memory stats), each as a ratio to XLA. Whole models (``$HLO_MODELS``,
 default ``../shared/models``) are measured the same way with ``--model-runs`` turns (best and
 median reported), their compile time in this process (the PoCL cache as found), their kernel
-launches per run, and outputs checked against the index's summaries. Then corpus-wide figures: warm
+launches per run, and outputs checked against the index's summaries; an HLO file given with
+its inputs and reference outputs beside it (``NAME.npz``, as ``jax_models.py`` writes them)
+is measured as a whole model too, and checked. Then corpus-wide figures: warm
 compile of every corpus module against XLA's compile time, memory of every module against
 XLA's, the temp arena against its liveness lower bound, and the per-run overhead of a warm
 executable. Prints tables, the geomeans against the issue's targets and a Markdown summary
@@ -228,10 +230,10 @@ def print_programs(rows: list[Row]) -> None:
 def print_models(rows: list[Row], runs: int) -> None:
     print(f"\nwhole models, best (median) of {runs} interleaved runs; compile in this process "
           "(PoCL kernel cache as found):")
-    print(f"{'model':22} {'ours ms':>17} {'XLA ms':>17} {'best ratio':>10} {'compile s':>9} "
+    print(f"{'model':28} {'ours ms':>17} {'XLA ms':>17} {'best ratio':>10} {'compile s':>9} "
           f"{'XLA c s':>7} {'bytes ours':>13} {'bytes XLA':>13} {'mem':>5} {'launch':>6}  ok")
     for r in rows:
-        print(f"{r.name:22} {r.run_best_s * 1e3:8.1f} ({r.run_s * 1e3:6.1f}) "
+        print(f"{r.name:28} {r.run_best_s * 1e3:8.1f} ({r.run_s * 1e3:6.1f}) "
               f"{r.xla_run_best_s * 1e3:8.1f} ({r.xla_run_s * 1e3:6.1f}) "
               f"{r.run_best_s / r.xla_run_best_s:10.2f} {r.compile_s:9.2f} {r.xla_compile_s:7.2f} "
               f"{r.total_bytes:13,} {r.xla_total_bytes:13,} {r.memory_ratio:5.2f} {r.launches:6d}  "
@@ -318,7 +320,8 @@ def main() -> None:
     parser.add_argument("--no-compile", action="store_true", help="skip compile-time runs")
     parser.add_argument("--no-corpus", action="store_true",
                         help="skip the corpus-wide compile, memory and overhead figures")
-    parser.add_argument("--no-models", action="store_true", help="skip the whole models")
+    parser.add_argument("--no-models", action="store_true",
+                        help="skip the shared folder's whole models")
     parser.add_argument("--models-only", action="store_true",
                         help="only the whole models (no bench programs, no corpus figures)")
     parser.add_argument("--model-runs", type=int, default=5)
@@ -330,9 +333,11 @@ def main() -> None:
     xla_source = "jaxlib " + _jax_version() + ", measured in this run" if use_xla else \
         "the corpus index's figures (jax not installed)"
     targets_ = _devices(args.device)
+    files = [file_program(Path(f)) for f in args.files]
     bench = [] if args.models_only else \
-        corpus_bench_programs(CORPUS) + [file_program(Path(f)) for f in args.files]
-    models = [] if args.no_models else model_bench_programs()
+        corpus_bench_programs(CORPUS) + [p for p in files if p.check is None]
+    models = ([] if args.no_models else model_bench_programs()) + \
+        [p for p in files if p.check is not None]
     model_rows = []
     for p in models:
         print(f"running model {p.name} on {targets_[0]} ...", flush=True)
