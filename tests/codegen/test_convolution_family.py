@@ -1,7 +1,9 @@
 """The direct register-tiled convolution family against a numpy definition of XLA's
 convolution: dimension labels, strides, padding (negative too), lhs/rhs dilation, reversal,
-feature and batch groups, 1-D and 3-D, element types, zero sizes and a fused epilogue."""
+feature and batch groups, 1-D and 3-D, element types, zero sizes and a fused epilogue; and
+the narrow form for fewer output features than a vector."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -138,3 +140,65 @@ def test_fused_bias_and_relu():
     want = np.maximum(convolution(x.astype(np.float64), w.astype(np.float64), "b01f_01io->b01f",
                                   size=(3, 3), pad=((1, 1), (1, 1))) + bias, 0)
     np.testing.assert_allclose(exe(x, w, bias), want, rtol=1e-5, atol=1e-5)
+
+
+NARROW_CASES = [
+    # (x shape, w shape, window text, dim_labels, reference keyword arguments): fewer output
+    # features than a vector, input features contiguous, some beyond the last full vector
+    ((2, 9, 11, 37), (3, 3, 37, 3), "size=3x3 pad=1_1x1_1", "b01f_01io->b01f",
+     dict(size=(3, 3), pad=((1, 1), (1, 1)))),
+    ((2, 9, 11, 40), (3, 2, 40, 1), "size=3x2 stride=2x1 pad=1_2x0_1 rhs_dilate=1x2",
+     "b01f_01io->b01f", dict(size=(3, 2), stride=(2, 1), pad=((1, 2), (0, 1)), rhs_dilate=(1, 2))),
+    ((1, 5, 6, 33), (3, 3, 33, 2), "size=3x3 pad=1_1x1_1 lhs_dilate=2x2 rhs_reversal=1x1",
+     "b01f_01io->b01f", dict(size=(3, 3), pad=((1, 1), (1, 1)), lhs_dilate=(2, 2),
+                             reversal=(1, 1))),
+    ((3, 17, 64), (5, 64, 3), "size=5 stride=2 pad=2_2", "b0f_0io->b0f",
+     dict(size=(5,), stride=(2,), pad=((2, 2),))),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, window, labels, ref", NARROW_CASES)
+def test_narrow_outputs_vectorise_over_input_features(x_shape, w_shape, window, labels, ref):
+    """An RGB output layer's shape: the narrow form, against the definition."""
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    w = RNG.standard_normal(w_shape).astype(np.float32)
+    want = convolution(x.astype(np.float64), w.astype(np.float64), labels, **ref)
+    text = conv_module("f32", dims(x_shape), dims(w_shape), dims(want.shape), window, labels)
+    plan = plan_convolution(contraction_parts(runtime.parse(text).entry.root, "convolution"), CPU)
+    assert plan is not None and plan.narrow and plan.vectors == w_shape[-1]
+    exe = runtime.compile(text)
+    assert "fma(" in exe.program.source
+    np.testing.assert_allclose(exe(x, w), want, rtol=1e-5, atol=1e-4)
+
+
+def test_narrow_bf16_output_with_a_fused_bias_and_tanh():
+    text = """HloModule rgb
+    ENTRY e {
+      x = bf16[2,8,8,32] parameter(0)
+      w = bf16[3,3,32,3] parameter(1)
+      b = bf16[3] parameter(2)
+      c = bf16[2,8,8,3] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+      bb = bf16[2,8,8,3] broadcast(b), dimensions={3}
+      s = bf16[2,8,8,3] add(c, bb)
+      ROOT t = bf16[2,8,8,3] tanh(s)
+    }"""
+    bf16 = ml_dtypes.bfloat16
+    x = RNG.standard_normal((2, 8, 8, 32)).astype(bf16)
+    w = (RNG.standard_normal((3, 3, 32, 3)) * 0.1).astype(bf16)
+    b = RNG.standard_normal(3).astype(bf16)
+    exe = runtime.compile(text)
+    assert "fma(" in exe.program.source
+    conv = convolution(x.astype(np.float64), w.astype(np.float64), "b01f_01io->b01f",
+                       size=(3, 3), pad=((1, 1), (1, 1)))
+    want = np.tanh(conv.astype(bf16).astype(np.float64) + b.astype(np.float64))
+    np.testing.assert_allclose(np.asarray(exe(x, w, b), np.float64), want, rtol=2e-2, atol=2e-2)
+
+
+def test_narrow_form_needs_contiguous_input_features_and_no_groups():
+    nchw = conv_module("f32", "1,32,5,5", "3,3,32,3", "1,3,3,3", "size=3x3", "bf01_01io->bf01")
+    conv = runtime.parse(nchw).entry.root
+    assert plan_convolution(contraction_parts(conv, "convolution"), CPU) is None
+    grouped = conv_module("f32", "1,5,5,32", "3,3,16,2", "1,3,3,2", "size=3x3", "b01f_01io->b01f",
+                          ", feature_group_count=2")
+    conv = runtime.parse(grouped).entry.root
+    assert plan_convolution(contraction_parts(conv, "convolution"), CPU) is None

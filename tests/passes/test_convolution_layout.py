@@ -76,3 +76,19 @@ def test_values_are_unchanged():
         for tx in range(3):
             ref += np.einsum("byxo,io->byxi", padded[:, ty:ty + 6, tx:tx + 6], w[ty, tx])
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_a_narrow_kernel_is_copied_input_feature_minor_and_a_depthwise_one_is_left_alone():
+    """Fewer output features than a vector: the narrow form vectorises over input features."""
+    rgb = FORWARD.replace("f32[3,3,16,24]", "f32[3,3,16,3]").replace("f32[2,6,6,24]",
+                                                                     "f32[2,6,6,3]")
+    [copy] = relayouts(rgb)
+    assert copy.shape.minor_to_major[0] == 2          # the kernel's input features
+    depthwise = """
+    HloModule depthwise
+    ENTRY e {
+      x = f32[2,6,6,16]{3,2,1,0} parameter(0)
+      w = f32[3,3,1,16]{3,2,1,0} parameter(1)
+      ROOT y = f32[2,6,6,16]{3,2,1,0} convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=16
+    }"""
+    assert relayouts(depthwise) == []

@@ -16,8 +16,12 @@ loop (a transposed convolution's holes are three quarters of its taps). Kernels 
 features are strided are copied output-feature-minor before fusion
 (``passes.convolution_layout``), so the vector loads are ``vload``s.
 
-GPU devices, fewer than 4 output features per group, both group counts above one, and type
-mixes ``tiles.accumulation`` refuses decline to the elemental loop kernel.
+Fewer output features than a vector (an image model's RGB output) take the narrow form: a
+work-item holds ``R`` output positions x every output feature, each a vector along the input
+features, summed across lanes at the end (``passes.convolution_layout`` makes such a kernel's
+input features minor). GPU devices, grouped convolutions with fewer than 4 output features
+per group (depthwise ones), both group counts above one, and type mixes
+``tiles.accumulation`` refuses decline to the elemental loop kernel.
 """
 
 from __future__ import annotations
@@ -33,9 +37,9 @@ from ..loop import kernel_builder, operand_leaves
 from ..context import LoweringContext
 from ..plan import Launch
 from ...target import Target
-from .tiles import (Accumulation, Contraction, OutputWriter, Tile, begin_tiles, lanes_for,
-                    launch_3d, operand_buffer, register_contraction, rows_for, tiled_accumulation,
-                    vectors_for)
+from .tiles import (Accumulation, Contraction, OutputWriter, Tile, begin_tiles, horizontal_sum,
+                    lanes_for, launch_3d, operand_buffer, register_contraction, rows_for,
+                    tiled_accumulation, vectors_for)
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class ConvPlan:
     groups: int                 # feature_group_count x batch_group_count (one of them is 1)
     batch_groups: bool          # the groups split the input batch, not the input features
     columns: int                # output features per group
+    narrow: bool = False        # vectorised over input features (fewer columns than a vector)
 
 
 def _window(conv: HloInstruction) -> Window:
@@ -71,12 +76,33 @@ def plan_convolution(c: Contraction, target: Target) -> ConvPlan | None:
     columns = rhs.dims[dn.kernel_output_feature] // (g * bg)  # type: ignore[union-attr]
     lanes = lanes_for(acc, columns, tiles)
     if lanes is None:
-        return None
+        return _narrow_plan(c, acc, columns, g * bg, target)
     out: ArrayShape = c.op.shape  # type: ignore[assignment]
     rows = out.element_count // out.dims[dn.output_feature]
     return ConvPlan(acc, lanes, vectors_for(columns, lanes, tiles),
                     rows_for(rows, tiles),
                     g * bg, bg > 1, columns)
+
+
+def _narrow_plan(c: Contraction, acc: Accumulation, columns: int, groups: int,
+                 target: Target) -> ConvPlan | None:
+    """The narrow form, for fewer output features than a vector (an image model's RGB
+    output, a segmentation head): ungrouped, input features contiguous and at least one
+    vector of them."""
+    lhs, rhs = (o.shape for o in c.operands)
+    dn: ConvDimensionNumbers = c.op.dim_labels
+    if (groups != 1 or acc.lanes < 2 or element_strides(lhs)[dn.input_feature] != 1  # type: ignore[arg-type]
+            or rhs.dims[dn.kernel_input_feature] < acc.lanes):  # type: ignore[union-attr]
+        return None
+    out: ArrayShape = c.op.shape  # type: ignore[assignment]
+    rows = out.element_count // out.dims[dn.output_feature]
+    return ConvPlan(acc, acc.lanes, columns, min(rows_for(rows, target.tiles),
+                                                 target.tiles.inner_rows),
+                    1, False, columns, narrow=True)
+
+
+def _emit(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
+    return (_narrow_kernel if p.narrow else _conv_kernel)(ctx, c, p)
 
 
 def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
@@ -171,6 +197,107 @@ def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
     return launch_3d(ctx, kb, c.inst, col_blocks, row_blocks, p.groups)
 
 
+def _narrow_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
+    """``R`` output positions x every output feature per work-item, each accumulated in a
+    vector along the input features (loaded with ``vload`` from the input, and from the
+    kernel when ``passes.convolution_layout`` made its input features minor), summed across
+    lanes at the end; input features beyond the last full vector are scalar."""
+    conv = c.op
+    dn: ConvDimensionNumbers = conv.dim_labels
+    window = _window(conv)
+    lhs: ArrayShape = c.operands[0].shape  # type: ignore[assignment]
+    rhs: ArrayShape = c.operands[1].shape  # type: ignore[assignment]
+    out: ArrayShape = conv.shape  # type: ignore[assignment]
+    kb = kernel_builder(lhs, rhs, c.inst.shape)  # type: ignore[arg-type]
+    t, acc, lanes = kb.index_type, p.acc, p.lanes
+    em = ElementalEmitter(kb, operand_leaves(ctx, c.inst, c.params), ctx.program.embed)
+    writer = OutputWriter(ctx, kb, em, c, acc)
+    sx, sw = element_strides(lhs), element_strides(rhs)
+
+    def param(value: int, *key) -> str:
+        return kb.param(value, key=key)
+
+    rows, cols = p.tile_rows, p.columns
+    row_dims = (out.dims[dn.output_batch],) + tuple(out.dims[d] for d in dn.output_spatial)
+    nrows_total = out.element_count // out.dims[dn.output_feature]
+    row_blocks = -(-nrows_total // rows)
+    _, rb, _ = begin_tiles(kb, 1, row_blocks)
+    x_et, x_buf = operand_buffer(ctx, kb, c, 0)
+    w_et, w_buf = operand_buffer(ctx, kb, c, 1)
+    nrows = param(nrows_total, "rows")
+
+    def split(row: str) -> tuple[str, ...]:
+        return em.delinearize(row, row_dims, row_major(len(row_dims)), "row")
+
+    positions, x_rows = [], []
+    for r in range(rows):
+        ri = split(kb.let(t, f"min({rb} * {rows} + {r}, {nrows} - 1)", "r"))
+        positions.append(ri)
+        x_rows.append(kb.let(t, f"{ri[0]} * {param(sx[dn.input_batch], 'xb')}", "xr"))
+    tile = Tile(kb, acc, rows, cols, lanes)
+    tile.declare()
+    sums = [[kb.declare(acc.scalar, "s", f"({acc.scalar})0") for _ in range(cols)]
+            for _ in range(rows)]
+    vec = acc.vector(lanes)
+    w_in = sw[dn.kernel_input_feature]
+    w_stride = None if w_in == 1 else param(w_in, "wi")
+    with contextlib.ExitStack() as loops:
+        taps = []
+        for s, w in enumerate(window.dims):
+            tap = kb.fresh("t")
+            loops.enter_context(em.block(
+                f"for ({t} {tap} = 0; {tap} < {param(w.size, 'size', s)}; ++{tap})"))
+            taps.append(tap)
+        valid, x_at = _tap_rows(kb, window, dn, lhs, sx, positions, x_rows, taps, param)
+        loops.enter_context(em.block(f"if ({' || '.join(valid)})"))
+        w_tap = " + ".join(f"{_reversed(w, tap, s, param)} * {param(sw[d], 'ws', s)}"
+                           for s, (w, tap, d) in enumerate(zip(window.dims, taps,
+                                                                dn.kernel_spatial)))
+        w_cols = [kb.let(t, f"{w_tap or '0'} + {j} * {param(sw[dn.kernel_output_feature], 'wo')}",
+                         "wc") for j in range(cols)]
+
+        def w_at(j: int, i: str) -> str:
+            return f"{w_cols[j]} + {i}" + ("" if w_stride is None else f" * {w_stride}")
+
+        k_in = param(rhs.dims[dn.kernel_input_feature], "k_in")
+        i = kb.declare(t, "i", "0")
+        with em.block(f"for (; {i} + {lanes} <= {k_in}; {i} += {lanes})"):
+            ws = [kb.let(vec, acc.load_vector(w_et, w_buf, w_at(j, i), lanes, w_stride), "wv")
+                  for j in range(cols)]
+            for r in range(rows):
+                loaded = kb.let(vec, acc.load_vector(x_et, x_buf, f"{x_at[r]} + {i}", lanes,
+                                                     None), "xl")
+                x = kb.let(vec, f"{valid[r]} ? {loaded} : ({vec})(0)", "xv")
+                for j in range(cols):
+                    tile.update(r, j, x, ws[j])
+        with em.block(f"for (; {i} < {k_in}; ++{i})"):
+            ws = [kb.let(acc.scalar, acc.load_scalar(w_et, w_buf, w_at(j, i)), "ws")
+                  for j in range(cols)]
+            for r in range(rows):
+                loaded = kb.let(acc.scalar, acc.load_scalar(x_et, x_buf, f"{x_at[r]} + {i}"), "xl")
+                x = kb.let(acc.scalar, f"{valid[r]} ? {loaded} : ({acc.scalar})0", "xs")
+                for j in range(cols):
+                    kb.line(f"{sums[r][j]} = {acc.madd(x, ws[j], sums[r][j])};")
+    spilled = kb.fresh("tile")
+    kb.line(f"{acc.scalar} {spilled}[{rows * cols}];")
+    for r in range(rows):
+        for j in range(cols):
+            total = horizontal_sum(kb, acc, tile.names[r][j], lanes)
+            kb.line(f"{spilled}[{r * cols + j}] = {total} + {sums[r][j]};")
+
+    def out_index(ri: tuple[str, ...], col: str) -> tuple[str, ...]:
+        exprs = ["0"] * out.rank
+        exprs[dn.output_batch] = ri[0]
+        for d, i in zip(dn.output_spatial, ri[1:]):
+            exprs[d] = i
+        exprs[dn.output_feature] = col
+        return tuple(exprs)
+
+    writer.store_tile(spilled, rows, cols, f"{rb} * {rows}", nrows, "0", split,
+                      lambda ri, lane: (out_index(ri, lane), "1"))
+    return launch_3d(ctx, kb, c.inst, 1, row_blocks, 1)
+
+
 def _reversed(w: WindowDim, tap: str, s: int, param) -> str:
     return f"({param(w.size - 1, 'last', s)} - {tap})" if w.reversal else tap
 
@@ -201,5 +328,5 @@ def _tap_rows(kb, window: Window, dn: ConvDimensionNumbers, lhs: ArrayShape, sx,
     return valid, offsets
 
 
-register_contraction("convolution", plan_convolution, _conv_kernel,  # type: ignore[arg-type]
+register_contraction("convolution", plan_convolution, _emit,  # type: ignore[arg-type]
                      target="cpu", priority=30)
