@@ -250,3 +250,65 @@ def test_donate_by_name_and_each_parameter_once():
         assert not y.is_deleted()
     with pytest.raises(HloArgumentError, match="'nope' is not a parameter number or name"):
         exe.run(np.zeros(1024, np.float32), np.float32(1), donate="nope")
+
+
+# one kernel (sizes are arguments) launched by two steps, each with its own scalars, in a loop
+SHARED_KERNEL_LOOP = """HloModule shared
+body {
+  s = (s32[], f32[8], f32[16]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  a = f32[8] get-tuple-element(s), index=1
+  b = f32[16] get-tuple-element(s), index=2
+  ea = f32[8] sine(a)
+  eb = f32[16] sine(b)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT out = (s32[], f32[8], f32[16]) tuple(j, ea, eb)
+}
+cond {
+  s = (s32[], f32[8], f32[16]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  x = f32[8] parameter(0)
+  y = f32[16] parameter(1)
+  z = s32[] constant(0)
+  init = (s32[], f32[8], f32[16]) tuple(z, x, y)
+  w = (s32[], f32[8], f32[16]) while(init), condition=cond, body=body
+  ra = f32[8] get-tuple-element(w), index=1
+  rb = f32[16] get-tuple-element(w), index=2
+  ROOT r = (f32[8], f32[16]) tuple(ra, rb)
+}"""
+
+
+def test_steps_sharing_a_kernel_set_their_scalars_once_and_compute_their_own_sizes(monkeypatch):
+    """Each launch step has its own kernel object: the loop's two sine steps share one
+    generated kernel, and neither sets every argument again at each of its launches."""
+    exe = runtime.compile(SHARED_KERNEL_LOOP)
+
+    def launches_in(steps):
+        for step in steps:
+            if type(step).__name__ == "Launch":
+                yield step
+            for part in ("condition", "body"):
+                yield from launches_in(getattr(step, part, []))
+    launches = list(launches_in(exe.program.plan))
+    assert len({s.kernel for s in launches}) < len(launches)
+    import pyopencl as cl
+    calls = []
+    original = cl.Kernel.set_args
+    monkeypatch.setattr(cl.Kernel, "set_args",
+                        lambda self, *args: calls.append(self) or original(self, *args))
+    rng = np.random.default_rng(0)
+    for _ in range(2):
+        x = rng.standard_normal(8).astype(np.float32)
+        y = rng.standard_normal(16).astype(np.float32)
+        a, b = exe(x, y)
+        want_a, want_b = x.astype(np.float64), y.astype(np.float64)
+        for _ in range(5):
+            want_a, want_b = np.sin(want_a), np.sin(want_b)
+        np.testing.assert_allclose(a, want_a, rtol=1e-5)
+        np.testing.assert_allclose(b, want_b, rtol=1e-5)
+    assert len(calls) <= len(launches)

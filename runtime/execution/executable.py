@@ -94,11 +94,12 @@ class Executable:
             a.size for a in assignment.allocations
             if a.kind == "parameter" and a.aliased_output is not None)
         self._largest = max((a.size for a in assignment.allocations), default=0)
-        # what each kernel's arguments were last set to (see ``_launch``): kernel -> (its last
-        # step, per buffer argument the buffer when the executable owns it, else None), and
-        # kernel -> every buffer it was last bound to in the current run
-        self._launch_args: dict[str, tuple] = {}
-        self._run_buffers: dict[str, list] = {}
+        # what each launch step's kernel arguments were last set to (see ``_launch``): step id
+        # -> (its kernel object, per buffer argument the buffer when the executable owns it,
+        # else None), and step id -> every buffer it was last bound to in the current run
+        self._launch_args: dict[int, tuple] = {}
+        self._run_buffers: dict[int, list] = {}
+        self._kernel_owner: dict[str, int] = {}
         self._owned = {a.index for a in assignment.allocations if a.kind in ("temp", "constant")}
 
     # --- public -----------------------------------------------------------------------------
@@ -377,35 +378,50 @@ class Executable:
             runner(self, step, bindings)
 
     def _launch(self, step, bindings) -> None:
-        """Set only the arguments that changed since this kernel's last launch: the scalars and
-        offsets of a step never change, the executable's own buffers (temp arena, constants)
-        neither, and within a run (a while loop launches the same steps over and over) a buffer
-        is compared by identity. Across runs every other buffer is set again: a released
-        buffer's ``cl_mem`` handle is reused by the next allocation while the kernel may still
-        point at the released memory (Oclgrind caught kernels writing there when handles were
-        compared), and holding the buffers between runs would keep memory the caller freed."""
+        """Set only the arguments that changed since this step's last launch. Each launch step
+        has a kernel object of its own (steps sharing a deduplicated kernel would otherwise
+        set every argument at each launch: a loop body's thirteen in-place updates through
+        one kernel spent more time there than running), so its scalars and offsets are set
+        once, the executable's own buffers (temp arena, constants) too, and within a run (a
+        while loop launches the same steps over and over) a buffer is compared by identity.
+        Across runs every other buffer is set again: a released buffer's ``cl_mem`` handle is
+        reused by the next allocation while the kernel may still point at the released memory
+        (Oclgrind caught kernels writing there when handles were compared), and holding the
+        buffers between runs would keep memory the caller freed."""
         cl = opencl()
-        kernel = self._kernels[step.kernel]
+        key = id(step)
         buffers = [self._buffer(bindings, ref) for ref in step.buffers]
-        last = self._launch_args.get(step.kernel)
-        if last is None or last[0] is not step:
+        last = self._launch_args.get(key)
+        if last is None:
+            kernel = self._step_kernel(step)
             args: list = []
             for ref, buf in zip(step.buffers, buffers):
                 args += [buf, np.uint64(ref.offset)]
             kernel.set_args(*args, *step.scalars)
         else:
-            this_run = self._run_buffers.get(step.kernel)
+            kernel = last[0]
+            this_run = self._run_buffers.get(key)
             for k, buf in enumerate(buffers):
                 old = last[1][k]
                 if old is None and this_run is not None:
                     old = this_run[k]
                 if buf is not old:
                     kernel.set_arg(2 * k, buf)
-        self._launch_args[step.kernel] = (step, tuple(
+        self._launch_args[key] = (kernel, tuple(
             buf if ref.allocation in self._owned or ref.allocation < 0 else None
             for ref, buf in zip(step.buffers, buffers)))
-        self._run_buffers[step.kernel] = buffers
+        self._run_buffers[key] = buffers
         cl.enqueue_nd_range_kernel(self.device.queue, kernel, step.global_size, step.local_size)
+
+    def _step_kernel(self, step):
+        """The built kernel for the plan's first step that launches it, a new kernel object of
+        the same program for every other step (PoCL keeps the compiled code per program)."""
+        built = self._kernels[step.kernel]
+        if step.kernel not in self._kernel_owner:
+            self._kernel_owner[step.kernel] = id(step)
+        if self._kernel_owner[step.kernel] == id(step):
+            return built
+        return opencl().Kernel(built.program, built.function_name)
 
     def _copy(self, step, bindings) -> None:
         cl = opencl()
