@@ -55,6 +55,7 @@ class HostWhile:
     predicate: BufferRef
     body: list["Step"]
     instruction: str
+    trip_count: int | None = None   # known before the loop runs: no predicate is read
 
 
 @dataclass

@@ -445,6 +445,10 @@ class Executable:
         return host[0]
 
     def _while(self, step, bindings) -> None:
+        if step.trip_count is not None:
+            for _ in range(step.trip_count):
+                self._execute(step.body, bindings)
+            return
         while True:
             self._execute(step.condition, bindings)
             if not self._read_scalar(bindings, step.predicate, np.uint8):

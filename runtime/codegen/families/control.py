@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ...analysis.trip_count import trip_count
 from ...errors import HloUnsupportedError
 from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.shape import ArrayShape
@@ -51,7 +52,8 @@ def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     cond: HloComputation = inst.condition
     body: HloComputation = inst.body
     return [HostWhile(condition=ctx.lower_computation(cond), predicate=ctx.ref(cond.root),
-                      body=ctx.lower_computation(body), instruction=inst.name)]
+                      body=ctx.lower_computation(body), instruction=inst.name,
+                      trip_count=trip_count(inst))]
 
 
 @register("conditional")

@@ -1,0 +1,168 @@
+"""The trip count of a counted while loop, known before it runs (XLA's while-loop trip count
+analysis).
+
+A host-driven loop reads its predicate back from the device once per iteration, which drains
+the queue: the device idles while the host waits and then enqueues the next body. A loop
+whose count is known runs its body that many times without reading anything. JAX's ``scan``
+and ``fori_loop`` are such loops: one element of the loop state (the induction variable)
+starts at a constant, the body computes its next value from it alone, and the condition
+compares it alone with a constant. The condition and the induction step are evaluated here
+on the host (integer and pred scalars only, through the kLoop fusions that hold them after
+fusion), iteration by iteration, up to ``LIMIT``; anything else is unknown (None) and the
+loop reads its predicate as before.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..hlo.ir import HloComputation, HloInstruction
+from ..hlo.shape import ArrayShape
+
+# beyond this many iterations the count is left unknown (evaluating it costs host time)
+LIMIT = 1 << 16
+
+_COMPARE: dict[str, Callable[[int, int], bool]] = {
+    "LT": lambda a, b: a < b, "LE": lambda a, b: a <= b, "GT": lambda a, b: a > b,
+    "GE": lambda a, b: a >= b, "EQ": lambda a, b: a == b, "NE": lambda a, b: a != b,
+}
+_ARITHMETIC: dict[str, Callable[[int, int], int]] = {
+    "add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
+    "multiply": lambda a, b: a * b,
+}
+
+
+def trip_count(loop: HloInstruction) -> int | None:
+    """How many times ``loop``'s body runs, or None when that is not known before it runs."""
+    condition: HloComputation = loop.condition
+    body: HloComputation = loop.body
+    state = condition.parameter(0)
+    counter = _read_element(condition.root, state)
+    if counter is None or body.root is None or body.root.opcode != "tuple":
+        return None
+    step = body.root.operands[counter]
+    if _read_element(step, body.parameter(0)) != counter:
+        return None
+    start = _initial(loop.operands[0], counter)
+    if start is None:
+        return None
+    x = start
+    for count in range(LIMIT + 1):
+        going = _evaluate(condition.root, {id(state): x})
+        if going is None:
+            return None
+        if not going:
+            return count
+        following = _evaluate(step, {id(body.parameter(0)): x})
+        if following is None or following == x:
+            return None
+        x = following
+    return None
+
+
+def _read_element(inst: HloInstruction, state: HloInstruction) -> int | None:
+    """The one element of the tuple ``state`` that scalar ``inst`` reads (through scalar
+    arithmetic and kLoop fusions of it), or None when it reads anything else."""
+    read: set[int] = set()
+    if not _reads(inst, state, read) or len(read) != 1:
+        return None
+    return read.pop()
+
+
+def _reads(inst: HloInstruction, state: HloInstruction, read: set[int]) -> bool:
+    if not _integral_scalar(inst):
+        return False
+    if inst.opcode == "get-tuple-element":
+        if inst.operands[0] is not state:
+            return False
+        read.add(int(inst.attrs["index"]))  # type: ignore[call-overload]
+        return True
+    if inst.opcode == "constant":
+        return inst.literal is not None and not inst.literal.elided
+    if inst.opcode == "fusion":
+        fused: HloComputation = inst.attrs["calls"]  # type: ignore[assignment]
+        return (all(_reads(op, state, read) for op in inst.operands)
+                and _closed(fused.root, fused))
+    if inst.opcode in _ARITHMETIC or inst.opcode in ("compare", "convert"):
+        return all(_reads(op, state, read) for op in inst.operands)
+    return False
+
+
+def _closed(inst: HloInstruction, comp: HloComputation) -> bool:
+    """Whether a fused computation's ``inst`` is scalar arithmetic over its parameters."""
+    if not _integral_scalar(inst):
+        return False
+    if inst.opcode == "parameter":
+        return True
+    if inst.opcode == "constant":
+        return inst.literal is not None and not inst.literal.elided
+    if inst.opcode in _ARITHMETIC or inst.opcode in ("compare", "convert"):
+        return all(_closed(op, comp) for op in inst.operands)
+    return False
+
+
+def _integral_scalar(inst: HloInstruction) -> bool:
+    shape = inst.shape
+    return (isinstance(shape, ArrayShape) and shape.rank == 0
+            and (shape.element_type.is_integer or shape.element_type.is_pred))
+
+
+def _initial(init: HloInstruction, counter: int) -> int | None:
+    """The constant the loop state's element ``counter`` starts at (through the copies and
+    tuples copy insertion puts around loop state)."""
+    state = _source(init)
+    if state.opcode != "tuple":
+        return None
+    value = _source(state.operands[counter])
+    if value.opcode != "constant" or value.literal is None or value.literal.elided:
+        return None
+    return int(np.asarray(value.literal.data).reshape(()))
+
+
+def _source(value: HloInstruction) -> HloInstruction:
+    """What ``value`` forwards: through copies and elements of tuples built in place."""
+    while True:
+        if value.opcode == "copy":
+            value = value.operands[0]
+        elif value.opcode == "get-tuple-element" and value.operands[0].opcode == "tuple":
+            value = value.operands[0].operands[int(value.attrs["index"])]  # type: ignore[call-overload]
+        else:
+            return value
+
+
+def _evaluate(inst: HloInstruction, values: dict[int, int]) -> int | None:
+    """``inst``'s value when the loop state's counter is ``values``' one entry (keyed by the
+    state's id; a fused computation's parameters are keyed by theirs)."""
+    if inst.opcode == "get-tuple-element":
+        return values[id(inst.operands[0])]
+    if inst.opcode == "parameter":
+        return values[id(inst)]
+    if inst.opcode == "constant":
+        return int(np.asarray(inst.literal.data).reshape(()))  # type: ignore[union-attr]
+    args = [_evaluate(op, values) for op in inst.operands]
+    if any(a is None for a in args):
+        return None
+    if inst.opcode == "fusion":
+        fused: HloComputation = inst.attrs["calls"]  # type: ignore[assignment]
+        return _evaluate(fused.root, {id(p): a for p, a in zip(fused.parameters, args)})
+    if inst.opcode == "compare":
+        return int(_COMPARE[str(inst.attrs["direction"])](*args))  # type: ignore[misc]
+    result = _ARITHMETIC[inst.opcode](*args) if inst.opcode in _ARITHMETIC else args[0]
+    return _wrap(result, inst.shape)  # type: ignore[arg-type]
+
+
+def _wrap(value: int, shape: ArrayShape) -> int:
+    """``value`` in the element type's two's-complement range (HLO integers wrap)."""
+    et = shape.element_type
+    if et.is_pred:
+        return int(value != 0)
+    bits = et.bits
+    value &= (1 << bits) - 1
+    if et.is_signed and value >= 1 << (bits - 1):
+        value -= 1 << bits
+    return value
+
+
+__all__ = ["trip_count", "LIMIT"]

@@ -1,0 +1,91 @@
+"""Trip counts known before a loop runs: JAX's counted loops (a scan's counter, before and
+after fusion) get theirs, counted exactly; loops whose condition reads anything else, whose
+counter starts at a parameter or never moves stay unknown; and a counted loop computes the
+same values without reading its predicate."""
+
+import numpy as np
+import pytest
+
+import runtime
+from runtime.analysis.trip_count import trip_count
+from runtime.passes.pipeline import optimise
+
+
+def loop(start: str = "s32[] constant(0)", step: str = "add(i, one)", limit: str = "7",
+         direction: str = "LT", condition_reads: str = "i") -> str:
+    return f"""HloModule counted
+body {{
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[4] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j = s32[] {step}
+  two = f32[] constant(2)
+  b = f32[4] broadcast(two), dimensions={{}}
+  y = f32[4] multiply(x, b)
+  ROOT out = (s32[], f32[4]) tuple(j, y)
+}}
+cond {{
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[4] get-tuple-element(s), index=1
+  k = s32[] constant({limit})
+  ROOT c = pred[] compare({condition_reads}, k), direction={direction}
+}}
+ENTRY e {{
+  x = f32[4] parameter(0)
+  n = s32[] parameter(1)
+  z = {start}
+  init = (s32[], f32[4]) tuple(z, x)
+  w = (s32[], f32[4]) while(init), condition=cond, body=body
+  ROOT r = f32[4] get-tuple-element(w), index=1
+}}"""
+
+
+def _while(module):
+    return next(i for i in module.entry.instructions if i.opcode == "while")
+
+
+@pytest.mark.parametrize("text, count", [
+    (loop(), 7),
+    (loop(start="s32[] constant(3)"), 4),
+    (loop(start="s32[] constant(9)"), 0),
+    (loop(step="add(one, i)", limit="10", direction="LE"), 11),
+    (loop(start="s32[] constant(10)", step="subtract(i, one)", limit="0", direction="GT"), 10),
+    (loop(step="multiply(i, i)", start="s32[] constant(2)", limit="1000"), 4),   # 2 4 16 256
+    # the counter's start through the tuples and copies copy insertion leaves around state
+    (loop().replace("init = (s32[], f32[4]) tuple(z, x)",
+                    "t0 = (s32[], f32[4]) tuple(z, x)\n  g = s32[] get-tuple-element(t0), index=0\n"
+                    "  c = s32[] copy(g)\n  init = (s32[], f32[4]) tuple(c, x)"), 7),
+])
+def test_counted_loops_before_and_after_fusion(text, count):
+    assert trip_count(_while(runtime.parse(text))) == count
+    assert trip_count(_while(optimise(runtime.parse(text)))) == count
+
+
+@pytest.mark.parametrize("text", [
+    loop(start="s32[] add(n, n)"),                  # starts at a parameter
+    loop(step="add(i, i)"),                         # 0 + 0 never moves
+    loop(limit="1000000"),                          # more iterations than counting is worth
+])
+def test_loops_that_stay_unknown(text):
+    assert trip_count(_while(runtime.parse(text))) is None
+
+
+def test_a_condition_reading_other_state_is_unknown():
+    text = loop().replace("ROOT c = pred[] compare(i, k), direction=LT",
+                          "e0 = f32[] constant(0)\n  f = f32[1] slice(x), slice={[0:1]}\n"
+                          "  fr = f32[] reshape(f)\n  g = pred[] compare(fr, e0), direction=LT\n"
+                          "  h = pred[] compare(i, k), direction=LT\n  ROOT c = pred[] and(g, h)")
+    assert trip_count(_while(runtime.parse(text))) is None
+
+
+def test_a_counted_loop_runs_without_reading_its_predicate(monkeypatch):
+    exe = runtime.compile(loop())
+    [step] = [s for s in exe.program.plan if type(s).__name__ == "HostWhile"]
+    assert step.trip_count == 7
+    from runtime.execution.executable import Executable
+    monkeypatch.setattr(Executable, "_read_scalar",
+                        lambda *a: pytest.fail("a counted loop read its predicate"))
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(exe(x, np.int32(0)), x * 2 ** 7)
