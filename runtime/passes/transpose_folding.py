@@ -13,13 +13,19 @@ A transpose of a dot's result that swaps its lhs and rhs free dimensions (keepin
 dimensions first) is that dot with its operands swapped: ``transpose(dot(a, b))`` becomes
 ``dot(b, a)`` when the transpose is the dot's only reader (XLA's algebraic simplifier does the
 same). A weight gradient accumulated in a loop, ``acc + transpose(dot(dz, h))``, then reads the
-dot in the accumulator's own order, so the add fuses into the dot's epilogue.
+dot in the accumulator's own order, so the add fuses into the dot's epilogue. JAX prints such
+a transpose in the layout that makes it a free relabelling of the dot's bytes (``{0,1}``);
+the new dot is laid out row-major instead (unless it is a root or a bitcast reads its bytes),
+so the readers of a weight gradient, the optimiser's updates over row-major parameters, read
+it in order (ViT-tiny's train step: 277 against 284 ms keeping the printed layout, 308
+without the swap; an LSTM train step 146 and 144 against 167).
 """
 
 from __future__ import annotations
 
 from ..hlo.attributes import IdentifierList
 from ..hlo.ir import HloInstruction, HloModule
+from ..hlo.shape import ArrayShape, default_layout
 from ..target import CPU, Target
 from .dce import remove_dead_code
 
@@ -47,9 +53,9 @@ def _swap_dot_operands(transpose: HloInstruction, users: dict[int, list[HloInstr
             or dot.control_predecessors or transpose.control_predecessors):
         return
     lhs, rhs = dot.operands
-    batch = len(dot.attrs.get("lhs_batch_dims", ()))  # type: ignore[arg-type]
-    lhs_free = lhs.shape.rank - batch - len(dot.attrs.get("lhs_contracting_dims", ()))  # type: ignore[arg-type,union-attr]
-    rhs_free = rhs.shape.rank - batch - len(dot.attrs.get("rhs_contracting_dims", ()))  # type: ignore[arg-type,union-attr]
+    batch = len(_dims(dot, "lhs_batch_dims"))
+    lhs_free, rhs_free = (_rank(operand) - batch - len(_dims(dot, f"{side}_contracting_dims"))
+                          for side, operand in (("lhs", lhs), ("rhs", rhs)))
     swapped = (list(range(batch)) + [batch + lhs_free + d for d in range(rhs_free)]
                + [batch + d for d in range(lhs_free)])
     if not lhs_free or not rhs_free or list(transpose.dimensions) != swapped:
@@ -65,6 +71,17 @@ def _swap_dot_operands(transpose: HloInstruction, users: dict[int, list[HloInstr
     transpose.opcode = "dot"
     transpose.operands = [rhs, lhs]
     transpose.attrs = attrs
+    if not transpose.is_root and not any(u.opcode == "bitcast" for u in users[id(transpose)]):
+        shape: ArrayShape = transpose.shape  # type: ignore[assignment]
+        transpose.shape = shape.with_layout(default_layout(shape.rank))
+
+
+def _rank(inst: HloInstruction) -> int:
+    return inst.shape.rank  # type: ignore[union-attr]
+
+
+def _dims(inst: HloInstruction, name: str) -> tuple[int, ...]:
+    return tuple(inst.attrs.get(name, ()))  # type: ignore[call-overload]
 
 
 def _fold(dot: HloInstruction, side: str, k: int) -> None:

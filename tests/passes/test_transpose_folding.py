@@ -92,7 +92,7 @@ ENTRY e {
   h = f32[2,32,16] parameter(1)
   acc = f32[2,16,24] parameter(2)
   d = f32[2,24,16] dot(dz, h), lhs_batch_dims={0}, lhs_contracting_dims={1}, rhs_batch_dims={0}, rhs_contracting_dims={1}, operand_precision={HIGHEST, DEFAULT}
-  t = f32[2,16,24] transpose(d), dimensions={0,2,1}
+  t = f32[2,16,24]{1,2,0} transpose(d), dimensions={0,2,1}
   ROOT r = f32[2,16,24] add(acc, t)
 }
 """
@@ -109,6 +109,7 @@ def test_a_transposed_dot_result_becomes_the_dot_with_swapped_operands():
     assert [k for k in dot.attrs if k.endswith("_dims")] == [
         "lhs_batch_dims", "lhs_contracting_dims", "rhs_batch_dims", "rhs_contracting_dims"]
     assert dot.attrs["operand_precision"].names == ("DEFAULT", "HIGHEST")
+    assert dot.shape.minor_to_major == (2, 1, 0)       # row-major, not the printed {1,2,0}
     assert "transpose" not in {i.opcode for i in module.entry.instructions}
     fused = optimise(runtime.parse(GRADIENT)).entry.root
     assert fused.opcode == "fusion" and str(fused.attrs["kind"]) == "kOutput"
