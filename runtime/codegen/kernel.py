@@ -31,6 +31,9 @@ SCALAR_DTYPES: dict[str, np.dtype] = {
 
 EMBEDDED = -1
 
+# buffer arguments are a<k>, index arguments n<k>, other scalar arguments s<k>
+_ARGUMENT_PREFIXES = frozenset({"a", "n", "s"})
+
 
 @dataclass
 class BufferArg:
@@ -96,7 +99,11 @@ class KernelBuilder:
 
     # --- statements -------------------------------------------------------------------------
     def fresh(self, prefix: str = "v") -> str:
+        """A new local name; the arguments' own prefixes (``a``, ``n``, ``s`` and a number)
+        get an underscore, so a local never shadows an argument."""
         self._counter += 1
+        if prefix in _ARGUMENT_PREFIXES:
+            prefix += "_"
         return f"{prefix}{self._counter}"
 
     def line(self, text: str) -> None:

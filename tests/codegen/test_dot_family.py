@@ -333,3 +333,54 @@ def test_packed_form_attention_scores():
                       "rhs_contracting_dims={3}")
     assert plan_of(text).form == "packed"
     check(text, [q, k], np.einsum("xmhd,xnhd->xhmn", q.astype(np.float64), k))
+
+
+# the inner form's per-element sums and an epilogue with many scalar arguments (each
+# dynamic-slice's start, as JAX's scan reads xs[i]): a local named like an argument (s28)
+# failed to build
+MANY_SCALARS = """HloModule jit_f, entry_computation_layout={(f32[4,32]{1,0}, f32[32,32]{1,0}, s32[], f32[6,4,32]{2,1,0}, f32[6,4,32]{2,1,0}, /*index=5*/f32[6,4,32]{2,1,0}, f32[6,4,32]{2,1,0})->f32[4,32]{1,0}}
+
+dynamic_index_in_dim.1 {
+  Arg_0.1 = f32[6,4,32]{2,1,0} parameter(0)
+  Arg_1.1 = s32[] parameter(1)
+  constant.3 = s32[] constant(0)
+  lt.1 = pred[] compare(Arg_1.1, constant.3), direction=LT
+  constant.2 = s32[] constant(6)
+  add.1 = s32[] add(Arg_1.1, constant.2)
+  select_n.1 = s32[] select(lt.1, add.1, Arg_1.1)
+  dynamic_slice.1 = f32[1,4,32]{2,1,0} dynamic-slice(Arg_0.1, select_n.1, constant.3, constant.3), dynamic_slice_sizes={1,4,32}
+  ROOT squeeze.1 = f32[4,32]{1,0} reshape(dynamic_slice.1)
+}
+
+ENTRY main.2 {
+  h.1 = f32[4,32]{1,0} parameter(0)
+  W.1 = f32[32,32]{1,0} parameter(1)
+  transpose.1 = f32[32,32]{0,1} transpose(W.1), dimensions={1,0}
+  dot_general.1 = f32[4,32]{1,0} dot(h.1, transpose.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  xs_0_.1 = f32[6,4,32]{2,1,0} parameter(3)
+  i.1 = s32[] parameter(2)
+  jit_dynamic_index_in_dim_.4 = f32[4,32]{1,0} call(xs_0_.1, i.1), to_apply=dynamic_index_in_dim.1
+  add.6 = f32[4,32]{1,0} add(dot_general.1, jit_dynamic_index_in_dim_.4)
+  xs_1_.1 = f32[6,4,32]{2,1,0} parameter(4)
+  jit_dynamic_index_in_dim_.5 = f32[4,32]{1,0} call(xs_1_.1, i.1), to_apply=dynamic_index_in_dim.1
+  add.7 = f32[4,32]{1,0} add(add.6, jit_dynamic_index_in_dim_.5)
+  xs_2_.1 = f32[6,4,32]{2,1,0} parameter(5)
+  jit_dynamic_index_in_dim_.6 = f32[4,32]{1,0} call(xs_2_.1, i.1), to_apply=dynamic_index_in_dim.1
+  add.8 = f32[4,32]{1,0} add(add.7, jit_dynamic_index_in_dim_.6)
+  xs_3_.1 = f32[6,4,32]{2,1,0} parameter(6)
+  jit_dynamic_index_in_dim_.7 = f32[4,32]{1,0} call(xs_3_.1, i.1), to_apply=dynamic_index_in_dim.1
+  ROOT add.9 = f32[4,32]{1,0} add(add.8, jit_dynamic_index_in_dim_.7)
+}"""
+
+
+def test_locals_never_shadow_kernel_arguments():
+    rng = np.random.default_rng(0)
+    h = rng.standard_normal((4, 32)).astype(np.float32)
+    w = rng.standard_normal((32, 32)).astype(np.float32)
+    xs = [rng.standard_normal((6, 4, 32)).astype(np.float32) for _ in range(4)]
+    got = runtime.compile(MANY_SCALARS)(h, w, np.int32(2), *xs)
+    np.testing.assert_allclose(got, h @ w.T + sum(x[2] for x in xs), rtol=1e-5, atol=1e-5)
+    from runtime.codegen.kernel import KernelBuilder
+    kb = KernelBuilder("k")
+    arguments = {kb.scalar("float", 1.0) for _ in range(8)} | {kb.param(3) for _ in range(8)}
+    assert not arguments & {kb.fresh(p) for p in ("s", "n", "a") for _ in range(20)}

@@ -121,3 +121,28 @@ def test_a_transposed_dot_result_becomes_the_dot_with_swapped_operands():
 def test_a_transposed_dot_with_another_reader_stays_a_transpose():
     module = _folded(SHARED_DOT)
     assert module.entry.root.operands[0].operands[1].opcode == "transpose"
+
+
+# the transposed dot result is an output in the transpose's printed layout: the swapped dot
+# keeps that layout, since the tuple (and the entry's result) take its bytes as laid out
+TUPLE_OUTPUT = """
+HloModule m, entry_computation_layout={(f32[3,4]{1,0}, f32[3,6]{1,0})->(f32[6,4]{0,1}, f32[3,6]{1,0})}
+ENTRY main {
+  g = f32[3,4]{1,0} parameter(0)
+  x = f32[3,6]{1,0} parameter(1)
+  d = f32[4,6]{1,0} dot(g, x), lhs_contracting_dims={0}, rhs_contracting_dims={0}
+  t = f32[6,4]{0,1} transpose(d), dimensions={1,0}
+  ROOT tuple = (f32[6,4]{0,1}, f32[3,6]{1,0}) tuple(t, x)
+}
+"""
+
+
+def test_a_swapped_dot_read_as_laid_out_keeps_the_printed_layout():
+    module = _folded(TUPLE_OUTPUT)
+    dot = module.entry.root.operands[0]
+    assert dot.opcode == "dot" and dot.shape.minor_to_major == (0, 1)
+    g = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = np.arange(18, dtype=np.float32).reshape(3, 6) * 0.5
+    got, same = runtime.compile(TUPLE_OUTPUT)(g, x)
+    np.testing.assert_array_equal(got, (g.T @ x).T)
+    np.testing.assert_array_equal(same, x)
