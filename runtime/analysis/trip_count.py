@@ -32,6 +32,7 @@ _ARITHMETIC: dict[str, Callable[[int, int], int]] = {
     "add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
     "multiply": lambda a, b: a * b,
 }
+_SCALAR_OPS = frozenset(_ARITHMETIC) | {"compare", "convert"}
 
 
 def trip_count(loop: HloInstruction) -> int | None:
@@ -50,13 +51,10 @@ def trip_count(loop: HloInstruction) -> int | None:
         return None
     x = start
     for count in range(LIMIT + 1):
-        going = _evaluate(condition.root, {id(state): x})
-        if going is None:
-            return None
-        if not going:
+        if not _evaluate(condition.root, {id(state): x}):
             return count
         following = _evaluate(step, {id(body.parameter(0)): x})
-        if following is None or following == x:
+        if following == x:
             return None
         x = following
     return None
@@ -71,36 +69,23 @@ def _read_element(inst: HloInstruction, state: HloInstruction) -> int | None:
     return read.pop()
 
 
-def _reads(inst: HloInstruction, state: HloInstruction, read: set[int]) -> bool:
+def _reads(inst: HloInstruction, state: HloInstruction | None, read: set[int]) -> bool:
+    """Whether ``inst`` is integer scalar arithmetic over elements of ``state`` (their
+    indices go to ``read``), or with ``state`` None over a fused computation's parameters."""
     if not _integral_scalar(inst):
         return False
-    if inst.opcode == "get-tuple-element":
-        if inst.operands[0] is not state:
-            return False
+    if inst.opcode == "get-tuple-element" and inst.operands[0] is state:
         read.add(int(inst.attrs["index"]))  # type: ignore[call-overload]
         return True
+    if inst.opcode == "parameter":
+        return state is None
     if inst.opcode == "constant":
         return inst.literal is not None and not inst.literal.elided
     if inst.opcode == "fusion":
         fused: HloComputation = inst.attrs["calls"]  # type: ignore[assignment]
         return (all(_reads(op, state, read) for op in inst.operands)
-                and _closed(fused.root, fused))
-    if inst.opcode in _ARITHMETIC or inst.opcode in ("compare", "convert"):
-        return all(_reads(op, state, read) for op in inst.operands)
-    return False
-
-
-def _closed(inst: HloInstruction, comp: HloComputation) -> bool:
-    """Whether a fused computation's ``inst`` is scalar arithmetic over its parameters."""
-    if not _integral_scalar(inst):
-        return False
-    if inst.opcode == "parameter":
-        return True
-    if inst.opcode == "constant":
-        return inst.literal is not None and not inst.literal.elided
-    if inst.opcode in _ARITHMETIC or inst.opcode in ("compare", "convert"):
-        return all(_closed(op, comp) for op in inst.operands)
-    return False
+                and _reads(fused.root, None, set()))
+    return inst.opcode in _SCALAR_OPS and all(_reads(op, state, read) for op in inst.operands)
 
 
 def _integral_scalar(inst: HloInstruction) -> bool:
@@ -127,12 +112,13 @@ def _source(value: HloInstruction) -> HloInstruction:
         if value.opcode == "copy":
             value = value.operands[0]
         elif value.opcode == "get-tuple-element" and value.operands[0].opcode == "tuple":
-            value = value.operands[0].operands[int(value.attrs["index"])]  # type: ignore[call-overload]
+            index = int(value.attrs["index"])  # type: ignore[call-overload]
+            value = value.operands[0].operands[index]
         else:
             return value
 
 
-def _evaluate(inst: HloInstruction, values: dict[int, int]) -> int | None:
+def _evaluate(inst: HloInstruction, values: dict[int, int]) -> int:
     """``inst``'s value when the loop state's counter is ``values``' one entry (keyed by the
     state's id; a fused computation's parameters are keyed by theirs)."""
     if inst.opcode == "get-tuple-element":
@@ -142,8 +128,6 @@ def _evaluate(inst: HloInstruction, values: dict[int, int]) -> int | None:
     if inst.opcode == "constant":
         return int(np.asarray(inst.literal.data).reshape(()))  # type: ignore[union-attr]
     args = [_evaluate(op, values) for op in inst.operands]
-    if any(a is None for a in args):
-        return None
     if inst.opcode == "fusion":
         fused: HloComputation = inst.attrs["calls"]  # type: ignore[assignment]
         return _evaluate(fused.root, {id(p): a for p, a in zip(fused.parameters, args)})
