@@ -14,6 +14,8 @@ joins the group when the rules table allows its opcode and
 * it is not expensive while the group reads its elements many times (a broadcast, a window,
   a gather source), which would multiply its cost (``fusion_cost.may_evaluate_repeatedly``);
 * it is not an operand the group's root updates in place (dynamic-update-slice, scatter);
+* the kernel would compute it at no more than ``MAX_INDEXINGS`` distinct indices (each is a
+  copy of its code: ``lax.associative_scan``'s slices and pads double them per level);
 * for a dot or convolution (output fusion): the group is elementwise from its root down to it
   at the root's own index, and nothing else of it is fused.
 
@@ -96,6 +98,7 @@ class _Group:
     same_index: set[HloInstruction] = field(default_factory=set)   # read at the root's index
     moved: set[HloInstruction] = field(default_factory=set)        # members that leave the caller
     duplicates: int = 0                                            # copies counted in the budget
+    indexings: dict[HloInstruction, int] = field(default_factory=dict)   # see ``_indexings``
     parameters: set[HloInstruction] = field(default_factory=set)   # operands from outside
     merged_into: _Group | None = None
 
@@ -176,6 +179,7 @@ class _Planner:
         group = _Group(root, self.rules.roots[root.opcode],
                        excluded=frozenset(root.operands[k] for k in in_place_operands(root)))
         group.members[root] = None
+        group.indexings[root] = 1
         group.moved.add(root)
         group.same_index.add(root)
         self._set_parameters(group, set(root.operands))
@@ -243,6 +247,10 @@ class _Planner:
         added = {op for op in producer.operands if op not in group.members}
         if len((group.parameters - {producer}) | added) > rules.max_parameters:
             return None
+        indexings = _indexings(group, producer, inside)
+        if indexings > MAX_INDEXINGS:
+            return None
+        group.indexings[producer] = indexings
         if decision == DUPLICATE and producer.opcode not in FREE_DUPLICATES:
             group.duplicates += 1
         if reused:
@@ -286,6 +294,26 @@ class _Planner:
                                                    self.rules.min_rows).pays:
                 return producer
         return None
+
+
+# a member the kernel would compute at more distinct indices than this stays outside (XLA's
+# FusionNodeIndexingEvaluation allows 15): each index is its own copy of the member's code
+MAX_INDEXINGS = 15
+
+
+def _indexings(group: _Group, producer: HloInstruction, inside: list[HloInstruction]) -> int:
+    """How many distinct indices the kernel would compute ``producer`` at: elementwise readers
+    of its shape share their own indices, any other reader (a slice, pad, concatenation,
+    reshape, broadcast) indexes it anew for each of its own. ``lax.associative_scan``'s
+    slices, pads and concatenations double this at every level, and a kernel fusing them all
+    grew its code four-fold per doubling of the scan (n=1500 never finished compiling)."""
+    def same_index(user: HloInstruction) -> bool:
+        return (OPCODES[user.opcode].elementwise
+                and user.shape.dims == producer.shape.dims)  # type: ignore[union-attr]
+
+    shared = max((group.indexings[u] for u in inside if same_index(u)), default=0)
+    return shared + sum(group.indexings[u] * sum(op is producer for op in u.operands)
+                        for u in inside if not same_index(u))
 
 
 def _small_if_constant(inst: HloInstruction) -> bool:

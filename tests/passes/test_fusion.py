@@ -337,3 +337,31 @@ def test_a_long_chain_fuses_and_stays_valid():
     out = fused(text)
     verify(out)
     assert len(out.entry.instructions) < 40
+
+
+def _prefix_sum(n: int, levels: int) -> str:
+    """Hillis and Steele's scan: each level adds the running sums shifted by 2^k (a slice
+    padded back to length), so level k reads level k-1 at two indices."""
+    lines = [f"  x0 = f32[{n}] parameter(0)", "  zero = f32[] constant(0)"]
+    for k in range(levels):
+        shift = 1 << k
+        lines += [f"  s{k} = f32[{n - shift}] slice(x{k}), slice={{[0:{n - shift}]}}",
+                  f"  p{k} = f32[{n}] pad(s{k}, zero), padding={shift}_0",
+                  f"  x{k + 1} = f32[{n}] add(x{k}, p{k})"]
+    lines[-1] = lines[-1].replace(f"  x{levels} =", f"  ROOT x{levels} =")
+    return "HloModule scan\nENTRY e {\n" + "\n".join(lines) + "\n}"
+
+
+def test_fusion_stops_where_a_member_would_be_computed_at_too_many_indices():
+    """Every level doubles the indices the kernel computes the levels below it at: one kernel
+    for all eight levels would compute the input at 256 indices (code for each)."""
+    from runtime.passes.fusion import MAX_INDEXINGS
+    text = _prefix_sum(256, 8)
+    fused = optimise(runtime.parse(text))
+    kernels = [i for i in fused.entry.instructions if i.opcode == "fusion"]
+    assert len(kernels) >= 2
+    assert 2 ** 8 > MAX_INDEXINGS
+    x = np.random.default_rng(0).standard_normal(256).astype(np.float32)
+    np.testing.assert_allclose(runtime.compile(text)(x), np.cumsum(x.astype(np.float64)),
+                               rtol=1e-4, atol=1e-4)
+    assert len(optimise(runtime.parse(_prefix_sum(256, 3))).entry.instructions) == 2
