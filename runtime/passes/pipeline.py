@@ -41,6 +41,7 @@ from .dce import remove_dead_code
 from .flatten_call_graph import flatten_in_place
 from .fusion import fuse_in_place
 from .inline_calls import inline_calls_in_place
+from .operand_layouts import match_operand_layouts
 from .simplify import simplify_in_place
 from .split_reductions import split_reductions_in_place
 from .transpose_folding import fold_transposes_in_place
@@ -98,6 +99,10 @@ def _call_layouts(p: Prepared) -> None:
     match_call_layouts(p.module)
 
 
+def _operand_layouts(p: Prepared) -> None:
+    match_operand_layouts(p.module)
+
+
 def _schedule(p: Prepared) -> None:
     """Order every sequential computation by the schedule of the lowest simulated peak."""
     flow = Dataflow(p.module)
@@ -118,6 +123,7 @@ PREPARATION: list[tuple[str, Callable[[Prepared], None]]] = [
     ("apply-donation", _apply_donation),
     ("flatten-call-graph", _flatten_call_graph),
     ("call-layouts", _call_layouts),
+    ("operand-layouts", _operand_layouts),
     ("schedule", _schedule),
     ("copy-insertion", _copy_insertion),
 ]

@@ -23,8 +23,8 @@ def test_the_lists_name_the_stages_in_order():
         "inline-calls", "simplify", "transpose-folding", "convolution-layout", "fusion",
         "split-reductions"]
     assert [name for name, _ in pipeline.PREPARATION] == [
-        "dce", "apply-donation", "flatten-call-graph", "call-layouts", "schedule",
-        "copy-insertion"]
+        "dce", "apply-donation", "flatten-call-graph", "call-layouts", "operand-layouts",
+        "schedule", "copy-insertion"]
 
 
 def test_reassign_runs_the_preparation_again():

@@ -1,0 +1,67 @@
+"""Relayout copies for operations whose kernels read an operand in one layout only.
+
+Most kernels index their operands through any layout, but a sort permutes its operands'
+bytes into its results' (each row in place), and a top-k reads each row as contiguous
+elements. JAX writes such an operand as a transpose printed in the layout that makes it a
+free relabelling (``jnp.sort(x.T, 1)``: a ``{0,1}`` transpose into a call whose parameter is
+``{1,0}``); once the call is inlined, the sort reads the transpose's layout. XLA's layout
+assignment constrains these operands the same way. ``LAYOUT_RULES`` gives, per opcode, the
+layout each operand must have; an operand in another one is read through a ``copy`` to it
+(a transpose kernel).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from ..hlo.ir import HloInstruction, HloModule
+from ..hlo.shape import ArrayShape, Layout, default_layout
+from .names import FreshNames
+
+# opcode -> (operand index, the layout it must have) pairs
+LayoutRule = Callable[[HloInstruction], list[tuple[int, Layout | None]]]
+
+
+def _sort(inst: HloInstruction) -> list[tuple[int, Layout | None]]:
+    """Each operand in its result's layout (the sort permutes it in place there)."""
+    results = [shape for _, shape in inst.shape.leaves()]
+    return [(k, result.layout) for k, result in enumerate(results)]
+
+
+def _top_k(inst: HloInstruction) -> list[tuple[int, Layout | None]]:
+    """Rows contiguous: the last dimension minor."""
+    operand: ArrayShape = inst.operands[0].shape  # type: ignore[assignment]
+    return [(0, default_layout(operand.rank))]
+
+
+LAYOUT_RULES: dict[str, LayoutRule] = {
+    "sort": _sort,
+    "topk": _top_k,
+}
+
+
+def _order(shape: ArrayShape, layout: Layout | None) -> tuple[int, ...]:
+    return shape.with_layout(layout).minor_to_major
+
+
+def match_operand_layouts(module: HloModule) -> None:
+    """Insert the relayout copies, in place (see the module docstring)."""
+    names = FreshNames(module)
+    for comp in module.computations:
+        for inst in list(comp.instructions):
+            rule = LAYOUT_RULES.get(inst.opcode)
+            if rule is None:
+                continue
+            for k, layout in rule(inst):
+                operand = inst.operands[k]
+                shape = operand.shape
+                if (not isinstance(shape, ArrayShape) or shape.rank < 2
+                        or shape.minor_to_major == _order(shape, layout)):
+                    continue
+                copy = HloInstruction(names.fresh(f"{operand.name}.relayout"), "copy",
+                                      shape.with_layout(layout), [operand], parent=comp)
+                comp.instructions.insert(comp.instructions.index(inst), copy)
+                inst.operands[k] = copy
+
+
+__all__ = ["match_operand_layouts", "LAYOUT_RULES"]
