@@ -2,7 +2,7 @@
 
 ``jax.jit(jnp.linalg.solve)`` lowers to ``lapack_sgetrf_ffi`` and ``lapack_strsm_ffi`` calls,
 ``cholesky`` to ``*potrf``, ``qr`` to ``*geqrf`` and ``*orgqr``/``*ungqr``, ``eigh`` to
-``*syevd``/``*heevd`` (prefix s, d, c, z for f32, f64, c64, c128). Each runs the same LAPACK
+``*syevd``/``*heevd``, ``svd`` to ``*gesdd`` (prefix s, d, c, z for f32, f64, c64, c128). Each runs the same LAPACK
 routine through ``scipy.linalg.lapack``/``blas`` (what jaxlib itself calls), one matrix per
 batch index, so pivots, ``info`` codes and the Householder form of QR are LAPACK's own:
 pivots 1-based s32, ``info`` > 0 for a singular or non-positive-definite matrix (JAX turns
@@ -14,7 +14,7 @@ Operand and result conventions (after the batch dimensions), per jaxlib's FFI ha
 getrf ``a -> (lu, ipiv, info)``; trsm ``(a, b[, alpha]) -> x`` with ``side uplo trans_x
 diag``; potrf ``a -> (c, info)`` with ``uplo``; geqrf ``a -> (qr, tau[, info, work])``;
 orgqr ``(a, tau) -> q`` (or ``(q, info, work)``); syevd ``a -> (v, w, info[, work...])``
-with ``mode uplo``. Extra trailing results of older jaxlib versions are workspace and are
+with ``mode uplo``; gesdd ``a -> (a, s, u, vt, info)`` with ``mode``. Extra trailing results of older jaxlib versions are workspace and are
 left alone (or given ``info``).
 """
 
@@ -103,6 +103,20 @@ def _syevd(routine: Callable, out, ins, mode=None, uplo=None, **attrs) -> None:
             a[b], compute_v=int(_flag(mode, "V") == "V"), lower=int(_flag(uplo, "L") == "L"))
 
 
+def _gesdd(routine: Callable, out, ins, mode=None, **attrs) -> None:
+    """``mode`` is LAPACK's ``jobz``: A (full U and V^T), S (economy), N (values only; the
+    U and V^T results are left as they are, as jaxlib leaves them)."""
+    _, values, u_out, vt_out, info = _outputs(out)[:5]
+    a = ins[0]
+    job = _flag(mode, "A")
+    for b in _batches(a):
+        u, s, vt, code = routine(a[b], compute_uv=int(job != "N"),
+                                 full_matrices=int(job == "A"))
+        values[b], info[b] = s, code
+        if job != "N":
+            u_out[b], vt_out[b] = u, vt
+
+
 @dataclass(frozen=True)
 class LapackTarget:
     """A built-in target: the routine (by scipy name) for one element type."""
@@ -130,6 +144,7 @@ _ROUTINES = [
     ("geqrf", "geqrf", _geqrf),
     ("orgqr", "ungqr", _orgqr),
     ("syevd", "heevd", _syevd),
+    ("gesdd", "gesdd", _gesdd),
 ]
 
 

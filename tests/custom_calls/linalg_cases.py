@@ -28,4 +28,7 @@ CASES = [
     LinalgCase("qr", "float64", ((3, 3),)),
     LinalgCase("eigh", "float32", ((4, 4),)),
     LinalgCase("eigh", "float64", ((2, 3, 3),)),
+    LinalgCase("svd", "float32", ((5, 4),)),
+    LinalgCase("svd", "float64", ((2, 3, 5),)),
+    LinalgCase("svdvals", "float32", ((4, 6),)),
 ]

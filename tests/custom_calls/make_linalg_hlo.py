@@ -19,7 +19,8 @@ from linalg_cases import CASES
 jax.config.update("jax_enable_x64", True)
 
 FUNCTIONS = {"solve": jnp.linalg.solve, "inv": jnp.linalg.inv, "det": jnp.linalg.det,
-             "cholesky": jnp.linalg.cholesky, "qr": jnp.linalg.qr, "eigh": jnp.linalg.eigh}
+             "cholesky": jnp.linalg.cholesky, "qr": jnp.linalg.qr, "eigh": jnp.linalg.eigh,
+             "svd": jnp.linalg.svd, "svdvals": jnp.linalg.svdvals}
 
 
 def main() -> None:

@@ -41,6 +41,17 @@ def test_jax_linalg_module_matches_numpy(case: LinalgCase):
         close(values, np.linalg.eigh(args[0])[0], case)
         rebuilt = vectors @ (values[..., None] * np.swapaxes(vectors, -1, -2))
         close(rebuilt, args[0], case)
+    elif case.function == "svd":
+        u, values, vt = got
+        close(values, np.linalg.svd(args[0], compute_uv=False), case)
+        k = values.shape[-1]
+        rebuilt = (u[..., :k] * values[..., None, :]) @ vt[..., :k, :]
+        close(rebuilt, args[0], case)
+        for q in (u, vt):
+            close(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(q.shape[-1], dtype=q.dtype),
+                                                              q.shape), case)
+    elif case.function == "svdvals":
+        close(got, np.linalg.svd(args[0], compute_uv=False), case)
     elif case.function == "qr":
         for g, w in zip(got, np.linalg.qr(args[0])):
             close(g, w, case)            # both are LAPACK's geqrf/orgqr: the same signs
