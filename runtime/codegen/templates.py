@@ -95,6 +95,28 @@ HELPERS: tuple[Helper, ...] = (
              "  $T magnitude = (x == ($T)0) ? ($T)0 : ($T)1;\n"
              "  return isnan(x) ? x : copysign(magnitude, x);\n"
              "}\n", vector=True),
+    # tanh in f32 (and the narrow floats computed in it) as XLA's CPU backend evaluates it: a
+    # 13/6 odd rational approximation on [-9, 9] (Eigen's; 5.2 ulp from exact at worst over 4M
+    # samples, XLA's own 4.5), x itself below 0.0004 and for NaN (which clamp would not keep).
+    # Only FMAs and a division, so it vectorises: 0.82 against 1.80 ms for PoCL's tanh over
+    # 4M floats on AVX-512, 0.88 against 2.51 on AVX2. f64 keeps the library's tanh.
+    *_family(("float",), "xla_tanh_$T",
+             "$T xla_tanh_$T($T x) {\n"
+             "  $T c = clamp(x, ($T)(-9.0f), ($T)(9.0f));\n"
+             "  $T c2 = c * c;\n"
+             "  $T p = fma(c2, ($T)(-2.76076847742355e-16f), ($T)(2.00018790482477e-13f));\n"
+             "  p = fma(c2, p, ($T)(-8.60467152213735e-11f));\n"
+             "  p = fma(c2, p, ($T)(5.12229709037114e-08f));\n"
+             "  p = fma(c2, p, ($T)(1.48572235717979e-05f));\n"
+             "  p = fma(c2, p, ($T)(6.37261928875436e-04f));\n"
+             "  p = fma(c2, p, ($T)(4.89352455891786e-03f)) * c;\n"
+             "  $T q = fma(c2, ($T)(1.19825839466702e-06f), ($T)(1.18534705686654e-04f));\n"
+             "  q = fma(c2, q, ($T)(2.26843463243900e-03f));\n"
+             "  q = fma(c2, q, ($T)(4.89352518554385e-03f));\n"
+             "  return (fabs(x) < ($T)(0.0004f) || isnan(x)) ? x : p / q;\n"
+             "}\n", vector=True),
+    *_family(("double",), "xla_tanh_$T", "$T xla_tanh_$T($T x) {\n  return tanh(x);\n}\n",
+             vector=True),
     # atan2 with both operands scaled down by the same power of two when they are huge: PoCL's
     # atan2 returns 0 for atan2(1e38, 2e38). The scaling does not change the angle.
     *_family(_FLOAT_C, "xla_atan2_$T",
@@ -285,7 +307,7 @@ _UNARY: dict[tuple[str, str], str] = {
     ("sine", "float"): "sin($x)",
     ("cosine", "float"): "cos($x)",
     ("tan", "float"): "tan($x)",
-    ("tanh", "float"): "tanh($x)",
+    ("tanh", "float"): "xla_tanh_$T($x)",
     ("sinh", "float"): "sinh($x)",
     ("cosh", "float"): "cosh($x)",
     ("asin", "float"): "asin($x)",

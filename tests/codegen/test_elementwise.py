@@ -174,9 +174,10 @@ _EXACT = {
     "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh,
 }
 # ulp bounds (of the result type), a little above what PoCL measured; OpenCL's own bounds are
-# 2-16 ulp for these functions.
+# 2-16 ulp for these functions. tanh is XLA's rational approximation (5.2 ulp at worst over 4M
+# samples; XLA's own measured 4.5).
 _ULPS = {"exponential": 2, "exponential-minus-one": 3, "log": 2, "log-plus-one": 2,
-         "rsqrt": 2, "cbrt": 2, "sine": 2, "cosine": 2, "tan": 3, "tanh": 3, "logistic": 3,
+         "rsqrt": 2, "cbrt": 2, "sine": 2, "cosine": 2, "tan": 3, "tanh": 6, "logistic": 3,
          "erf": 3, "sinh": 3, "cosh": 3, "asin": 2, "acos": 2, "atan": 2, "asinh": 3,
          "acosh": 3, "atanh": 3, "power": 3, "atan2": 3}
 _DOMAIN = {"log": (1e-30, 1e30), "log-plus-one": (-0.999, 1e30), "rsqrt": (1e-30, 1e30),
