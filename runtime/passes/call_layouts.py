@@ -99,28 +99,9 @@ def _relayout_root(callee: HloComputation, want: Shape, names: FreshNames) -> No
     callee.root = root
 
 
-def _redeclare_parameter(comp: HloComputation, want: Shape, names: FreshNames) -> None:
-    """Give ``comp``'s parameter 0 the shape ``want``; its readers read a relayout of it in
-    the layouts they were written for."""
-    parameter = comp.parameter(0)
-    if not _differs(parameter.shape, want):
-        return
-    declared = parameter.shape
-    parameter.shape = want
-    made: list[HloInstruction] = []
-    value = _relayout(parameter, declared, names, made)
-    for inst in comp.instructions:
-        inst.operands = [value if op is parameter and inst not in made else op
-                         for op in inst.operands]
-    if comp.root is parameter:
-        comp.root = value
-    _insert_before(comp, comp.instructions[comp.instructions.index(parameter) + 1]
-                   if parameter is not comp.instructions[-1] else None, made)
-
-
-def _redeclare_result(inst: HloInstruction, want: Shape, names: FreshNames) -> None:
-    """Give ``inst`` the shape ``want``; its readers read a relayout of it in the layouts they
-    were written for."""
+def _redeclare(inst: HloInstruction, want: Shape, names: FreshNames) -> None:
+    """Give ``inst`` (a computation's parameter or an instruction's result) the shape
+    ``want``; its readers read a relayout of it in the layouts they were written for."""
     comp: HloComputation = inst.parent  # type: ignore[assignment]
     if not _differs(inst.shape, want):
         return
@@ -144,8 +125,8 @@ def _match_while(inst: HloInstruction, names: FreshNames) -> None:
     state = inst.body.parameter(0).shape
     _relayout_operand(inst, 0, state, names)
     _relayout_root(inst.body, state, names)
-    _redeclare_parameter(inst.condition, state, names)
-    _redeclare_result(inst, state, names)
+    _redeclare(inst.condition.parameter(0), state, names)
+    _redeclare(inst, state, names)
 
 
 def match_call_layouts(module: HloModule) -> None:
