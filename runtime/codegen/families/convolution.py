@@ -37,9 +37,9 @@ from ..loop import kernel_builder, operand_leaves
 from ..context import LoweringContext
 from ..plan import Launch
 from ...target import Target
-from .tiles import (Accumulation, Contraction, OutputWriter, Tile, begin_tiles, horizontal_sum,
-                    lanes_for, launch_3d, operand_buffer, register_contraction, rows_for,
-                    tiled_accumulation, vectors_for)
+from .tiles import (Accumulation, Contraction, OutputWriter, Tile, begin_tiles, lanes_for,
+                    launch_3d, operand_buffer, register_contraction, rows_for, tiled_accumulation,
+                    vectors_for)
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,8 @@ def _narrow_plan(c: Contraction, acc: Accumulation, columns: int, groups: int,
     vector of them."""
     lhs, rhs = (o.shape for o in c.operands)
     dn: ConvDimensionNumbers = c.op.dim_labels
-    if (groups != 1 or acc.lanes < 2 or element_strides(lhs)[dn.input_feature] != 1  # type: ignore[arg-type]
+    contiguous = element_strides(lhs)[dn.input_feature] == 1  # type: ignore[arg-type]
+    if (groups != 1 or acc.lanes < 2 or not contiguous
             or rhs.dims[dn.kernel_input_feature] < acc.lanes):  # type: ignore[union-attr]
         return None
     out: ArrayShape = c.op.shape  # type: ignore[assignment]
@@ -105,71 +106,107 @@ def _emit(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
     return (_narrow_kernel if p.narrow else _conv_kernel)(ctx, c, p)
 
 
+class _ConvKernel:
+    """What both kernel forms share: the kernel builder and emitter, the output rows (batch x
+    output spatial positions) a work-item holds and where each starts in the input, the loops
+    over the window's taps with each row's validity and input offset there, and the output
+    index of a row and feature."""
+
+    def __init__(self, ctx: LoweringContext, c: Contraction, p: ConvPlan) -> None:
+        self.c, self.p = c, p
+        self.dn: ConvDimensionNumbers = c.op.dim_labels
+        self.window = _window(c.op)
+        self.lhs: ArrayShape = c.operands[0].shape  # type: ignore[assignment]
+        self.rhs: ArrayShape = c.operands[1].shape  # type: ignore[assignment]
+        self.out: ArrayShape = c.op.shape  # type: ignore[assignment]
+        self.kb = kb = kernel_builder(self.lhs, self.rhs, c.inst.shape)  # type: ignore[arg-type]
+        self.t = kb.index_type
+        self.em = ElementalEmitter(kb, operand_leaves(ctx, c.inst, c.params), ctx.program.embed)
+        self.writer = OutputWriter(ctx, kb, self.em, c, p.acc)
+        self.sx, self.sw = element_strides(self.lhs), element_strides(self.rhs)
+        dn, out = self.dn, self.out
+        self.row_dims = (out.dims[dn.output_batch],) + tuple(out.dims[d] for d in dn.output_spatial)
+        self.nrows_total = out.element_count // out.dims[dn.output_feature]
+
+    def param(self, value: int, *key) -> str:
+        return self.kb.param(value, key=key)
+
+    def split(self, row: str) -> tuple[str, ...]:
+        return self.em.delinearize(row, self.row_dims, row_major(len(self.row_dims)), "row")
+
+    def rows(self, rb: str, rows: int, nrows: str, x_base: str
+             ) -> tuple[list[tuple[str, ...]], list[str]]:
+        """Each tile row's output index (batch, spatial) and its input offset (``x_base`` plus
+        its batch's), the last row repeated past the end."""
+        positions, x_rows = [], []
+        for r in range(rows):
+            ri = self.split(self.kb.let(self.t, f"min({rb} * {rows} + {r}, {nrows} - 1)", "r"))
+            positions.append(ri)
+            batch = f"{ri[0]} * {self.param(self.sx[self.dn.input_batch], 'xb')}"
+            x_rows.append(self.kb.let(self.t, f"{x_base} + {batch}" if x_base else batch, "xr"))
+        return positions, x_rows
+
+    def taps(self, loops: contextlib.ExitStack, positions, x_rows
+             ) -> tuple[list[str], list[str], str]:
+        """Enter the loops over the window's taps (and skip a tap that lands in padding or
+        lhs-dilation holes for every row, where it adds nothing); each row's validity and
+        input offset at the taps, and the taps' offset in the kernel."""
+        kb, window, dn = self.kb, self.window, self.dn
+        taps = []
+        for s, w in enumerate(window.dims):
+            tap = kb.fresh("t")
+            loops.enter_context(self.em.block(
+                f"for ({self.t} {tap} = 0; {tap} < {self.param(w.size, 'size', s)}; ++{tap})"))
+            taps.append(tap)
+        valid, x_at = _tap_rows(kb, window, dn, self.lhs, self.sx, positions, x_rows, taps,
+                                self.param)
+        param = self.param
+        w_tap = " + ".join(f"{_reversed(w, tap, s, param)} * {param(self.sw[d], 'ws', s)}"
+                           for s, (w, tap, d) in enumerate(zip(window.dims, taps,
+                                                                dn.kernel_spatial)))
+        loops.enter_context(self.em.block(f"if ({' || '.join(valid)})"))
+        return valid, x_at, w_tap or "0"
+
+    def out_index(self, ri: tuple[str, ...], feature: str) -> tuple[str, ...]:
+        exprs = ["0"] * self.out.rank
+        exprs[self.dn.output_batch] = ri[0]
+        for d, i in zip(self.dn.output_spatial, ri[1:]):
+            exprs[d] = i
+        exprs[self.dn.output_feature] = feature
+        return tuple(exprs)
+
+
 def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
-    conv = c.op
-    dn: ConvDimensionNumbers = conv.dim_labels
-    window = _window(conv)
-    lhs: ArrayShape = c.operands[0].shape  # type: ignore[assignment]
-    rhs: ArrayShape = c.operands[1].shape  # type: ignore[assignment]
-    out: ArrayShape = conv.shape  # type: ignore[assignment]
-    kb = kernel_builder(lhs, rhs, c.inst.shape)  # type: ignore[arg-type]
-    t, acc = kb.index_type, p.acc
-    em = ElementalEmitter(kb, operand_leaves(ctx, c.inst, c.params), ctx.program.embed)
-    writer = OutputWriter(ctx, kb, em, c, acc)
-    sx, sw = element_strides(lhs), element_strides(rhs)
-
-    def param(value: int, *key) -> str:
-        return kb.param(value, key=key)
-
+    k = _ConvKernel(ctx, c, p)
+    kb, t, acc, dn, param = k.kb, k.t, p.acc, k.dn, k.param
+    sx, sw = k.sx, k.sw
     tile = Tile(kb, acc, p.tile_rows, p.vectors, p.lanes)
     width, rows = tile.width, tile.rows
-    row_dims = (out.dims[dn.output_batch],) + tuple(out.dims[d] for d in dn.output_spatial)
-    nrows_total = out.element_count // out.dims[dn.output_feature]
-    col_blocks, row_blocks = -(-p.columns // width), -(-nrows_total // rows)
+    col_blocks, row_blocks = -(-p.columns // width), -(-k.nrows_total // rows)
     cb, rb, zb = begin_tiles(kb, col_blocks, row_blocks)
     x_et, x_buf = operand_buffer(ctx, kb, c, 0)
     w_et, w_buf = operand_buffer(ctx, kb, c, 1)
-    ncols, nrows = param(p.columns, "cols"), param(nrows_total, "rows")
+    ncols, nrows = param(p.columns, "cols"), param(k.nrows_total, "rows")
     col0 = kb.let(t, f"min({cb} * {width}, {ncols} - {width})", "col")
     skip = kb.let(t, f"{cb} * {width} - {col0}", "skip")
     if p.batch_groups:
-        x_group = param(out.dims[dn.output_batch] * sx[dn.input_batch], "x_group")
+        x_group = param(k.out.dims[dn.output_batch] * sx[dn.input_batch], "x_group")
     else:
-        x_group = param(rhs.dims[dn.kernel_input_feature] * sx[dn.input_feature], "x_group")
+        x_group = param(k.rhs.dims[dn.kernel_input_feature] * sx[dn.input_feature], "x_group")
     w_out = sw[dn.kernel_output_feature]
     unit = w_out == 1
     w_col = None if unit else param(w_out, "w_out")
     w_base = kb.let(t, f"{zb} * {param(p.columns * w_out, 'w_group')} + {col0}"
                     + ("" if unit else f" * {w_col}"), "wb")
-
-    def split(row: str) -> tuple[str, ...]:
-        return em.delinearize(row, row_dims, row_major(len(row_dims)), "row")
-
-    positions, x_rows = [], []
-    for r in range(rows):
-        ri = split(kb.let(t, f"min({rb} * {rows} + {r}, {nrows} - 1)", "r"))
-        positions.append(ri)
-        x_rows.append(kb.let(t, f"{zb} * {x_group} + {ri[0]} * {param(sx[dn.input_batch], 'xb')}",
-                             "xr"))
+    positions, x_rows = k.rows(rb, rows, nrows, f"{zb} * {x_group}")
     tile.declare()
     vec = acc.vector(p.lanes)
     with contextlib.ExitStack() as loops:
-        taps = []
-        for s, w in enumerate(window.dims):
-            tap = kb.fresh("t")
-            loops.enter_context(em.block(
-                f"for ({t} {tap} = 0; {tap} < {param(w.size, 'size', s)}; ++{tap})"))
-            taps.append(tap)
-        valid, x_at = _tap_rows(kb, window, dn, lhs, sx, positions, x_rows, taps, param)
-        w_tap = kb.let(t, " + ".join(
-            [w_base] + [f"{_reversed(w, tap, s, param)} * {param(sw[d], 'ws', s)}"
-                        for s, (w, tap, d) in enumerate(zip(window.dims, taps, dn.kernel_spatial))]),
-            "wt")
+        valid, x_at, w_taps = k.taps(loops, positions, x_rows)
+        w_tap = kb.let(t, f"{w_base} + {w_taps}", "wt")
         ci = kb.fresh("ci")
-        k_in = param(rhs.dims[dn.kernel_input_feature], "k_in")
-        # a tap that lands in padding or lhs-dilation holes for every row adds nothing
-        loops.enter_context(em.block(f"if ({' || '.join(valid)})"))
-        with em.block(f"for ({t} {ci} = 0; {ci} < {k_in}; ++{ci})"):
+        k_in = param(k.rhs.dims[dn.kernel_input_feature], "k_in")
+        with k.em.block(f"for ({t} {ci} = 0; {ci} < {k_in}; ++{ci})"):
             w_ci = kb.let(t, f"{w_tap} + {ci} * {param(sw[dn.kernel_input_feature], 'wi')}", "wc")
             ys = [kb.let(vec, acc.load_vector(
                 w_et, w_buf, f"{w_ci} + {j * p.lanes}" + ("" if unit else f" * {w_col}"),
@@ -182,18 +219,13 @@ def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
                     tile.update(r, j, x, ys[j])
 
     def out_index(ri: tuple[str, ...], col: str) -> tuple[str, ...]:
-        exprs = ["0"] * out.rank
-        exprs[dn.output_batch] = ri[0]
-        for d, i in zip(dn.output_spatial, ri[1:]):
-            exprs[d] = i
-        exprs[dn.output_feature] = kb.let(t, f"{zb} * {ncols} + {col}", "f")
-        return tuple(exprs)
+        return k.out_index(ri, kb.let(t, f"{zb} * {ncols} + {col}", "f"))
 
-    if writer.can_store_rows(dn.output_feature, p.lanes):
-        writer.store_rows(tile, [out_index(ri, col0) for ri in positions],
-                          f"{skip} == 0 && {rb} * {rows} + {rows} <= {nrows}", dn.output_feature)
-    writer.store_tile(tile.spill(), rows, width, f"{rb} * {rows}", nrows, skip, split,
-                      lambda ri, lane: (out_index(ri, kb.let(t, f"{col0} + {lane}", "col")), "1"))
+    if k.writer.can_store_rows(dn.output_feature, p.lanes):
+        k.writer.store_rows(tile, [out_index(ri, col0) for ri in positions],
+                            f"{skip} == 0 && {rb} * {rows} + {rows} <= {nrows}", dn.output_feature)
+    k.writer.store_tile(tile.spill(), rows, width, f"{rb} * {rows}", nrows, skip, k.split,
+                        lambda ri, lane: (out_index(ri, kb.let(t, f"{col0} + {lane}", "col")), "1"))
     return launch_3d(ctx, kb, c.inst, col_blocks, row_blocks, p.groups)
 
 
@@ -202,66 +234,32 @@ def _narrow_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
     vector along the input features (loaded with ``vload`` from the input, and from the
     kernel when ``passes.convolution_layout`` made its input features minor), summed across
     lanes at the end; input features beyond the last full vector are scalar."""
-    conv = c.op
-    dn: ConvDimensionNumbers = conv.dim_labels
-    window = _window(conv)
-    lhs: ArrayShape = c.operands[0].shape  # type: ignore[assignment]
-    rhs: ArrayShape = c.operands[1].shape  # type: ignore[assignment]
-    out: ArrayShape = conv.shape  # type: ignore[assignment]
-    kb = kernel_builder(lhs, rhs, c.inst.shape)  # type: ignore[arg-type]
-    t, acc, lanes = kb.index_type, p.acc, p.lanes
-    em = ElementalEmitter(kb, operand_leaves(ctx, c.inst, c.params), ctx.program.embed)
-    writer = OutputWriter(ctx, kb, em, c, acc)
-    sx, sw = element_strides(lhs), element_strides(rhs)
-
-    def param(value: int, *key) -> str:
-        return kb.param(value, key=key)
-
+    k = _ConvKernel(ctx, c, p)
+    kb, t, acc, lanes, dn, param = k.kb, k.t, p.acc, p.lanes, k.dn, k.param
     rows, cols = p.tile_rows, p.columns
-    row_dims = (out.dims[dn.output_batch],) + tuple(out.dims[d] for d in dn.output_spatial)
-    nrows_total = out.element_count // out.dims[dn.output_feature]
-    row_blocks = -(-nrows_total // rows)
+    row_blocks = -(-k.nrows_total // rows)
     _, rb, _ = begin_tiles(kb, 1, row_blocks)
     x_et, x_buf = operand_buffer(ctx, kb, c, 0)
     w_et, w_buf = operand_buffer(ctx, kb, c, 1)
-    nrows = param(nrows_total, "rows")
-
-    def split(row: str) -> tuple[str, ...]:
-        return em.delinearize(row, row_dims, row_major(len(row_dims)), "row")
-
-    positions, x_rows = [], []
-    for r in range(rows):
-        ri = split(kb.let(t, f"min({rb} * {rows} + {r}, {nrows} - 1)", "r"))
-        positions.append(ri)
-        x_rows.append(kb.let(t, f"{ri[0]} * {param(sx[dn.input_batch], 'xb')}", "xr"))
+    nrows = param(k.nrows_total, "rows")
+    positions, x_rows = k.rows(rb, rows, nrows, "")
     tile = Tile(kb, acc, rows, cols, lanes)
     tile.declare()
-    sums = [[kb.declare(acc.scalar, "s", f"({acc.scalar})0") for _ in range(cols)]
-            for _ in range(rows)]
+    sums = tile.declare_scalar_sums()
     vec = acc.vector(lanes)
-    w_in = sw[dn.kernel_input_feature]
+    w_in = k.sw[dn.kernel_input_feature]
     w_stride = None if w_in == 1 else param(w_in, "wi")
     with contextlib.ExitStack() as loops:
-        taps = []
-        for s, w in enumerate(window.dims):
-            tap = kb.fresh("t")
-            loops.enter_context(em.block(
-                f"for ({t} {tap} = 0; {tap} < {param(w.size, 'size', s)}; ++{tap})"))
-            taps.append(tap)
-        valid, x_at = _tap_rows(kb, window, dn, lhs, sx, positions, x_rows, taps, param)
-        loops.enter_context(em.block(f"if ({' || '.join(valid)})"))
-        w_tap = " + ".join(f"{_reversed(w, tap, s, param)} * {param(sw[d], 'ws', s)}"
-                           for s, (w, tap, d) in enumerate(zip(window.dims, taps,
-                                                                dn.kernel_spatial)))
-        w_cols = [kb.let(t, f"{w_tap or '0'} + {j} * {param(sw[dn.kernel_output_feature], 'wo')}",
+        valid, x_at, w_tap = k.taps(loops, positions, x_rows)
+        w_cols = [kb.let(t, f"{w_tap} + {j} * {param(k.sw[dn.kernel_output_feature], 'wo')}",
                          "wc") for j in range(cols)]
 
         def w_at(j: int, i: str) -> str:
             return f"{w_cols[j]} + {i}" + ("" if w_stride is None else f" * {w_stride}")
 
-        k_in = param(rhs.dims[dn.kernel_input_feature], "k_in")
+        k_in = param(k.rhs.dims[dn.kernel_input_feature], "k_in")
         i = kb.declare(t, "i", "0")
-        with em.block(f"for (; {i} + {lanes} <= {k_in}; {i} += {lanes})"):
+        with k.em.block(f"for (; {i} + {lanes} <= {k_in}; {i} += {lanes})"):
             ws = [kb.let(vec, acc.load_vector(w_et, w_buf, w_at(j, i), lanes, w_stride), "wv")
                   for j in range(cols)]
             for r in range(rows):
@@ -270,7 +268,7 @@ def _narrow_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
                 x = kb.let(vec, f"{valid[r]} ? {loaded} : ({vec})(0)", "xv")
                 for j in range(cols):
                     tile.update(r, j, x, ws[j])
-        with em.block(f"for (; {i} < {k_in}; ++{i})"):
+        with k.em.block(f"for (; {i} < {k_in}; ++{i})"):
             ws = [kb.let(acc.scalar, acc.load_scalar(w_et, w_buf, w_at(j, i)), "ws")
                   for j in range(cols)]
             for r in range(rows):
@@ -278,23 +276,8 @@ def _narrow_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
                 x = kb.let(acc.scalar, f"{valid[r]} ? {loaded} : ({acc.scalar})0", "xs")
                 for j in range(cols):
                     kb.line(f"{sums[r][j]} = {acc.madd(x, ws[j], sums[r][j])};")
-    spilled = kb.fresh("tile")
-    kb.line(f"{acc.scalar} {spilled}[{rows * cols}];")
-    for r in range(rows):
-        for j in range(cols):
-            total = horizontal_sum(kb, acc, tile.names[r][j], lanes)
-            kb.line(f"{spilled}[{r * cols + j}] = {total} + {sums[r][j]};")
-
-    def out_index(ri: tuple[str, ...], col: str) -> tuple[str, ...]:
-        exprs = ["0"] * out.rank
-        exprs[dn.output_batch] = ri[0]
-        for d, i in zip(dn.output_spatial, ri[1:]):
-            exprs[d] = i
-        exprs[dn.output_feature] = col
-        return tuple(exprs)
-
-    writer.store_tile(spilled, rows, cols, f"{rb} * {rows}", nrows, "0", split,
-                      lambda ri, lane: (out_index(ri, lane), "1"))
+    k.writer.store_tile(tile.lane_sums(sums), rows, cols, f"{rb} * {rows}", nrows, "0", k.split,
+                        lambda ri, lane: (k.out_index(ri, lane), "1"))
     return launch_3d(ctx, kb, c.inst, 1, row_blocks, 1)
 
 

@@ -44,7 +44,7 @@ from ..context import LoweringContext
 from ..plan import Launch
 from ...target import Target, TileShape
 from .tiles import (Accumulation, Contraction, OutputWriter, Tile, begin_tiles,
-                    horizontal_sum, lanes_for, launch_3d, linear_sum, operand_buffer, pointer,
+                    lanes_for, launch_3d, linear_sum, operand_buffer, pointer,
                     register_contraction, rows_for, tiled_accumulation, vectors_for)
 _SCALAR_BYTES = {"float": 4, "uint": 4, "double": 8, "ulong": 8}
 
@@ -408,8 +408,7 @@ def _inner_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
         y_cols.append(pointer(kb, y_et, y_buf, f"{y_z} + {k.offset(cj, p.cols, 'rhs')}", "y"))
     tile = Tile(kb, acc, rows, cols, lanes)
     tile.declare()
-    sums = [[kb.declare(acc.scalar, "s", f"({acc.scalar})0") for _ in range(cols)]
-            for _ in range(rows)]
+    sums = tile.declare_scalar_sums()
     vec = acc.vector(lanes)
     assert p.vector_k is not None
     kv = kb.param(p.vector_k.size, key=("k", p.vector_k.lhs))
@@ -432,12 +431,7 @@ def _inner_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
             for r in range(rows):
                 for j in range(cols):
                     kb.line(f"{sums[r][j]} = {acc.madd(xs[r], ys[j], sums[r][j])};")
-    spilled = kb.fresh("tile")
-    kb.line(f"{acc.scalar} {spilled}[{rows * cols}];")
-    for r in range(rows):
-        for j in range(cols):
-            total = horizontal_sum(kb, acc, tile.names[r][j], lanes)
-            kb.line(f"{spilled}[{r * cols + j}] = {total} + {sums[r][j]};")
+    spilled = tile.lane_sums(sums)
 
     def col_index(lane: str):
         col = kb.let(t, f"{cb} * {cols} + {lane}", "col")

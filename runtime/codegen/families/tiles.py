@@ -292,6 +292,25 @@ class Tile:
         c = self.names[row][vector]
         self.kb.line(f"{c} = {self.acc.madd(x, y, c)};")
 
+    def declare_scalar_sums(self) -> list[list[str]]:
+        """One scalar accumulator per tile element, beside the vectors: the inner forms add
+        the contraction's tail past the last full vector there."""
+        scalar = self.acc.scalar
+        return [[self.kb.declare(scalar, "s", f"({scalar})0") for _ in range(self.vectors)]
+                for _ in range(self.rows)]
+
+    def lane_sums(self, sums: list[list[str]]) -> str:
+        """The tile in a private array, row-major (``rows`` x ``vectors``): each accumulator's
+        lanes summed (``horizontal_sum``) plus its scalar tail in ``sums``."""
+        kb = self.kb
+        name = kb.fresh("tile")
+        kb.line(f"{self.acc.scalar} {name}[{self.rows * self.vectors}];")
+        for r, row in enumerate(self.names):
+            for j, c in enumerate(row):
+                total = horizontal_sum(kb, self.acc, c, self.lanes)
+                kb.line(f"{name}[{r * self.vectors + j}] = {total} + {sums[r][j]};")
+        return name
+
     def spill(self) -> str:
         """The tile in a private array, row-major (``rows`` x ``width``)."""
         kb = self.kb
