@@ -1,0 +1,477 @@
+"""Row vector loop kernels: each work-item computes ``L`` consecutive elements of one row of
+the output (its physical minor dimension, whose size ``L`` divides), through any chain of
+index-mapping operations the lanes survive.
+
+Why: the vector loop (``vector_loop``) takes only kernels whose operands it reads at the
+output's own position or through a broadcast, and pure float arithmetic. Whole models are
+full of loop fusions beyond that, and one element per work-item leaves them scalar: a UNet's
+nearest-neighbour upsample and skip concatenation (broadcasts and reshapes into a
+``concatenate``), a softmax numerator whose row maximum passes through ``maximum`` before
+its broadcast, a ReLU gradient (``select`` on a ``compare``), a group norm reshaping its
+channels into groups, a causal mask built from ``iota``.
+
+How: because ``L`` divides the row, a block never leaves its row, so every lane shares the
+block's first index in all dimensions but one, the *lane dimension*, where lane ``j`` is at
+``first + j``. ``_LanePlan`` follows that dimension from the output down to the leaves: an
+elementwise op keeps it, a transpose permutes it, a reshape carries it to its operand's last
+dimension of the same group (when blocks stay aligned there), a broadcast that drops it
+makes the operand *uniform*: one value for the whole block, which the scalar elemental
+emitter computes once per work-item at the block's first index (a row statistic, a bias, a
+scalar expression; even a reduction). Concatenation, padding and update windows along the
+lane dimension are taken when their pieces are aligned to whole blocks, so the branch each
+takes is the same for every lane. A leaf read along the lane dimension is one vector load
+where that dimension is contiguous in its layout, a gather of ``L`` elements otherwise.
+
+Values are ``floatL`` (f32, and bf16 rounded after every inexact operation, bit for bit the
+scalar kernel's), ``intL`` (s32) and ``intL`` lane masks (pred: -1 or 0, as vector
+comparisons give them). Anything else declines to the one-element kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..hlo.ir import HloInstruction
+from ..hlo.shape import ArrayShape
+from . import cltypes, templates as E
+from .context import LoweringContext
+from .elemental import (RULES, SCALAR, BufferLeaf, ElementalEmitter, Index, arithmetic,
+                        common_factors, dynamic_starts, element_strides, layout_key)
+from .loop import begin_1d, kernel_builder, launch_1d, operand_leaves
+from .plan import Step
+from .registry import LOOP, register
+
+# element types a lane value may have, by the OpenCL scalar its vector is made of
+_LANE_SCALAR = {"f32": "float", "bf16": "float", "s32": "int", "pred": "int"}
+_FLOAT = frozenset({"f32", "bf16"})
+_SMALLEST = 4
+
+
+@register(LOOP, target="cpu", priority=5)
+def row_vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction,
+                    params: list[HloInstruction] | None) -> list[Step] | None:
+    """One row vector launch computing ``inst`` (``root`` over ``params``), or None."""
+    out = inst.shape
+    if not isinstance(out, ArrayShape) or out.rank == 0 or out.element_count == 0 \
+            or out.element_type.name not in _FLOAT or root.opcode == "dynamic-update-slice":
+        return None
+    leaves = operand_leaves(ctx, inst, params)
+    row = out.dims[out.minor_to_major[0]]
+    lanes = ctx.target.lanes(32)
+    while lanes >= _SMALLEST:
+        if row % lanes == 0:
+            plan = _LanePlan(lanes, {key[0] for key in leaves})
+            if plan.varying(root, out.minor_to_major[0], True):
+                return [_launch(ctx, inst, root, leaves, plan)]
+        lanes //= 2
+    return None
+
+
+# --- which dimension the lanes run along, instruction by instruction ---------------------
+
+@dataclass
+class _LanePlan:
+    """The lane dimension of every instruction the lanes reach (``lane``); an instruction
+    absent from it is uniform. ``aligned``: the block's first index along the lane dimension
+    is a multiple of ``lanes`` and so is that dimension's size, so a block never straddles a
+    boundary at a multiple of ``lanes``."""
+
+    lanes: int
+    leaves: set[int]
+    lane: dict[int, int] = field(default_factory=dict)
+    uniform: set[int] = field(default_factory=set)
+    _checked: set = field(default_factory=set)
+
+    def varying(self, inst: HloInstruction, d: int, aligned: bool) -> bool:
+        """Whether ``inst`` can be computed with its lane dimension ``d``."""
+        if inst.shape.is_tuple or inst.shape.rank == 0 or id(inst) in self.uniform:  # type: ignore[union-attr]
+            return False
+        if self.lane.setdefault(id(inst), d) != d:
+            return False              # read along two dimensions: not one block shape
+        if (id(inst), aligned) in self._checked or (id(inst), False) in self._checked:
+            return True               # what holds unaligned holds aligned
+        self._checked.add((id(inst), aligned))
+        if inst.shape.element_type.name not in _LANE_SCALAR:  # type: ignore[union-attr]
+            return False
+        if id(inst) in self.leaves or inst.opcode == "constant":
+            return True
+        rule = _PLAN_RULES.get(inst.opcode)
+        if rule is None:
+            rule = _elementwise_plan if inst.opcode in _ARITHMETIC else None
+        return rule is not None and rule(self, inst, d, aligned)
+
+    def operands(self, inst: HloInstruction, d: int, aligned: bool) -> bool:
+        """Each operand at the same index (rank-0 operands are uniform)."""
+        return all(op.shape.rank == 0 or self.varying(op, d, aligned)  # type: ignore[union-attr]
+                   for op in inst.operands)
+
+    def make_uniform(self, inst: HloInstruction) -> bool:
+        """``inst`` is read once per block (the scalar emitter computes it): it may not also
+        be a lane value."""
+        self.uniform.add(id(inst))
+        return id(inst) not in self.lane
+
+    def whole_blocks(self, aligned: bool, *sizes: int) -> bool:
+        return aligned and all(n % self.lanes == 0 for n in sizes)
+
+
+def _elementwise_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    ets = {op.shape.element_type.name for op in inst.operands} | {inst.shape.element_type.name}
+    return ets <= _FLOAT and E.vector_lanes(inst.opcode, "f32", 32 * plan.lanes) is not None \
+        and plan.operands(inst, d, aligned)
+
+
+def _convert_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    pair = (inst.operands[0].shape.element_type.name, inst.shape.element_type.name)
+    return pair in _CONVERTS and plan.operands(inst, d, aligned)
+
+
+def _compare_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    et = inst.operands[0].shape.element_type.name
+    kind = inst.attrs.get("type")
+    return et in ("f32", "bf16", "s32") and str(kind or "") in ("", "FLOAT", "SIGNED") \
+        and str(inst.direction) in _DIRECTIONS and plan.operands(inst, d, aligned)
+
+
+def _select_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    return plan.operands(inst, d, aligned)
+
+
+def _logical_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    return inst.shape.element_type.name == "pred" and plan.operands(inst, d, aligned)
+
+
+def _broadcast_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    op = inst.operands[0]
+    dims = tuple(inst.dimensions)
+    if d not in dims or op.shape.dims[dims.index(d)] == 1:
+        return plan.make_uniform(op)
+    return plan.varying(op, dims.index(d), aligned)
+
+
+def _reshape_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    op = inst.operands[0]
+    src, dims = op.shape.dims, inst.shape.dims
+    if src == dims:
+        return plan.varying(op, d, aligned)
+    for src_dims, out_dims in common_factors(src, dims):
+        if d in out_dims:
+            if d != out_dims[-1]:
+                return False          # consecutive lanes are far apart in the operand
+            if len(src_dims) == 1 and len(out_dims) == 1:
+                return plan.varying(op, src_dims[0], aligned)
+            # the group's linear index runs on by one per lane and, with whole blocks, never
+            # carries out of the operand's last dimension inside a block
+            return plan.whole_blocks(aligned, dims[d], src[src_dims[-1]]) \
+                and plan.varying(op, src_dims[-1], True)
+    return False
+
+
+def _transpose_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    return plan.varying(inst.operands[0], inst.dimensions[d], aligned)
+
+
+def _identity_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    return plan.varying(inst.operands[0], d, aligned)
+
+
+def _slice_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    s = inst.slice.dims[d]
+    op = inst.operands[0]
+    return s.stride == 1 and plan.varying(
+        op, d, plan.whole_blocks(aligned, s.start, op.shape.dims[d]))
+
+
+def _dynamic_slice_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    op = inst.operands[0]
+    whole = inst.dynamic_slice_sizes[d] == op.shape.dims[d]     # its start clamps to 0
+    return plan.varying(op, d, aligned and whole)
+
+
+def _dynamic_update_slice_plan(plan: _LanePlan, inst: HloInstruction, d: int,
+                               aligned: bool) -> bool:
+    base, update = inst.operands[:2]
+    return update.shape.dims[d] == base.shape.dims[d] \
+        and plan.varying(base, d, aligned) and plan.varying(update, d, aligned)
+
+
+def _concatenate_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    if inst.dimensions[0] == d and not plan.whole_blocks(
+            aligned, *(op.shape.dims[d] for op in inst.operands)):
+        return False
+    return plan.operands(inst, d, aligned)
+
+
+def _pad_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    p = inst.padding.dims[d]
+    op = inst.operands[0]
+    if (p.low, p.high, p.interior) != (0, 0, 0) and (
+            p.interior or not plan.whole_blocks(aligned, p.low, op.shape.dims[d])):
+        return False
+    return plan.varying(op, d, aligned)
+
+
+def _reverse_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    return d not in inst.dimensions and plan.varying(inst.operands[0], d, aligned)
+
+
+def _iota_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    return True
+
+
+_PLAN_RULES: dict[str, Callable[[_LanePlan, HloInstruction, int, bool], bool]] = {
+    "convert": _convert_plan, "compare": _compare_plan, "select": _select_plan,
+    "and": _logical_plan, "or": _logical_plan, "xor": _logical_plan, "not": _logical_plan,
+    "broadcast": _broadcast_plan, "reshape": _reshape_plan, "transpose": _transpose_plan,
+    "copy": _identity_plan, "slice": _slice_plan, "dynamic-slice": _dynamic_slice_plan,
+    "dynamic-update-slice": _dynamic_update_slice_plan, "concatenate": _concatenate_plan,
+    "pad": _pad_plan, "reverse": _reverse_plan, "iota": _iota_plan,
+}
+_ARITHMETIC = frozenset(op for op in RULES if RULES[op] is RULES["add"])
+_DIRECTIONS = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
+
+
+# --- emitting ---------------------------------------------------------------------------------
+
+class _RowEmitter(ElementalEmitter):
+    """The elemental emitter with lanes: ``value`` of an instruction the lanes reach is a
+    vector over the block (its index is the block's first lane's); of a uniform one, the
+    scalar emitter's value splatted. Inside a uniform value (``_scalar_depth``) everything is
+    the scalar emitter's."""
+
+    def __init__(self, kb, leaves, embed, plan: _LanePlan) -> None:
+        super().__init__(kb, leaves, embed)
+        self.plan = plan
+        self.n = plan.lanes
+        self._scalar_depth = 0
+
+    def vector_type(self, inst: HloInstruction) -> str:
+        return f"{_LANE_SCALAR[inst.shape.element_type.name]}{self.n}"
+
+    def value(self, inst: HloInstruction, index: Index, shape_index: tuple[int, ...] = ()):
+        if self._scalar_depth or shape_index:
+            return super().value(inst, index, shape_index)
+        key = ("lanes", id(inst), index.exprs)
+        hit = self._lookup(key)
+        if hit is not None:
+            return hit
+        if id(inst) not in self.plan.lane:
+            result = self.splat(inst, self.scalar(inst, index))
+        elif (id(inst), ()) in self.leaves:
+            result = self._load(inst, self.leaves[(id(inst), ())], index)
+        elif inst.opcode == "constant" and inst.shape.element_count != 1:
+            result = self._load(inst, BufferLeaf(inst.shape, self.embed(inst),
+                                                 ("embedded", id(inst))), index)
+        else:
+            rule = _EMIT_RULES.get(inst.opcode)
+            if rule is None:
+                rule = _arithmetic if inst.opcode in _ARITHMETIC else RULES[inst.opcode]
+            result = rule(self, inst, index)
+        self.scopes[-1][key] = result
+        return result
+
+    def scalar(self, inst: HloInstruction, index: Index) -> str:
+        """``inst``'s one value at ``index`` by the scalar emitter."""
+        self._scalar_depth += 1
+        try:
+            return super().value(inst, index)
+        finally:
+            self._scalar_depth -= 1
+
+    def scalar_index_value(self, inst: HloInstruction, index: Index = SCALAR) -> str:
+        self._scalar_depth += 1
+        try:
+            return super().scalar_index_value(inst, index)
+        finally:
+            self._scalar_depth -= 1
+
+    def splat(self, inst: HloInstruction, scalar: str) -> str:
+        vec = self.vector_type(inst)
+        if inst.shape.element_type.name == "pred":
+            return self.kb.let(vec, f"({vec})(-(int)({scalar}))", "m")
+        return self.kb.let(vec, f"({vec})({scalar})", "u")
+
+    def _load(self, inst: HloInstruction, leaf: BufferLeaf, index: Index) -> str:
+        shape, et, n = leaf.shape, leaf.shape.element_type, self.n
+        vec = self.vector_type(inst)
+        ptr = self.kb.buffer(et, leaf.ref, key=leaf.key)
+        offset = self.kb.let(self.kb.index_type, self.offset(shape, index, leaf.key), "o")
+        stride = element_strides(shape)[self.plan.lane[id(inst)]]
+        if stride == 1:
+            raw = f"vload{n}(0, {ptr} + {offset})"
+            expr = {"bf16": f"xla_bf16x{n}_to_float({raw})",
+                    "pred": f"(convert_{vec}({raw}) != ({vec})0)"}.get(et.name, raw)
+            return self.kb.let(vec, expr, "x")
+        step = self.kb.param(stride, key=(leaf.key, "stride", self.plan.lane[id(inst)]))
+        lanes = [cltypes.load(et, ptr, f"{offset} + {j} * {step}") for j in range(n)]
+        if et.name == "pred":
+            lanes = [f"-(int)({x})" for x in lanes]
+        return self.kb.let(vec, f"({vec})({', '.join(lanes)})", "x")
+
+    def rounded(self, inst: HloInstruction, expr: str) -> str:
+        """A float lane value of ``inst``'s type: bf16 rounds to nearest even."""
+        if inst.shape.element_type.name == "bf16":
+            expr = f"xla_round_bf16x{self.n}({expr})"
+        return self.kb.let(self.vector_type(inst), expr, "v")
+
+
+def _arithmetic(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
+    args = [em.value(op, index) for op in inst.operands]
+    expr = arithmetic(inst.opcode, "f32", "f32", args, lanes=em.n)
+    if not E.rounds(inst.opcode):
+        return em.kb.let(em.vector_type(inst), expr, "v")
+    return em.rounded(inst, expr)
+
+
+def _convert(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
+    op = inst.operands[0]
+    x = em.value(op, index)
+    pair = (op.shape.element_type.name, inst.shape.element_type.name)
+    return em.rounded(inst, _CONVERTS[pair].replace("$x", x).replace("$n", str(em.n)))
+
+
+# (from, to) -> the conversion of lane value $x (before bf16 rounding of a bf16 result)
+_CONVERTS = {
+    ("f32", "f32"): "$x", ("bf16", "f32"): "$x", ("f32", "bf16"): "$x", ("bf16", "bf16"): "$x",
+    ("s32", "f32"): "convert_float$n($x)", ("s32", "bf16"): "convert_float$n($x)",
+    ("pred", "f32"): "select((float$n)0, (float$n)1, $x)",
+    ("pred", "bf16"): "select((float$n)0, (float$n)1, $x)",
+}
+
+
+def _compare(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
+    a, b = (em.value(op, index) for op in inst.operands)
+    return em.kb.let(em.vector_type(inst), f"({a} {_DIRECTIONS[str(inst.direction)]} {b})", "m")
+
+
+def _select(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
+    p, a, b = inst.operands
+    on_true, on_false = em.value(a, index), em.value(b, index)
+    if p.shape.rank == 0:
+        return em.kb.let(em.vector_type(inst), f"({em.scalar(p, SCALAR)}) ? {on_true} : {on_false}")
+    return em.kb.let(em.vector_type(inst), f"select({on_false}, {on_true}, {em.value(p, index)})")
+
+
+def _logical(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
+    args = [em.value(op, index) for op in inst.operands]
+    expr = f"(~{args[0]})" if inst.opcode == "not" else \
+        f"({args[0]} {_LOGICAL[inst.opcode]} {args[1]})"
+    return em.kb.let(em.vector_type(inst), expr, "m")
+
+
+_LOGICAL = {"and": "&", "or": "|", "xor": "^"}
+
+
+def _clamp_bound(em: _RowEmitter, op: HloInstruction, index: Index) -> str:
+    return em.value(op, SCALAR if op.shape.rank == 0 else index)
+
+
+def _iota(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
+    d = int(inst.iota_dimension)
+    if d != em.plan.lane[id(inst)]:
+        return em.splat(inst, em.scalar(inst, index))
+    steps = ", ".join(str(j) for j in range(em.n))
+    ints = f"((int{em.n})({index.exprs[d]}) + (int{em.n})({steps}))"
+    if inst.shape.element_type.name == "s32":
+        return em.kb.let(em.vector_type(inst), ints, "v")
+    return em.rounded(inst, f"convert_float{em.n}({ints})")
+
+
+def _branches(em: _RowEmitter, inst: HloInstruction,
+              cases: list[tuple[str, Callable[[], str]]]) -> str:
+    """A lane value chosen by conditions on the block's first index (the same for every lane
+    of a block, by the plan): ``if (c0) ... else if (c1) ... else ...``."""
+    result = em.kb.declare(em.vector_type(inst), "r")
+    for k, (condition, compute) in enumerate(cases):
+        header = "if" if k == 0 else "else if"
+        header = f"{header} ({condition})" if k < len(cases) - 1 or k == 0 else "else"
+        with em.block(header):
+            em.kb.line(f"{result} = {compute()};")
+    return result
+
+
+def _concatenate(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
+    d = inst.dimensions[0]
+    key = ("concat", id(inst))
+    cases, offset = [], 0
+    for k, op in enumerate(inst.operands):
+        start = em.kb.param(offset, key=(key, "start", k))
+        offset += op.shape.dims[d]
+        end = em.kb.param(offset, key=(key, "end", k))
+
+        def compute(op=op, start=start) -> str:
+            exprs = list(index.exprs)
+            exprs[d] = em.kb.let(em.kb.index_type, f"{index.exprs[d]} - {start}", "i")
+            return em.value(op, Index(tuple(exprs)))
+        cases.append((f"{index.exprs[d]} < {end}", compute))
+    return _branches(em, inst, cases)
+
+
+def _pad(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
+    op = inst.operands[0]
+    key = ("pad", id(inst))
+    conds, exprs = [], []
+    for d, p in enumerate(inst.padding.dims):
+        q = index.exprs[d]
+        if p.low != 0:
+            q = em.kb.let(em.kb.index_type, f"{q} - ({em.kb.param(p.low, key=(key, 'lo', d))})", "i")
+        n = em.kb.param(op.shape.dims[d], key=(key, "n", d))
+        if p.interior:
+            step = em.kb.param(p.interior + 1, key=(key, "step", d))
+            conds.append(f"{q} >= 0 && {q} % {step} == 0 && {q} / {step} < {n}")
+            q = f"{q} / {step}"
+        else:
+            conds.append(f"{q} >= 0 && {q} < {n}")
+        exprs.append(q)
+    return _branches(em, inst, [
+        (" && ".join(conds) or "1", lambda: em.value(op, Index(tuple(exprs)))),
+        ("1", lambda: em.splat(inst, em.scalar(inst.operands[1], SCALAR)))])
+
+
+def _dynamic_update_slice(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
+    base, update = inst.operands[:2]
+    starts = dynamic_starts(em, inst, 2, update.shape.dims)
+    key = ("dus", id(inst))
+    inside = " && ".join(
+        f"{i} >= {s} && {i} < {s} + {em.kb.param(n, key=(key, 'size', d))}"
+        for d, (i, s, n) in enumerate(zip(index.exprs, starts, update.shape.dims))) or "1"
+
+    def in_update() -> str:
+        rel = tuple(em.kb.let(em.kb.index_type, f"{i} - {s}", "i")
+                    for i, s in zip(index.exprs, starts))
+        return em.value(update, Index(rel))
+    return _branches(em, inst, [(inside, in_update), ("1", lambda: em.value(base, index))])
+
+
+def _clamp(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
+    lo, x, hi = (_clamp_bound(em, op, index) for op in inst.operands)
+    return em.kb.let(em.vector_type(inst), E.clamp("f32", lo, x, hi, lanes=em.n), "v")
+
+
+# rules whose lane form differs from the scalar one; the index-mapping rules (broadcast,
+# reshape, transpose, slice, dynamic-slice, copy, reverse) are the scalar emitter's own: they
+# derive the operand's first-lane index and ask for its value, which is then a lane value
+_EMIT_RULES: dict[str, Callable[[_RowEmitter, HloInstruction, Index], str]] = {
+    "convert": _convert, "compare": _compare, "select": _select, "clamp": _clamp,
+    "and": _logical, "or": _logical, "xor": _logical, "not": _logical, "iota": _iota,
+    "concatenate": _concatenate, "pad": _pad, "dynamic-update-slice": _dynamic_update_slice,
+}
+
+
+def _launch(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction, leaves: dict,
+            plan: _LanePlan) -> Step:
+    out: ArrayShape = inst.shape  # type: ignore[assignment]
+    n = plan.lanes
+    kb = kernel_builder(out, *(s for op in inst.operands for _, s in op.shape.leaves()))
+    count = out.element_count // n
+    gid = begin_1d(kb, count)
+    em = _RowEmitter(kb, leaves, ctx.program.embed, plan)
+    base = kb.let(kb.index_type, f"{gid} * {n}", "base")
+    exprs = em.delinearize(base, out.dims, out.minor_to_major, "out")
+    value = em.value(root, Index(exprs, (layout_key(out), base)))
+    ptr = kb.buffer(out.element_type, ctx.ref(inst), writable=True, key=("out", ()))
+    if out.element_type.name == "bf16":
+        value = f"xla_float_to_bf16x{n}({value})"
+    kb.line(f"vstore{n}({value}, 0, {ptr} + {base});")
+    return launch_1d(ctx, kb, inst, count)

@@ -1,0 +1,295 @@
+"""Row vector loop kernels: loop fusions whose lanes run along the output's rows through
+index-mapping operations, with uniform values computed once per block. Each case is run
+twice, with the row vector form and with the one-element kernel it replaces, and the two
+must agree bit for bit; each asserts which form took the kernel."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import runtime
+from runtime import compiler
+from runtime.codegen import registry, row_vector_loop
+from runtime.execution import program_cache
+from runtime.execution.device import get_device
+from runtime.target import Target
+
+RNG = np.random.default_rng(11)
+LANES = Target.for_device(get_device()).lanes(32)
+
+
+def _compile(text: str, with_rows: bool, monkeypatch) -> tuple[runtime.Executable, list]:
+    """The executable, and the instructions the row vector form took."""
+    took: list[str] = []
+    rule = row_vector_loop.row_vector_loop
+
+    def recording(ctx, inst, root, params):
+        steps = rule(ctx, inst, root, params)
+        if steps is not None:
+            took.append(inst.name)
+        return steps
+    rules = registry.rules
+    monkeypatch.setattr(program_cache, "load", lambda key: None)    # lower it here and now
+    monkeypatch.setattr(registry, "rules", lambda key, target: [
+        recording if r is rule else r for r in rules(key, target)
+        if with_rows or r is not rule])
+    compiler.clear_cache()
+    try:
+        return runtime.compile(text), took
+    finally:
+        monkeypatch.undo()
+        compiler.clear_cache()
+
+
+def check(text: str, *args, monkeypatch, taken: bool = True, exact: bool = True):
+    """Both forms agree exactly (``exact=False``: to a few ulps, for library functions whose
+    vector and scalar forms differ); ``taken``: the row vector form computed a kernel."""
+    rows, took = _compile(text, True, monkeypatch)
+    scalar, _ = _compile(text, False, monkeypatch)
+    assert bool(took) is taken, rows.program.source
+    got, want = rows(*args), scalar(*args)
+    for g, w in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,)):
+        if exact:
+            np.testing.assert_array_equal(np.asarray(g).view(np.uint8),
+                                          np.asarray(w).view(np.uint8))
+        else:
+            np.testing.assert_allclose(g, w, rtol=5e-7, atol=0)
+    return got
+
+
+def normal(shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+UPSAMPLE_CONCAT = """HloModule up
+fused {
+  p0 = bf16[2,4,4,16] parameter(0)
+  p1 = bf16[2,8,8,16] parameter(1)
+  one = bf16[] constant(1)
+  ones = bf16[2,4,4,16] broadcast(one), dimensions={}
+  d = bf16[2,4,4,16] add(p0, ones)
+  s = bf16[2,4,4,16] divide(p0, d)
+  b0 = bf16[2,4,2,4,16] broadcast(s), dimensions={0,1,3,4}
+  r0 = bf16[2,8,4,16] reshape(b0)
+  b1 = bf16[2,8,4,2,16] broadcast(r0), dimensions={0,1,2,4}
+  r1 = bf16[2,8,8,16] reshape(b1)
+  ROOT c = bf16[2,8,8,32] concatenate(r1, p1), dimensions={3}
+}
+ENTRY e {
+  a = bf16[2,4,4,16] parameter(0)
+  b = bf16[2,8,8,16] parameter(1)
+  ROOT f = bf16[2,8,8,32] fusion(a, b), kind=kLoop, calls=fused
+}"""
+
+
+def test_a_bf16_upsample_and_skip_concatenation(monkeypatch):
+    a = np.abs(normal((2, 4, 4, 16))).astype(ml_dtypes.bfloat16)
+    b = normal((2, 8, 8, 16)).astype(ml_dtypes.bfloat16)
+    got = check(UPSAMPLE_CONCAT, a, b, monkeypatch=monkeypatch, taken=LANES <= 16)
+    a32 = a.astype(np.float32)
+    up = (a32 / (a32 + 1).astype(ml_dtypes.bfloat16).astype(np.float32)).astype(ml_dtypes.bfloat16)
+    up = up.repeat(2, axis=1).repeat(2, axis=2)
+    np.testing.assert_array_equal(got, np.concatenate([up, b], axis=3))
+
+
+SOFTMAX_NUMERATOR = """HloModule sm
+fused {
+  p0 = f32[4,8] parameter(0)
+  p1 = f32[4,8,64] parameter(1)
+  ninf = f32[] constant(-inf)
+  floor = f32[4,8] broadcast(ninf), dimensions={}
+  m = f32[4,8] maximum(p0, floor)
+  mb = f32[4,8,64] broadcast(m), dimensions={0,1}
+  d = f32[4,8,64] subtract(p1, mb)
+  ROOT e = f32[4,8,64] exponential(d)
+}
+ENTRY e {
+  a = f32[4,8] parameter(0)
+  b = f32[4,8,64] parameter(1)
+  ROOT f = f32[4,8,64] fusion(a, b), kind=kLoop, calls=fused
+}"""
+
+
+def test_a_row_statistic_computed_before_its_broadcast_is_uniform(monkeypatch):
+    x = normal((4, 8, 64))
+    got = check(SOFTMAX_NUMERATOR, x.max(axis=2), x, monkeypatch=monkeypatch, exact=False)
+    np.testing.assert_allclose(got, np.exp(x - x.max(axis=2, keepdims=True)), rtol=1e-6)
+
+
+RELU_GRAD = """HloModule relu
+fused {
+  p0 = f32[8,32] parameter(0)
+  p1 = f32[8,32]{0,1} parameter(1)
+  zero = f32[] constant(0)
+  zeros = f32[8,32] broadcast(zero), dimensions={}
+  pos = pred[8,32] compare(p0, zeros), direction=GT
+  ROOT s = f32[8,32] select(pos, p1, zeros)
+}
+ENTRY e {
+  a = f32[8,32] parameter(0)
+  g = f32[8,32]{0,1} parameter(1)
+  ROOT f = f32[8,32] fusion(a, g), kind=kLoop, calls=fused
+}"""
+
+
+def test_a_select_on_a_compare_reading_one_operand_in_another_layout(monkeypatch):
+    x, g = normal((8, 32)), normal((8, 32))
+    got = check(RELU_GRAD, x, g, monkeypatch=monkeypatch)
+    np.testing.assert_array_equal(got, np.where(x > 0, g, 0))
+
+
+CAUSAL_MASK = """HloModule causal
+fused {
+  x = f32[2,32,32] parameter(0)
+  flag = pred[] parameter(1)
+  rows = s32[2,32,32] iota(), iota_dimension=1
+  cols = s32[2,32,32] iota(), iota_dimension=2
+  keep = pred[2,32,32] compare(rows, cols), direction=GE
+  outside = pred[2,32,32] not(keep)
+  neither = pred[2,32,32] and(keep, outside)
+  any = pred[2,32,32] or(keep, neither)
+  big = f32[] constant(-1e9)
+  bigs = f32[2,32,32] broadcast(big), dimensions={}
+  masked = f32[2,32,32] select(any, x, bigs)
+  neg = f32[2,32,32] negate(masked)
+  cf = f32[2,32,32] convert(cols)
+  kf = f32[2,32,32] convert(keep)
+  sum = f32[2,32,32] add(cf, kf)
+  chosen = f32[2,32,32] select(flag, masked, neg)
+  ROOT out = f32[2,32,32] add(chosen, sum)
+}
+ENTRY e {
+  x = f32[2,32,32] parameter(0)
+  flag = pred[] parameter(1)
+  ROOT f = f32[2,32,32] fusion(x, flag), kind=kLoop, calls=fused
+}"""
+
+
+def test_a_causal_mask_from_iotas_with_pred_logic_and_a_scalar_select(monkeypatch):
+    x = normal((2, 32, 32))
+    keep = np.tril(np.ones((32, 32), bool))
+    for flag in (True, False):
+        got = check(CAUSAL_MASK, x, np.bool_(flag), monkeypatch=monkeypatch)
+        masked = np.where(keep, x, np.float32(-1e9))
+        want = (masked if flag else -masked) + (np.arange(32, dtype=np.float32) + keep)
+        np.testing.assert_array_equal(got, want)
+
+
+GROUP_NORM = """HloModule gn
+fused {
+  p0 = bf16[2,4,4,32] parameter(0)
+  p1 = f32[2,4] parameter(1)
+  p2 = f32[2,1,1,4,1] parameter(2)
+  x = f32[2,4,4,32] convert(p0)
+  g = f32[2,4,4,4,8] reshape(x)
+  mean = f32[2,1,1,4,1] reshape(p1)
+  mb = f32[2,4,4,4,8] broadcast(mean), dimensions={0,1,2,3,4}
+  c = f32[2,4,4,4,8] subtract(g, mb)
+  sb = f32[2,4,4,4,8] broadcast(p2), dimensions={0,1,2,3,4}
+  n = f32[2,4,4,4,8] multiply(c, sb)
+  back = f32[2,4,4,32] reshape(n)
+  ROOT y = bf16[2,4,4,32] convert(back)
+}
+ENTRY e {
+  a = bf16[2,4,4,32] parameter(0)
+  m = f32[2,4] parameter(1)
+  s = f32[2,1,1,4,1] parameter(2)
+  ROOT f = bf16[2,4,4,32] fusion(a, m, s), kind=kLoop, calls=fused
+}"""
+
+
+def test_a_group_norm_splitting_channels_into_groups_takes_lanes_of_one_group(monkeypatch):
+    x = normal((2, 4, 4, 32)).astype(ml_dtypes.bfloat16)
+    m, s = normal((2, 4)), normal((2, 1, 1, 4, 1))
+    got = check(GROUP_NORM, x, m, s, monkeypatch=monkeypatch)
+    groups = x.astype(np.float32).reshape(2, 4, 4, 4, 8)
+    want = ((groups - m.reshape(2, 1, 1, 4, 1)) * s).reshape(2, 4, 4, 32)
+    np.testing.assert_array_equal(got, want.astype(ml_dtypes.bfloat16))
+    rows, _ = _compile(GROUP_NORM, True, monkeypatch)
+    assert any(f"float{min(LANES, 8)} " in k for k in rows.program.kernel_texts.values())
+
+
+MOVES = """HloModule moves
+fused {
+  p0 = f32[6,48] parameter(0)
+  p1 = f32[4,32] parameter(1)
+  p2 = s32[] parameter(2)
+  p3 = f32[16,4] parameter(3)
+  sl = f32[4,32] slice(p0), slice={[1:5], [3:35]}
+  c0 = s32[] constant(0)
+  ds = f32[1,32] dynamic-slice(p1, p2, c0), dynamic_slice_sizes={1,32}
+  r = f32[32] reshape(ds)
+  db = f32[4,32] broadcast(r), dimensions={1}
+  rv = f32[4,32] reverse(sl), dimensions={0}
+  tr = f32[4,16] transpose(p3), dimensions={1,0}
+  half = f32[] constant(0.5)
+  pd = f32[4,32] pad(tr, half), padding=0_0x0_16
+  a = f32[4,32] add(rv, db)
+  ROOT m = f32[4,32] multiply(a, pd)
+}
+ENTRY e {
+  x = f32[6,48] parameter(0)
+  y = f32[4,32] parameter(1)
+  i = s32[] parameter(2)
+  z = f32[16,4] parameter(3)
+  ROOT f = f32[4,32] fusion(x, y, i, z), kind=kLoop, calls=fused
+}"""
+
+
+def test_slices_reverse_transpose_and_padding_along_and_across_the_rows(monkeypatch):
+    x, y, z = normal((6, 48)), normal((4, 32)), normal((16, 4))
+    pad = np.concatenate([z.T, np.full((4, 16), 0.5, np.float32)], axis=1)
+    for i in (2, 9):
+        got = check(MOVES, x, y, np.int32(i), z, monkeypatch=monkeypatch)
+        np.testing.assert_array_equal(got, (x[1:5, 3:35][::-1] + y[min(i, 3)]) * pad)
+
+
+def test_a_row_reversed_stays_one_element_per_work_item(monkeypatch):
+    text = """HloModule no
+    ENTRY e {
+      p0 = f32[4,32] parameter(0)
+      z = f32[] constant(0)
+      zs = f32[4,32] broadcast(z), dimensions={}
+      p = pred[4,32] compare(p0, zs), direction=LT
+      s = f32[4,32] select(p, zs, p0)
+      ROOT r = f32[4,32] reverse(s), dimensions={1}
+    }"""
+    x = normal((4, 32))
+    got = check(text, x, monkeypatch=monkeypatch, taken=False)
+    np.testing.assert_array_equal(got, np.maximum(x, 0)[:, ::-1])
+
+
+@pytest.mark.parametrize("root, want", [
+    ("select(gt, b1, b0)", lambda y: np.maximum(y[None, :], y[:, None])),  # y: along, once a row
+    ("select(gt, s, st)", lambda y: y[None, :] + y[:, None]),             # s: along both ways
+])
+def test_an_operand_read_both_along_and_across_the_rows_is_not_a_lane_value(
+        root, want, monkeypatch):
+    text = f"""HloModule both
+    ENTRY e {{
+      y = f32[32] parameter(0)
+      b1 = f32[32,32] broadcast(y), dimensions={{1}}
+      b0 = f32[32,32] broadcast(y), dimensions={{0}}
+      s = f32[32,32] add(b1, b0)
+      st = f32[32,32] transpose(s), dimensions={{1,0}}
+      gt = pred[32,32] compare(b1, b0), direction=GT
+      ROOT r = f32[32,32] {root}
+    }}"""
+    y = normal(32)
+    got = check(text, y, monkeypatch=monkeypatch, taken=False)
+    np.testing.assert_array_equal(got, want(y))
+
+
+def test_rows_not_a_multiple_of_four_lanes_stay_one_element_per_work_item(monkeypatch):
+    text = """HloModule odd
+    ENTRY e {
+      x = f32[8,6] parameter(0)
+      z = f32[] constant(0)
+      zs = f32[8,6] broadcast(z), dimensions={}
+      p = pred[8,6] compare(x, zs), direction=LT
+      ROOT r = f32[8,6] select(p, zs, x)
+    }"""
+    x = normal((8, 6))
+    np.testing.assert_array_equal(check(text, x, monkeypatch=monkeypatch, taken=False),
+                                  np.maximum(x, 0))
