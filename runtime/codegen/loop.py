@@ -87,7 +87,7 @@ def lower_loop(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     if steps is not None:
         return steps
     outputs = [(idx, s) for idx, s in inst.shape.leaves()]
-    if root.opcode == "dynamic-update-slice" and _updates_in_place(ctx, inst, root, params):
+    if root.opcode == "dynamic-update-slice" and updates_in_place(ctx, inst, root, params):
         return _update_in_place(ctx, inst, root, params)
     groups: dict[tuple, list] = {}
     for idx, s in outputs:
@@ -96,7 +96,7 @@ def lower_loop(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     return [_loop_launch(ctx, inst, root, params, group) for group in groups.values()]
 
 
-def _updates_in_place(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction,
+def updates_in_place(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction,
                       params) -> bool:
     """Whether the result shares bytes with the buffer the dynamic-update-slice updates."""
     if inst.shape.is_tuple:
@@ -165,5 +165,5 @@ def lower_by_root(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     steps = ctx.first_taker(fusion_root(root.opcode), inst)
     return steps if steps is not None else lower_loop(ctx, inst)
 
-__all__ = ["lower_loop", "launch_1d", "begin_1d", "kernel_builder", "operand_leaves",
+__all__ = ["lower_loop", "updates_in_place", "launch_1d", "begin_1d", "kernel_builder", "operand_leaves",
            "fused_parts", "output_index", "BufferRef", "Shape"]

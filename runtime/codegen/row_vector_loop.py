@@ -22,6 +22,9 @@ lane dimension are taken when their pieces are aligned to whole blocks, so the b
 takes is the same for every lane. A leaf read along the lane dimension is one vector load
 where that dimension is contiguous in its layout, a gather of ``L`` elements otherwise.
 
+A dynamic-update-slice computed in its operand's bytes writes only its update window, in
+blocks along the window's rows (a scan step storing its slice of the stacked outputs).
+
 Values are ``floatL`` (f32, and bf16 rounded after every inexact operation, bit for bit the
 scalar kernel's), ``intL`` (s32) and ``intL`` lane masks (pred: -1 or 0, as vector
 comparisons give them). Anything else declines to the one-element kernel.
@@ -38,7 +41,7 @@ from . import cltypes, templates as E
 from .context import LoweringContext
 from .elemental import (RULES, SCALAR, BufferLeaf, ElementalEmitter, Index, arithmetic,
                         common_factors, dynamic_starts, element_strides, layout_key)
-from .loop import begin_1d, kernel_builder, launch_1d, operand_leaves
+from .loop import begin_1d, kernel_builder, launch_1d, operand_leaves, updates_in_place
 from .plan import Step
 from .registry import LOOP, register
 
@@ -54,16 +57,28 @@ def row_vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruc
     """One row vector launch computing ``inst`` (``root`` over ``params``), or None."""
     out = inst.shape
     if not isinstance(out, ArrayShape) or out.rank == 0 or out.element_count == 0 \
-            or out.element_type.name not in _FLOAT or root.opcode == "dynamic-update-slice":
+            or out.element_type.name not in _FLOAT:
         return None
     leaves = operand_leaves(ctx, inst, params)
-    row = out.dims[out.minor_to_major[0]]
+    minor = out.minor_to_major[0]
+    if root.opcode == "dynamic-update-slice" and updates_in_place(ctx, inst, root, params):
+        update = root.operands[1]
+        plan = _plan(ctx, update, update.shape.dims[minor], minor, leaves)
+        return None if plan is None else [_launch_window(ctx, inst, root, leaves, plan)]
+    plan = _plan(ctx, root, out.dims[minor], minor, leaves)
+    return None if plan is None else [_launch(ctx, inst, root, leaves, plan)]
+
+
+def _plan(ctx: LoweringContext, inst: HloInstruction, row: int, minor: int,
+          leaves: dict) -> _LanePlan | None:
+    """The widest lanes (down to ``_SMALLEST``) dividing ``row`` that the lanes of ``inst``
+    along dimension ``minor`` can follow, with their plan."""
     lanes = ctx.target.lanes(32)
     while lanes >= _SMALLEST:
         if row % lanes == 0:
             plan = _LanePlan(lanes, {key[0] for key in leaves})
-            if plan.varying(root, out.minor_to_major[0], True):
-                return [_launch(ctx, inst, root, leaves, plan)]
+            if plan.varying(inst, minor, True):
+                return plan
         lanes //= 2
     return None
 
@@ -474,4 +489,31 @@ def _launch(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction, le
     if out.element_type.name == "bf16":
         value = f"xla_float_to_bf16x{n}({value})"
     kb.line(f"vstore{n}({value}, 0, {ptr} + {base});")
+    return launch_1d(ctx, kb, inst, count)
+
+
+def _launch_window(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction,
+                   leaves: dict, plan: _LanePlan) -> Step:
+    """A dynamic-update-slice whose result lives in its operand's bytes writes only its
+    update window (as the loop kernel's in-place form does), here in blocks along the
+    output's rows: the window's row may start anywhere, so its stores are unaligned."""
+    out: ArrayShape = inst.shape  # type: ignore[assignment]
+    update = root.operands[1]
+    window: ArrayShape = update.shape  # type: ignore[assignment]
+    n = plan.lanes
+    kb = kernel_builder(out, *(s for op in inst.operands for _, s in op.shape.leaves()))
+    count = window.element_count // n
+    gid = begin_1d(kb, count)
+    em = _RowEmitter(kb, leaves, ctx.program.embed, plan)
+    base = kb.let(kb.index_type, f"{gid} * {n}", "base")
+    rel = em.delinearize(base, window.dims, out.minor_to_major, "upd")
+    linear = (layout_key(window), base) if window.minor_to_major == out.minor_to_major else None
+    value = em.value(update, Index(rel, linear))
+    starts = dynamic_starts(em, root, 2, window.dims)
+    target = tuple(kb.let(kb.index_type, f"{s} + {r}", "i") for s, r in zip(starts, rel))
+    ptr = kb.buffer(out.element_type, ctx.ref(inst), writable=True, key=("out", ()))
+    offset = em.offset(out, Index(target), ("out", ()))
+    if out.element_type.name == "bf16":
+        value = f"xla_float_to_bf16x{n}({value})"
+    kb.line(f"vstore{n}({value}, 0, {ptr} + {offset});")
     return launch_1d(ctx, kb, inst, count)

@@ -293,3 +293,42 @@ def test_rows_not_a_multiple_of_four_lanes_stay_one_element_per_work_item(monkey
     x = normal((8, 6))
     np.testing.assert_array_equal(check(text, x, monkeypatch=monkeypatch, taken=False),
                                   np.maximum(x, 0))
+
+
+IN_PLACE_UPDATE = """HloModule scan_step
+double {
+  p = f32[6,4,32] parameter(0)
+  ROOT d = f32[6,4,32] add(p, p)
+}
+update {
+  acc = f32[6,4,32] parameter(0)
+  h = f32[4,32] parameter(1)
+  t = s32[] parameter(2)
+  one = f32[] constant(1)
+  ones = f32[4,32] broadcast(one), dimensions={}
+  d = f32[4,32] add(h, ones)
+  g = f32[4,32] divide(ones, d)
+  pos = pred[4,32] compare(h, ones), direction=GT
+  s = f32[4,32] select(pos, g, h)
+  r = f32[1,4,32] reshape(s)
+  z = s32[] constant(0)
+  ROOT u = f32[6,4,32] dynamic-update-slice(acc, r, t, z, z)
+}
+ENTRY e {
+  a = f32[6,4,32] parameter(0)
+  h = f32[4,32] parameter(1)
+  t = s32[] parameter(2)
+  x = f32[6,4,32] fusion(a), kind=kLoop, calls=double
+  ROOT y = f32[6,4,32] fusion(x, h, t), kind=kLoop, calls=update
+}"""
+
+
+def test_an_update_in_place_writes_only_its_window_in_blocks(monkeypatch):
+    a, h = normal((6, 4, 32)), np.abs(normal((4, 32))) * 2
+    for t in (0, 3, 7):
+        rows, took = _compile(IN_PLACE_UPDATE, True, monkeypatch)
+        assert "y" in took
+        got = check(IN_PLACE_UPDATE, a, h, np.int32(t), monkeypatch=monkeypatch)
+        want = 2 * a
+        want[min(t, 5)] = np.where(h > 1, 1 / (h + 1), h)
+        np.testing.assert_array_equal(got, want)
