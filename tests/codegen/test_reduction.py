@@ -72,6 +72,27 @@ def test_row_sums_use_vector_lanes_and_one_work_item_per_row():
     assert launch.scalars[0] == 37
 
 
+@pytest.mark.parametrize("shape,dims,axis", [
+    ("f32[6,37]{1,0}", "1", 1),                   # one vector of partials and a tail
+    ("f32[3,6,37]{2,1,0}", "0,2", (0, 2)),        # ... kept across an outer reduced loop
+])
+def test_row_maxima_keep_their_partials_in_one_vector_with_xla_semantics(shape, dims, axis):
+    dims_list = [int(d) for d in shape[shape.index("[") + 1:shape.index("]")].split(",")]
+    x = RNG.standard_normal(dims_list).astype(np.float32)
+    rows = np.moveaxis(x, -2, 0)                   # a view: writes land in x
+    rows[0, ..., 3] = np.nan                       # in a vector lane
+    rows[1, ..., 35] = np.nan                      # in the tail
+    rows[2] = -0.0
+    rows[2, ..., 20] = 0.0                         # max(-0, +0) is +0
+    rows[3] = -0.0                                 # all -0 stays -0
+    exe = runtime.compile(reduce_module(shape, "f32[6]", dims, op="maximum", init="-inf"))
+    assert "accv" in exe.program.source
+    got = exe(x)
+    assert np.isnan(got[0]) and np.isnan(got[1])
+    assert got[2] == 0 and not np.signbit(got[2]) and np.signbit(got[3])
+    np.testing.assert_array_equal(got[4:], x.max(axis)[4:])
+
+
 def test_column_sums_give_each_work_item_adjacent_outputs():
     exe = runtime.compile(reduce_module("f32[300,37]{1,0}", "f32[37]", "0"))
     [launch] = exe.program.plan

@@ -30,8 +30,9 @@ from ...analysis.rows import RowPlan, plan_rows
 from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.shape import ArrayShape
 from ...target import ReductionShape
-from .. import cltypes
-from ..elemental import SCALAR, ElementalEmitter, Index, ValueLeaf, accumulation_subtracts
+from .. import cltypes, templates as E
+from ..elemental import (SCALAR, ElementalEmitter, Index, ValueLeaf, accumulation_subtracts,
+                         arithmetic)
 from ..kernel import KernelBuilder, needs_long_index
 from ..context import LoweringContext
 from ..loop import begin_1d, fused_parts, operand_leaves
@@ -154,17 +155,28 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
                                   for x in inputs])
         _close(blocks)
         return accs
-    partial = [_accumulators(em, inits) for _ in range(lanes)]
+    operation = _lane_operation(comp, inputs, lanes)
+    if operation is not None:
+        vec = f"{_ctype(comp, 0)}{lanes}"
+        vector = kb.declare(vec, "accv", f"({vec})({accs[0]})")
+        partial = [[f"{vector}.s{_HEX[k]}"] for k in range(lanes)]
+    else:
+        partial = [_accumulators(em, inits) for _ in range(lanes)]
     variables, blocks = _loops(em, red, order[:-1])
     lane_dim = order[-1]
     j = kb.declare(kb.index_type, "j", "0")
     n = kb.param(src.dims[lane_dim], key=(("reduce", id(red)), "n", lane_dim))
     subtracting = accumulation_subtracts(comp, inputs)
     with em.block(f"for (; {j} + {lanes} <= {n}; {j} += {lanes})", subtracting):
+        xs = []
         for k in range(lanes):
             at = {**variables, lane_dim: kb.let(kb.index_type, f"{j} + {k}", "i")}
-            _combine(em, comp, partial[k], [em.value(x, _input_index(red, index, at))
-                                            for x in inputs])
+            xs.append([em.value(x, _input_index(red, index, at)) for x in inputs])
+        if operation is not None:
+            _combine_lanes(em, comp, operation, vector, [x[0] for x in xs])
+        else:
+            for k in range(lanes):
+                _combine(em, comp, partial[k], xs[k])
     with em.block(f"for (; {j} < {n}; ++{j})", subtracting):
         at = {**variables, lane_dim: j}
         _combine(em, comp, partial[0], [em.value(x, _input_index(red, index, at))
@@ -173,6 +185,38 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
     for lane in partial:
         _combine(em, comp, accs, lane)
     return accs
+
+
+def _lane_operation(comp: HloComputation, inputs: list[HloInstruction],
+                    lanes: int) -> str | None:
+    """The opcode of a reducer that is one float operation of its two parameters with a form
+    on ``lanes``-wide vectors, else None. Such a reduction keeps its partial accumulators in
+    one vector: PoCL's compiler vectorises sixteen scalar partial sums, but not sixteen
+    NaN-propagating maxima (a row maximum ran at 3.7 GB/s against the sum's 20.8)."""
+    root = comp.root
+    params = comp.parameters
+    if len(inputs) != 1 or len(comp.instructions) != 3 or len(root.operands) != 2 \
+            or {id(o) for o in root.operands} != {id(p) for p in params}:
+        return None
+    et = root.shape.element_type  # type: ignore[union-attr]
+    if et.name not in ("f32", "f64") or lanes not in E.VECTOR_WIDTHS \
+            or E.vector_lanes(root.opcode, et, lanes * et.bits) != lanes:
+        return None
+    return root.opcode
+
+
+def _combine_lanes(em: ElementalEmitter, comp: HloComputation, operation: str, vector: str,
+                   values: list) -> None:
+    """``vector``'s lane k = reducer(lane k, ``values[k]``), in the reducer's operand order."""
+    et = comp.root.shape.element_type  # type: ignore[union-attr]
+    lanes = len(values)
+    ctype = cltypes.compute_type(et)
+    x = em.kb.let(f"{ctype}{lanes}", f"({ctype}{lanes})({', '.join(map(str, values))})", "x")
+    args = [vector, x] if comp.root.operands[0] is comp.parameters[0] else [x, vector]
+    em.kb.line(f"{vector} = {arithmetic(operation, et, et, args, lanes=lanes)};")
+
+
+_HEX = "0123456789abcdef"
 
 
 def _reduce_columns(em: ElementalEmitter, red: HloInstruction,
