@@ -36,31 +36,55 @@ ENTRY e {
 
 
 def fake(kind: str, width: int, name: str = "Some CPU", platform: str = "Some OpenCL",
-         isa: str = "avx512"):
+         isa: str = "avx512", local_mem: int = 1 << 20):
     return SimpleNamespace(kind=kind, preferred_vector_width_float=width, name=name,
-                           platform=platform, vendor=platform, local_mem_bytes=32 * 1024,
+                           platform=platform, vendor=platform, local_mem_bytes=local_mem,
                            max_work_group_size=256, vector_isa=isa)
 
 
 def test_the_target_follows_the_preferred_vector_width_not_the_name():
-    assert Target.for_device(fake("cpu", 16)) is CPU
-    assert Target.for_device(fake("cpu", 8)) is CPU
-    assert Target.for_device(fake("cpu", 1)) is CPU_IMPLICIT_SIMD
+    assert Target.for_device(fake("cpu", 16)) == CPU
+    assert Target.for_device(fake("cpu", 8)) == CPU
+    assert Target.for_device(fake("cpu", 1)) == CPU_IMPLICIT_SIMD
     # the name says Intel, the property says explicit vectors: the CPU target
-    assert Target.for_device(fake("cpu", 16, "Intel(R) Xeon", "Intel(R) OpenCL")) is CPU
+    assert Target.for_device(fake("cpu", 16, "Intel(R) Xeon", "Intel(R) OpenCL")) == CPU
     assert Target.for_device(fake("gpu", 1)) == GPU       # GPU's limits give its work-groups
     assert Target.for_device(fake("accelerator", 1)) == GPU
 
 
 def test_cpus_without_avx512_get_256_bit_vectors_and_smaller_tiles():
-    assert Target.for_device(fake("cpu", 16, isa="avx2")) is CPU_AVX2
-    assert Target.for_device(fake("cpu", 8, isa="baseline")) is CPU_AVX2
-    assert Target.for_device(fake("cpu", 16, isa="unknown")) is CPU
-    assert Target.for_device(fake("cpu", 1, isa="avx2")) is CPU_IMPLICIT_SIMD
+    assert Target.for_device(fake("cpu", 16, isa="avx2")) == CPU_AVX2
+    assert Target.for_device(fake("cpu", 8, isa="baseline")) == CPU_AVX2
+    assert Target.for_device(fake("cpu", 16, isa="unknown")) == CPU
+    assert Target.for_device(fake("cpu", 1, isa="avx2")) == CPU_IMPLICIT_SIMD
     assert CPU_AVX2.tile_lanes(32) == 8 and CPU.tile_lanes(32) == 16
     # accumulators of the register tile fit AVX2's 16 registers with the loads beside them
     accumulators = CPU_AVX2.tiles.rows * CPU_AVX2.tiles.vectors
     assert accumulators + CPU_AVX2.tiles.vectors + 1 <= 16
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2"])
+def test_packed_dot_panels_fit_the_devices_local_memory(isa):
+    small = Target.for_device(fake("cpu", 16, isa=isa, local_mem=32 * 1024))
+    large = Target.for_device(fake("cpu", 16, isa=isa))
+    assert small.tiles.pack_panel_bytes == 32 * 1024
+    assert large.tiles.pack_panel_bytes == (CPU if isa == "avx512" else CPU_AVX2).tiles.pack_panel_bytes
+    assert large.tiles.pack_panel_bytes > 32 * 1024
+    a, b = np.ones((20, 600), np.float32), np.ones((40, 600), np.float32)
+    text = """HloModule nt
+    ENTRY e {
+      a = f32[20,600] parameter(0)
+      b = f32[40,600] parameter(1)
+      ROOT d = f32[20,40] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+    }"""
+    dev = devices.get_device()
+    module = runtime.parse(text)
+    analysis = analyze_verified(module, dev.mem_base_addr_align, True, small)
+    exe = Executable(module, analysis, dev, KernelBuild(analysis, dev)).build()
+    assert "__local float" in exe.program.source
+    assert max(int(n) for n in re.findall(r"__local float \w+\[(\d+)\]", exe.program.source)) \
+        * 4 <= 32 * 1024
+    np.testing.assert_array_equal(exe(a, b), np.full((20, 40), 600, np.float32))
 
 
 def test_every_installed_device_gets_the_target_of_its_properties():
