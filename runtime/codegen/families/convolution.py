@@ -126,13 +126,30 @@ class _ConvKernel:
         self.sx, self.sw = element_strides(self.lhs), element_strides(self.rhs)
         dn, out = self.dn, self.out
         self.row_dims = (out.dims[dn.output_batch],) + tuple(out.dims[d] for d in dn.output_spatial)
+        # rows grouped by phase along each lhs-dilated dimension the dilation divides
+        self.phases = tuple(w.lhs_dilation if w.lhs_dilation > 1 and n % w.lhs_dilation == 0
+                            else 1 for w, n in zip(self.window.dims, self.row_dims[1:]))
         self.nrows_total = out.element_count // out.dims[dn.output_feature]
 
     def param(self, value: int, *key) -> str:
         return self.kb.param(value, key=key)
 
     def split(self, row: str) -> tuple[str, ...]:
-        return self.em.delinearize(row, self.row_dims, row_major(len(self.row_dims)), "row")
+        """The output index (batch, spatial...) of tile row ``row``. With lhs dilation, rows
+        run phase by phase: the positions of one residue modulo the dilation in every
+        dilated dimension come together, so the rows of a tile meet the dilation's holes at
+        the same taps, which are then skipped for the whole tile (a transposed convolution
+        of stride 2 does a quarter of the tap steps) and the rest need no per-row select."""
+        phases = self.phases
+        if not any(n != 1 for n in phases):
+            return self.em.delinearize(row, self.row_dims, row_major(len(self.row_dims)), "row")
+        spatial = self.row_dims[1:]
+        dims = (self.row_dims[0],) + phases + tuple(n // ld for n, ld in zip(spatial, phases))
+        parts = self.em.delinearize(row, dims, row_major(len(dims)), "phase_row")
+        count = len(spatial)
+        return (parts[0],) + tuple(
+            self.kb.let(self.t, f"{q} * {self.param(ld, 'phase', d)} + {p}", "i")
+            for d, (p, q, ld) in enumerate(zip(parts[1:1 + count], parts[1 + count:], phases)))
 
     def rows(self, rb: str, rows: int, nrows: str, x_base: str
              ) -> tuple[list[tuple[str, ...]], list[str]]:
@@ -204,19 +221,31 @@ def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
     with contextlib.ExitStack() as loops:
         valid, x_at, w_taps = k.taps(loops, positions, x_rows)
         w_tap = kb.let(t, f"{w_base} + {w_taps}", "wt")
-        ci = kb.fresh("ci")
         k_in = param(k.rhs.dims[dn.kernel_input_feature], "k_in")
-        with k.em.block(f"for ({t} {ci} = 0; {ci} < {k_in}; ++{ci})"):
-            w_ci = kb.let(t, f"{w_tap} + {ci} * {param(sw[dn.kernel_input_feature], 'wi')}", "wc")
-            ys = [kb.let(vec, acc.load_vector(
-                w_et, w_buf, f"{w_ci} + {j * p.lanes}" + ("" if unit else f" * {w_col}"),
-                p.lanes, w_col), "yv") for j in range(p.vectors)]
-            x_ci = kb.let(t, f"{ci} * {param(sx[dn.input_feature], 'xf')}", "xc")
-            for r in range(rows):
-                loaded = kb.let(acc.scalar, acc.load_scalar(x_et, x_buf, f"{x_at[r]} + {x_ci}"), "xl")
-                x = kb.let(vec, f"({vec})({valid[r]} ? {loaded} : ({acc.scalar})0)", "xv")
-                for j in range(p.vectors):
-                    tile.update(r, j, x, ys[j])
+
+        def features(guarded: bool) -> None:
+            """The loop over input features at these taps; ``guarded``: rows in padding or
+            holes read zeros (a select per row and step, which the common case of a tile
+            wholly inside the input skips)."""
+            ci = kb.fresh("ci")
+            with k.em.block(f"for ({t} {ci} = 0; {ci} < {k_in}; ++{ci})"):
+                w_ci = kb.let(t, f"{w_tap} + {ci} * {param(sw[dn.kernel_input_feature], 'wi')}",
+                              "wc")
+                ys = [kb.let(vec, acc.load_vector(
+                    w_et, w_buf, f"{w_ci} + {j * p.lanes}" + ("" if unit else f" * {w_col}"),
+                    p.lanes, w_col), "yv") for j in range(p.vectors)]
+                x_ci = kb.let(t, f"{ci} * {param(sx[dn.input_feature], 'xf')}", "xc")
+                for r in range(rows):
+                    loaded = acc.load_scalar(x_et, x_buf, f"{x_at[r]} + {x_ci}")
+                    if guarded:
+                        loaded = f"{valid[r]} ? {kb.let(acc.scalar, loaded, 'xl')} : ({acc.scalar})0"
+                    x = kb.let(vec, f"({vec})({loaded})", "xv")
+                    for j in range(p.vectors):
+                        tile.update(r, j, x, ys[j])
+        with k.em.block(f"if ({' && '.join(valid)})"):
+            features(guarded=False)
+        with k.em.block("else"):
+            features(guarded=True)
 
     def out_index(ri: tuple[str, ...], col: str) -> tuple[str, ...]:
         return k.out_index(ri, kb.let(t, f"{zb} * {ncols} + {col}", "f"))
