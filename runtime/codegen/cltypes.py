@@ -138,6 +138,11 @@ def round_to_storage(et: ElementType | str, expr: str) -> str:
     return fill(cl_type(et).round, x=expr)
 
 
+def component(vector: str, lane: int) -> str:
+    """Lane ``lane`` of an OpenCL vector (``v.s0`` ... ``v.sf``)."""
+    return f"{vector}.s{lane:x}"
+
+
 def needs_fp64(et: ElementType | str) -> bool:
     """Whether a program touching ``et`` needs ``FP64_PRAGMA`` (and a device with fp64)."""
     return cl_type(et).compute == "double"

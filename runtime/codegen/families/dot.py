@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from ...hlo.dtypes import ElementType
 from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
+from .. import cltypes
 from ..elemental import ElementalEmitter, element_strides, row_major
 from ..kernel import KernelBuilder
 from ..loop import kernel_builder, operand_leaves
@@ -46,7 +47,6 @@ from ...target import Target, TileShape
 from .tiles import (Accumulation, Contraction, OutputWriter, Tile, begin_tiles,
                     lanes_for, launch_3d, linear_sum, operand_buffer, pointer,
                     register_contraction, rows_for, tiled_accumulation, vectors_for)
-_HEX = "0123456789abcdef"
 _SCALAR_BYTES = {"float": 4, "uint": 4, "double": 8, "ulong": 8}
 
 
@@ -418,7 +418,7 @@ def _fill_panel_blocks(k: _DotKernel, panel: str, width: int, group: int, lid: s
             y = pointer(kb, y_et, y_buf, f"{y_z} + {k.offset((col,), p.cols, p.col_side)}", "y")
             columns.append(kb.let(vec, acc.load_vector(y_et, y, koff, lanes, None), "cv"))
         for r in range(lanes):
-            row = ", ".join(f"{c}.s{_HEX[r]}" for c in columns)
+            row = ", ".join(cltypes.component(c, r) for c in columns)
             kb.line(f"vstore{lanes}(({vec})({row}), 0, {panel} + ({i0} + {r}) * {width} + {j0});")
     return full
 

@@ -159,7 +159,7 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
     if operation is not None:
         vec = f"{_ctype(comp, 0)}{lanes}"
         vector = kb.declare(vec, "accv", f"({vec})({accs[0]})")
-        partial = [[f"{vector}.s{_HEX[k]}"] for k in range(lanes)]
+        partial = [[cltypes.component(vector, k)] for k in range(lanes)]
     else:
         partial = [_accumulators(em, inits) for _ in range(lanes)]
     variables, blocks = _loops(em, red, order[:-1])
@@ -215,8 +215,6 @@ def _combine_lanes(em: ElementalEmitter, comp: HloComputation, operation: str, v
     args = [vector, x] if comp.root.operands[0] is comp.parameters[0] else [x, vector]
     em.kb.line(f"{vector} = {arithmetic(operation, et, et, args, lanes=lanes)};")
 
-
-_HEX = "0123456789abcdef"
 
 
 def _reduce_columns(em: ElementalEmitter, red: HloInstruction,

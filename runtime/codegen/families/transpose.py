@@ -26,7 +26,6 @@ from ..registry import LOOP, register
 from ..plan import Step
 from .tiles import begin_tiles, launch_3d, linear_sum
 
-_HEX = "0123456789abcdef"
 
 
 @register(LOOP, target="cpu", priority=20)
@@ -87,7 +86,7 @@ def _kernel(ctx: LoweringContext, inst: HloInstruction, source: HloInstruction, 
     vec = f"{cltypes.storage_type(out.element_type)}{edge}"
     rows = [kb.let(vec, f"vload{edge}(0, {src} + {in_base} + {i} * {in_step})", "r")
             for i in range(edge)]
-    cols = [kb.let(vec, f"({vec})({', '.join(f'{r}.s{_HEX[j]}' for r in rows)})", "c")
+    cols = [kb.let(vec, f"({vec})({', '.join(cltypes.component(r, j) for r in rows)})", "c")
             for j in range(edge)]
     with kb.block(f"if ({skips[a]} == 0 && {skips[b]} == 0)"):
         for j, c in enumerate(cols):
