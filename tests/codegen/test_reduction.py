@@ -11,7 +11,7 @@ from runtime.analyzer import analyze_verified
 from runtime.compiler import KernelBuild
 from runtime.execution.device import get_device
 from runtime.execution.executable import Executable
-from runtime.target import TARGETS
+from runtime.target import TARGETS, Target
 
 RNG = np.random.default_rng(7)
 
@@ -86,7 +86,8 @@ def test_row_maxima_keep_their_partials_in_one_vector_with_xla_semantics(shape, 
     rows[2, ..., 20] = 0.0                         # max(-0, +0) is +0
     rows[3] = -0.0                                 # all -0 stays -0
     exe = runtime.compile(reduce_module(shape, "f32[6]", dims, op="maximum", init="-inf"))
-    assert "accv" in exe.program.source
+    if Target.for_device(get_device()).reduction.lanes > 1:     # not where the compiler
+        assert "accv" in exe.program.source                      # vectorises work-items
     got = exe(x)
     assert np.isnan(got[0]) and np.isnan(got[1])
     assert got[2] == 0 and not np.signbit(got[2]) and np.signbit(got[3])
