@@ -475,24 +475,34 @@ def _dynamic_slice(em: ElementalEmitter, inst: HloInstruction, index: Index) -> 
     return em.value(inst.operands[0], Index(exprs))
 
 
-def _dynamic_update_slice(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+def update_window(em: ElementalEmitter, inst: HloInstruction, index: Index
+                  ) -> tuple[str, Callable[[], Index]]:
+    """For ``index`` of a dynamic-update-slice: the condition that it lies in the update's
+    window, and (to call inside that condition) its index in the update."""
     upd = _shape(inst.operands[1])
     starts = dynamic_starts(em, inst, 2, upd.dims)
     key = ("dus", id(inst))
     inside = " && ".join(
         f"{i} >= {s} && {i} < {s} + {em.kb.param(n, key=(key, 'size', d))}"
         for d, (i, s, n) in enumerate(zip(index.exprs, starts, upd.dims))) or "1"
+    return inside, lambda: Index(tuple(em.kb.let(em.kb.index_type, f"{i} - {s}", "i")
+                                       for i, s in zip(index.exprs, starts)))
+
+
+def _dynamic_update_slice(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    inside, relative = update_window(em, inst, index)
     ctype = cltypes.compute_type(inst.shape.element_type)
     result = em.kb.declare(ctype, "r")
     with em.block(f"if ({inside})"):
-        rel = tuple(em.kb.let(em.kb.index_type, f"{i} - {s}", "i") for i, s in zip(index.exprs, starts))
-        em.kb.line(f"{result} = {em.value(inst.operands[1], Index(rel))};")
+        em.kb.line(f"{result} = {em.value(inst.operands[1], relative())};")
     with em.block("else"):
         em.kb.line(f"{result} = {em.value(inst.operands[0], index)};")
     return result
 
 
-def _pad(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+def pad_source(em: ElementalEmitter, inst: HloInstruction, index: Index) -> tuple[str, Index]:
+    """For ``index`` of a pad: the condition that it reads the operand (not the padding
+    value), and the operand's index it reads."""
     op = _shape(inst.operands[0])
     key = ("pad", id(inst))
     conds, exprs = [], []
@@ -508,10 +518,15 @@ def _pad(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
         else:
             conds.append(f"{q} >= 0 && {q} < {n}")
         exprs.append(q)
+    return " && ".join(conds) or "1", Index(tuple(exprs))
+
+
+def _pad(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
+    inside, source = pad_source(em, inst, index)
     ctype = cltypes.compute_type(inst.shape.element_type)
     result = em.kb.declare(ctype, "r")
-    with em.block(f"if ({' && '.join(conds) or '1'})"):
-        em.kb.line(f"{result} = {em.value(inst.operands[0], Index(tuple(exprs)))};")
+    with em.block(f"if ({inside})"):
+        em.kb.line(f"{result} = {em.value(inst.operands[0], source)};")
     with em.block("else"):
         em.kb.line(f"{result} = {em.value(inst.operands[1], SCALAR)};")
     return result
@@ -935,4 +950,5 @@ def is_elemental(inst: HloInstruction) -> bool:
 
 
 __all__ = ["ElementalEmitter", "Index", "BufferLeaf", "ValueLeaf", "RULES", "SCALAR",
+           "pad_source", "update_window",
            "layout_key", "is_elemental", "row_major", "element_strides", "Shape"]

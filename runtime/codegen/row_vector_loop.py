@@ -40,7 +40,8 @@ from ..hlo.shape import ArrayShape
 from . import cltypes, templates as E
 from .context import LoweringContext
 from .elemental import (RULES, SCALAR, BufferLeaf, ElementalEmitter, Index, arithmetic,
-                        common_factors, dynamic_starts, element_strides, layout_key)
+                        common_factors, dynamic_starts, element_strides, layout_key,
+                        pad_source, update_window)
 from .loop import begin_1d, kernel_builder, launch_1d, operand_leaves, updates_in_place
 from .plan import Step
 from .registry import LOOP, register
@@ -424,39 +425,16 @@ def _concatenate(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
 
 
 def _pad(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
-    op = inst.operands[0]
-    key = ("pad", id(inst))
-    conds, exprs = [], []
-    for d, p in enumerate(inst.padding.dims):
-        q = index.exprs[d]
-        if p.low != 0:
-            q = em.kb.let(em.kb.index_type, f"{q} - ({em.kb.param(p.low, key=(key, 'lo', d))})", "i")
-        n = em.kb.param(op.shape.dims[d], key=(key, "n", d))
-        if p.interior:
-            step = em.kb.param(p.interior + 1, key=(key, "step", d))
-            conds.append(f"{q} >= 0 && {q} % {step} == 0 && {q} / {step} < {n}")
-            q = f"{q} / {step}"
-        else:
-            conds.append(f"{q} >= 0 && {q} < {n}")
-        exprs.append(q)
+    inside, source = pad_source(em, inst, index)
     return _branches(em, inst, [
-        (" && ".join(conds) or "1", lambda: em.value(op, Index(tuple(exprs)))),
+        (inside, lambda: em.value(inst.operands[0], source)),
         ("1", lambda: em.splat(inst, em.scalar(inst.operands[1], SCALAR)))])
 
 
 def _dynamic_update_slice(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
-    base, update = inst.operands[:2]
-    starts = dynamic_starts(em, inst, 2, update.shape.dims)
-    key = ("dus", id(inst))
-    inside = " && ".join(
-        f"{i} >= {s} && {i} < {s} + {em.kb.param(n, key=(key, 'size', d))}"
-        for d, (i, s, n) in enumerate(zip(index.exprs, starts, update.shape.dims))) or "1"
-
-    def in_update() -> str:
-        rel = tuple(em.kb.let(em.kb.index_type, f"{i} - {s}", "i")
-                    for i, s in zip(index.exprs, starts))
-        return em.value(update, Index(rel))
-    return _branches(em, inst, [(inside, in_update), ("1", lambda: em.value(base, index))])
+    inside, relative = update_window(em, inst, index)
+    return _branches(em, inst, [(inside, lambda: em.value(inst.operands[1], relative())),
+                                ("1", lambda: em.value(inst.operands[0], index))])
 
 
 def _clamp(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
@@ -474,22 +452,35 @@ _EMIT_RULES: dict[str, Callable[[_RowEmitter, HloInstruction, Index], str]] = {
 }
 
 
+def _begin(ctx: LoweringContext, inst: HloInstruction, leaves: dict, plan: _LanePlan,
+           count: int) -> tuple[_RowEmitter, str]:
+    """The emitter of a launch of ``count`` blocks and the block's first linear index."""
+    kb = kernel_builder(inst.shape, *(s for op in inst.operands for _, s in op.shape.leaves()))  # type: ignore[arg-type]
+    gid = begin_1d(kb, count)
+    em = _RowEmitter(kb, leaves, ctx.program.embed, plan)
+    return em, kb.let(kb.index_type, f"{gid} * {plan.lanes}", "base")
+
+
+def _store(ctx: LoweringContext, em: _RowEmitter, inst: HloInstruction, value: str,
+           offset: str, count: int) -> Step:
+    """Store the block's lanes at ``offset`` of the output, and the launch."""
+    out: ArrayShape = inst.shape  # type: ignore[assignment]
+    n = em.n
+    ptr = em.kb.buffer(out.element_type, ctx.ref(inst), writable=True, key=("out", ()))
+    if out.element_type.name == "bf16":
+        value = f"xla_float_to_bf16x{n}({value})"
+    em.kb.line(f"vstore{n}({value}, 0, {ptr} + {offset});")
+    return launch_1d(ctx, em.kb, inst, count)
+
+
 def _launch(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction, leaves: dict,
             plan: _LanePlan) -> Step:
     out: ArrayShape = inst.shape  # type: ignore[assignment]
-    n = plan.lanes
-    kb = kernel_builder(out, *(s for op in inst.operands for _, s in op.shape.leaves()))
-    count = out.element_count // n
-    gid = begin_1d(kb, count)
-    em = _RowEmitter(kb, leaves, ctx.program.embed, plan)
-    base = kb.let(kb.index_type, f"{gid} * {n}", "base")
+    count = out.element_count // plan.lanes
+    em, base = _begin(ctx, inst, leaves, plan, count)
     exprs = em.delinearize(base, out.dims, out.minor_to_major, "out")
     value = em.value(root, Index(exprs, (layout_key(out), base)))
-    ptr = kb.buffer(out.element_type, ctx.ref(inst), writable=True, key=("out", ()))
-    if out.element_type.name == "bf16":
-        value = f"xla_float_to_bf16x{n}({value})"
-    kb.line(f"vstore{n}({value}, 0, {ptr} + {base});")
-    return launch_1d(ctx, kb, inst, count)
+    return _store(ctx, em, inst, value, base, count)
 
 
 def _launch_window(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction,
@@ -498,22 +489,12 @@ def _launch_window(ctx: LoweringContext, inst: HloInstruction, root: HloInstruct
     update window (as the loop kernel's in-place form does), here in blocks along the
     output's rows: the window's row may start anywhere, so its stores are unaligned."""
     out: ArrayShape = inst.shape  # type: ignore[assignment]
-    update = root.operands[1]
-    window: ArrayShape = update.shape  # type: ignore[assignment]
-    n = plan.lanes
-    kb = kernel_builder(out, *(s for op in inst.operands for _, s in op.shape.leaves()))
-    count = window.element_count // n
-    gid = begin_1d(kb, count)
-    em = _RowEmitter(kb, leaves, ctx.program.embed, plan)
-    base = kb.let(kb.index_type, f"{gid} * {n}", "base")
+    window: ArrayShape = root.operands[1].shape  # type: ignore[assignment]
+    count = window.element_count // plan.lanes
+    em, base = _begin(ctx, inst, leaves, plan, count)
     rel = em.delinearize(base, window.dims, out.minor_to_major, "upd")
     linear = (layout_key(window), base) if window.minor_to_major == out.minor_to_major else None
-    value = em.value(update, Index(rel, linear))
+    value = em.value(root.operands[1], Index(rel, linear))
     starts = dynamic_starts(em, root, 2, window.dims)
-    target = tuple(kb.let(kb.index_type, f"{s} + {r}", "i") for s, r in zip(starts, rel))
-    ptr = kb.buffer(out.element_type, ctx.ref(inst), writable=True, key=("out", ()))
-    offset = em.offset(out, Index(target), ("out", ()))
-    if out.element_type.name == "bf16":
-        value = f"xla_float_to_bf16x{n}({value})"
-    kb.line(f"vstore{n}({value}, 0, {ptr} + {offset});")
-    return launch_1d(ctx, kb, inst, count)
+    target = tuple(em.kb.let(em.kb.index_type, f"{s} + {r}", "i") for s, r in zip(starts, rel))
+    return _store(ctx, em, inst, value, em.offset(out, Index(target), ("out", ())), count)

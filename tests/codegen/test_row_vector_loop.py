@@ -245,19 +245,24 @@ def test_slices_reverse_transpose_and_padding_along_and_across_the_rows(monkeypa
         np.testing.assert_array_equal(got, (x[1:5, 3:35][::-1] + y[min(i, 3)]) * pad)
 
 
-def test_a_row_reversed_stays_one_element_per_work_item(monkeypatch):
-    text = """HloModule no
-    ENTRY e {
-      p0 = f32[4,32] parameter(0)
+@pytest.mark.parametrize("shape, tail, want", [
+    ("4,32", "reverse(s), dimensions={1}", lambda s: s[:, ::-1]),   # lanes run backwards
+    ("8,6", "copy(s)", lambda s: s),                              # rows of 6: no 4 lanes
+])
+def test_what_the_lanes_cannot_follow_stays_one_element_per_work_item(shape, tail, want,
+                                                                      monkeypatch):
+    text = f"""HloModule no
+    ENTRY e {{
+      p0 = f32[{shape}] parameter(0)
       z = f32[] constant(0)
-      zs = f32[4,32] broadcast(z), dimensions={}
-      p = pred[4,32] compare(p0, zs), direction=LT
-      s = f32[4,32] select(p, zs, p0)
-      ROOT r = f32[4,32] reverse(s), dimensions={1}
-    }"""
-    x = normal((4, 32))
+      zs = f32[{shape}] broadcast(z), dimensions={{}}
+      p = pred[{shape}] compare(p0, zs), direction=LT
+      s = f32[{shape}] select(p, zs, p0)
+      ROOT r = f32[{shape}] {tail}
+    }}"""
+    x = normal(tuple(int(n) for n in shape.split(",")))
     got = check(text, x, monkeypatch=monkeypatch, taken=False)
-    np.testing.assert_array_equal(got, np.maximum(x, 0)[:, ::-1])
+    np.testing.assert_array_equal(got, want(np.maximum(x, 0)))
 
 
 @pytest.mark.parametrize("root, want", [
@@ -279,20 +284,6 @@ def test_an_operand_read_both_along_and_across_the_rows_is_not_a_lane_value(
     y = normal(32)
     got = check(text, y, monkeypatch=monkeypatch, taken=False)
     np.testing.assert_array_equal(got, want(y))
-
-
-def test_rows_not_a_multiple_of_four_lanes_stay_one_element_per_work_item(monkeypatch):
-    text = """HloModule odd
-    ENTRY e {
-      x = f32[8,6] parameter(0)
-      z = f32[] constant(0)
-      zs = f32[8,6] broadcast(z), dimensions={}
-      p = pred[8,6] compare(x, zs), direction=LT
-      ROOT r = f32[8,6] select(p, zs, x)
-    }"""
-    x = normal((8, 6))
-    np.testing.assert_array_equal(check(text, x, monkeypatch=monkeypatch, taken=False),
-                                  np.maximum(x, 0))
 
 
 IN_PLACE_UPDATE = """HloModule scan_step

@@ -364,14 +364,17 @@ def _fill_panel(k: _DotKernel, panel: str, width: int, group: int, lid: str, y_e
     """The work-group's ``group`` work-items copy the chunk ``[k0, k0 + n_k)`` of the column
     operand's ``width`` columns from ``col0`` into the panel, each reading along the
     operand's contiguous axis: whole rows of the chunk (vectors) when the columns are
-    contiguous, whole columns when the contraction is."""
+    contiguous, whole columns when the contraction is. A CPU runs a work-group's items one
+    after another, so each copies a consecutive share: the reads stream."""
     p, kb, t, acc = k.plan, k.kb, k.t, k.plan.acc
     n, kaxis = p.cols[0], p.vector_k
     assert kaxis is not None
     j, i = kb.fresh("j"), kb.fresh("k")
     columns_contiguous = k.strides[p.col_side][n.dim(p.col_side)] == 1  # type: ignore[index]
     if columns_contiguous:
-        with k.em.block(f"for ({t} {i} = {lid}; {i} < {n_k}; {i} += {group})"):
+        share = kb.let(t, f"({n_k} + {group - 1}) / {group}", "share")
+        with k.em.block(f"for ({t} {i} = {lid} * {share}; {i} < min(({lid} + 1) * {share}, "
+                        f"{n_k}); ++{i})"):
             koff = k.offset((f"({k0} + {i})",), (kaxis,), p.col_side)
             y = pointer(kb, y_et, y_buf, f"{y_z} + {koff} + {col0}", "y")
             for v in range(width // p.lanes):
