@@ -395,35 +395,41 @@ def _fill_panel(k: _DotKernel, panel: str, width: int, group: int, lid: str, y_e
 
 def _fill_panel_blocks(k: _DotKernel, panel: str, width: int, group: int, lid: str, y_et,
                        y_buf: str, y_z: str, col0: str, k0: str, n_k: str) -> str:
-    """The panel's whole ``lanes`` x ``lanes`` blocks from columns contiguous along the
-    contraction: each is ``lanes`` vector loads down its columns, transposed in registers
-    (vector components, as the blocked transpose does) and stored as ``lanes`` rows of the
-    panel. A work-item copies consecutive blocks, down the chunk first, so the reads stream
-    along each column. Element by element, in blocks dealt round-robin, this copy took a
-    third of GPT-2's logits dot (128x768x50257: 147, then 175 GFLOP/s). Returns where
-    along the chunk the remainder (fewer than ``lanes`` steps) starts."""
+    """The panel's whole blocks of ``lanes`` columns by ``_PANEL_STEPS`` steps from columns
+    contiguous along the contraction: a short vector load down each column, the block
+    transposed in registers (vector components, as the blocked transpose does) and stored
+    as ``_PANEL_STEPS`` vector rows of the panel. A work-item copies consecutive blocks,
+    down the chunk first, so the reads stream along each column. Element by element, dealt
+    round-robin, this copy took a third of GPT-2's logits dot (128x768x50257: 147, then 175
+    GFLOP/s); square ``lanes`` x ``lanes`` blocks ran as fast and cost ViT's compile 2 s
+    more. Returns where along the chunk the remainder starts."""
     p, kb, t, acc = k.plan, k.kb, k.t, k.plan.acc
-    lanes, kaxis = p.lanes, p.vector_k
+    lanes, kaxis, depth = p.lanes, p.vector_k, _PANEL_STEPS
     per_row = width // lanes
-    full = kb.let(t, f"{n_k} / {lanes} * {lanes}", "kf")
-    steps = kb.let(t, f"{n_k} / {lanes}", "ks")
+    full = kb.let(t, f"{n_k} / {depth} * {depth}", "kf")
+    steps = kb.let(t, f"{n_k} / {depth}", "ks")
     share = kb.let(t, f"({steps} * {per_row} + {group - 1}) / {group}", "share")
     b = kb.fresh("b")
     with k.em.block(f"for ({t} {b} = {lid} * {share}; {b} < min(({lid} + 1) * {share}, "
                     f"{steps} * {per_row}); ++{b})"):
-        i0 = kb.let(t, f"{b} % {steps} * {lanes}", "i")
+        i0 = kb.let(t, f"{b} % {steps} * {depth}", "i")
         j0 = kb.let(t, f"{b} / {steps} * {lanes}", "j")
         koff = k.offset((f"({k0} + {i0})",), (kaxis,), p.col_side)
-        vec = acc.vector(lanes)
         columns = []
         for c in range(lanes):
             col = kb.let(t, f"{col0} + {j0} + {c}", "col")
             y = pointer(kb, y_et, y_buf, f"{y_z} + {k.offset((col,), p.cols, p.col_side)}", "y")
-            columns.append(kb.let(vec, acc.load_vector(y_et, y, koff, lanes, None), "cv"))
-        for r in range(lanes):
+            columns.append(kb.let(acc.vector(depth), acc.load_vector(y_et, y, koff, depth, None),
+                                  "cv"))
+        vec = acc.vector(lanes)
+        for r in range(depth):
             row = ", ".join(cltypes.component(c, r) for c in columns)
             kb.line(f"vstore{lanes}(({vec})({row}), 0, {panel} + ({i0} + {r}) * {width} + {j0});")
     return full
+
+
+# contraction steps per block of the packed panel's transposing copy
+_PANEL_STEPS = 4
 
 
 def _inner_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
