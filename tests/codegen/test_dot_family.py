@@ -54,9 +54,12 @@ def plan_of(text: str):
 
 @pytest.mark.parametrize("lhs, rhs, out, dims, form, row_side", [
     ("f32[8,32]{1,0}", "f32[32,64]{1,0}", "f32[8,64]{1,0}", NN, "outer", "lhs"),
-    # lhs transposed: its free dimension is contiguous and wider than the rhs's
+    # more rows than one work-group's tiles cover: each panel would be copied again
+    ("f32[300,32]{1,0}", "f32[32,64]{1,0}", "f32[300,64]{1,0}", NN, "outer", "lhs"),
+    # lhs transposed: its free dimension is contiguous and wider than the rhs's; 16 rows,
+    # one work-group's: the rows' panel of the lhs is copied once, packed
     ("f32[32,64]{1,0}", "f32[32,16]{1,0}", "f32[64,16]{1,0}",
-     "lhs_contracting_dims={0}, rhs_contracting_dims={0}", "outer", "rhs"),
+     "lhs_contracting_dims={0}, rhs_contracting_dims={0}", "packed", "rhs"),
     # A @ B^T: both contiguous along the contraction
     ("f32[8,32]{1,0}", "f32[16,32]{1,0}", "f32[8,16]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "inner", "lhs"),
@@ -69,7 +72,8 @@ def plan_of(text: str):
     # matrix-vector
     ("f32[8,32]{1,0}", "f32[32]{0}", "f32[8]{0}", NN, "inner", "lhs"),
     # column-major operands: the lhs's free dimension is the contiguous one
-    ("f32[40,32]{0,1}", "f32[32,16]{0,1}", "f32[40,16]{1,0}", NN, "outer", "rhs"),
+    ("f32[40,32]{0,1}", "f32[32,16]{0,1}", "f32[40,16]{1,0}", NN, "packed", "rhs"),
+    ("f32[400,32]{0,1}", "f32[32,160]{0,1}", "f32[400,160]{1,0}", NN, "outer", "rhs"),
 ])
 def test_layout_chooses_the_form(lhs, rhs, out, dims, form, row_side):
     text = f"""HloModule d
