@@ -21,9 +21,9 @@ ENTRY e {
 
 DOT = """HloModule d
 ENTRY e {
-  a = f32[64,32] parameter(0)
+  a = f32[256,32] parameter(0)
   b = f32[32,256] parameter(1)
-  ROOT d = f32[64,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT d = f32[256,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
 }"""
 
 TRANSPOSE = """HloModule t
@@ -69,7 +69,7 @@ def test_register_tiles_follow_the_targets_tile_shape():
                                                          row_group=2))
     [tiled] = launches(DOT, target)
     assert tiled.local_size == (1, 2, 1)
-    assert tiled.global_size == (256 // 8, 64 // 4, 1)
+    assert tiled.global_size == (256 // 8, 256 // 4, 1)
     source = lowered(DOT, target).source
     assert widths(source, "float") == {8} and "rb * 4 + 3" in source
     assert len(accumulators(source)) == 4 * 1
@@ -97,3 +97,6 @@ def test_the_avx2_target_packs_row_major_columns_and_the_cpu_target_does_not():
     from runtime.target import CPU_AVX2
     assert "__local" in lowered(DOT, CPU_AVX2).source
     assert "__local" not in lowered(DOT, CPU).source
+    # ... unless one work-group's tiles cover every row: each panel is then copied once
+    assert "__local" in lowered(DOT.replace("256,32", "128,32").replace("256,256", "128,256"),
+                                CPU).source
