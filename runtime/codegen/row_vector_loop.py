@@ -333,7 +333,8 @@ class _RowEmitter(ElementalEmitter):
 
 
 def _arithmetic(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
-    args = [em.value(op, index) for op in inst.operands]
+    # rank-0 operands (clamp's bounds) are uniform, read at the empty index
+    args = [em.value(op, SCALAR if op.shape.rank == 0 else index) for op in inst.operands]
     expr = arithmetic(inst.opcode, "f32", "f32", args, lanes=em.n)
     if not E.rounds(inst.opcode):
         return em.kb.let(em.vector_type(inst), expr, "v")
@@ -377,10 +378,6 @@ def _logical(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
 
 
 _LOGICAL = {"and": "&", "or": "|", "xor": "^"}
-
-
-def _clamp_bound(em: _RowEmitter, op: HloInstruction, index: Index) -> str:
-    return em.value(op, SCALAR if op.shape.rank == 0 else index)
 
 
 def _iota(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
@@ -437,16 +434,11 @@ def _dynamic_update_slice(em: _RowEmitter, inst: HloInstruction, index: Index) -
                                 ("1", lambda: em.value(inst.operands[0], index))])
 
 
-def _clamp(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
-    lo, x, hi = (_clamp_bound(em, op, index) for op in inst.operands)
-    return em.kb.let(em.vector_type(inst), E.clamp("f32", lo, x, hi, lanes=em.n), "v")
-
-
 # rules whose lane form differs from the scalar one; the index-mapping rules (broadcast,
 # reshape, transpose, slice, dynamic-slice, copy, reverse) are the scalar emitter's own: they
 # derive the operand's first-lane index and ask for its value, which is then a lane value
 _EMIT_RULES: dict[str, Callable[[_RowEmitter, HloInstruction, Index], str]] = {
-    "convert": _convert, "compare": _compare, "select": _select, "clamp": _clamp,
+    "convert": _convert, "compare": _compare, "select": _select,
     "and": _logical, "or": _logical, "xor": _logical, "not": _logical, "iota": _iota,
     "concatenate": _concatenate, "pad": _pad, "dynamic-update-slice": _dynamic_update_slice,
 }

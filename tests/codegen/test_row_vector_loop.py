@@ -323,3 +323,22 @@ def test_an_update_in_place_writes_only_its_window_in_blocks(monkeypatch):
         want = 2 * a
         want[min(t, 5)] = np.where(h > 1, 1 / (h + 1), h)
         np.testing.assert_array_equal(got, want)
+
+
+def test_a_clamp_with_scalar_bounds_beside_a_select(monkeypatch):
+    text = """HloModule clamp
+    ENTRY e {
+      x = f32[4,32] parameter(0)
+      lo = f32[] parameter(1)
+      hi = f32[] parameter(2)
+      c = f32[4,32] clamp(lo, x, hi)
+      z = f32[] constant(0)
+      zs = f32[4,32] broadcast(z), dimensions={}
+      pos = pred[4,32] compare(x, zs), direction=GT
+      d = f32[4,32] add(x, x)
+      ROOT r = f32[4,32] select(pos, c, d)
+    }"""
+    x = normal((4, 32))
+    x[0, :3] = [np.nan, -0.0, 0.0]
+    got = check(text, x, np.float32(0.25), np.float32(0.75), monkeypatch=monkeypatch)
+    np.testing.assert_array_equal(got, np.where(x > 0, np.clip(x, 0.25, 0.75), x + x))
