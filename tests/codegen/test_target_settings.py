@@ -100,3 +100,17 @@ def test_the_avx2_target_packs_row_major_columns_and_the_cpu_target_does_not():
     # ... unless one work-group's tiles cover every row: each panel is then copied once
     assert "__local" in lowered(DOT.replace("256,32", "128,32").replace("256,256", "128,256"),
                                 CPU).source
+
+
+def test_packed_row_groups_are_narrower_where_the_row_operand_is_strided():
+    from runtime.target import CPU_AVX2
+    tiles = CPU_AVX2.tiles
+    assert tiles.pack_strided_row_group < tiles.pack_row_group
+    [streamed] = launches(DOT, CPU_AVX2)                     # a's rows contiguous along k
+    assert streamed.local_size == (1, tiles.pack_row_group, 1)
+    strided = DOT.replace("f32[256,32] parameter(0)", "f32[32,256] parameter(0)").replace(
+        "lhs_contracting_dims={1}", "lhs_contracting_dims={0}")
+    [tiled] = launches(strided, CPU_AVX2)
+    assert tiled.local_size == (1, tiles.pack_strided_row_group, 1)
+    same = replace(CPU_AVX2, tiles=replace(tiles, pack_strided_row_group=None))
+    assert launches(strided, same)[0].local_size == (1, tiles.pack_row_group, 1)

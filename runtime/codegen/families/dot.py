@@ -328,7 +328,7 @@ def _packed_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
     nrows_total = _extent(p.rows)
     col_blocks, row_blocks = -(-n.size // width), -(-nrows_total // rows)
     shape = ctx.target.tiles
-    group = min(shape.pack_row_group, row_blocks)
+    group = min(_row_group(k, shape), row_blocks)
     chunk = min(kaxis.size, shape.pack_panel_bytes // (width * _SCALAR_BYTES[acc.scalar]))
     panel = kb.fresh("panel")
     kb.line(f"__local {acc.scalar} {panel}[{chunk * width}];")
@@ -366,6 +366,16 @@ def _packed_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
     with k.em.block(f"if ({rb} < {nrb})"):
         _store_columns(k, tile, zi, row_indices, col0, skip, rb, nrows)
     return launch_3d(ctx, kb, c.inst, col_blocks, row_blocks, _extent(p.outer), group)
+
+
+def _row_group(k: _DotKernel, tiles: TileShape) -> int:
+    """Work-items (row blocks) of a packed dot's work-group: ``tiles.pack_row_group``, or
+    ``pack_strided_row_group`` where the row operand is strided along the contraction."""
+    p = k.plan
+    assert p.vector_k is not None
+    if k.strides[p.row_side][p.vector_k.dim(p.row_side)] == 1:  # type: ignore[index]
+        return tiles.pack_row_group
+    return tiles.pack_strided_row_group or tiles.pack_row_group
 
 
 def _fill_panel(k: _DotKernel, panel: str, width: int, group: int, lid: str, y_et, y_buf: str,
