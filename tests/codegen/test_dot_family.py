@@ -56,10 +56,13 @@ def plan_of(text: str):
     ("f32[8,32]{1,0}", "f32[32,64]{1,0}", "f32[8,64]{1,0}", NN, "outer", "lhs"),
     # more rows than one work-group's tiles cover: each panel would be copied again
     ("f32[300,32]{1,0}", "f32[32,64]{1,0}", "f32[300,64]{1,0}", NN, "outer", "lhs"),
-    # lhs transposed: its free dimension is contiguous and wider than the rhs's; 16 rows,
-    # one work-group's: the rows' panel of the lhs is copied once, packed
-    ("f32[32,64]{1,0}", "f32[32,16]{1,0}", "f32[64,16]{1,0}",
+    # lhs transposed: its free dimension is contiguous and wider than the rhs's; 64 rows,
+    # one packed work-group's: the rows' panel of the lhs is copied once, packed
+    ("f32[32,128]{1,0}", "f32[32,64]{1,0}", "f32[128,64]{1,0}",
      "lhs_contracting_dims={0}, rhs_contracting_dims={0}", "packed", "rhs"),
+    # ... but 32 rows, which one outer work-group covers: the outer form reads the lhs once
+    ("f32[32,128]{1,0}", "f32[32,32]{1,0}", "f32[128,32]{1,0}",
+     "lhs_contracting_dims={0}, rhs_contracting_dims={0}", "outer", "rhs"),
     # A @ B^T: both contiguous along the contraction
     ("f32[8,32]{1,0}", "f32[16,32]{1,0}", "f32[8,16]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "inner", "lhs"),
@@ -69,10 +72,17 @@ def plan_of(text: str):
     # ... but too few rows for that
     ("f32[15,500]{1,0}", "f32[64,500]{1,0}", "f32[15,64]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "inner", "lhs"),
+    # ... or, over a long contraction, fewer than pack_long_min_rows
+    ("f32[32,1024]{1,0}", "f32[64,1024]{1,0}", "f32[32,64]{1,0}",
+     "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "inner", "lhs"),
+    ("f32[64,1024]{1,0}", "f32[64,1024]{1,0}", "f32[64,64]{1,0}",
+     "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "packed", "lhs"),
+    ("f32[32,768]{1,0}", "f32[64,768]{1,0}", "f32[32,64]{1,0}",
+     "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "packed", "lhs"),
     # matrix-vector
     ("f32[8,32]{1,0}", "f32[32]{0}", "f32[8]{0}", NN, "inner", "lhs"),
     # column-major operands: the lhs's free dimension is the contiguous one
-    ("f32[40,32]{0,1}", "f32[32,16]{0,1}", "f32[40,16]{1,0}", NN, "packed", "rhs"),
+    ("f32[48,32]{0,1}", "f32[32,64]{0,1}", "f32[48,64]{1,0}", NN, "packed", "rhs"),
     ("f32[400,32]{0,1}", "f32[32,160]{0,1}", "f32[400,160]{1,0}", NN, "outer", "rhs"),
 ])
 def test_layout_chooses_the_form(lhs, rhs, out, dims, form, row_side):

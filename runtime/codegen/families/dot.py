@@ -140,7 +140,7 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
                        rows_for(count, tiles))
     for k in contracting:
         if unit(k, "lhs") and unit(k, "rhs"):
-            if len(rhs_free) == 1:
+            if len(rhs_free) == 1 and _packs_over_inner(lhs_free, k, tiles):
                 packed = _packed_plan(acc, tiles, "lhs", lhs_free, rhs_free[0], batch,
                                       contracting)
                 if packed is not None:
@@ -166,13 +166,28 @@ def _packed_plan(acc: Accumulation, tiles: TileShape, row_side: str, rows, col: 
                    lanes, vectors, rows_for(_extent(rows), tiles))
 
 
+def _packs_over_inner(rows, k: DotAxis, tiles: TileShape) -> bool:
+    """Whether ``A @ B^T`` has rows enough for the packed form to beat the inner one, whose
+    lane sums cost little against a long contraction ``k``: there it takes
+    ``tiles.pack_long_min_rows``. Kernel time, best of 15, GFLOP/s packed / inner, AVX-512
+    (AVX2): an LSTM's gradient contraction of 1024 with 32 rows, N=256 97 / 128 (75 / 82),
+    with 16 rows 43 / 76 (44 / 57); 32x768x3072 118 / 105 (131 / 118), 64x1024x256 67 / 67
+    (88 / 88)."""
+    long = k.size >= tiles.pack_long_contraction
+    return _extent(rows) >= (tiles.pack_long_min_rows if long else tiles.pack_min_rows)
+
+
 def _one_panel(rows, tiles: TileShape) -> bool:
     """Whether one work-group's row blocks cover every row, so that each panel of columns is
-    copied once: packing then reads the column operand once, as the outer form does, and the
-    tiles read it from the first-level cache. GPT-2's MLP (128 rows) 0.86-0.93x XLA's
-    GFLOP/s with the outer form, 0.89-1.02x packed; the whole model 200 -> 187 ms."""
+    copied once: packing then reads the column operand once, and the tiles read it from the
+    first-level cache. GPT-2's MLP (128 rows) 0.86-0.93x XLA's GFLOP/s with the outer form,
+    0.89-1.02x packed; the whole model 200 -> 187 ms. Where one of the outer form's work-groups
+    covers every row already, it reads the column operand once too, and the copy is only
+    cost: an LSTM step's 32x256x1024 dot 129 GFLOP/s packed, 157-174 not (best of 15, kernel
+    time)."""
     extent = _extent(rows)
-    return extent <= tiles.pack_row_group * rows_for(extent, tiles)
+    per_row = rows_for(extent, tiles)
+    return tiles.row_group * per_row < extent <= tiles.pack_row_group * per_row
 
 
 def _extent(axes) -> int:
