@@ -11,6 +11,9 @@ chains collapse in one walk, remove them:
 * reshape(reshape(y)) is reshape(y); broadcast(broadcast(y)) is one broadcast;
 * broadcast(reshape(y)), where the reshape only inserts or removes size-1 dimensions, is a
   broadcast of y; a broadcast that only adds size-1 dimensions is a reshape;
+* a reduce over size-1 dimensions only, from its reducer's identity, is a reshape (XLA's
+  algebraic simplifier): JAX sums a broadcast's size-1 dimension away in bias gradients,
+  and the reduce would keep the sum that feeds it from being fused as a reduction;
 * tuple(get-tuple-element(t, 0), ..., get-tuple-element(t, n-1)) is t (XLA's tuple
   simplifier): JAX rebuilds a loop's result this way, and the rebuilt tuple would get a
   pointer table of its own instead of sharing the loop state's.
@@ -25,6 +28,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..hlo.clone import clone_module
+from ..analysis.reducers import init_is_identity
 from ..target import CPU, Target
 from ..hlo.ir import HloInstruction, HloModule
 from ..hlo.shape import ArrayShape
@@ -132,6 +136,18 @@ def _through_size_one_reshape(reshape: HloInstruction, dims: tuple[int, ...],
     return tuple(result)
 
 
+def _reduce(inst: HloInstruction) -> HloInstruction | None:
+    op = inst.operands[0]
+    if not isinstance(inst.shape, ArrayShape) or not init_is_identity(inst) \
+            or inst.shape.element_count != op.shape.element_count:  # type: ignore[union-attr]
+        return None
+    inst.opcode = "reshape"
+    inst.operands = [op]
+    del inst.attrs["dimensions"]
+    del inst.attrs["to_apply"]
+    return _reshape(inst) or inst
+
+
 def _tuple(inst: HloInstruction) -> HloInstruction | None:
     ops = inst.operands
     if not ops or any(op.opcode != "get-tuple-element" for op in ops):
@@ -149,5 +165,6 @@ RULES: dict[str, Callable[[HloInstruction], HloInstruction | None]] = {
     "broadcast": _broadcast,
     "transpose": _identity,
     "convert": _identity,
+    "reduce": _reduce,
     "tuple": _tuple,
 }

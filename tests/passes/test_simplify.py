@@ -129,3 +129,36 @@ ENTRY e {
     assert swapped.entry.root.opcode == "tuple"
     i, x = runtime.compile(text)(np.ones(4, np.float32))
     assert int(i) == 3 and np.array_equal(x, np.full(4, 8, np.float32))
+
+
+BIAS_GRADIENT = """
+HloModule bias
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY e {
+  g = f32[32,64]{1,0} parameter(0)
+  zero = f32[] constant(INIT)
+  s = f32[64]{0} reduce(g, zero), dimensions={0}, to_apply=add
+  r = f32[1,64]{1,0} reshape(s)
+  ROOT t = f32[64]{0} reduce(r, zero), dimensions={0}, to_apply=add
+}
+"""
+
+
+def test_a_reduce_over_size_one_dimensions_from_the_identity_is_a_reshape():
+    out = simplified(BIAS_GRADIENT.replace("INIT", "0"))
+    assert opcodes(out) == ["parameter", "constant", "reduce"]
+    g = np.random.default_rng(0).standard_normal((32, 64), dtype=np.float32)
+    got = runtime.compile(BIAS_GRADIENT.replace("INIT", "0"))(g)
+    np.testing.assert_allclose(got, g.sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
+def test_a_reduce_over_size_one_dimensions_from_another_init_applies_it():
+    text = BIAS_GRADIENT.replace("INIT", "1")
+    assert opcodes(simplified(text)).count("reduce") == 2
+    g = np.random.default_rng(0).standard_normal((32, 64), dtype=np.float32)
+    np.testing.assert_allclose(runtime.compile(text)(g), g.sum(axis=0) + 2, rtol=1e-5,
+                               atol=1e-5)
