@@ -96,9 +96,9 @@ class Executable:
         self._largest = max((a.size for a in assignment.allocations), default=0)
         # what each launch step's kernel arguments were last set to (see ``_launch``): step id
         # -> (its kernel object, per buffer argument the buffer when the executable owns it,
-        # else None), and step id -> every buffer it was last bound to in the current run
+        # else None), and step id -> its kernel object once bound in the current run
         self._launch_args: dict[int, tuple] = {}
-        self._run_buffers: dict[int, list] = {}
+        self._bound: dict[int, Any] = {}
         self._kernel_owner: dict[str, int] = {}
         self._owned = {a.index for a in assignment.allocations if a.kind in ("temp", "constant")}
 
@@ -177,7 +177,7 @@ class Executable:
                 buf.release()
             raise
         finally:
-            self._run_buffers.clear()
+            self._bound.clear()
         for i in plan.donated:
             arg = args[i]
             if isinstance(arg, DeviceArray):
@@ -378,17 +378,26 @@ class Executable:
             runner(self, step, bindings)
 
     def _launch(self, step, bindings) -> None:
-        """Set only the arguments that changed since this step's last launch. Each launch step
+        """Enqueue a launch step. A step launched before in this run (a loop body's, from its
+        second iteration) has its arguments set already: a run's bindings never change, so it
+        is only enqueued (the LSTM's 1,800 launches a run spent more time in Python than its
+        small kernels took to run)."""
+        kernel = self._bound.get(id(step))
+        if kernel is None:
+            kernel = self._bind_arguments(step, bindings)
+        opencl().enqueue_nd_range_kernel(self.device.queue, kernel, step.global_size,
+                                         step.local_size)
+
+    def _bind_arguments(self, step, bindings):
+        """Set only the arguments that changed since this step's last run. Each launch step
         has a kernel object of its own (steps sharing a deduplicated kernel would otherwise
         set every argument at each launch: a loop body's thirteen in-place updates through
         one kernel spent more time there than running), so its scalars and offsets are set
-        once, the executable's own buffers (temp arena, constants) too, and within a run (a
-        while loop launches the same steps over and over) a buffer is compared by identity.
-        Across runs every other buffer is set again: a released buffer's ``cl_mem`` handle is
-        reused by the next allocation while the kernel may still point at the released memory
-        (Oclgrind caught kernels writing there when handles were compared), and holding the
-        buffers between runs would keep memory the caller freed."""
-        cl = opencl()
+        once, the executable's own buffers (temp arena, constants) too. Every other buffer
+        is set again in each run: a released buffer's ``cl_mem`` handle is reused by the next
+        allocation while the kernel may still point at the released memory (Oclgrind caught
+        kernels writing there when handles were compared), and holding the buffers between
+        runs would keep memory the caller freed."""
         key = id(step)
         buffers = [self._buffer(bindings, ref) for ref in step.buffers]
         last = self._launch_args.get(key)
@@ -400,18 +409,14 @@ class Executable:
             kernel.set_args(*args, *step.scalars)
         else:
             kernel = last[0]
-            this_run = self._run_buffers.get(key)
             for k, buf in enumerate(buffers):
-                old = last[1][k]
-                if old is None and this_run is not None:
-                    old = this_run[k]
-                if buf is not old:
+                if buf is not last[1][k]:
                     kernel.set_arg(2 * k, buf)
         self._launch_args[key] = (kernel, tuple(
             buf if ref.allocation in self._owned or ref.allocation < 0 else None
             for ref, buf in zip(step.buffers, buffers)))
-        self._run_buffers[key] = buffers
-        cl.enqueue_nd_range_kernel(self.device.queue, kernel, step.global_size, step.local_size)
+        self._bound[key] = kernel
+        return kernel
 
     def _step_kernel(self, step):
         """The built kernel for the plan's first step that launches it, a new kernel object of
