@@ -94,6 +94,20 @@ def test_row_maxima_keep_their_partials_in_one_vector_with_xla_semantics(shape, 
     np.testing.assert_array_equal(got[4:], x.max(axis)[4:])
 
 
+@pytest.mark.parametrize("shape,out,dims,axis,run", [
+    # a group norm's statistics over channels-last data: 4 channels of every 32, per image
+    ("f32[2,6,5,8,4]{4,3,2,1,0}", "f32[2,8]", "1,2,4", (1, 2, 4), 4),
+    ("f32[3,10,3]{2,1,0}", "f32[3]", "1,2", (1, 2), 2),          # RGB: two lanes and a tail
+])
+def test_short_contiguous_runs_take_as_many_lanes_as_fit(shape, out, dims, axis, run):
+    dims_list = [int(d) for d in shape[shape.index("[") + 1:shape.index("]")].split(",")]
+    x = RNG.standard_normal(dims_list).astype(np.float32)
+    exe = runtime.compile(reduce_module(shape, out, dims))
+    if Target.for_device(get_device()).reduction.lanes > 1:
+        assert f"+= {run})" in exe.program.source and "+= 16)" not in exe.program.source
+    np.testing.assert_allclose(exe(x), x.sum(axis), rtol=1e-5, atol=1e-4)
+
+
 def test_column_sums_give_each_work_item_adjacent_outputs():
     exe = runtime.compile(reduce_module("f32[300,37]{1,0}", "f32[37]", "0"))
     [launch] = exe.program.plan
