@@ -14,13 +14,17 @@ How: because ``L`` divides the row, a block never leaves its row, so every lane 
 block's first index in all dimensions but one, the *lane dimension*, where lane ``j`` is at
 ``first + j``. ``_LanePlan`` follows that dimension from the output down to the leaves: an
 elementwise op keeps it, a transpose permutes it, a reshape carries it to its operand's last
-dimension of the same group (when blocks stay aligned there), a broadcast that drops it
-makes the operand *uniform*: one value for the whole block, which the scalar elemental
-emitter computes once per work-item at the block's first index (a row statistic, a bias, a
-scalar expression; even a reduction). Concatenation, padding and update windows along the
-lane dimension are taken when their pieces are aligned to whole blocks, so the branch each
-takes is the same for every lane. A leaf read along the lane dimension is one vector load
-where that dimension is contiguous in its layout, a gather of ``L`` elements otherwise.
+dimension of the same group (when blocks stay aligned there), a broadcast that drops it makes
+the operand *uniform*: one value for the whole block, which the scalar elemental emitter
+computes once per work-item at the block's first index (a row statistic, a bias, a scalar
+expression; even a reduction). Concatenation, padding and update windows along the lane
+dimension are taken when their pieces are aligned to whole blocks, so the branch each takes is
+the same for every lane. A leaf read along the lane dimension is one vector load where that
+dimension is contiguous in its layout, a gather of ``L`` elements otherwise. A reshape
+splitting the row into groups shorter than a block (a group norm's channels) spreads the lanes
+over two dimensions, whole groups per block (``Lanes``); a broadcast of per-group values then
+repeats each along its group, and a reshape joining the groups again brings the lanes back to
+one dimension.
 
 A dynamic-update-slice computed in its operand's bytes writes only its update window, in
 blocks along the window's rows (a scan step storing its slice of the stacked outputs).
@@ -32,6 +36,7 @@ comparisons give them). Anything else declines to the one-element kernel.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -78,7 +83,7 @@ def _plan(ctx: LoweringContext, inst: HloInstruction, row: int, minor: int,
     while lanes >= _SMALLEST:
         if row % lanes == 0:
             plan = _LanePlan(lanes, {key[0] for key in leaves})
-            if plan.varying(inst, minor, True):
+            if plan.varying(inst, plan.along(minor), True):
                 return plan
         lanes //= 2
     return None
@@ -86,25 +91,42 @@ def _plan(ctx: LoweringContext, inst: HloInstruction, row: int, minor: int,
 
 # --- which dimension the lanes run along, instruction by instruction ---------------------
 
+# Where lane j of a value is, part by part (outer first): ``(dimension, divisor, modulus)``
+# adds ``(j // divisor) % modulus`` to the block's first index along ``dimension``. One part
+# ``(d, 1, lanes)`` is a lane dimension. A reshape that splits the row's dimension into groups
+# shorter than the block (a group norm's channels) gives two parts, and a broadcast dropping
+# the inner one leaves a value repeated along it (the group's statistics).
+Lanes = tuple[tuple[int, int, int], ...]
+
+
+def lane_dimension(m: Lanes) -> int | None:
+    """The lane dimension of a one-part map (lane j at ``first + j``), else None."""
+    return m[0][0] if len(m) == 1 and m[0][1] == 1 else None
+
+
 @dataclass
 class _LanePlan:
-    """The lane dimension of every instruction the lanes reach (``lane``); an instruction
+    """The lanes (``Lanes``) of every instruction they reach (``lane``); an instruction
     absent from it is uniform. ``aligned``: the block's first index along the lane dimension
     is a multiple of ``lanes`` and so is that dimension's size, so a block never straddles a
     boundary at a multiple of ``lanes``."""
 
     lanes: int
     leaves: set[int]
-    lane: dict[int, int] = field(default_factory=dict)
+    lane: dict[int, Lanes] = field(default_factory=dict)
     uniform: set[int] = field(default_factory=set)
     _checked: set = field(default_factory=set)
 
-    def varying(self, inst: HloInstruction, d: int, aligned: bool) -> bool:
-        """Whether ``inst`` can be computed with its lane dimension ``d``."""
+    def along(self, d: int) -> Lanes:
+        """The lanes of a value whose lane dimension is ``d``."""
+        return ((d, 1, self.lanes),)
+
+    def varying(self, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
+        """Whether ``inst`` can be computed with its lanes at ``d``."""
         if inst.shape.is_tuple or inst.shape.rank == 0 or id(inst) in self.uniform:  # type: ignore[union-attr]
             return False
         if self.lane.setdefault(id(inst), d) != d:
-            return False              # read along two dimensions: not one block shape
+            return False              # read along two lane maps: not one block shape
         if (id(inst), aligned) in self._checked or (id(inst), False) in self._checked:
             return True               # what holds unaligned holds aligned
         self._checked.add((id(inst), aligned))
@@ -113,11 +135,15 @@ class _LanePlan:
         if id(inst) in self.leaves or inst.opcode == "constant":
             return True
         rule = _PLAN_RULES.get(inst.opcode)
-        if rule is None:
-            rule = _elementwise_plan if inst.opcode in _ARITHMETIC else None
-        return rule is not None and rule(self, inst, d, aligned)
+        if rule is None and inst.opcode in _ARITHMETIC:
+            rule = _elementwise_plan
+        if rule is not None:
+            return rule(self, inst, d, aligned)
+        along = _DIMENSION_RULES.get(inst.opcode)
+        dim = lane_dimension(d)
+        return along is not None and dim is not None and along(self, inst, dim, aligned)
 
-    def operands(self, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    def operands(self, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
         """Each operand at the same index (rank-0 operands are uniform)."""
         return all(op.shape.rank == 0 or self.varying(op, d, aligned)  # type: ignore[union-attr]
                    for op in inst.operands)
@@ -132,63 +158,93 @@ class _LanePlan:
         return aligned and all(n % self.lanes == 0 for n in sizes)
 
 
-def _elementwise_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+def _elementwise_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
     ets = {op.shape.element_type.name for op in inst.operands} | {inst.shape.element_type.name}
     return ets <= _FLOAT and E.vector_lanes(inst.opcode, "f32", 32 * plan.lanes) is not None \
         and plan.operands(inst, d, aligned)
 
 
-def _convert_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+def _convert_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
     pair = (inst.operands[0].shape.element_type.name, inst.shape.element_type.name)
     return pair in _CONVERTS and plan.operands(inst, d, aligned)
 
 
-def _compare_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+def _compare_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
     et = inst.operands[0].shape.element_type.name
     kind = inst.attrs.get("type")
     return et in ("f32", "bf16", "s32") and str(kind or "") in ("", "FLOAT", "SIGNED") \
         and str(inst.direction) in _DIRECTIONS and plan.operands(inst, d, aligned)
 
 
-def _select_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+def _select_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
     return plan.operands(inst, d, aligned)
 
 
-def _logical_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+def _logical_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
     return inst.shape.element_type.name == "pred" and plan.operands(inst, d, aligned)
 
 
-def _broadcast_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+def _broadcast_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
     op = inst.operands[0]
     dims = tuple(inst.dimensions)
-    if d not in dims or op.shape.dims[dims.index(d)] == 1:
+    kept = tuple((dims.index(dim), div, mod) for dim, div, mod in d
+                 if dim in dims and op.shape.dims[dims.index(dim)] != 1)
+    if not kept:
         return plan.make_uniform(op)
-    return plan.varying(op, dims.index(d), aligned)
+    return plan.varying(op, kept, aligned)
 
 
-def _reshape_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+def _reshape_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
     op = inst.operands[0]
     src, dims = op.shape.dims, inst.shape.dims
     if src == dims:
         return plan.varying(op, d, aligned)
+    lane = lane_dimension(d)
+    if lane is None:
+        return _merging_reshape_plan(plan, inst, d)
     for src_dims, out_dims in common_factors(src, dims):
-        if d in out_dims:
-            if d != out_dims[-1]:
-                return False          # consecutive lanes are far apart in the operand
-            if len(src_dims) == 1 and len(out_dims) == 1:
-                return plan.varying(op, src_dims[0], aligned)
-            # the group's linear index runs on by one per lane and, with whole blocks, never
-            # carries out of the operand's last dimension inside a block
-            return plan.whole_blocks(aligned, dims[d], src[src_dims[-1]]) \
-                and plan.varying(op, src_dims[-1], True)
+        if lane not in out_dims:
+            continue
+        if lane != out_dims[-1]:
+            return False              # consecutive lanes are far apart in the operand
+        if len(src_dims) == 1 and len(out_dims) == 1:
+            return plan.varying(op, plan.along(src_dims[0]), aligned)
+        # the group's linear index runs on by one per lane and, with whole blocks, never
+        # carries out of the operand's last dimension inside a block ...
+        inner = src[src_dims[-1]]
+        if plan.whole_blocks(aligned, dims[lane], inner):
+            return plan.varying(op, plan.along(src_dims[-1]), True)
+        # ... or a block covers whole runs of it and never carries out of the one before
+        outer = plan.lanes // inner
+        return len(src_dims) > 1 and plan.lanes % inner == 0 \
+            and plan.whole_blocks(aligned, dims[lane]) and src[src_dims[-2]] % outer == 0 \
+            and plan.varying(op, ((src_dims[-2], inner, outer), (src_dims[-1], 1, inner)), True)
     return False
 
 
-def _transpose_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
-    return plan.varying(inst.operands[0], inst.dimensions[d], aligned)
+def _merging_reshape_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes) -> bool:
+    """A reshape joining the dimensions a block's lanes run over (a group norm's groups back
+    into channels): when lane j is ``j`` elements on in the joined group, the operand's lanes
+    run along the group's last dimension, in whole blocks."""
+    op = inst.operands[0]
+    src, dims = op.shape.dims, inst.shape.dims
+    for src_dims, out_dims in common_factors(src, dims):
+        if {dim for dim, _, _ in d} <= set(out_dims):
+            stride = {dim: math.prod(dims[k] for k in out_dims if k > dim) for dim in out_dims}
+            linear = [sum((j // div) % mod * stride[dim] for dim, div, mod in d)
+                      for j in range(plan.lanes)]
+            return linear == list(range(plan.lanes)) \
+                and plan.whole_blocks(True, src[src_dims[-1]]) \
+                and plan.varying(op, plan.along(src_dims[-1]), True)
+    return False
 
 
-def _identity_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+def _transpose_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
+    return plan.varying(inst.operands[0],
+                        tuple((inst.dimensions[dim], div, mod) for dim, div, mod in d), aligned)
+
+
+def _identity_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
     return plan.varying(inst.operands[0], d, aligned)
 
 
@@ -196,27 +252,28 @@ def _slice_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) ->
     s = inst.slice.dims[d]
     op = inst.operands[0]
     return s.stride == 1 and plan.varying(
-        op, d, plan.whole_blocks(aligned, s.start, op.shape.dims[d]))
+        op, plan.along(d), plan.whole_blocks(aligned, s.start, op.shape.dims[d]))
 
 
 def _dynamic_slice_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
     op = inst.operands[0]
     whole = inst.dynamic_slice_sizes[d] == op.shape.dims[d]     # its start clamps to 0
-    return plan.varying(op, d, aligned and whole)
+    return plan.varying(op, plan.along(d), aligned and whole)
 
 
 def _dynamic_update_slice_plan(plan: _LanePlan, inst: HloInstruction, d: int,
                                aligned: bool) -> bool:
     base, update = inst.operands[:2]
     return update.shape.dims[d] == base.shape.dims[d] \
-        and plan.varying(base, d, aligned) and plan.varying(update, d, aligned)
+        and plan.varying(base, plan.along(d), aligned) \
+        and plan.varying(update, plan.along(d), aligned)
 
 
 def _concatenate_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
     if inst.dimensions[0] == d and not plan.whole_blocks(
             aligned, *(op.shape.dims[d] for op in inst.operands)):
         return False
-    return plan.operands(inst, d, aligned)
+    return plan.operands(inst, plan.along(d), aligned)
 
 
 def _pad_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
@@ -225,22 +282,27 @@ def _pad_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> b
     if (p.low, p.high, p.interior) != (0, 0, 0) and (
             p.interior or not plan.whole_blocks(aligned, p.low, op.shape.dims[d])):
         return False
-    return plan.varying(op, d, aligned)
+    return plan.varying(op, plan.along(d), aligned)
 
 
 def _reverse_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
-    return d not in inst.dimensions and plan.varying(inst.operands[0], d, aligned)
+    return d not in inst.dimensions and plan.varying(inst.operands[0], plan.along(d), aligned)
 
 
 def _iota_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
     return True
 
 
-_PLAN_RULES: dict[str, Callable[[_LanePlan, HloInstruction, int, bool], bool]] = {
+# rules for any lanes (elementwise ops keep them; broadcast, reshape and transpose move them)
+_PLAN_RULES: dict[str, Callable[[_LanePlan, HloInstruction, Lanes, bool], bool]] = {
     "convert": _convert_plan, "compare": _compare_plan, "select": _select_plan,
     "and": _logical_plan, "or": _logical_plan, "xor": _logical_plan, "not": _logical_plan,
     "broadcast": _broadcast_plan, "reshape": _reshape_plan, "transpose": _transpose_plan,
-    "copy": _identity_plan, "slice": _slice_plan, "dynamic-slice": _dynamic_slice_plan,
+    "copy": _identity_plan,
+}
+# rules for a lane dimension (their branches and offsets are per dimension)
+_DIMENSION_RULES: dict[str, Callable[[_LanePlan, HloInstruction, int, bool], bool]] = {
+    "slice": _slice_plan, "dynamic-slice": _dynamic_slice_plan,
     "dynamic-update-slice": _dynamic_update_slice_plan, "concatenate": _concatenate_plan,
     "pad": _pad_plan, "reverse": _reverse_plan, "iota": _iota_plan,
 }
@@ -313,14 +375,18 @@ class _RowEmitter(ElementalEmitter):
         vec = self.vector_type(inst)
         ptr = self.kb.buffer(et, leaf.ref, key=leaf.key)
         offset = self.kb.let(self.kb.index_type, self.offset(shape, index, leaf.key), "o")
-        stride = element_strides(shape)[self.plan.lane[id(inst)]]
-        if stride == 1:
+        parts = self.plan.lane[id(inst)]
+        strides = element_strides(shape)
+        if [sum((j // div) % mod * strides[dim] for dim, div, mod in parts)
+                for j in range(n)] == list(range(n)):            # lane j at offset + j
             raw = f"vload{n}(0, {ptr} + {offset})"
             expr = {"bf16": f"xla_bf16x{n}_to_float({raw})",
                     "pred": f"(convert_{vec}({raw}) != ({vec})0)"}.get(et.name, raw)
             return self.kb.let(vec, expr, "x")
-        step = self.kb.param(stride, key=(leaf.key, "stride", self.plan.lane[id(inst)]))
-        lanes = [cltypes.load(et, ptr, f"{offset} + {j} * {step}") for j in range(n)]
+        steps = [self.kb.param(strides[dim], key=(leaf.key, "stride", dim)) for dim, _, _ in parts]
+        lanes = [cltypes.load(et, ptr, offset + "".join(
+            f" + {(j // div) % mod} * {step}" for (_, div, mod), step in zip(parts, steps)))
+            for j in range(n)]
         if et.name == "pred":
             lanes = [f"-(int)({x})" for x in lanes]
         return self.kb.let(vec, f"({vec})({', '.join(lanes)})", "x")
@@ -382,7 +448,7 @@ _LOGICAL = {"and": "&", "or": "|", "xor": "^"}
 
 def _iota(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     d = int(inst.iota_dimension)
-    if d != em.plan.lane[id(inst)]:
+    if d != lane_dimension(em.plan.lane[id(inst)]):
         return em.splat(inst, em.scalar(inst, index))
     steps = ", ".join(str(j) for j in range(em.n))
     ints = f"((int{em.n})({index.exprs[d]}) + (int{em.n})({steps}))"

@@ -179,35 +179,41 @@ def test_a_causal_mask_from_iotas_with_pred_logic_and_a_scalar_select(monkeypatc
 GROUP_NORM = """HloModule gn
 fused {
   p0 = bf16[2,4,4,32] parameter(0)
-  p1 = f32[2,4] parameter(1)
-  p2 = f32[2,1,1,4,1] parameter(2)
+  p1 = f32[2,G] parameter(1)
+  p2 = f32[2,1,1,G,1] parameter(2)
   x = f32[2,4,4,32] convert(p0)
-  g = f32[2,4,4,4,8] reshape(x)
-  mean = f32[2,1,1,4,1] reshape(p1)
-  mb = f32[2,4,4,4,8] broadcast(mean), dimensions={0,1,2,3,4}
-  c = f32[2,4,4,4,8] subtract(g, mb)
-  sb = f32[2,4,4,4,8] broadcast(p2), dimensions={0,1,2,3,4}
-  n = f32[2,4,4,4,8] multiply(c, sb)
+  g = f32[2,4,4,G,C] reshape(x)
+  mean = f32[2,1,1,G,1] reshape(p1)
+  mb = f32[2,4,4,G,C] broadcast(mean), dimensions={0,1,2,3,4}
+  c = f32[2,4,4,G,C] subtract(g, mb)
+  sb = f32[2,4,4,G,C] broadcast(p2), dimensions={0,1,2,3,4}
+  n = f32[2,4,4,G,C] multiply(c, sb)
   back = f32[2,4,4,32] reshape(n)
   ROOT y = bf16[2,4,4,32] convert(back)
 }
 ENTRY e {
   a = bf16[2,4,4,32] parameter(0)
-  m = f32[2,4] parameter(1)
-  s = f32[2,1,1,4,1] parameter(2)
+  m = f32[2,G] parameter(1)
+  s = f32[2,1,1,G,1] parameter(2)
   ROOT f = bf16[2,4,4,32] fusion(a, m, s), kind=kLoop, calls=fused
 }"""
 
 
-def test_a_group_norm_splitting_channels_into_groups_takes_lanes_of_one_group(monkeypatch):
+@pytest.mark.parametrize("groups", [4, 8])
+def test_a_group_norm_splitting_channels_into_groups_takes_lanes_across_groups(monkeypatch,
+                                                                              groups):
+    """Groups of 8 or 4 channels, shorter than a block of 16 lanes: the block spans whole
+    groups, each lane reading its group's statistics."""
+    size = 32 // groups
+    text = GROUP_NORM.replace("G", str(groups)).replace("C", str(size))
     x = normal((2, 4, 4, 32)).astype(ml_dtypes.bfloat16)
-    m, s = normal((2, 4)), normal((2, 1, 1, 4, 1))
-    got = check(GROUP_NORM, x, m, s, monkeypatch=monkeypatch)
-    groups = x.astype(np.float32).reshape(2, 4, 4, 4, 8)
-    want = ((groups - m.reshape(2, 1, 1, 4, 1)) * s).reshape(2, 4, 4, 32)
+    m, s = normal((2, groups)), normal((2, 1, 1, groups, 1))
+    got = check(text, x, m, s, monkeypatch=monkeypatch)
+    parts = x.astype(np.float32).reshape(2, 4, 4, groups, size)
+    want = ((parts - m.reshape(2, 1, 1, groups, 1)) * s).reshape(2, 4, 4, 32)
     np.testing.assert_array_equal(got, want.astype(ml_dtypes.bfloat16))
-    rows, _ = _compile(GROUP_NORM, True, monkeypatch)
-    assert any(f"float{min(LANES, 8)} " in k for k in rows.program.kernel_texts.values())
+    rows, _ = _compile(text, True, monkeypatch)
+    assert any(f"float{min(LANES, 32)} " in k for k in rows.program.kernel_texts.values())
 
 
 MOVES = """HloModule moves
