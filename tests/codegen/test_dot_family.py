@@ -398,3 +398,19 @@ def test_locals_never_shadow_kernel_arguments():
     kb = KernelBuilder("k")
     arguments = {kb.scalar("float", 1.0) for _ in range(8)} | {kb.param(3) for _ in range(8)}
     assert not arguments & {kb.fresh(p) for p in ("s", "n", "a") for _ in range(20)}
+
+
+@pytest.mark.parametrize("layout, joined", [("2,1,0", True), ("2,0,1", False)])
+def test_contracting_axes_laid_out_as_one_are_one_axis(layout, joined):
+    """A weight gradient over a sequence of batches contracts [T, B, D] with [T, B, F] over
+    T and B: row-major, the two axes are one contraction of T*B (the packed form's); with B
+    outside T in memory they stay two."""
+    text = dot_module("f32", "12,8,40", "12,8,24", "40,24",
+                      "lhs_contracting_dims={0,1}, rhs_contracting_dims={0,1}",
+                      layouts=(layout, layout, "1,0"))
+    from runtime.target import CPU_AVX2
+    plan = plan_dot(contraction_parts(entry_root(text), "dot"), CPU_AVX2)
+    assert (len(plan.contracting), plan.form) == ((1, "packed") if joined else (2, "outer"))
+    a, b = rand(12, 8, 40), rand(12, 8, 24)
+    check(text, [a, b], np.einsum("tbd,tbf->df", a.astype(np.float64), b.astype(np.float64)),
+          atol=1e-4)

@@ -100,7 +100,25 @@ def _axes(dot: HloInstruction):
 
     def kept(axes):
         return tuple(ax for ax in axes if ax.size != 1)
-    return kept(batch), kept(lhs_free), kept(rhs_free), kept(contracting)
+    strides = {"lhs": element_strides(lhs), "rhs": element_strides(rhs)}
+    return kept(batch), kept(lhs_free), kept(rhs_free), _joined(kept(contracting), strides)
+
+
+def _joined(axes: tuple[DotAxis, ...], strides: dict) -> tuple[DotAxis, ...]:
+    """Contracting axes with neighbours laid out as one axis in both operands joined: a
+    weight gradient over a sequence of batches (``[T, B, D]`` contracted over ``T`` and
+    ``B``) is then a dot with one contracting axis, which the packed and inner forms take.
+    Index ``i`` of the joined axis is at ``i`` times the inner axis's stride."""
+    out: list[DotAxis] = []
+    for ax in axes:
+        prev = out[-1] if out else None
+        if prev is not None and all(
+                strides[side][prev.dim(side)] == strides[side][ax.dim(side)] * ax.size
+                for side in ("lhs", "rhs")):
+            out[-1] = DotAxis(prev.size * ax.size, ax.lhs, ax.rhs, None)
+        else:
+            out.append(ax)
+    return tuple(out)
 
 
 def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
