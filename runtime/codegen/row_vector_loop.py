@@ -99,7 +99,7 @@ def _plan(ctx: LoweringContext, inst: HloInstruction, row: int, minor: int,
 Lanes = tuple[tuple[int, int, int], ...]
 
 
-def lane_dimension(m: Lanes) -> int | None:
+def _lane_dimension(m: Lanes) -> int | None:
     """The lane dimension of a one-part map (lane j at ``first + j``), else None."""
     return m[0][0] if len(m) == 1 and m[0][1] == 1 else None
 
@@ -140,7 +140,7 @@ class _LanePlan:
         if rule is not None:
             return rule(self, inst, d, aligned)
         along = _DIMENSION_RULES.get(inst.opcode)
-        dim = lane_dimension(d)
+        dim = _lane_dimension(d)
         return along is not None and dim is not None and along(self, inst, dim, aligned)
 
     def operands(self, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
@@ -199,7 +199,7 @@ def _reshape_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool
     src, dims = op.shape.dims, inst.shape.dims
     if src == dims:
         return plan.varying(op, d, aligned)
-    lane = lane_dimension(d)
+    lane = _lane_dimension(d)
     if lane is None:
         return _merging_reshape_plan(plan, inst, d)
     for src_dims, out_dims in common_factors(src, dims):
@@ -448,7 +448,7 @@ _LOGICAL = {"and": "&", "or": "|", "xor": "^"}
 
 def _iota(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     d = int(inst.iota_dimension)
-    if d != lane_dimension(em.plan.lane[id(inst)]):
+    if d != _lane_dimension(em.plan.lane[id(inst)]):
         return em.splat(inst, em.scalar(inst, index))
     steps = ", ".join(str(j) for j in range(em.n))
     ints = f"((int{em.n})({index.exprs[d]}) + (int{em.n})({steps}))"
