@@ -82,12 +82,13 @@ def test_the_transpose_block_is_the_targets():
     assert "vload8" in lowered(TRANSPOSE, replace(CPU, transpose_block=8)).source
 
 
-def test_tile_vectors_shrink_to_tile_the_columns_exactly():
+def test_tile_vectors_shrink_to_tile_the_columns_exactly_where_the_overlap_costs():
     from runtime.codegen.families.tiles import vectors_for
     from runtime.target import CPU_AVX2
     tiles = CPU_AVX2.tiles                       # 3 vectors of 8 lanes
     assert vectors_for(768, 8, tiles) == 3       # 32 tiles of 24
     assert vectors_for(64, 8, tiles) == 2        # 24 does not divide 64, 16 does
+    assert vectors_for(1024, 8, tiles) == 3      # ... nor 1024, but 1032 computed is 0.8% more
     assert vectors_for(50257, 8, tiles) == 3     # nothing divides it: the widest tile
     assert vectors_for(20, 8, tiles) == 1        # fewer columns than one tile
     assert vectors_for(96, 16, CPU.tiles) == CPU.tiles.vectors   # 2 vectors: never shrunk
