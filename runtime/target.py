@@ -197,21 +197,22 @@ CPU = Target(
 # CPUs without AVX-512 (PoCL naming an AVX2 or older LLVM CPU; ``POCL_KERNELLIB_NAME=avx2`` makes
 # PoCL compile for one on any x86-64 CPU). With 16 registers of 256 bits the CPU's 8 x 2 float16
 # tile (16 accumulators of two registers each) spills; 4 rows of 3 float8 vectors (12
-# accumulators, 3 loads and 4 broadcasts per step; 2 vectors where 3 do not tile the columns,
-# ``tiles.vectors_for``) was the best of the shapes tried, and packing panels pays for row-major
-# columns too (64 KiB: within the 256 KiB second-level cache of common AVX2 CPUs; the figures
-# below are from 16 KiB panels, before the panel's copy was blocked). PoCL 3.1 compiling for
-# haswell against XLA with --xla_cpu_max_isa=AVX2 on the 2-core AMD EPYC (Zen 4), best of 5,
-# GFLOP/s of the CPU target's tiles / these / XLA: GPT-2's MLP 128x768x3072 98 / 143 / 176, its
-# logits 128x768x50257 (A @ B^T) 97 / 128 / 187, ViT's weight gradient 768x1040x192 (A^T @ B) 97
-# / 147 / 116; the twelve dot shapes of ``benchmarks/dot_shapes.py`` together 136 / 100 / 73 ms.
-# A panel is shared by 32 row blocks (128 rows, as the CPU target's 16 blocks of 8): GPT-2's MLP
-# 128x768x3072 126-148 -> 145-170 GFLOP/s, the whole model 216 -> 190 ms, best of 9 interleaved;
-# 16 where the row operand is strided along the contraction (A^T @ B: each tile step reads a new
-# cache line of it): ViT's 768x1040x192 weight gradient 154-157 GFLOP/s with 16, 128-136 with 32.
-# Vector loops and row reductions keep 512-bit vectors (a float16 is two registers there, more
-# work in flight): bench_ew_chain_4m 3.85 against 4.35 ms with float8, layernorm 1.22 against
-# 1.36 ms, reduce_8m 1.03 against 1.08 ms (best of 15).
+# accumulators, 3 loads and 4 broadcasts per step; 2 vectors where 3 overlap at a row's end by
+# more than 5% and 2 tile the columns, ``tiles.vectors_for``) was the best of the shapes tried,
+# and packing panels pays for row-major columns too (64 KiB: within the 256 KiB second-level
+# cache of common AVX2 CPUs; the figures below are from 16 KiB panels, before the panel's copy
+# was blocked). PoCL 3.1 compiling for haswell against XLA with --xla_cpu_max_isa=AVX2 on the
+# 2-core AMD EPYC (Zen 4), best of 5, GFLOP/s of the CPU target's tiles / these / XLA: GPT-2's
+# MLP 128x768x3072 98 / 143 / 176, its logits 128x768x50257 (A @ B^T) 97 / 128 / 187, ViT's
+# weight gradient 768x1040x192 (A^T @ B) 97 / 147 / 116; the twelve dot shapes of
+# ``benchmarks/dot_shapes.py`` together 136 / 100 / 73 ms. A panel is shared by 32 row blocks
+# (128 rows, as the CPU target's 16 blocks of 8): GPT-2's MLP 128x768x3072 126-148 -> 145-170
+# GFLOP/s, the whole model 216 -> 190 ms, best of 9 interleaved; 16 where the row operand is
+# strided along the contraction (A^T @ B: each tile step reads a new cache line of it): ViT's
+# 768x1040x192 weight gradient 154-157 GFLOP/s with 16, 128-136 with 32. Vector loops and row
+# reductions keep 512-bit vectors (a float16 is two registers there, more work in flight):
+# bench_ew_chain_4m 3.85 against 4.35 ms with float8, layernorm 1.22 against 1.36 ms, reduce_8m
+# 1.03 against 1.08 ms (best of 15).
 CPU_AVX2 = replace(
     CPU,
     name="cpu-avx2",
