@@ -112,7 +112,8 @@ class TileShape:
     # ``pack_panel_bytes`` (``Target.for_device`` lowers it to the device's local memory
     # where that is smaller; OpenCL promises 32 KiB)
     pack_min_rows: int = 16
-    pack_long_min_rows: int = 64        # A @ B^T over a contraction this long (below) or longer
+    # ... and A @ B^T over a contraction of ``pack_long_contraction`` or more from this many
+    pack_long_min_rows: int = 64
     pack_long_contraction: int = 1024
     pack_row_group: int = 16
     pack_panel_bytes: int = 32 * 1024

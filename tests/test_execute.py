@@ -299,16 +299,16 @@ def test_steps_sharing_a_kernel_set_their_scalars_once_and_compute_their_own_siz
     launches = list(launches_in(exe.program.plan))
     assert len({s.kernel for s in launches}) < len(launches)
     import pyopencl as cl
-    calls, per_argument = [], []   # set_args calls; steps bound in this run
+    calls, bound = [], []     # set_args calls; steps bound in this run
     original = cl.Kernel.set_args
     monkeypatch.setattr(cl.Kernel, "set_args",
                         lambda self, *args: calls.append(self) or original(self, *args))
     bind = Executable._bind_arguments
     monkeypatch.setattr(Executable, "_bind_arguments",
-                        lambda self, step, b: per_argument.append(step) or bind(self, step, b))
+                        lambda self, step, b: bound.append(step) or bind(self, step, b))
     rng = np.random.default_rng(0)
     for _ in range(2):
-        per_argument.clear()
+        bound.clear()
         x = rng.standard_normal(8).astype(np.float32)
         y = rng.standard_normal(16).astype(np.float32)
         a, b = exe(x, y)
@@ -318,5 +318,5 @@ def test_steps_sharing_a_kernel_set_their_scalars_once_and_compute_their_own_siz
         np.testing.assert_allclose(a, want_a, rtol=1e-5)
         np.testing.assert_allclose(b, want_b, rtol=1e-5)
         # a run binds each step's arguments once, not again at each of the 5 iterations
-        assert len(per_argument) <= len(launches)
+        assert len(bound) <= len(launches)
     assert len(calls) <= len(launches)

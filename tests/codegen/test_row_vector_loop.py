@@ -179,22 +179,22 @@ def test_a_causal_mask_from_iotas_with_pred_logic_and_a_scalar_select(monkeypatc
 GROUP_NORM = """HloModule gn
 fused {
   p0 = bf16[2,4,4,32] parameter(0)
-  p1 = f32[2,G] parameter(1)
-  p2 = f32[2,1,1,G,1] parameter(2)
+  p1 = f32[2,$G] parameter(1)
+  p2 = f32[2,1,1,$G,1] parameter(2)
   x = f32[2,4,4,32] convert(p0)
-  g = f32[2,4,4,G,C] reshape(x)
-  mean = f32[2,1,1,G,1] reshape(p1)
-  mb = f32[2,4,4,G,C] broadcast(mean), dimensions={0,1,2,3,4}
-  c = f32[2,4,4,G,C] subtract(g, mb)
-  sb = f32[2,4,4,G,C] broadcast(p2), dimensions={0,1,2,3,4}
-  n = f32[2,4,4,G,C] multiply(c, sb)
+  g = f32[2,4,4,$G,$C] reshape(x)
+  mean = f32[2,1,1,$G,1] reshape(p1)
+  mb = f32[2,4,4,$G,$C] broadcast(mean), dimensions={0,1,2,3,4}
+  c = f32[2,4,4,$G,$C] subtract(g, mb)
+  sb = f32[2,4,4,$G,$C] broadcast(p2), dimensions={0,1,2,3,4}
+  n = f32[2,4,4,$G,$C] multiply(c, sb)
   back = f32[2,4,4,32] reshape(n)
   ROOT y = bf16[2,4,4,32] convert(back)
 }
 ENTRY e {
   a = bf16[2,4,4,32] parameter(0)
-  m = f32[2,G] parameter(1)
-  s = f32[2,1,1,G,1] parameter(2)
+  m = f32[2,$G] parameter(1)
+  s = f32[2,1,1,$G,1] parameter(2)
   ROOT f = bf16[2,4,4,32] fusion(a, m, s), kind=kLoop, calls=fused
 }"""
 
@@ -205,7 +205,7 @@ def test_a_group_norm_splitting_channels_into_groups_takes_lanes_across_groups(m
     """Groups of 8 or 4 channels, shorter than a block of 16 lanes: the block spans whole
     groups, each lane reading its group's statistics."""
     size = 32 // groups
-    text = GROUP_NORM.replace("G", str(groups)).replace("C", str(size))
+    text = GROUP_NORM.replace("$G", str(groups)).replace("$C", str(size))
     x = normal((2, 4, 4, 32)).astype(ml_dtypes.bfloat16)
     m, s = normal((2, groups)), normal((2, 1, 1, groups, 1))
     got = check(text, x, m, s, monkeypatch=monkeypatch)

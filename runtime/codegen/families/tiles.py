@@ -154,6 +154,10 @@ def lanes_for(acc: Accumulation, columns: int, tiles: TileShape) -> int | None:
     return lanes if lanes <= columns else None
 
 
+# computed columns per needed column up to which the widest tile is kept
+_OVERLAP = 1.05
+
+
 def vectors_for(columns: int, lanes: int, tiles: TileShape) -> int:
     """Vectors per tile row: ``tiles.vectors``, or fewer when fewer tile a column count that
     ``tiles.vectors`` does not and its overlap would cost more than a few percent (the last
@@ -170,10 +174,6 @@ def vectors_for(columns: int, lanes: int, tiles: TileShape) -> int:
         if columns % (vectors * lanes) == 0:
             return vectors
     return tiles.vectors
-
-
-# computed columns per needed column up to which the widest tile is kept
-_OVERLAP = 1.05
 
 
 def rows_for(count: int, tiles: TileShape) -> int:
