@@ -32,7 +32,9 @@ _ARITHMETIC: dict[str, Callable[[int, int], int]] = {
     "add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
     "multiply": lambda a, b: a * b,
 }
-_SCALAR_OPS = frozenset(_ARITHMETIC) | {"compare", "convert"}
+# a copy of the counter: copy insertion copies the incremented counter into the body's result
+# where the old one is still read after the increment (a scan writing step i's output)
+_SCALAR_OPS = frozenset(_ARITHMETIC) | {"compare", "convert", "copy"}
 
 
 def trip_count(loop: HloInstruction) -> int | None:

@@ -57,6 +57,10 @@ def _while(module):
     (loop().replace("init = (s32[], f32[4]) tuple(z, x)",
                     "t0 = (s32[], f32[4]) tuple(z, x)\n  g = s32[] get-tuple-element(t0), index=0\n"
                     "  c = s32[] copy(g)\n  init = (s32[], f32[4]) tuple(c, x)"), 7),
+    # the next counter copied into the body's result, as copy insertion leaves it where the
+    # body still reads the old counter after the increment
+    (loop().replace("ROOT out = (s32[], f32[4]) tuple(j, y)",
+                    "jc = s32[] copy(j)\n  ROOT out = (s32[], f32[4]) tuple(jc, y)"), 7),
 ])
 def test_counted_loops_before_and_after_fusion(text, count):
     assert trip_count(_while(runtime.parse(text))) == count
