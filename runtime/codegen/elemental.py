@@ -581,7 +581,7 @@ def _map(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     return em.call(inst.to_apply, args)
 
 
-def _accumulators(em: ElementalEmitter, inits: list[HloInstruction]) -> list[str]:
+def accumulators(em: ElementalEmitter, inits: list[HloInstruction]) -> list[str]:
     accs = []
     for init in inits:
         v = em.value(init, SCALAR)
@@ -589,7 +589,7 @@ def _accumulators(em: ElementalEmitter, inits: list[HloInstruction]) -> list[str
     return accs
 
 
-def _combine(em: ElementalEmitter, comp: HloComputation, accs: list[str], xs: list[Value]) -> None:
+def combine(em: ElementalEmitter, comp: HloComputation, accs: list[str], xs: list[Value]) -> None:
     new = em.call(comp, list(accs) + list(xs))
     new_vals = list(new) if isinstance(new, tuple) else [new]
     if len(new_vals) != len(accs):
@@ -667,7 +667,7 @@ def _reduce(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     dims = tuple(inst.dimensions)
     src = _shape(inputs[0])
     key = ("reduce", id(inst))
-    accs = _accumulators(em, inits)
+    accs = accumulators(em, inits)
     loop_vars, blocks = _loops(em, [(src.dims[d], (key, d)) for d in dims],
                                accumulation_subtracts(inst.to_apply, inputs))
     exprs, kept = [], iter(index.exprs)
@@ -675,7 +675,7 @@ def _reduce(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     for d in range(src.rank):
         exprs.append(by_dim[d] if d in by_dim else next(kept))
     xs = [em.value(x, Index(tuple(exprs))) for x in inputs]
-    _combine(em, inst.to_apply, accs, xs)
+    combine(em, inst.to_apply, accs, xs)
     _close(blocks)
     return accs[0] if n == 1 else tuple(accs)
 
@@ -711,15 +711,15 @@ def _reduce_window(em: ElementalEmitter, inst: HloInstruction, index: Index) -> 
     inputs, inits = inst.operands[:n], inst.operands[n:]
     window = inst.window
     key = ("rw", id(inst))
-    accs = _accumulators(em, inits)
+    accs = accumulators(em, inits)
     init_vals = [em.value(i, SCALAR) for i in inits]
     exprs, valid, blocks, _ = _window_positions(em, inst, window, index, inputs[0].shape.dims, key,
                                                 accumulation_subtracts(inst.to_apply, inputs))
     with em.block(f"if ({valid})"):
         xs = [em.value(x, Index(exprs)) for x in inputs]
-        _combine(em, inst.to_apply, accs, xs)
+        combine(em, inst.to_apply, accs, xs)
     with em.block("else"):
-        _combine(em, inst.to_apply, accs, init_vals)
+        combine(em, inst.to_apply, accs, init_vals)
     _close(blocks)
     return accs[0] if n == 1 else tuple(accs)
 
@@ -950,5 +950,5 @@ def is_elemental(inst: HloInstruction) -> bool:
 
 
 __all__ = ["ElementalEmitter", "Index", "BufferLeaf", "ValueLeaf", "RULES", "SCALAR",
-           "pad_source", "update_window",
+           "pad_source", "update_window", "accumulators", "combine",
            "layout_key", "is_elemental", "row_major", "element_strides", "Shape"]

@@ -47,7 +47,7 @@ def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction
     out = inst.shape
     if not isinstance(out, ArrayShape) or out.element_count == 0:
         return None
-    compute = _COMPUTE.get(out.element_type.name)
+    compute = VECTOR_COMPUTE.get(out.element_type.name)
     if compute is None:
         return None
     lanes = E.vector_lanes("add", compute, ctx.target.vector_bits)
@@ -71,9 +71,9 @@ def _vectorizes(inst: HloInstruction, out: ArrayShape, operands: dict, mapped: d
     if id(inst) in seen:
         return True
     seen.add(id(inst))
-    compute = _COMPUTE[out.element_type.name]
+    compute = VECTOR_COMPUTE[out.element_type.name]
     shape = inst.shape
-    if not isinstance(shape, ArrayShape) or _COMPUTE.get(shape.element_type.name) != compute:
+    if not isinstance(shape, ArrayShape) or VECTOR_COMPUTE.get(shape.element_type.name) != compute:
         return False
     if id(inst) in operands:
         leaf = operands[id(inst)].shape
@@ -109,9 +109,10 @@ def _kept_order(inst: HloInstruction) -> tuple[int, ...] | None:
     return tuple(mapping)
 
 
-# the element types a vector loop computes, by the element type each computes in: bf16 values
-# are widened to f32 exactly on load and rounded back after each operation that is not exact
-_COMPUTE = {"f32": "f32", "bf16": "f32", "f64": "f64"}
+# the element types a vector loop (and a contraction's vector epilogue) computes, by the element
+# type each computes in: bf16 values are widened to f32 exactly on load and rounded back after
+# each operation that is not exact
+VECTOR_COMPUTE = {"f32": "f32", "bf16": "f32", "f64": "f64"}
 
 
 # how instructions over an operand map the operand's dimensions onto the output's
@@ -177,7 +178,7 @@ class _VectorEmitter:
         if inst.opcode == "convert":
             value = args[0]
         else:
-            compute = _COMPUTE[et.name]
+            compute = VECTOR_COMPUTE[et.name]
             value = arithmetic(inst.opcode, compute, compute, args, lanes=self.lanes)
             if not E.rounds(inst.opcode):
                 return kb.let(vec, value)

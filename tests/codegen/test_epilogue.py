@@ -3,6 +3,7 @@ a residual of the output's shape and a degenerate broadcast (``[1,n,c]`` over a 
 computed on vectors and stored whole, with XLA's values, on full tiles and ragged edges; an
 epilogue without a vector form keeps the element-by-element path."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -85,3 +86,31 @@ def test_an_epilogue_without_a_vector_form_keeps_the_element_path():
                           "wide = f32[2,16,72]{2,1,0} parameter(4)\n"
                           "  res = f32[2,16,64]{2,1,0} slice(wide), slice={[0:2], [0:16], [0:64]}")
     assert not has_vector_form(sliced)
+
+
+
+BF16_MLP = MLP.replace("f32[", "bf16[")
+
+
+@pytest.mark.parametrize("target", [CPU, CPU_AVX2])
+def test_a_bf16_epilogue_is_computed_on_f32_vectors_and_stored_as_bf16_vectors(target):
+    source = lower(run(runtime.parse(BF16_MLP.format(b=2, n=16, k=24, c=64)), target),
+                   target).source
+    lanes = target.tile_lanes(32)
+    assert f"vstore{lanes}(xla_float_to_bf16x{lanes}(" in source
+    assert f"xla_round_bf16x{lanes}(xla_tanh_float{lanes}(" in source
+
+
+@pytest.mark.parametrize("b, n, k, c", [(2, 16, 24, 64), (3, 13, 20, 40)])
+def test_a_bf16_epilogue_has_the_bits_of_one_kernel_per_op(b, n, k, c):
+    """Each op's result is rounded to bf16 as the unfused program stores it, so the fused
+    vector epilogue and one kernel per op agree bit for bit, on full and ragged tiles."""
+    text = BF16_MLP.format(b=b, n=n, k=k, c=c)
+    rng = np.random.default_rng(b * n + c)
+    args = [(rng.standard_normal(s) * 0.3).astype(ml_dtypes.bfloat16)
+            for s in ((b, n, k), (k, c), (c,), (1, n, c), (b, n, c))]
+    got = np.asarray(runtime.compile(text)(*args))
+    reference = np.asarray(runtime.compile(text, fusion=False)(*args))
+    np.testing.assert_array_equal(got.view(np.uint16), reference.view(np.uint16))
+    want = expected(*(a.astype(np.float32) for a in args))
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=0.05, atol=0.05)

@@ -19,12 +19,16 @@ from ...hlo.shape import ArrayShape
 from .. import cltypes, templates as E
 from ..elemental import BufferLeaf, ElementalEmitter, Index, arithmetic, element_strides
 from ..kernel import argument_value
+from ..vector_loop import VECTOR_COMPUTE
 
 
 def vectorizes(root: HloInstruction, op: HloInstruction, em: ElementalEmitter,
                column_dim: int, bits: int) -> bool:
     """Whether the epilogue from ``op`` up to ``root`` has a vector form (see the module)."""
     out = op.shape
+    compute = VECTOR_COMPUTE.get(out.element_type.name)
+    if compute is None:
+        return False
     seen: set[int] = set()
 
     def check(inst: HloInstruction) -> bool:
@@ -49,7 +53,7 @@ def vectorizes(root: HloInstruction, op: HloInstruction, em: ElementalEmitter,
             return (isinstance(em.leaves.get((id(source), ())), BufferLeaf)
                     and source.shape.element_type is out.element_type)
         return (shape.dims == out.dims
-                and E.vector_lanes(inst.opcode, out.element_type, bits) is not None
+                and E.vector_lanes(inst.opcode, compute, bits) is not None
                 and all(check(o) for o in inst.operands))
     return check(root)
 
@@ -64,12 +68,18 @@ class VectorEpilogue:
         self.em, self.kb, self.root, self.op = em, em.kb, root, op
         self.column_dim, self.lanes = column_dim, lanes
         self.et = op.shape.element_type
+        self.compute = VECTOR_COMPUTE[self.et.name]
         self.scalar = cltypes.compute_type(self.et)
         self.vec = f"{self.scalar}{lanes}"
 
     def vector(self, value: str, index: tuple[str, ...]) -> str:
-        memo: dict[int, str] = {id(self.op): value}
+        """The epilogue's vector; ``value`` is the contraction's accumulator (its result is
+        that rounded to a narrow element type)."""
+        memo: dict[int, str] = {id(self.op): self._rounded(value)}
         return self._value(self.root, index, memo)
+
+    def _rounded(self, value: str) -> str:
+        return f"xla_round_bf16x{self.lanes}({value})" if self.et.name == "bf16" else value
 
     def _value(self, inst: HloInstruction, index: tuple[str, ...], memo: dict) -> str:
         if id(inst) not in memo:
@@ -93,8 +103,8 @@ class VectorEpilogue:
             assert isinstance(leaf, BufferLeaf)
             return self._load(leaf, index, tuple(inst.dimensions))
         args = [self._value(o, index, memo) for o in inst.operands]
-        return kb.let(vec, arithmetic(inst.opcode, self.et, self.et, args, lanes=self.lanes),
-                      "ev")
+        value = arithmetic(inst.opcode, self.compute, self.compute, args, lanes=self.lanes)
+        return kb.let(vec, self._rounded(value) if E.rounds(inst.opcode) else value, "ev")
 
     def _load(self, leaf: BufferLeaf, index: tuple[str, ...], mapping: tuple[int, ...]) -> str:
         """The leaf's elements at the output positions of the vector: its dimension k is the
@@ -113,6 +123,9 @@ class VectorEpilogue:
         stride = element_strides(leaf.shape)[along]
         if stride == 1 and cltypes.storage_type(self.et) == self.scalar:
             return kb.let(vec, f"vload{lanes}(0, {ptr} + {first})", "ev")
+        if stride == 1 and self.et.name == "bf16":
+            return kb.let(vec, f"xla_bf16x{lanes}_to_float(vload{lanes}(0, {ptr} + {first}))",
+                          "ev")
         step = kb.param(stride, key=(leaf.key, "stride", along))
         elements = ", ".join(cltypes.load(self.et, ptr, f"{first} + {i} * {step}")
                              for i in range(lanes))

@@ -102,18 +102,22 @@ class Accumulation:
             source = cltypes.storage_type(et)
         return loaded if source == self.scalar else f"convert_{vec}({loaded})"
 
-    def stores_directly(self, et: ElementType) -> bool:
-        """Whether accumulators are ``et``'s stored bits as they are (no rounding, no
-        narrowing), so whole vectors can be stored."""
+    def stores_vectors(self, et: ElementType) -> bool:
+        """Whether whole vectors of accumulators can be stored as ``et``: they are its stored
+        bits as they are (no rounding, no narrowing), or f32 values stored as bf16 (rounded
+        and narrowed lane by lane as the scalar path does)."""
         storage = cltypes.storage_type(et)
         if self.is_float:
-            return storage == self.scalar
+            return storage == self.scalar or (et.name == "bf16" and self.scalar == "float")
         return cltypes.C_BITS[storage] == cltypes.C_BITS[self.scalar]
 
     def store_vector(self, et: ElementType, value: str, ptr: str, offset: str,
                      lanes: int) -> str:
         storage = cltypes.storage_type(et)
-        bits = value if storage == self.scalar else f"as_{storage}{lanes}({value})"
+        if et.name == "bf16":
+            bits = f"xla_float_to_bf16x{lanes}(xla_round_bf16x{lanes}({value}))"
+        else:
+            bits = value if storage == self.scalar else f"as_{storage}{lanes}({value})"
         return f"vstore{lanes}({bits}, 0, {ptr} + {offset});"
 
 
@@ -372,10 +376,10 @@ class OutputWriter:
 
     def can_store_rows(self, column_dim: int, lanes: int) -> bool:
         """Whether whole tile rows of ``lanes``-lane vectors may be stored as vectors: the
-        output is in a type whose bits the accumulators already are, ``column_dim`` (the
-        tile's columns) is contiguous in it, and it is the contraction's value or an
-        epilogue with a vector form (``epilogue.vectorizes``)."""
-        if not (self.acc.stores_directly(self.shape.element_type)
+        accumulators store as the output's type (``Accumulation.stores_vectors``),
+        ``column_dim`` (the tile's columns) is contiguous in it, and it is the contraction's
+        value or an epilogue with a vector form (``epilogue.vectorizes``)."""
+        if not (self.acc.stores_vectors(self.shape.element_type)
                 and element_strides(self.shape)[column_dim] == 1):
             return False
         c = self.contraction
