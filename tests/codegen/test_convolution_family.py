@@ -210,3 +210,38 @@ def test_narrow_form_needs_contiguous_input_features_and_no_groups():
                           ", feature_group_count=2")
     conv = runtime.parse(grouped).entry.root
     assert plan_convolution(contraction_parts(conv, "convolution"), CPU) is None
+
+
+GROUP_LANE_CASES = [
+    # depthwise 7x7 (NHWC, channels contiguous: vector loads), strided 3x3 with a ragged
+    # channel block, and NCHW (channels strided: gathers)
+    ((2, 12, 12, 32), (7, 7, 1, 32), "size=7x7 pad=3_3x3_3", "b01f_01io->b01f",
+     dict(size=(7, 7), pad=((3, 3), (3, 3)), feature_groups=32), ", feature_group_count=32"),
+    ((1, 9, 9, 20), (3, 3, 1, 20), "size=3x3 stride=2x2 pad=1_1x1_1", "b01f_01io->b01f",
+     dict(size=(3, 3), stride=(2, 2), pad=((1, 1), (1, 1)), feature_groups=20),
+     ", feature_group_count=20"),
+    ((2, 16, 7, 7), (16, 1, 3, 3), "size=3x3 pad=1_1x1_1", "bf01_oi01->bf01",
+     dict(size=(3, 3), pad=((1, 1), (1, 1)), feature_groups=16), ", feature_group_count=16"),
+    # two input features per group, and a depthwise kernel's gradient (JAX's form: batch
+    # groups, the image batch as the input features, channels as the batch)
+    ((1, 8, 8, 32), (3, 3, 2, 16), "size=3x3 pad=1_1x1_1", "b01f_01io->b01f",
+     dict(size=(3, 3), pad=((1, 1), (1, 1)), feature_groups=16), ", feature_group_count=16"),
+    ((4, 10, 10, 32), (4, 10, 10, 32), "size=10x10 pad=1_1x1_1", "f01b_i01o->01bf",
+     dict(size=(10, 10), pad=((1, 1), (1, 1)), batch_groups=32), ", batch_group_count=32"),
+]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, window, labels, ref, groups", GROUP_LANE_CASES)
+def test_one_output_feature_per_group_runs_groups_across_lanes(x_shape, w_shape, window, labels,
+                                                               ref, groups):
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    w = RNG.standard_normal(w_shape).astype(np.float32)
+    want = convolution(x.astype(np.float64), w.astype(np.float64), labels, **ref)
+    text = conv_module("f32", dims(x_shape), dims(w_shape), dims(want.shape), window, labels,
+                       groups)
+    plan = plan_convolution(contraction_parts(runtime.parse(text).entry.root, "convolution"),
+                            CPU)
+    assert plan is not None and plan.group_lanes
+    exe = runtime.compile(text)
+    assert "fma(" in exe.program.source
+    np.testing.assert_allclose(exe(x, w), want, rtol=1e-5, atol=1e-4)

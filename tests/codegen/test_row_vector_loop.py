@@ -7,45 +7,20 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import runtime
-from runtime import compiler
-from runtime.codegen import registry, row_vector_loop
-from runtime.execution import program_cache
+from runtime.codegen import row_vector_loop
 from runtime.execution.device import get_device
 from runtime.target import Target
+from tests.codegen.rule_toggle import compile_with
 
 RNG = np.random.default_rng(11)
 LANES = Target.for_device(get_device()).lanes(32)
 
 
-def _compile(text: str, with_rows: bool, monkeypatch) -> tuple[runtime.Executable, list]:
-    """The executable, and the instructions the row vector form took."""
-    took: list[str] = []
-    rule = row_vector_loop.row_vector_loop
-
-    def recording(ctx, inst, root, params):
-        steps = rule(ctx, inst, root, params)
-        if steps is not None:
-            took.append(inst.name)
-        return steps
-    rules = registry.rules
-    monkeypatch.setattr(program_cache, "load", lambda key: None)    # lower it here and now
-    monkeypatch.setattr(registry, "rules", lambda key, target: [
-        recording if r is rule else r for r in rules(key, target)
-        if with_rows or r is not rule])
-    compiler.clear_cache()
-    try:
-        return runtime.compile(text), took
-    finally:
-        monkeypatch.undo()
-        compiler.clear_cache()
-
-
 def check(text: str, *args, monkeypatch, taken: bool = True, exact: bool = True):
     """Both forms agree exactly (``exact=False``: to a few ulps, for library functions whose
     vector and scalar forms differ); ``taken``: the row vector form computed a kernel."""
-    rows, took = _compile(text, True, monkeypatch)
-    scalar, _ = _compile(text, False, monkeypatch)
+    rows, took = compile_with(text, row_vector_loop.row_vector_loop, True, monkeypatch)
+    scalar, _ = compile_with(text, row_vector_loop.row_vector_loop, False, monkeypatch)
     assert bool(took) is taken, rows.program.source
     got, want = rows(*args), scalar(*args)
     for g, w in zip(got if isinstance(got, tuple) else (got,),
@@ -212,7 +187,7 @@ def test_a_group_norm_splitting_channels_into_groups_takes_lanes_across_groups(m
     parts = x.astype(np.float32).reshape(2, 4, 4, groups, size)
     want = ((parts - m.reshape(2, 1, 1, groups, 1)) * s).reshape(2, 4, 4, 32)
     np.testing.assert_array_equal(got, want.astype(ml_dtypes.bfloat16))
-    rows, _ = _compile(text, True, monkeypatch)
+    rows, _ = compile_with(text, row_vector_loop.row_vector_loop, True, monkeypatch)
     assert any(f"float{min(LANES, 32)} " in k for k in rows.program.kernel_texts.values())
 
 
@@ -323,7 +298,8 @@ ENTRY e {
 def test_an_update_in_place_writes_only_its_window_in_blocks(monkeypatch):
     a, h = normal((6, 4, 32)), np.abs(normal((4, 32))) * 2
     for t in (0, 3, 7):
-        rows, took = _compile(IN_PLACE_UPDATE, True, monkeypatch)
+        rows, took = compile_with(IN_PLACE_UPDATE, row_vector_loop.row_vector_loop, True,
+                                  monkeypatch)
         assert "y" in took
         got = check(IN_PLACE_UPDATE, a, h, np.int32(t), monkeypatch=monkeypatch)
         want = 2 * a

@@ -8,11 +8,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import runtime
-from runtime import compiler
-from runtime.codegen import registry
 from runtime.codegen.families import scan
-from runtime.execution import program_cache
+from tests.codegen.rule_toggle import compile_with
 
 RNG = np.random.default_rng(5)
 
@@ -50,32 +47,10 @@ ENTRY e {{
 }}"""
 
 
-def _compile(text: str, with_scan: bool, monkeypatch) -> tuple[runtime.Executable, bool]:
-    """The executable, and whether the scan kernel took the reduce-window."""
-    took: list[str] = []
-    rule = scan.lower_scan
-
-    def recording(ctx, inst):
-        steps = rule(ctx, inst)
-        if steps is not None:
-            took.append(inst.name)
-        return steps
-    rules = registry.rules
-    monkeypatch.setattr(program_cache, "load", lambda key: None)
-    monkeypatch.setattr(registry, "rules", lambda key, target: [
-        recording if r is rule else r for r in rules(key, target) if with_scan or r is not rule])
-    compiler.clear_cache()
-    try:
-        return runtime.compile(text), bool(took)
-    finally:
-        monkeypatch.undo()
-        compiler.clear_cache()
-
-
 def check(text: str, x: np.ndarray, monkeypatch, *, taken: bool = True) -> np.ndarray:
-    fast, took = _compile(text, True, monkeypatch)
-    assert took is taken, fast.program.source
-    element, _ = _compile(text, False, monkeypatch)
+    fast, took = compile_with(text, scan.lower_scan, True, monkeypatch)
+    assert bool(took) is taken, fast.program.source
+    element, _ = compile_with(text, scan.lower_scan, False, monkeypatch)
     got, want = np.asarray(fast(x)), np.asarray(element(x))
     np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
     return got
