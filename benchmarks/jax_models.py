@@ -2,8 +2,16 @@
 a BERT-style encoder train step (exact GELU, padding mask, tied read-out, AdamW), a bf16 UNet
 forward pass (group norm, SiLU, max pooling, nearest upsampling, skip concatenation), an LSTM
 language model train step (``lax.scan``: a while loop), a MobileNet-style train step
-(depthwise convolutions, batch norm, ReLU6) and a mixed-precision transformer block train step
-(bf16 matmuls accumulating in f32, causal attention). Train steps donate their state.
+(depthwise convolutions, batch norm, ReLU6), a mixed-precision transformer block train step
+(bf16 matmuls accumulating in f32, causal attention), a bidirectional GRU train step (two
+scans, one reversed), a conv VAE train step (strided convolutions, ``conv_transpose``, average
+pooling, Adam with a step counter), a mixture-of-experts layer train step (router softmax,
+``top_k``, capacity slots from a cumsum, scatter-add dispatch, gather combine), a bf16
+T5-style encoder forward pass (relative position buckets, a gathered bias, gated GELU,
+cumsum), a ConvNeXt train step (7x7 depthwise convolutions, layer norm over channels, max
+pooling whose gradient is select-and-scatter), a diffusion sampler (``fori_loop`` with a
+``cond`` inside) and a kNN forward pass (``top_k``, ``argsort``, ``take_along_axis``).
+Train steps donate their state.
 
 Each program is written as ``NAME.hlo`` (``jax.jit(f).lower(...).as_text('hlo')``) and
 ``NAME.npz`` (inputs ``arg_i`` and XLA CPU's outputs ``out_i``, bf16 stored as its raw
@@ -197,9 +205,302 @@ def mixed():
         return l, jax.tree.map(lambda p, g: p - 1e-2 * g, p, g)
     return step, (p, x), (0,)
 
+def rms_norm(x, s, eps=1e-6):
+    return x * lax.rsqrt((x * x).mean(-1, keepdims=True) + eps) * s
+
+
+def xent(logits, labels):
+    lp = jax.nn.log_softmax(logits)
+    return -jnp.mean(jnp.take_along_axis(lp, labels[..., None], -1))
+
+# 1 ---------------------------------------------------------------------------------------
+def gru_bidir():
+    """A bidirectional GRU classifier train step: forward scan and a reverse=True scan."""
+    T, B, E, H, V, C = 40, 16, 96, 192, 2000, 10
+    p = {"emb": normal((V, E), 0.1)}
+    for d in ("f", "b"):
+        p.update({f"{d}_wx": normal((E, 3*H), 1/np.sqrt(E)), f"{d}_wh": normal((H, 3*H), 1/np.sqrt(H)),
+                  f"{d}_bx": np.zeros(3*H, np.float32), f"{d}_bh": np.zeros(3*H, np.float32)})
+    p["out"] = normal((2*H, C), 1/np.sqrt(2*H)); p["ob"] = np.zeros(C, np.float32)
+    tokens = rng.integers(0, V, (B, T)).astype(np.int32)
+    labels = rng.integers(0, C, (B,)).astype(np.int32)
+
+    def run(p, d, xs, reverse):
+        gx = xs @ p[f"{d}_wx"] + p[f"{d}_bx"]           # [T, B, 3H], hoisted out of the loop
+
+        def cell(h, g):
+            gh = h @ p[f"{d}_wh"] + p[f"{d}_bh"]
+            xr, xz, xn = jnp.split(g, 3, -1); hr, hz, hn = jnp.split(gh, 3, -1)
+            r = jax.nn.sigmoid(xr + hr); z = jax.nn.sigmoid(xz + hz)
+            n = jnp.tanh(xn + r * hn)
+            h = (1 - z) * n + z * h
+            return h, h
+        _, hs = lax.scan(cell, jnp.zeros((B, H)), gx, reverse=reverse)
+        return hs
+
+    def loss(p, tokens, labels):
+        xs = p["emb"][tokens].transpose(1, 0, 2)          # [T, B, E]
+        hs = jnp.concatenate([run(p, "f", xs, False), run(p, "b", xs, True)], -1)
+        logits = hs.mean(0) @ p["out"] + p["ob"]
+        return xent(logits, labels)
+
+    def step(p, tokens, labels):
+        l, g = jax.value_and_grad(loss)(p, tokens, labels)
+        return l, jax.tree.map(lambda p, g: p - 0.5 * g, p, g)
+    return step, (p, tokens, labels), (0,)
+
+# 2 ---------------------------------------------------------------------------------------
+def vae():
+    """A conv VAE train step: strided convs, conv_transpose decoder, avg pool, BCE + KL, Adam."""
+    B, Hh, Z = 16, 32, 32
+    dn = ("NHWC", "HWIO", "NHWC")
+
+    def cw(k, ci, co): return normal((k, k, ci, co), 1/np.sqrt(k*k*ci))
+    p = {"e1": cw(3, 3, 32), "e1b": np.zeros(32, np.float32), "e2": cw(3, 32, 64), "e2b": np.zeros(64, np.float32),
+         "e3": cw(3, 64, 64), "e3b": np.zeros(64, np.float32),
+         "mu": normal((4*4*64, Z), 1/32), "mub": np.zeros(Z, np.float32),
+         "lv": normal((4*4*64, Z), 1/32), "lvb": np.zeros(Z, np.float32),
+         "d0": normal((Z, 8*8*64), 1/np.sqrt(Z)), "d0b": np.zeros(8*8*64, np.float32),
+         "d1": cw(4, 64, 32), "d1b": np.zeros(32, np.float32), "d2": cw(4, 32, 3), "d2b": np.zeros(3, np.float32)}
+    x = rng.uniform(0, 1, (B, Hh, Hh, 3)).astype(np.float32)
+    eps = rng.standard_normal((B, Z)).astype(np.float32)
+
+    def conv(x, w, b, s):
+        return lax.conv_general_dilated(x, w, (s, s), "SAME", dimension_numbers=dn) + b
+
+    def loss(p, x, eps):
+        h = jax.nn.leaky_relu(conv(x, p["e1"], p["e1b"], 2), 0.2)      # 16x16x32
+        h = jax.nn.leaky_relu(conv(h, p["e2"], p["e2b"], 2), 0.2)      # 8x8x64
+        h = jax.nn.leaky_relu(conv(h, p["e3"], p["e3b"], 1), 0.2)      # 8x8x64
+        h = lax.reduce_window(h, 0.0, lax.add, (1, 2, 2, 1), (1, 2, 2, 1), "VALID") / 4   # 4x4x64
+        h = h.reshape(B, -1)
+        mu = h @ p["mu"] + p["mub"]; logvar = h @ p["lv"] + p["lvb"]
+        z = mu + jnp.exp(0.5 * logvar) * eps
+        d = jax.nn.relu(z @ p["d0"] + p["d0b"]).reshape(B, 8, 8, 64)
+        d = jax.nn.relu(lax.conv_transpose(d, p["d1"], (2, 2), "SAME", dimension_numbers=dn) + p["d1b"])  # 16
+        logits = lax.conv_transpose(d, p["d2"], (2, 2), "SAME", dimension_numbers=dn) + p["d2b"]           # 32
+        bce = jnp.sum(jnp.maximum(logits, 0) - logits * x + jnp.log1p(jnp.exp(-jnp.abs(logits)))) / B
+        kl = -0.5 * jnp.sum(1 + logvar - mu**2 - jnp.exp(logvar)) / B
+        return bce + kl
+
+    m = jax.tree.map(np.zeros_like, p); v = jax.tree.map(np.zeros_like, p)
+    t = np.array(3, np.int32)
+
+    def step(p, m, v, t, x, eps):
+        l, g = jax.value_and_grad(loss)(p, x, eps)
+        t = t + 1; tf = t.astype(jnp.float32)
+        m = jax.tree.map(lambda m, g: 0.9*m + 0.1*g, m, g)
+        v = jax.tree.map(lambda v, g: 0.999*v + 0.001*g*g, v, g)
+        c1 = 1 - 0.9 ** tf; c2 = 1 - 0.999 ** tf
+        p = jax.tree.map(lambda p, m, v: p - 1e-3 * (m / c1) / (jnp.sqrt(v / c2) + 1e-8), p, m, v)
+        return l, p, m, v, t
+    return step, (p, m, v, t, x, eps), (0, 1, 2, 3)
+
+# 3 ---------------------------------------------------------------------------------------
+def moe():
+    """A mixture-of-experts layer train step: top-2 of 8 experts, scatter-add dispatch with
+    capacity, gather combine, RMSNorm, tied embedding read-out (vocab 16000)."""
+    B, S, D, F, E, K, V = 4, 64, 256, 512, 8, 2, 16000
+    N = B * S; Cap = int(N * K / E * 1.25)
+    p = {"emb": normal((V, D), 0.05), "n1": np.ones(D, np.float32), "n2": np.ones(D, np.float32),
+         "router": normal((D, E), 0.1), "w1": normal((E, D, F), 1/np.sqrt(D)),
+         "w2": normal((E, F, D), 1/np.sqrt(F))}
+    tokens = rng.integers(0, V, (B, S)).astype(np.int32)
+    targets = rng.integers(0, V, (B, S)).astype(np.int32)
+
+    def loss(p, tokens, targets):
+        x = p["emb"][tokens].reshape(N, D)
+        h = rms_norm(x, p["n1"])
+        probs = jax.nn.softmax(h @ p["router"], -1)                 # [N, E]
+        gate, idx = lax.top_k(probs, K)                             # [N, K]
+        gate = gate / gate.sum(-1, keepdims=True)
+        onehot = jax.nn.one_hot(idx, E, dtype=jnp.int32)            # [N, K, E]
+        # position of each assignment within its expert: order by (k, token)
+        flat = onehot.transpose(1, 0, 2).reshape(K * N, E)
+        pos = (jnp.cumsum(flat, 0) - 1) * flat
+        pos = pos.sum(-1).reshape(K, N).T                            # [N, K]
+        keep = pos < Cap
+        posc = jnp.where(keep, pos, Cap)                             # out of range: dropped
+        xin = jnp.zeros((E, Cap, D)).at[idx, posc].add(jnp.broadcast_to(h[:, None], (N, K, D)),
+                                                       mode="drop")
+        y = jax.nn.gelu(jnp.einsum("ecd,edf->ecf", xin, p["w1"]))
+        y = jnp.einsum("ecf,efd->ecd", y, p["w2"])
+        out = y.at[idx, posc].get(mode="fill", fill_value=0)         # [N, K, D]
+        out = jnp.sum(out * (gate * keep)[..., None], 1)
+        x = x + out
+        logits = rms_norm(x, p["n2"]) @ p["emb"].T
+        # load balancing auxiliary loss
+        frac = onehot.sum(1).mean(0).astype(jnp.float32)
+        aux = E * jnp.sum(frac * probs.mean(0))
+        return xent(logits, targets.reshape(N)) + 0.01 * aux
+
+    def step(p, tokens, targets):
+        l, g = jax.value_and_grad(loss)(p, tokens, targets)
+        return l, jax.tree.map(lambda p, g: p - 0.1 * g, p, g)
+    return step, (p, tokens, targets), (0,)
+
+# 4 ---------------------------------------------------------------------------------------
+def t5():
+    """A bf16 T5-style encoder forward pass: relative position buckets, gathered bias, RMSNorm,
+    gated GELU FFN, np.float32 softmax, padding mask and a cumsum mean-pooling."""
+    L, B, S, D, H, F, V, NB, MAXD = 4, 4, 128, 256, 4, 512, 4000, 32, 128
+    Dh = D // H
+    p = {"emb": normal((V, D), 1.0), "rel": normal((NB, H), 0.5), "nf": np.ones(D, np.float32)}
+    for i in range(L):
+        p.update({f"{i}_n1": np.ones(D, np.float32), f"{i}_q": normal((D, D), 1/np.sqrt(D*Dh)),
+                  f"{i}_k": normal((D, D), 1/np.sqrt(D)), f"{i}_v": normal((D, D), 1/np.sqrt(D)),
+                  f"{i}_o": normal((D, D), 1/np.sqrt(D)), f"{i}_n2": np.ones(D, np.float32),
+                  f"{i}_wi0": normal((D, F), 1/np.sqrt(D)), f"{i}_wi1": normal((D, F), 1/np.sqrt(D)),
+                  f"{i}_wo": normal((F, D), 1/np.sqrt(F))})
+    p = {k: v.astype(jnp.bfloat16) for k, v in p.items()}
+    tokens = rng.integers(0, V, (B, S)).astype(np.int32)
+    lengths = rng.integers(S // 2, S + 1, (B,)).astype(np.int32)
+
+    def bucket(rel):
+        nb = NB // 2
+        ret = (rel > 0).astype(jnp.int32) * nb
+        n = jnp.abs(rel)
+        max_exact = nb // 2
+        is_small = n < max_exact
+        large = max_exact + (jnp.log(n.astype(jnp.float32) / max_exact) / np.log(MAXD / max_exact)
+                             * (nb - max_exact)).astype(jnp.int32)
+        large = jnp.clip(large, 0, nb - 1)
+        return ret + jnp.where(is_small, n, large)
+
+    def rms(x, s):
+        xf = x.astype(jnp.float32)
+        return (xf * lax.rsqrt((xf * xf).mean(-1, keepdims=True) + 1e-6)).astype(jnp.bfloat16) * s
+
+    def f(p, tokens, lengths):
+        x = p["emb"][tokens]                                           # [B, S, D] bf16
+        ctx = jnp.arange(S, dtype=jnp.int32)
+        buckets = bucket(ctx[None, :] - ctx[:, None])                  # [S, S]
+        bias = p["rel"][buckets].transpose(2, 0, 1).astype(jnp.float32)   # [H, S, S]
+        valid = jnp.arange(S)[None, :] < lengths[:, None]              # [B, S]
+        bias = bias[None] + jnp.where(valid, 0.0, -1e9)[:, None, None, :]
+        for i in range(L):
+            h = rms(x, p[f"{i}_n1"])
+            q = (h @ p[f"{i}_q"]).reshape(B, S, H, Dh)
+            k = (h @ p[f"{i}_k"]).reshape(B, S, H, Dh)
+            v = (h @ p[f"{i}_v"]).reshape(B, S, H, Dh)
+            s = jnp.einsum("bqhd,bkhd->bhqk", q, k, preferred_element_type=jnp.float32) + bias
+            a = jax.nn.softmax(s, -1).astype(jnp.bfloat16)
+            a = jnp.einsum("bhqk,bkhd->bqhd", a, v).reshape(B, S, D)
+            x = x + a @ p[f"{i}_o"]
+            h = rms(x, p[f"{i}_n2"])
+            g = jax.nn.gelu(h @ p[f"{i}_wi0"], approximate=True) * (h @ p[f"{i}_wi1"])
+            x = x + g @ p[f"{i}_wo"]
+        x = rms(x, p["nf"])
+        # causal running mean over the valid positions
+        xm = x.astype(jnp.float32) * valid[..., None]
+        run = jnp.cumsum(xm, 1) / jnp.maximum(jnp.cumsum(valid, 1), 1)[..., None].astype(jnp.float32)
+        pooled = jnp.take_along_axis(run, (lengths - 1)[:, None, None], 1)[:, 0]
+        return x, run.astype(jnp.bfloat16), pooled
+    return f, (p, tokens, lengths), ()
+
+# 5 ---------------------------------------------------------------------------------------
+def convnext():
+    """Two ConvNeXt blocks train step: 7x7 depthwise conv, channel layer norm, GELU, pointwise
+    matmuls, layer scale, residual, max pool (select-and-scatter gradient), SGD momentum."""
+    B, Hh, C, C4, K = 8, 32, 64, 256, 10
+    p = {}
+    for i in range(2):
+        p.update({f"{i}_dw": normal((7, 7, 1, C), 1/7), f"{i}_dwb": np.zeros(C, np.float32),
+                  f"{i}_lns": np.ones(C, np.float32), f"{i}_lnb": np.zeros(C, np.float32),
+                  f"{i}_w1": normal((C, C4), 1/np.sqrt(C)), f"{i}_b1": np.zeros(C4, np.float32),
+                  f"{i}_w2": normal((C4, C), 1/np.sqrt(C4)), f"{i}_b2": np.zeros(C, np.float32),
+                  f"{i}_gamma": np.full(C, 0.1, np.float32)})
+    p["hs"] = np.ones(C, np.float32); p["hb"] = np.zeros(C, np.float32); p["fc"] = normal((C, K), 1/8)
+    x = normal((B, Hh, Hh, C), 1.0); y = rng.integers(0, K, (B,)).astype(np.int32)
+    dn = ("NHWC", "HWIO", "NHWC")
+
+    def block(p_, x, i):
+        h = lax.conv_general_dilated(x, p_[f"{i}_dw"], (1, 1), "SAME", dimension_numbers=dn,
+                                     feature_group_count=C) + p_[f"{i}_dwb"]
+        h = layer_norm(h, p_[f"{i}_lns"], p_[f"{i}_lnb"], 1e-6)
+        h = jax.nn.gelu(h @ p_[f"{i}_w1"] + p_[f"{i}_b1"], approximate=False)
+        h = h @ p_[f"{i}_w2"] + p_[f"{i}_b2"]
+        return x + p_[f"{i}_gamma"] * h
+
+    def loss(p, x, y):
+        h = block(p, x, 0)
+        h = lax.reduce_window(h, -jnp.inf, lax.max, (1, 3, 3, 1), (1, 2, 2, 1), "SAME")   # 16x16
+        h = block(p, h, 1)
+        h = layer_norm(h.mean((1, 2)), p["hs"], p["hb"], 1e-6)
+        return xent(h @ p["fc"], y)
+
+    mom = jax.tree.map(np.zeros_like, p)
+
+    def step(p, mom, x, y):
+        l, g = jax.value_and_grad(loss)(p, x, y)
+        mom = jax.tree.map(lambda m, g: 0.9*m + g, mom, g)
+        return l, jax.tree.map(lambda p, m: p - 0.05*m, p, mom), mom
+    return step, (p, mom, x, y), (0, 1)
+
+# 6 ---------------------------------------------------------------------------------------
+def diffusion():
+    """A DDPM-style sampler: fori_loop of 50 steps over an MLP denoiser, sin/cos time
+    embedding of the loop index, SiLU, and a lax.cond adding noise on odd steps."""
+    T, N, D, Hd, TE = 50, 64, 128, 256, 64
+    p = {"wt": normal((TE, Hd), 1/np.sqrt(TE)), "bt": np.zeros(Hd, np.float32),
+         "w1": normal((D, Hd), 1/np.sqrt(D)), "b1": np.zeros(Hd, np.float32),
+         "w2": normal((Hd, Hd), 1/np.sqrt(Hd)), "b2": np.zeros(Hd, np.float32),
+         "w3": normal((Hd, D), 1/np.sqrt(Hd)), "b3": np.zeros(D, np.float32)}
+    betas = np.linspace(1e-4, 0.02, T).astype(np.float32)
+    x0 = rng.standard_normal((N, D)).astype(np.float32)
+    noise = rng.standard_normal((T, N, D)).astype(np.float32)
+    freqs = np.exp(-np.log(10000.0) * np.arange(TE // 2) / (TE // 2)).astype(np.float32)
+
+    def f(p, betas, x0, noise):
+        alphas = 1 - betas
+        abar = jnp.cumprod(alphas)
+
+        def body(j, x):
+            i = T - 1 - j
+            ang = i.astype(jnp.float32) * freqs
+            temb = jnp.concatenate([jnp.sin(ang), jnp.cos(ang)])
+            te = jax.nn.silu(temb @ p["wt"] + p["bt"])
+            h = jax.nn.silu(x @ p["w1"] + p["b1"] + te)
+            h = jax.nn.silu(h @ p["w2"] + p["b2"])
+            eps = h @ p["w3"] + p["b3"]
+            b = betas[i]; a = alphas[i]; ab = abar[i]
+            x = (x - b / jnp.sqrt(1 - ab) * eps) / jnp.sqrt(a)
+            return lax.cond(i % 2 == 1, lambda x: x + jnp.sqrt(b) * noise[i], lambda x: x, x)
+        return lax.fori_loop(0, T, body, x0)
+    return f, (p, betas, x0, noise), ()
+
+# 7 ---------------------------------------------------------------------------------------
+def knn():
+    """kNN attention-like read-out: pairwise squared distances, top_k(16), argsort,
+    take_along_axis gathers, softmax-weighted sum of gathered values."""
+    Q, Kn, D, Dv, K = 1024, 4096, 64, 32, 16
+    q = rng.standard_normal((Q, D)).astype(np.float32)
+    k = rng.standard_normal((Kn, D)).astype(np.float32)
+    v = rng.standard_normal((Kn, Dv)).astype(np.float32)
+
+    def f(q, k, v):
+        d = (q * q).sum(-1)[:, None] - 2 * q @ k.T + (k * k).sum(-1)[None, :]   # [Q, Kn]
+        negd, idx = lax.top_k(-d, K)                                           # [Q, K]
+        dd = jnp.take_along_axis(d, idx, 1)                                    # same as -negd
+        w = jax.nn.softmax(-dd / 8.0, -1)
+        vals = v[idx]                                                          # [Q, K, Dv]
+        out = jnp.einsum("qk,qkd->qd", w, vals)
+        order = jnp.argsort(q, axis=-1)                                        # [Q, D]
+        qs = jnp.take_along_axis(q, order, -1)
+        ranks = jnp.argsort(order, axis=-1)
+        score = jnp.sum(qs * jnp.take_along_axis(k[idx[:, 0]], order, -1), -1)
+        return out, idx, negd, order, ranks, score
+    return f, (q, k, v), ()
+
 MODELS: dict[str, Callable] = {"bert_train_step": bert, "unet_bf16_forward": unet,
                                 "lstm_train_step": lstm, "mobilenet_train_step": mobilenet,
-                                "mixed_bf16_block_train_step": mixed}
+                                "mixed_bf16_block_train_step": mixed,
+                                "gru_bidir_train_step": gru_bidir,
+                                "vae_convtranspose_train_step": vae,
+                                "moe_topk_forward_backward": moe,
+                                "t5_relpos_encoder_forward": t5,
+                                "convnext_block_train_step": convnext,
+                                "diffusion_sampler_loop": diffusion, "knn_sort_forward": knn}
 
 
 def _raw(a) -> np.ndarray:

@@ -112,7 +112,12 @@ class TileShape:
     # ``pack_panel_bytes`` (``Target.for_device`` lowers it to the device's local memory
     # where that is smaller; OpenCL promises 32 KiB)
     pack_min_rows: int = 16
-    # ... and A @ B^T over a contraction of ``pack_long_contraction`` or more from this many
+    # ... over a contraction of this many or more (a shorter one's panel is cheap to read in
+    # place, and copying it costs more than it saves)
+    pack_min_contraction: int = 64
+    # A @ B^T from this many rows (below, the inner form's lane sums cost less than packing),
+    # and from ``pack_long_min_rows`` over a contraction of ``pack_long_contraction`` or more
+    pack_nt_min_rows: int = 48
     pack_long_min_rows: int = 64
     pack_long_contraction: int = 1024
     pack_row_group: int = 16

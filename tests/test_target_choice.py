@@ -70,12 +70,12 @@ def test_packed_dot_panels_fit_the_devices_local_memory(isa):
     assert small.tiles.pack_panel_bytes == 32 * 1024
     assert large.tiles.pack_panel_bytes == (CPU if isa == "avx512" else CPU_AVX2).tiles.pack_panel_bytes
     assert large.tiles.pack_panel_bytes > 32 * 1024
-    a, b = np.ones((20, 600), np.float32), np.ones((40, 600), np.float32)
+    a, b = np.ones((50, 600), np.float32), np.ones((40, 600), np.float32)
     text = """HloModule nt
     ENTRY e {
-      a = f32[20,600] parameter(0)
+      a = f32[50,600] parameter(0)
       b = f32[40,600] parameter(1)
-      ROOT d = f32[20,40] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+      ROOT d = f32[50,40] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}
     }"""
     dev = devices.get_device()
     module = runtime.parse(text)
@@ -84,7 +84,7 @@ def test_packed_dot_panels_fit_the_devices_local_memory(isa):
     assert "__local float" in exe.program.source
     assert max(int(n) for n in re.findall(r"__local float \w+\[(\d+)\]", exe.program.source)) \
         * 4 <= 32 * 1024
-    np.testing.assert_array_equal(exe(a, b), np.full((20, 40), 600, np.float32))
+    np.testing.assert_array_equal(exe(a, b), np.full((50, 40), 600, np.float32))
 
 
 def test_every_installed_device_gets_the_target_of_its_properties():

@@ -58,31 +58,35 @@ def plan_of(text: str):
     ("f32[300,32]{1,0}", "f32[32,64]{1,0}", "f32[300,64]{1,0}", NN, "outer", "lhs"),
     # lhs transposed: its free dimension is contiguous and wider than the rhs's; 64 rows,
     # one packed work-group's: the rows' panel of the lhs is copied once, packed
-    ("f32[32,128]{1,0}", "f32[32,64]{1,0}", "f32[128,64]{1,0}",
+    ("f32[64,128]{1,0}", "f32[64,64]{1,0}", "f32[128,64]{1,0}",
      "lhs_contracting_dims={0}, rhs_contracting_dims={0}", "packed", "rhs"),
     # ... but 32 rows, which one outer work-group covers: the outer form reads the lhs once
-    ("f32[32,128]{1,0}", "f32[32,32]{1,0}", "f32[128,32]{1,0}",
+    ("f32[64,128]{1,0}", "f32[64,32]{1,0}", "f32[128,32]{1,0}",
+     "lhs_contracting_dims={0}, rhs_contracting_dims={0}", "outer", "rhs"),
+    # ... or a contraction too short for a panel to be worth copying (a weight gradient over
+    # a batch of 32)
+    ("f32[32,128]{1,0}", "f32[32,64]{1,0}", "f32[128,64]{1,0}",
      "lhs_contracting_dims={0}, rhs_contracting_dims={0}", "outer", "rhs"),
     # A @ B^T: both contiguous along the contraction
     ("f32[8,32]{1,0}", "f32[16,32]{1,0}", "f32[8,16]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "inner", "lhs"),
     # ... with enough rows to reuse a packed panel of B
-    ("f32[16,32]{1,0}", "f32[16,32]{1,0}", "f32[16,16]{1,0}",
+    ("f32[48,64]{1,0}", "f32[16,64]{1,0}", "f32[48,16]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "packed", "lhs"),
     # ... but too few rows for that
-    ("f32[15,500]{1,0}", "f32[64,500]{1,0}", "f32[15,64]{1,0}",
+    ("f32[32,500]{1,0}", "f32[64,500]{1,0}", "f32[32,64]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "inner", "lhs"),
     # ... or, over a long contraction, fewer than pack_long_min_rows
-    ("f32[32,1024]{1,0}", "f32[64,1024]{1,0}", "f32[32,64]{1,0}",
+    ("f32[48,1024]{1,0}", "f32[64,1024]{1,0}", "f32[48,64]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "inner", "lhs"),
     ("f32[64,1024]{1,0}", "f32[64,1024]{1,0}", "f32[64,64]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "packed", "lhs"),
-    ("f32[32,768]{1,0}", "f32[64,768]{1,0}", "f32[32,64]{1,0}",
+    ("f32[48,768]{1,0}", "f32[64,768]{1,0}", "f32[48,64]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "packed", "lhs"),
     # matrix-vector
     ("f32[8,32]{1,0}", "f32[32]{0}", "f32[8]{0}", NN, "inner", "lhs"),
     # column-major operands: the lhs's free dimension is the contiguous one
-    ("f32[48,32]{0,1}", "f32[32,64]{0,1}", "f32[48,64]{1,0}", NN, "packed", "rhs"),
+    ("f32[48,64]{0,1}", "f32[64,64]{0,1}", "f32[48,64]{1,0}", NN, "packed", "rhs"),
     ("f32[400,32]{0,1}", "f32[32,160]{0,1}", "f32[400,160]{1,0}", NN, "outer", "rhs"),
 ])
 def test_layout_chooses_the_form(lhs, rhs, out, dims, form, row_side):
@@ -298,12 +302,12 @@ def test_fused_epilogue_using_the_dot_twice_and_narrowing():
 NT = "lhs_contracting_dims={1}, rhs_contracting_dims={1}"
 
 
-@pytest.mark.parametrize("m, k, n", [(16, 3, 4), (37, 19, 45), (300, 70, 33), (20, 64, 7),
-                                     (17, 200, 100), (20, 600, 40)])
+@pytest.mark.parametrize("m, k, n", [(48, 64, 4), (53, 67, 45), (300, 70, 33), (50, 64, 7),
+                                     (49, 200, 100), (48, 600, 40)])
 def test_packed_form_sizes(m, k, n):
-    # rows past one work-group's (16 tiles of 8), columns not a multiple of the tile's
-    # width or narrower than a vector, odd contraction lengths, several panel chunks (256
-    # steps each for f32 and a 32-wide tile) with a remainder
+    # rows past one work-group's (16 tiles of 8) or not a multiple of a tile's, columns not a
+    # multiple of the tile's width or narrower than a vector, odd contraction lengths, several
+    # panel chunks (256 steps each for f32 and a 32-wide tile) with a remainder
     a, b = rand(m, k), rand(n, k)
     text = dot_module("f32", f"{m},{k}", f"{n},{k}", f"{m},{n}", NT)
     assert plan_of(text).form == "packed"
@@ -341,8 +345,8 @@ def test_packed_form_types_layouts_and_epilogue():
 
 def test_packed_form_attention_scores():
     # Q K^T with heads as a batch dimension between the sequence and the head features
-    q, k = rand(1, 40, 3, 16), rand(1, 24, 3, 16)
-    text = dot_module("f32", "1,40,3,16", "1,24,3,16", "1,3,40,24",
+    q, k = rand(1, 56, 3, 64), rand(1, 24, 3, 64)
+    text = dot_module("f32", "1,56,3,64", "1,24,3,64", "1,3,56,24",
                       "lhs_batch_dims={0,2}, lhs_contracting_dims={3}, rhs_batch_dims={0,2}, "
                       "rhs_contracting_dims={3}")
     assert plan_of(text).form == "packed"

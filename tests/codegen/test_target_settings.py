@@ -21,8 +21,8 @@ ENTRY e {
 
 DOT = """HloModule d
 ENTRY e {
-  a = f32[256,32] parameter(0)
-  b = f32[32,256] parameter(1)
+  a = f32[256,64] parameter(0)
+  b = f32[64,256] parameter(1)
   ROOT d = f32[256,256] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
 }"""
 
@@ -99,7 +99,10 @@ def test_the_avx2_target_packs_row_major_columns_and_the_cpu_target_does_not():
     assert "__local" in lowered(DOT, CPU_AVX2).source
     assert "__local" not in lowered(DOT, CPU).source
     # ... unless one work-group's tiles cover every row: each panel is then copied once
-    assert "__local" in lowered(DOT.replace("256,32", "128,32").replace("256,256", "128,256"),
+    # (over a contraction long enough to be worth copying: not 32)
+    assert "__local" not in lowered(DOT.replace("256,64", "128,32").replace("64,256", "32,256")
+                                    .replace("256,256", "128,256"), CPU_AVX2).source
+    assert "__local" in lowered(DOT.replace("256,64", "128,64").replace("256,256", "128,256"),
                                 CPU).source
 
 
@@ -109,7 +112,7 @@ def test_packed_row_groups_are_narrower_where_the_row_operand_is_strided():
     assert tiles.pack_strided_row_group < tiles.pack_row_group
     [streamed] = launches(DOT, CPU_AVX2)                     # a's rows contiguous along k
     assert streamed.local_size == (1, tiles.pack_row_group, 1)
-    strided = DOT.replace("f32[256,32] parameter(0)", "f32[32,256] parameter(0)").replace(
+    strided = DOT.replace("f32[256,64] parameter(0)", "f32[64,256] parameter(0)").replace(
         "lhs_contracting_dims={1}", "lhs_contracting_dims={0}")
     [tiled] = launches(strided, CPU_AVX2)
     assert tiled.local_size == (1, tiles.pack_strided_row_group, 1)

@@ -172,9 +172,14 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
 
 def _packed_plan(acc: Accumulation, tiles: TileShape, row_side: str, rows, col: DotAxis, outer,
                  contracting) -> DotPlan | None:
-    """The packed form: one contracting axis, one column axis ``col`` (of the other operand
-    than ``row_side``) and enough rows (``tiles.pack_min_rows``) to reuse each packed panel."""
-    if len(contracting) != 1 or _extent(rows) < tiles.pack_min_rows:
+    """The packed form: one contracting axis, long enough that a panel is worth copying
+    (``tiles.pack_min_contraction``), one column axis ``col`` (of the other operand than
+    ``row_side``) and enough rows (``tiles.pack_min_rows``) to reuse each packed panel. Kernel
+    time, best of 21, GFLOP/s packed / not, AVX2 setting: 256x32x1024 (an LSTM's weight
+    gradient over a batch of 32) 61 / 72, 128x16x1024 43 / 64, 512x32x512 50 / 66, at K=64
+    even (900 / 908 over eight shapes), at K=128 158 / 134."""
+    if len(contracting) != 1 or _extent(rows) < tiles.pack_min_rows \
+            or contracting[0].size < tiles.pack_min_contraction:
         return None
     lanes = lanes_for(acc, col.size, tiles)
     if lanes is None:
@@ -185,14 +190,15 @@ def _packed_plan(acc: Accumulation, tiles: TileShape, row_side: str, rows, col: 
 
 
 def _packs_over_inner(rows, k: DotAxis, tiles: TileShape) -> bool:
-    """Whether ``A @ B^T`` has rows enough for the packed form to beat the inner one, whose
-    lane sums cost little against a long contraction ``k``: there it takes
-    ``tiles.pack_long_min_rows``. Kernel time, best of 15, GFLOP/s packed / inner, AVX-512
-    (AVX2): an LSTM's gradient contraction of 1024 with 32 rows, N=256 97 / 128 (75 / 82),
-    with 16 rows 43 / 76 (44 / 57); 32x768x3072 118 / 105 (131 / 118), 64x1024x256 67 / 67
-    (88 / 88)."""
+    """Whether ``A @ B^T`` has rows enough for the packed form to beat the inner one:
+    ``tiles.pack_nt_min_rows``, and ``tiles.pack_long_min_rows`` over a long contraction
+    ``k``, against which the inner form's lane sums cost little. Kernel time, best of 15-21,
+    GFLOP/s packed / inner, AVX-512 (AVX2): an LSTM's gradient contraction of 1024 with 32
+    rows, N=256 97 / 128 (75 / 82), with 16 rows 43 / 76 (44 / 57); 32x768x3072 118 / 105
+    (131 / 118), 64x1024x256 67 / 67 (88 / 88); a GRU's 16x576x192 48 / 82 (62 / 78),
+    32x768x256 128 / 170 (137 / 159), 48x192x576 149 / 135 (151 / 130)."""
     long = k.size >= tiles.pack_long_contraction
-    return _extent(rows) >= (tiles.pack_long_min_rows if long else tiles.pack_min_rows)
+    return _extent(rows) >= (tiles.pack_long_min_rows if long else tiles.pack_nt_min_rows)
 
 
 def _one_panel(rows, tiles: TileShape) -> bool:
