@@ -56,16 +56,17 @@ def plan_of(text: str):
     ("f32[8,32]{1,0}", "f32[32,64]{1,0}", "f32[8,64]{1,0}", NN, "outer", "lhs"),
     # more rows than one work-group's tiles cover: each panel would be copied again
     ("f32[300,32]{1,0}", "f32[32,64]{1,0}", "f32[300,64]{1,0}", NN, "outer", "lhs"),
-    # lhs transposed: its free dimension is contiguous and wider than the rhs's; 64 rows,
-    # one packed work-group's: the rows' panel of the lhs is copied once, packed
-    ("f32[64,128]{1,0}", "f32[64,64]{1,0}", "f32[128,64]{1,0}",
+    # lhs transposed: its free dimension is contiguous, wider than the rhs's and the output's
+    # contiguous one; 64 rows, one packed work-group's: the rows' panel of the lhs is copied
+    # once, packed
+    ("f32[64,128]{1,0}", "f32[64,64]{1,0}", "f32[128,64]{0,1}",
      "lhs_contracting_dims={0}, rhs_contracting_dims={0}", "packed", "rhs"),
     # ... but 32 rows, which one outer work-group covers: the outer form reads the lhs once
-    ("f32[64,128]{1,0}", "f32[64,32]{1,0}", "f32[128,32]{1,0}",
+    ("f32[64,128]{1,0}", "f32[64,32]{1,0}", "f32[128,32]{0,1}",
      "lhs_contracting_dims={0}, rhs_contracting_dims={0}", "outer", "rhs"),
     # ... or a contraction too short for a panel to be worth copying (a weight gradient over
     # a batch of 32)
-    ("f32[32,128]{1,0}", "f32[32,64]{1,0}", "f32[128,64]{1,0}",
+    ("f32[32,128]{1,0}", "f32[32,64]{1,0}", "f32[128,64]{0,1}",
      "lhs_contracting_dims={0}, rhs_contracting_dims={0}", "outer", "rhs"),
     # A @ B^T: both contiguous along the contraction
     ("f32[8,32]{1,0}", "f32[16,32]{1,0}", "f32[8,16]{1,0}",
@@ -83,6 +84,12 @@ def plan_of(text: str):
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "packed", "lhs"),
     ("f32[48,768]{1,0}", "f32[64,768]{1,0}", "f32[48,64]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "packed", "lhs"),
+    # both free dimensions contiguous: the output's contiguous one takes the lanes (tile rows
+    # stored as vectors), though the other is longer
+    ("f32[256,1024]{1,0}", "f32[256,256]{1,0}", "f32[1024,256]{1,0}",
+     "lhs_contracting_dims={0}, rhs_contracting_dims={0}", "outer", "lhs"),
+    ("f32[256,1024]{1,0}", "f32[256,256]{1,0}", "f32[1024,256]{0,1}",
+     "lhs_contracting_dims={0}, rhs_contracting_dims={0}", "outer", "rhs"),
     # matrix-vector
     ("f32[8,32]{1,0}", "f32[32]{0}", "f32[8]{0}", NN, "inner", "lhs"),
     # column-major operands: the lhs's free dimension is the contiguous one
@@ -418,3 +425,16 @@ def test_contracting_axes_laid_out_as_one_are_one_axis(layout, joined):
     a, b = rand(12, 8, 40), rand(12, 8, 24)
     check(text, [a, b], np.einsum("tbd,tbf->df", a.astype(np.float64), b.astype(np.float64)),
           atol=1e-4)
+
+
+def test_the_outputs_contiguous_axis_takes_the_lanes_only_where_it_tiles_as_wide():
+    """On AVX2 (tiles of three 8-lane vectors) 128 columns tile two vectors wide: the longer
+    axis keeps the lanes there; 96 columns tile three wide and take them."""
+    from runtime.target import CPU_AVX2
+    for n, side in ((128, "rhs"), (96, "lhs")):
+        text = dot_module("f32", "256,2048", f"256,{n}", f"2048,{n}",
+                          "lhs_contracting_dims={0}, rhs_contracting_dims={0}")
+        plan = plan_dot(contraction_parts(entry_root(text), "dot"), CPU_AVX2)
+        assert plan.row_side == side
+        a, b = rand(256, 2048), rand(256, n)
+        check(text, [a, b], a.astype(np.float64).T @ b, atol=1e-3)

@@ -135,12 +135,7 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
         d = axis.dim(side)
         return d is not None and strides[side][d] == 1
 
-    best = None
-    for side in ("rhs", "lhs"):
-        for axis in free[side]:
-            if unit(axis, side) and lanes_for(acc, axis.size, tiles) and (
-                    best is None or axis.size > best[1].size):
-                best = (side, axis)
+    best = _column_axis(c, acc, tiles, free, unit)
     if best is not None:
         side, v = best
         other = "lhs" if side == "rhs" else "rhs"
@@ -168,6 +163,34 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
                            lanes_for(acc, k.size, tiles) or acc.lanes, tiles.inner_cols,
                            min(tiles.inner_rows, rows_for(_extent(lhs_free), tiles)))
     return None
+
+
+def _column_axis(c: Contraction, acc: Accumulation, tiles: TileShape, free: dict,
+                 unit) -> tuple[str, DotAxis] | None:
+    """(side, axis) of the free axis the outer and packed forms load as vectors: one
+    contiguous in its operand, the output's contiguous one where it takes the widest tile
+    (tile rows are then stored as vectors and the epilogue reads its operands as vectors),
+    else the longest. A weight gradient over a 16000-word embedding, ``[256, 16000]^T @ [256,
+    256]``, took its lanes along the 16000 words, each lane storing to another output row.
+    Kernel time, best of 11, GFLOP/s along the output's rows / the longest axis, AVX-512
+    (AVX2): that gradient 206 / 123 (171 / 135), 3072x512x768 210 / 171 (168 / 167),
+    4096x64x32 105 / 82, 2048x256x96 217 / 174 (179 / 163); on AVX2 64 or 128 columns tile
+    two vectors wide, not three, and lose (8192x64x64 93 / 126, 4096x128x128 115 / 157)."""
+    out = c.inst.shape if isinstance(c.inst.shape, ArrayShape) \
+        and c.inst.shape.rank == c.op.shape.rank else c.op.shape
+    stored = element_strides(out)  # type: ignore[arg-type]
+    best = best_stored = None
+    for side in ("rhs", "lhs"):
+        for axis in free[side]:
+            lanes = lanes_for(acc, axis.size, tiles) if unit(axis, side) else None
+            if lanes is None:
+                continue
+            if best is None or axis.size > best[1].size:
+                best = (side, axis)
+            if stored[axis.out] == 1 and axis.size >= tiles.vectors * lanes \
+                    and vectors_for(axis.size, lanes, tiles) == tiles.vectors:
+                best_stored = (side, axis)
+    return best_stored or best
 
 
 def _packed_plan(acc: Accumulation, tiles: TileShape, row_side: str, rows, col: DotAxis, outer,
