@@ -1,5 +1,5 @@
 """The trip count of a counted while loop, known before it runs (XLA's while-loop trip count
-analysis).
+analysis), and the values its counter takes.
 
 A host-driven loop reads its predicate back from the device once per iteration, which drains
 the queue: the device idles while the host waits and then enqueues the next body. A loop
@@ -9,7 +9,9 @@ starts at a constant, the body computes its next value from it alone, and the co
 compares it alone with a constant. The condition and the induction step are evaluated here
 on the host (integer and pred scalars only, through the kLoop fusions that hold them after
 fusion), iteration by iteration, up to ``LIMIT``; anything else is unknown (None) and the
-loop reads its predicate as before.
+loop reads its predicate as before. A conditional in such a loop's body whose branch is
+integer arithmetic on one induction variable (a sampler's ``cond`` on the step number) is
+evaluated the same way (``selector_values``), so it reads nothing back either.
 """
 
 from __future__ import annotations
@@ -28,17 +30,45 @@ _COMPARE: dict[str, Callable[[int, int], bool]] = {
     "LT": lambda a, b: a < b, "LE": lambda a, b: a <= b, "GT": lambda a, b: a > b,
     "GE": lambda a, b: a >= b, "EQ": lambda a, b: a == b, "NE": lambda a, b: a != b,
 }
+
+
+def _divide(a: int, b: int) -> int:
+    """HLO's integer division: toward zero; x / 0 = -1 (all ones unsigned, after wrapping)."""
+    if b == 0:
+        return -1
+    q = abs(a) // abs(b)
+    return q if (a < 0) == (b < 0) else -q
+
+
+def _remainder(a: int, b: int) -> int:
+    """HLO's integer remainder: the dividend's sign; x % 0 = x."""
+    return a if b == 0 else a - _divide(a, b) * b
+
+
 _ARITHMETIC: dict[str, Callable[[int, int], int]] = {
     "add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
-    "multiply": lambda a, b: a * b,
+    "multiply": lambda a, b: a * b, "divide": _divide, "remainder": _remainder,
+    "maximum": max, "minimum": min,
+    "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
+}
+_UNARY: dict[str, Callable[[int], int]] = {
+    "negate": lambda a: -a, "abs": abs, "not": lambda a: ~a,   # pred's ``not``: _evaluate
 }
 # a copy of the counter: copy insertion copies the incremented counter into the body's result
 # where the old one is still read after the increment (a scan writing step i's output)
-_SCALAR_OPS = frozenset(_ARITHMETIC) | {"compare", "convert", "copy"}
+_SCALAR_OPS = frozenset(_ARITHMETIC) | frozenset(_UNARY) | {"compare", "convert", "copy",
+                                                            "select"}
 
 
 def trip_count(loop: HloInstruction) -> int | None:
     """How many times ``loop``'s body runs, or None when that is not known before it runs."""
+    values = counter_values(loop)
+    return None if values is None else len(values)
+
+
+def counter_values(loop: HloInstruction) -> tuple[int, ...] | None:
+    """The counter's value as each iteration of ``loop`` starts, or None when the loop is not
+    counted."""
     condition: HloComputation = loop.condition
     body: HloComputation = loop.body
     state = condition.parameter(0)
@@ -51,15 +81,50 @@ def trip_count(loop: HloInstruction) -> int | None:
     start = _initial(loop.operands[0], counter)
     if start is None:
         return None
-    x = start
-    for count in range(LIMIT + 1):
+    x, values = start, []
+    for _ in range(LIMIT + 1):
         if not _evaluate(condition.root, {id(state): x}):
-            return count
+            return tuple(values)
+        values.append(x)
         following = _evaluate(step, {id(body.parameter(0)): x})
         if following == x:
             return None
         x = following
     return None
+
+
+def selector_values(loop: HloInstruction, selector: HloInstruction) -> tuple[int, ...] | None:
+    """The value, at each iteration of counted ``loop``, of an instruction of its body that is
+    integer scalar arithmetic on one induction variable of the loop state (a conditional's
+    branch; JAX's ``fori_loop`` carries its index beside the trip counter), else None."""
+    count = trip_count(loop)
+    state = loop.body.parameter(0)
+    element = _read_element(selector, state)
+    if count is None or element is None:
+        return None
+    values = _induction(loop, element, count)
+    if values is None:
+        return None
+    return tuple(_evaluate(selector, {id(state): v}) for v in values)
+
+
+def _induction(loop: HloInstruction, element: int, count: int) -> list[int] | None:
+    """The values loop-state element ``element`` takes as each of ``count`` iterations
+    starts, where it starts at a constant and the body computes its next value from it
+    alone."""
+    body: HloComputation = loop.body
+    state = body.parameter(0)
+    if body.root is None or body.root.opcode != "tuple":
+        return None
+    step = body.root.operands[element]
+    x = _initial(loop.operands[0], element)
+    if _read_element(step, state) != element or x is None:
+        return None
+    values = []
+    for _ in range(count):
+        values.append(x)
+        x = _evaluate(step, {id(state): x})
+    return values
 
 
 def _read_element(inst: HloInstruction, state: HloInstruction) -> int | None:
@@ -135,7 +200,16 @@ def _evaluate(inst: HloInstruction, values: dict[int, int]) -> int:
         return _evaluate(fused.root, {id(p): a for p, a in zip(fused.parameters, args)})
     if inst.opcode == "compare":
         return int(_COMPARE[str(inst.attrs["direction"])](*args))  # type: ignore[misc]
-    result = _ARITHMETIC[inst.opcode](*args) if inst.opcode in _ARITHMETIC else args[0]
+    if inst.opcode == "select":
+        return _wrap(args[1] if args[0] else args[2], inst.shape)  # type: ignore[arg-type]
+    if inst.opcode in _ARITHMETIC:
+        result = _ARITHMETIC[inst.opcode](*args)
+    elif inst.opcode == "not" and inst.shape.element_type.is_pred:  # type: ignore[union-attr]
+        result = 1 - args[0]
+    elif inst.opcode in _UNARY:
+        result = _UNARY[inst.opcode](args[0])
+    else:
+        result = args[0]
     return _wrap(result, inst.shape)  # type: ignore[arg-type]
 
 
@@ -151,4 +225,4 @@ def _wrap(value: int, shape: ArrayShape) -> int:
     return value
 
 
-__all__ = ["trip_count", "LIMIT"]
+__all__ = ["trip_count", "counter_values", "selector_values", "LIMIT"]

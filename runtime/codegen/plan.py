@@ -55,7 +55,13 @@ class HostWhile:
     predicate: BufferRef
     body: list["Step"]
     instruction: str
-    trip_count: int | None = None   # known before the loop runs: no predicate is read
+    # the counter's value at the start of each iteration, where the loop is counted: the
+    # trip count is known before the loop runs and no predicate is read
+    counter_values: tuple[int, ...] | None = None
+
+    @property
+    def trip_count(self) -> int | None:
+        return None if self.counter_values is None else len(self.counter_values)
 
 
 @dataclass
@@ -64,6 +70,9 @@ class HostConditional:
     selector_is_pred: bool
     branches: list[list["Step"]]
     instruction: str
+    # in a counted loop's body, the selector's value at each iteration, where it follows from
+    # an induction variable (``analysis.trip_count.selector_values``): nothing is read back
+    selected: tuple[int, ...] | None = None
 
 
 @dataclass

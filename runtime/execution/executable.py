@@ -84,6 +84,8 @@ class Executable:
         self._entry_params = list(assignment.module.entry.parameters)
         self._param_allocations = self._index_parameter_allocations()
         self._recycler = OutputRecycler()
+        # the iteration each enclosing counted loop is at, innermost last (``_conditional``)
+        self._iterations: list[int] = []
         self._outputs = assignment.output_slices()
         # output allocations backing exactly one result array: reusable once it is dropped
         backing = [sl.allocation for sl in self._outputs.values()]
@@ -450,9 +452,13 @@ class Executable:
         return host[0]
 
     def _while(self, step, bindings) -> None:
-        if step.trip_count is not None:
-            for _ in range(step.trip_count):
-                self._execute(step.body, bindings)
+        if step.counter_values is not None:
+            for iteration in range(len(step.counter_values)):
+                self._iterations.append(iteration)
+                try:
+                    self._execute(step.body, bindings)
+                finally:
+                    self._iterations.pop()
             return
         while True:
             self._execute(step.condition, bindings)
@@ -461,10 +467,15 @@ class Executable:
             self._execute(step.body, bindings)
 
     def _conditional(self, step, bindings) -> None:
-        if step.selector_is_pred:
-            k = 0 if self._read_scalar(bindings, step.selector, np.uint8) else 1
+        if step.selected is not None:
+            value = step.selected[self._iterations[-1]]
         else:
-            k = int(self._read_scalar(bindings, step.selector, np.int32))
+            value = self._read_scalar(bindings, step.selector,
+                                      np.uint8 if step.selector_is_pred else np.int32)
+        if step.selector_is_pred:
+            k = 0 if value else 1
+        else:
+            k = int(value)
             if not 0 <= k < len(step.branches):
                 k = len(step.branches) - 1       # XLA runs the last branch when out of range
         self._execute(step.branches[k], bindings)

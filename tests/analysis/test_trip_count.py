@@ -93,3 +93,93 @@ def test_a_counted_loop_runs_without_reading_its_predicate(monkeypatch):
                         lambda *a: pytest.fail("a counted loop read its predicate"))
     x = np.arange(4, dtype=np.float32)
     np.testing.assert_array_equal(exe(x, np.int32(0)), x * 2 ** 7)
+
+
+COUNTED_CONDITIONAL = """HloModule counted_conditional
+even {
+  x = f32[4] parameter(0)
+  two = f32[] constant(2)
+  b = f32[4] broadcast(two), dimensions={}
+  ROOT y = f32[4] multiply(x, b)
+}
+odd {
+  x = f32[4] parameter(0)
+  one = f32[] constant(1)
+  b = f32[4] broadcast(one), dimensions={}
+  ROOT y = f32[4] add(x, b)
+}
+third {
+  x = f32[4] parameter(0)
+  ROOT y = f32[4] negate(x)
+}
+body {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[4] get-tuple-element(s), index=1
+  nine = s32[] constant(9)
+  back = s32[] subtract(nine, i)
+  two = s32[] constant(2)
+  r = s32[] remainder(back, two)
+  zero = s32[] constant(0)
+  neg = pred[] compare(r, zero), direction=LT
+  wrapped = s32[] add(r, two)
+  m = s32[] select(neg, wrapped, r)
+  p = pred[] compare(m, zero), direction=EQ
+  y = f32[4] conditional(p, x, x), true_computation=even, false_computation=odd
+  three = s32[] constant(3)
+  k = s32[] remainder(i, three)
+  z = f32[4] conditional(k, y, y, y), branch_computations={even, odd, third}
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT out = (s32[], f32[4]) tuple(j, z)
+}
+cond {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(7)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  z = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(z, x)
+  w = (s32[], f32[4]) while(init), condition=cond, body=body
+  ROOT r = f32[4] get-tuple-element(w), index=1
+}"""
+
+
+def test_conditionals_on_the_counter_of_a_counted_loop_read_nothing_back(monkeypatch):
+    """A sampler's ``cond`` on the step number (``(9 - i) % 2 == 0`` as JAX writes it, and a
+    three-way switch on ``i % 3``): the host knows each iteration's branch before the run."""
+    exe = runtime.compile(COUNTED_CONDITIONAL)
+    [loop] = [s for s in exe.program.plan if type(s).__name__ == "HostWhile"]
+    conditionals = [s for s in loop.body if type(s).__name__ == "HostConditional"]
+    assert [c.selected for c in conditionals] == [
+        tuple(int((9 - i) % 2 == 0) for i in range(7)), tuple(i % 3 for i in range(7))]
+    from runtime.execution.executable import Executable
+    monkeypatch.setattr(Executable, "_read_scalar",
+                        lambda *a: pytest.fail("a conditional read its selector"))
+    x = np.arange(4, dtype=np.float32)
+    want = x.astype(np.float64)
+    for i in range(7):
+        want = want * 2 if (9 - i) % 2 == 0 else want + 1
+        want = (want * 2, want + 1, -want)[i % 3]
+    np.testing.assert_array_equal(exe(x), want.astype(np.float32))
+
+
+def test_a_conditional_on_other_loop_state_still_reads_its_selector():
+    text = COUNTED_CONDITIONAL.replace(
+        "  y = f32[4] conditional(p, x, x)",
+        "  x0 = f32[1] slice(x), slice={[0:1]}\n  x0s = f32[] reshape(x0)\n"
+        "  fz = f32[] constant(0)\n  q = pred[] compare(x0s, fz), direction=GT\n"
+        "  y = f32[4] conditional(q, x, x)")
+    exe = runtime.compile(text)
+    [loop] = [s for s in exe.program.plan if type(s).__name__ == "HostWhile"]
+    first = next(s for s in loop.body if type(s).__name__ == "HostConditional")
+    assert first.selected is None
+    x = np.array([1, -2, 3, 4], np.float32)
+    want = x.astype(np.float64)
+    for i in range(7):
+        want = want * 2 if want[0] > 0 else want + 1
+        want = (want * 2, want + 1, -want)[i % 3]
+    np.testing.assert_array_equal(exe(x), want.astype(np.float32))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from ...analysis.trip_count import trip_count
+from ...analysis.trip_count import counter_values, selector_values
 from ...errors import HloUnsupportedError
 from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.shape import ArrayShape
@@ -51,9 +51,15 @@ def _call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
 def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     cond: HloComputation = inst.condition
     body: HloComputation = inst.body
+    steps = ctx.lower_computation(body)
+    values = counter_values(inst)
+    if values is not None:
+        members = {i.name: i for i in body.instructions}
+        for step in steps:
+            if isinstance(step, HostConditional) and step.instruction in members:
+                step.selected = selector_values(inst, members[step.instruction].operands[0])
     return [HostWhile(condition=ctx.lower_computation(cond), predicate=ctx.ref(cond.root),
-                      body=ctx.lower_computation(body), instruction=inst.name,
-                      trip_count=trip_count(inst))]
+                      body=steps, instruction=inst.name, counter_values=values)]
 
 
 @register("conditional")
