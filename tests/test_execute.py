@@ -287,8 +287,16 @@ ENTRY e {
 def test_steps_sharing_a_kernel_set_their_scalars_once_and_compute_their_own_sizes(monkeypatch):
     """Each launch step has its own kernel object: the loop's two sine steps share one
     generated kernel, and neither sets every argument again at each of its launches, nor any
-    argument again within a run."""
+    argument again within a run. (The two steps are independent, so the loop body's launch
+    merging would make them one launch: it is off here.)"""
+    from runtime import compiler
+    from runtime.codegen.families import control
+    from runtime.execution import program_cache
+    monkeypatch.setattr(control, "merge_launches", lambda ctx, comp, steps: steps)
+    monkeypatch.setattr(program_cache, "load", lambda key: None)
+    compiler.clear_cache()
     exe = runtime.compile(SHARED_KERNEL_LOOP)
+    compiler.clear_cache()
 
     def launches_in(steps):
         for step in steps:

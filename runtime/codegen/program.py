@@ -18,7 +18,7 @@ from ..hlo.ir import HloInstruction
 from ..hlo.shape import ArrayShape
 from . import cltypes, templates
 from .kernel import EMBEDDED, BufferRef, KernelBuilder
-from .plan import Step
+from .plan import Step, iter_launches
 
 _PLACEHOLDER = "__KERNEL__"
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
@@ -50,19 +50,42 @@ class ProgramBuilder:
         self.embedded = bytearray()
         self._embedded_at: dict[int, int] = {}
         self.kernel_instructions: dict[str, list[str]] = {}
+        self._functions: dict[str, str] = {}     # kernel name -> the kernel as a function
 
     def add_kernel(self, kb: KernelBuilder, instruction: str) -> str:
-        text = kb.render(_PLACEHOLDER, self.subtracting_loop_pragma)
+        self.uses_fp64 |= kb.uses_fp64
+        return self.add_text(kb.render(_PLACEHOLDER, self.subtracting_loop_pragma), [instruction])
+
+    def add_text(self, text: str, instructions: list[str]) -> str:
+        """A kernel's source, named ``__KERNEL__`` (deduplicated by text), for ``instructions``."""
         name = self._by_text.get(text)
         if name is None:
-            name = f"k{len(self.names)}_{_IDENT.sub('_', instruction)[:40]}"
+            name = f"k{len(self.names)}_{_IDENT.sub('_', instructions[0])[:40]}"
             self._by_text[text] = name
             self._texts.append(text.replace(_PLACEHOLDER, name, 1))
             self.names.append(name)
             self.kernel_instructions[name] = []
-        self.kernel_instructions[name].append(instruction)
-        self.uses_fp64 |= kb.uses_fp64
+        self.kernel_instructions[name].extend(instructions)
         return name
+
+    def kernel_text(self, name: str) -> str:
+        return self._texts[self.names.index(name)]
+
+    def kernel_params(self, name: str) -> list[str]:
+        """The kernel's parameter declarations, in order."""
+        header = self.kernel_text(name).split("\n", 1)[0]
+        return header[header.index("(") + 1:header.rindex(")")].split(", ")
+
+    def add_function(self, kernel: str) -> str:
+        """The kernel as a function of its arguments and a work-item id (``launch_merging``):
+        ``get_global_id(0)`` is that id."""
+        function = f"{kernel}_part"
+        if kernel not in self._functions:
+            header, body = self.kernel_text(kernel).split("\n", 1)
+            params = header[header.index("(") + 1:header.rindex(")")]
+            self._functions[kernel] = (f"void {function}({params}, long mg_item) {{\n"
+                                       + body.replace("get_global_id(0)", "mg_item"))
+        return function
 
     def embed(self, inst: HloInstruction) -> BufferRef:
         """Place an array constant in the embedded blob (physical layout), once per instruction."""
@@ -78,7 +101,11 @@ class ProgramBuilder:
         return BufferRef(EMBEDDED, self._embedded_at[id(inst)])
 
     def finish(self, plan: list[Step]) -> Program:
-        body = "\n\n".join(self._texts)
+        """The program of ``plan``: kernels no launch uses any more (merged into another's
+        launch, ``launch_merging``) are left out, and so not compiled."""
+        used = {step.kernel for step in iter_launches(plan)}
+        kept = [(name, text) for name, text in zip(self.names, self._texts) if name in used]
+        body = "\n\n".join([*self._functions.values(), *(text for _, text in kept)])
         parts = [templates.FP_CONTRACT_OFF]
         if self.uses_fp64 or "double" in body:
             parts.append(cltypes.FP64_PRAGMA)
@@ -86,7 +113,7 @@ class ProgramBuilder:
         if prelude:
             parts.append(prelude)
         parts.append(body)
-        return Program(source="\n\n".join(parts) + "\n", kernel_names=list(self.names),
+        return Program(source="\n\n".join(parts) + "\n", kernel_names=[n for n, _ in kept],
                        embedded=bytes(self.embedded), plan=plan, options=(),
-                       kernel_instructions=self.kernel_instructions,
-                       kernel_texts=dict(zip(self.names, self._texts)))
+                       kernel_instructions={n: self.kernel_instructions[n] for n, _ in kept},
+                       kernel_texts=dict(kept))
