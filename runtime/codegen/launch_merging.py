@@ -48,9 +48,12 @@ def merge_launches(ctx: LoweringContext, comp: HloComputation, steps: list[Step]
             out.append(step)
             continue
         writes, reads = footprint
-        if any(_overlap(writes, w + r) or _overlap(reads, w) for _, w, r in run):
+        assert isinstance(step, Launch)
+        items = sum(s.global_size[0] for s, _, _ in run) + step.global_size[0]
+        if items > _MAX_ITEMS or any(_overlap(writes, w + r) or _overlap(reads, w)
+                                     for _, w, r in run):
             close()
-        run.append((step, writes, reads))  # type: ignore[arg-type]
+        run.append((step, writes, reads))
     close()
     return out
 
