@@ -116,8 +116,10 @@ class TileShape:
     # place, and copying it costs more than it saves)
     pack_min_contraction: int = 64
     # A @ B^T from this many rows (below, the inner form's lane sums cost less than packing),
-    # and from ``pack_long_min_rows`` over a contraction of ``pack_long_contraction`` or more
+    # from ``pack_min_rows`` where B is larger than ``pack_nt_reread_bytes``, and from
+    # ``pack_long_min_rows`` over a contraction of ``pack_long_contraction`` or more
     pack_nt_min_rows: int = 48
+    pack_nt_reread_bytes: int = 4 * 1024 * 1024
     pack_long_min_rows: int = 64
     pack_long_contraction: int = 1024
     pack_row_group: int = 16

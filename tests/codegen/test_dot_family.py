@@ -84,6 +84,11 @@ def plan_of(text: str):
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "packed", "lhs"),
     ("f32[48,768]{1,0}", "f32[64,768]{1,0}", "f32[48,64]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "packed", "lhs"),
+    # ... or a B the inner form would read again from memory for each tile of rows
+    ("f32[32,768]{1,0}", "f32[3072,768]{1,0}", "f32[32,3072]{1,0}",
+     "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "packed", "lhs"),
+    ("f32[32,768]{1,0}", "f32[256,768]{1,0}", "f32[32,256]{1,0}",
+     "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "inner", "lhs"),
     # both free dimensions contiguous: the output's contiguous one takes the lanes (tile rows
     # stored as vectors), though the other is longer
     ("f32[256,1024]{1,0}", "f32[256,256]{1,0}", "f32[1024,256]{1,0}",

@@ -153,7 +153,9 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
                        rows_for(count, tiles))
     for k in contracting:
         if unit(k, "lhs") and unit(k, "rhs"):
-            if len(rhs_free) == 1 and _packs_over_inner(lhs_free, k, tiles):
+            bits = rhs.element_type.bits  # type: ignore[union-attr]
+            column_bytes = _extent(rhs_free) * k.size * bits // 8
+            if len(rhs_free) == 1 and _packs_over_inner(lhs_free, k, column_bytes, tiles):
                 packed = _packed_plan(acc, tiles, "lhs", lhs_free, rhs_free[0], batch,
                                       contracting)
                 if packed is not None:
@@ -212,16 +214,23 @@ def _packed_plan(acc: Accumulation, tiles: TileShape, row_side: str, rows, col: 
                    lanes, vectors, rows_for(_extent(rows), tiles))
 
 
-def _packs_over_inner(rows, k: DotAxis, tiles: TileShape) -> bool:
+def _packs_over_inner(rows, k: DotAxis, column_bytes: int, tiles: TileShape) -> bool:
     """Whether ``A @ B^T`` has rows enough for the packed form to beat the inner one:
-    ``tiles.pack_nt_min_rows``, and ``tiles.pack_long_min_rows`` over a long contraction
-    ``k``, against which the inner form's lane sums cost little. Kernel time, best of 15-21,
-    GFLOP/s packed / inner, AVX-512 (AVX2): an LSTM's gradient contraction of 1024 with 32
-    rows, N=256 97 / 128 (75 / 82), with 16 rows 43 / 76 (44 / 57); 32x768x3072 118 / 105
-    (131 / 118), 64x1024x256 67 / 67 (88 / 88); a GRU's 16x576x192 48 / 82 (62 / 78),
-    32x768x256 128 / 170 (137 / 159), 48x192x576 149 / 135 (151 / 130)."""
-    long = k.size >= tiles.pack_long_contraction
-    return _extent(rows) >= (tiles.pack_long_min_rows if long else tiles.pack_nt_min_rows)
+    ``tiles.pack_nt_min_rows``; ``tiles.pack_min_rows`` where ``B`` is larger than
+    ``tiles.pack_nt_reread_bytes`` (the inner form reads it again from memory for every
+    tile of rows, the packed form once); ``tiles.pack_long_min_rows`` over a long
+    contraction ``k``, against which the inner form's lane sums cost little. Kernel time,
+    best of 15-21, GFLOP/s packed / inner, AVX-512 (AVX2): an LSTM's gradient contraction of
+    1024 with 32 rows, N=256 97 / 128 (75 / 82), with 16 rows 43 / 76 (44 / 57), 64x1024x256
+    67 / 67 (88 / 88); a GRU's 16x576x192 48 / 82 (62 / 78), 32x768x256 128 / 170 (137 /
+    159), 48x192x576 149 / 135 (151 / 130); with a 9.4 MB ``B``, 32x768x3072 118 / 105 (131 /
+    118), 40x768x3072 136 / 110 (134 / 84)."""
+    extent = _extent(rows)
+    if k.size >= tiles.pack_long_contraction:
+        return extent >= tiles.pack_long_min_rows
+    if column_bytes > tiles.pack_nt_reread_bytes:
+        return extent >= tiles.pack_min_rows
+    return extent >= tiles.pack_nt_min_rows
 
 
 def _one_panel(rows, tiles: TileShape) -> bool:
