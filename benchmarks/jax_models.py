@@ -47,6 +47,15 @@ def layer_norm(x, s, b, eps=1e-5):
     m = x.mean(-1, keepdims=True); v = ((x - m) ** 2).mean(-1, keepdims=True)
     return (x - m) * lax.rsqrt(v + eps) * s + b
 
+def momentum_step(loss):
+    """A train step of SGD with momentum 0.9 and learning rate 0.05 on ``loss(p, x, y)``."""
+    def step(p, mom, x, y):
+        l, g = jax.value_and_grad(loss)(p, x, y)
+        mom = jax.tree.map(lambda m, g: 0.9*m + g, mom, g)
+        return l, jax.tree.map(lambda p, m: p - 0.05*m, p, mom), mom
+    return step
+
+
 def bert():
     """A BERT-like encoder train step (AdamW, exact GELU, padding mask).
 
@@ -174,12 +183,7 @@ def mobilenet():
             h = jax.nn.relu6((h - m) * lax.rsqrt(v + 1e-5) * p[f"g{i}"] + p[f"b{i}"])
         logits = h.mean((1, 2)) @ p["fc"]
         return -jnp.mean(jnp.take_along_axis(jax.nn.log_softmax(logits), y[:, None], -1))
-    mom = jax.tree.map(np.zeros_like, p)
-    def step(p, mom, x, y):
-        l, g = jax.value_and_grad(loss)(p, x, y)
-        mom = jax.tree.map(lambda m, g: 0.9*m + g, mom, g)
-        return l, jax.tree.map(lambda p, m: p - 0.05*m, p, mom), mom
-    return step, (p, mom, x, y), (0, 1)
+    return momentum_step(loss), (p, jax.tree.map(np.zeros_like, p), x, y), (0, 1)
 
 def mixed():
     """A mixed-precision transformer block train step (bf16 compute, f32 master weights)."""
@@ -429,13 +433,7 @@ def convnext():
         h = layer_norm(h.mean((1, 2)), p["hs"], p["hb"], 1e-6)
         return xent(h @ p["fc"], y)
 
-    mom = jax.tree.map(np.zeros_like, p)
-
-    def step(p, mom, x, y):
-        l, g = jax.value_and_grad(loss)(p, x, y)
-        mom = jax.tree.map(lambda m, g: 0.9*m + g, mom, g)
-        return l, jax.tree.map(lambda p, m: p - 0.05*m, p, mom), mom
-    return step, (p, mom, x, y), (0, 1)
+    return momentum_step(loss), (p, jax.tree.map(np.zeros_like, p), x, y), (0, 1)
 
 # 6 ---------------------------------------------------------------------------------------
 def diffusion():

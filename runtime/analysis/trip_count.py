@@ -93,14 +93,15 @@ def counter_values(loop: HloInstruction) -> tuple[int, ...] | None:
     return None
 
 
-def selector_values(loop: HloInstruction, selector: HloInstruction) -> tuple[int, ...] | None:
-    """The value, at each iteration of counted ``loop``, of an instruction of its body that is
-    integer scalar arithmetic on one induction variable of the loop state (a conditional's
-    branch; JAX's ``fori_loop`` carries its index beside the trip counter), else None."""
-    count = trip_count(loop)
+def selector_values(loop: HloInstruction, selector: HloInstruction,
+                    count: int) -> tuple[int, ...] | None:
+    """The value, at each of the ``count`` iterations of counted ``loop``, of an instruction
+    of its body that is integer scalar arithmetic on one induction variable of the loop state
+    (a conditional's branch; JAX's ``fori_loop`` carries its index beside the trip counter),
+    else None."""
     state = loop.body.parameter(0)
     element = _read_element(selector, state)
-    if count is None or element is None:
+    if element is None:
         return None
     values = _induction(loop, element, count)
     if values is None:

@@ -642,7 +642,7 @@ def _is_constant(value: HloInstruction) -> bool:
     return value.opcode == "constant"
 
 
-def _loops(em: ElementalEmitter, sizes: list[tuple[int, object]], subtracting: bool = False):
+def loops(em: ElementalEmitter, sizes: list[tuple[int, object]], subtracting: bool = False):
     """Nested ``for`` loops over the given (size, key) pairs; yields the loop variables."""
     names = []
     blocks = []
@@ -656,7 +656,7 @@ def _loops(em: ElementalEmitter, sizes: list[tuple[int, object]], subtracting: b
     return names, blocks
 
 
-def _close(blocks) -> None:
+def close_loops(blocks) -> None:
     for blk in reversed(blocks):
         blk.__exit__(None, None, None)
 
@@ -668,7 +668,7 @@ def _reduce(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     src = _shape(inputs[0])
     key = ("reduce", id(inst))
     accs = accumulators(em, inits)
-    loop_vars, blocks = _loops(em, [(src.dims[d], (key, d)) for d in dims],
+    loop_vars, blocks = loops(em, [(src.dims[d], (key, d)) for d in dims],
                                accumulation_subtracts(inst.to_apply, inputs))
     exprs, kept = [], iter(index.exprs)
     by_dim = dict(zip(dims, loop_vars))
@@ -676,7 +676,7 @@ def _reduce(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
         exprs.append(by_dim[d] if d in by_dim else next(kept))
     xs = [em.value(x, Index(tuple(exprs))) for x in inputs]
     combine(em, inst.to_apply, accs, xs)
-    _close(blocks)
+    close_loops(blocks)
     return accs[0] if n == 1 else tuple(accs)
 
 
@@ -684,7 +684,7 @@ def _window_positions(em: ElementalEmitter, inst: HloInstruction, window, out_in
                       in_dims: tuple[int, ...], key: object, subtracting: bool = False):
     """Open loops over a window's taps; return the input index inside them, the condition
     that it is not padding, the open blocks, and the tap loop variables."""
-    loop_vars, blocks = _loops(em, [(w.size, (key, "w", d)) for d, w in enumerate(window.dims)],
+    loop_vars, blocks = loops(em, [(w.size, (key, "w", d)) for d, w in enumerate(window.dims)],
                                subtracting)
     exprs, conds = [], []
     for d, w in enumerate(window.dims):
@@ -720,7 +720,7 @@ def _reduce_window(em: ElementalEmitter, inst: HloInstruction, index: Index) -> 
         combine(em, inst.to_apply, accs, xs)
     with em.block("else"):
         combine(em, inst.to_apply, accs, init_vals)
-    _close(blocks)
+    close_loops(blocks)
     return accs[0] if n == 1 else tuple(accs)
 
 
@@ -738,7 +738,7 @@ def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     et = inst.shape.element_type
     acc_et = accumulation_type(et)
     acc = em.kb.declare(cltypes.compute_type(acc_et), "acc", cltypes.literal(acc_et, 0))
-    loop_vars, blocks = _loops(em, [(lhs.shape.dims[d], (key, d)) for d in lc])
+    loop_vars, blocks = loops(em, [(lhs.shape.dims[d], (key, d)) for d in lc])
     out = iter(index.exprs)
     batch = [next(out) for _ in lb]
     lhs_free = [d for d in range(lhs.shape.rank) if d not in lc and d not in lb]
@@ -755,7 +755,7 @@ def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     x = E.convert(lhs.shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
     y = E.convert(rhs.shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
     em.kb.line(f"{acc} = {E.binary('add', acc_et, acc, E.binary('multiply', acc_et, x, y))};")
-    _close(blocks)
+    close_loops(blocks)
     return em.computed(et, cltypes.round_to_storage(et, acc))
 
 
@@ -791,7 +791,7 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
     in_dims = tuple(lhs.shape.dims[d] for d in dn.input_spatial)
     if window is None or not window.dims:
         window = Window(tuple(WindowDim(rhs.shape.dims[d]) for d in dn.kernel_spatial))
-    c_vars, c_blocks = _loops(em, [(k_in, (key, "cin"))])
+    c_vars, c_blocks = loops(em, [(k_in, (key, "cin"))])
     exprs, valid, blocks, taps = _window_positions(em, inst, window, spatial_out, in_dims, key)
     with em.block(f"if ({valid})"):
         l_exprs = ["0"] * lhs.shape.rank
@@ -810,8 +810,8 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
         x = E.convert(lhs.shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
         y = E.convert(rhs.shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
         kb.line(f"{acc} = {E.binary('add', acc_et, acc, E.binary('multiply', acc_et, x, y))};")
-    _close(blocks)
-    _close(c_blocks)
+    close_loops(blocks)
+    close_loops(c_blocks)
     return em.computed(et, cltypes.round_to_storage(et, acc))
 
 
@@ -887,7 +887,7 @@ def _select_and_scatter(em: ElementalEmitter, inst: HloInstruction, index: Index
         first = kb.let(t, f"max({first}, ({t})0)", "w")
         w_lo.append(first)
         counts.append(((w.size + w.stride - 1) // w.stride, (key, "cnt", d)))
-    outer_vars, outer_blocks = _loops(em, counts)
+    outer_vars, outer_blocks = loops(em, counts)
     wins, conds = [], []
     for d, w in enumerate(window.dims):
         wv = kb.let(t, f"{w_lo[d]} + {outer_vars[d]}", "w")
@@ -902,7 +902,7 @@ def _select_and_scatter(em: ElementalEmitter, inst: HloInstruction, index: Index
         best = [kb.declare(t, "b", "-1") for _ in window.dims]
         best_val = kb.declare(cltypes.compute_type(operand.shape.element_type), "bv")
         have = kb.declare("int", "h", "0")
-        inner_vars, inner_blocks = _loops(em, [(w.size, (key, "z", d)) for d, w in enumerate(window.dims)])
+        inner_vars, inner_blocks = loops(em, [(w.size, (key, "z", d)) for d, w in enumerate(window.dims)])
         pos, valid = [], []
         for d, w in enumerate(window.dims):
             stride = kb.param(w.stride, key=(key, "s", d))
@@ -918,13 +918,13 @@ def _select_and_scatter(em: ElementalEmitter, inst: HloInstruction, index: Index
                 for b, p in zip(best, pos):
                     kb.line(f"{b} = {p};")
                 kb.line(f"{have} = 1;")
-        _close(inner_blocks)
+        close_loops(inner_blocks)
         hit = " && ".join(f"{b} == {i}" for b, i in zip(best, index.exprs)) or "1"
         with em.block(f"if ({have} && {hit})"):
             s = em.value(source, Index(tuple(wins)))
             new = em.call(scatter, [acc, s])
             kb.line(f"{acc} = {new};")
-    _close(outer_blocks)
+    close_loops(outer_blocks)
     return acc
 
 
@@ -950,5 +950,5 @@ def is_elemental(inst: HloInstruction) -> bool:
 
 
 __all__ = ["ElementalEmitter", "Index", "BufferLeaf", "ValueLeaf", "RULES", "SCALAR",
-           "pad_source", "update_window", "accumulators", "combine",
+           "pad_source", "update_window", "accumulators", "combine", "loops", "close_loops",
            "layout_key", "is_elemental", "row_major", "element_strides", "Shape"]

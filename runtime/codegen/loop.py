@@ -22,7 +22,8 @@ from .context import LoweringContext
 from .registry import ANY, FUSION, LOOP, fusion_root, register
 from .plan import Launch, Step
 
-def _all_shapes(inst: HloInstruction) -> list[ArrayShape]:
+def all_shapes(inst: HloInstruction) -> list[ArrayShape]:
+    """Every array of ``inst``'s result and operands (what decides the index type)."""
     shapes = [s for _, s in inst.shape.leaves()]
     for op in inst.operands:
         shapes.extend(s for _, s in op.shape.leaves())
@@ -113,7 +114,7 @@ def updates_in_place(ctx: LoweringContext, inst: HloInstruction, root: HloInstru
 
 def _loop_launch(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction, params,
                  group: list[tuple[tuple[int, ...], ArrayShape]]) -> Launch:
-    kb = kernel_builder(*_all_shapes(inst))
+    kb = kernel_builder(*all_shapes(inst))
     first = group[0][1]
     count = first.element_count
     gid = begin_1d(kb, count)
@@ -137,7 +138,7 @@ def _update_in_place(ctx: LoweringContext, inst: HloInstruction, root: HloInstru
     count = upd_shape.element_count
     if count == 0:
         return []
-    kb = kernel_builder(*_all_shapes(inst))
+    kb = kernel_builder(*all_shapes(inst))
     gid = begin_1d(kb, count)
     out_ptr = kb.buffer(out.element_type, ctx.ref(inst), writable=True, key=("out", ()))
     # the target may be read only where this work-item writes (buffer assignment shares it
@@ -166,4 +167,5 @@ def lower_by_root(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     return steps if steps is not None else lower_loop(ctx, inst)
 
 __all__ = ["lower_loop", "updates_in_place", "launch_1d", "begin_1d", "kernel_builder", "operand_leaves",
+           "all_shapes",
            "fused_parts", "output_index", "BufferRef", "Shape"]

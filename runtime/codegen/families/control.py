@@ -58,7 +58,8 @@ def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
         members = {i.name: i for i in body.instructions}
         for step in steps:
             if isinstance(step, HostConditional) and step.instruction in members:
-                step.selected = selector_values(inst, members[step.instruction].operands[0])
+                step.selected = selector_values(inst, members[step.instruction].operands[0],
+                                                len(values))
     return [HostWhile(condition=ctx.lower_computation(cond), predicate=ctx.ref(cond.root),
                       body=steps, instruction=inst.name, counter_values=values)]
 

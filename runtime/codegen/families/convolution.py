@@ -34,6 +34,7 @@ above one, and type mixes ``tiles.accumulation`` refuses decline to the elementa
 from __future__ import annotations
 
 import contextlib
+from typing import Callable
 from dataclasses import dataclass
 
 from ...hlo.attributes import ConvDimensionNumbers, Window, WindowDim
@@ -121,6 +122,23 @@ def _emit(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
     return kernel(ctx, c, p)
 
 
+@dataclass(frozen=True)
+class _ColumnTiles:
+    """What ``_ConvKernel.column_tiles`` sets up for a work-item of a column form."""
+
+    tile: Tile
+    col_blocks: int
+    row_blocks: int
+    rb: str
+    zb: str
+    ncols: str
+    nrows: str
+    col0: str
+    skip: str
+    x: tuple            # (element type, buffer argument) of the input
+    w: tuple            # ... of the kernel
+
+
 class _ConvKernel:
     """What both kernel forms share: the kernel builder and emitter, the output rows (batch x
     output spatial positions) a work-item holds and where each starts in the input, the loops
@@ -199,6 +217,37 @@ class _ConvKernel:
         loops.enter_context(self.em.block(f"if ({' || '.join(valid)})"))
         return valid, x_at, w_tap or "0"
 
+    def column_tiles(self, ctx: LoweringContext) -> "_ColumnTiles":
+        """The register tile of the column forms, the work-item's column and row blocks, the
+        operands' buffers, and the tile's first column (the last block overlapping the one
+        before it, ``skip`` columns not its own)."""
+        kb, t, p, param = self.kb, self.t, self.p, self.param
+        tile = Tile(kb, p.acc, p.tile_rows, p.vectors, p.lanes)
+        col_blocks = -(-p.columns // tile.width)
+        row_blocks = -(-self.nrows_total // tile.rows)
+        cb, rb, zb = begin_tiles(kb, col_blocks, row_blocks)
+        x, w = operand_buffer(ctx, kb, self.c, 0), operand_buffer(ctx, kb, self.c, 1)
+        ncols, nrows = param(p.columns, "cols"), param(self.nrows_total, "rows")
+        col0 = kb.let(t, f"min({cb} * {tile.width}, {ncols} - {tile.width})", "col")
+        skip = kb.let(t, f"{cb} * {tile.width} - {col0}", "skip")
+        return _ColumnTiles(tile, col_blocks, row_blocks, rb, zb, ncols, nrows, col0, skip, x, w)
+
+    def store(self, ctx: LoweringContext, ct: "_ColumnTiles", positions,
+              out_index: Callable[[tuple[str, ...], str], tuple[str, ...]],
+              groups: int) -> Launch:
+        """Store the tile (rows as vectors where they may be, else element by element) and
+        the launch over the column and row blocks and ``groups``."""
+        kb, t, tile, dn = self.kb, self.t, ct.tile, self.dn
+        rows, width = tile.rows, tile.width
+        if self.writer.can_store_rows(dn.output_feature, tile.lanes):
+            self.writer.store_rows(
+                tile, [out_index(ri, ct.col0) for ri in positions],
+                f"{ct.skip} == 0 && {ct.rb} * {rows} + {rows} <= {ct.nrows}", dn.output_feature)
+        self.writer.store_tile(
+            tile.spill(), rows, width, f"{ct.rb} * {rows}", ct.nrows, ct.skip, self.split,
+            lambda ri, lane: (out_index(ri, kb.let(t, f"{ct.col0} + {lane}", "col")), "1"))
+        return launch_3d(ctx, kb, self.c.inst, ct.col_blocks, ct.row_blocks, groups)
+
     def out_index(self, ri: tuple[str, ...], feature: str) -> tuple[str, ...]:
         exprs = ["0"] * self.out.rank
         exprs[self.dn.output_batch] = ri[0]
@@ -212,15 +261,9 @@ def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
     k = _ConvKernel(ctx, c, p)
     kb, t, acc, dn, param = k.kb, k.t, p.acc, k.dn, k.param
     sx, sw = k.sx, k.sw
-    tile = Tile(kb, acc, p.tile_rows, p.vectors, p.lanes)
-    width, rows = tile.width, tile.rows
-    col_blocks, row_blocks = -(-p.columns // width), -(-k.nrows_total // rows)
-    cb, rb, zb = begin_tiles(kb, col_blocks, row_blocks)
-    x_et, x_buf = operand_buffer(ctx, kb, c, 0)
-    w_et, w_buf = operand_buffer(ctx, kb, c, 1)
-    ncols, nrows = param(p.columns, "cols"), param(k.nrows_total, "rows")
-    col0 = kb.let(t, f"min({cb} * {width}, {ncols} - {width})", "col")
-    skip = kb.let(t, f"{cb} * {width} - {col0}", "skip")
+    ct = k.column_tiles(ctx)
+    tile, rows, rb, zb, col0 = ct.tile, ct.tile.rows, ct.rb, ct.zb, ct.col0
+    (x_et, x_buf), (w_et, w_buf) = ct.x, ct.w
     if p.batch_groups:
         x_group = param(k.out.dims[dn.output_batch] * sx[dn.input_batch], "x_group")
     else:
@@ -230,7 +273,7 @@ def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
     w_col = None if unit else param(w_out, "w_out")
     w_base = kb.let(t, f"{zb} * {param(p.columns * w_out, 'w_group')} + {col0}"
                     + ("" if unit else f" * {w_col}"), "wb")
-    positions, x_rows = k.rows(rb, rows, nrows, f"{zb} * {x_group}")
+    positions, x_rows = k.rows(rb, rows, ct.nrows, f"{zb} * {x_group}")
     tile.declare()
     vec = acc.vector(p.lanes)
     with contextlib.ExitStack() as loops:
@@ -263,14 +306,9 @@ def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
             features(guarded=True)
 
     def out_index(ri: tuple[str, ...], col: str) -> tuple[str, ...]:
-        return k.out_index(ri, kb.let(t, f"{zb} * {ncols} + {col}", "f"))
+        return k.out_index(ri, kb.let(t, f"{zb} * {ct.ncols} + {col}", "f"))
 
-    if k.writer.can_store_rows(dn.output_feature, p.lanes):
-        k.writer.store_rows(tile, [out_index(ri, col0) for ri in positions],
-                            f"{skip} == 0 && {rb} * {rows} + {rows} <= {nrows}", dn.output_feature)
-    k.writer.store_tile(tile.spill(), rows, width, f"{rb} * {rows}", nrows, skip, k.split,
-                        lambda ri, lane: (out_index(ri, kb.let(t, f"{col0} + {lane}", "col")), "1"))
-    return launch_3d(ctx, kb, c.inst, col_blocks, row_blocks, p.groups)
+    return k.store(ctx, ct, positions, out_index, p.groups)
 
 
 def _narrow_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
@@ -333,15 +371,9 @@ def _group_lanes_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> La
     k = _ConvKernel(ctx, c, p)
     kb, t, acc, dn, param, lanes = k.kb, k.t, p.acc, k.dn, k.param, p.lanes
     sx, sw = k.sx, k.sw
-    tile = Tile(kb, acc, p.tile_rows, p.vectors, lanes)
-    width, rows = tile.width, tile.rows
-    col_blocks, row_blocks = -(-p.columns // width), -(-k.nrows_total // rows)
-    cb, rb, _ = begin_tiles(kb, col_blocks, row_blocks)
-    x_et, x_buf = operand_buffer(ctx, kb, c, 0)
-    w_et, w_buf = operand_buffer(ctx, kb, c, 1)
-    ncols, nrows = param(p.columns, "cols"), param(k.nrows_total, "rows")
-    col0 = kb.let(t, f"min({cb} * {width}, {ncols} - {width})", "col")
-    skip = kb.let(t, f"{cb} * {width} - {col0}", "skip")
+    ct = k.column_tiles(ctx)
+    tile, rows, rb, col0 = ct.tile, ct.tile.rows, ct.rb, ct.col0
+    (x_et, x_buf), (w_et, w_buf) = ct.x, ct.w
     k_in = k.rhs.dims[dn.kernel_input_feature]
     # elements from one group's input to the next's: its features, or its batch
     x_lane = (k.out.dims[dn.output_batch] * sx[dn.input_batch] if p.batch_groups
@@ -350,7 +382,7 @@ def _group_lanes_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> La
     x_step, w_step = (None if n == 1 else param(n, name)
                       for n, name in ((x_lane, "x_lane"), (w_lane, "w_lane")))
     x_base = kb.let(t, f"{col0} * {param(x_lane, 'x_lane')}", "xg")
-    positions, x_rows = k.rows(rb, rows, nrows, x_base)
+    positions, x_rows = k.rows(rb, rows, ct.nrows, x_base)
     tile.declare()
     vec = acc.vector(lanes)
     with contextlib.ExitStack() as loops:
@@ -370,13 +402,7 @@ def _group_lanes_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> La
                     "xl")
                 x = kb.let(vec, f"{valid[r]} ? {loaded} : ({vec})(0)", "xv")
                 tile.update(r, j, x, ys[j])
-    if k.writer.can_store_rows(dn.output_feature, lanes):
-        k.writer.store_rows(tile, [k.out_index(ri, col0) for ri in positions],
-                            f"{skip} == 0 && {rb} * {rows} + {rows} <= {nrows}", dn.output_feature)
-    k.writer.store_tile(tile.spill(), rows, width, f"{rb} * {rows}", nrows, skip, k.split,
-                        lambda ri, lane: (k.out_index(ri, kb.let(t, f"{col0} + {lane}", "col")),
-                                          "1"))
-    return launch_3d(ctx, kb, c.inst, col_blocks, row_blocks, 1)
+    return k.store(ctx, ct, positions, k.out_index, 1)
 
 
 def _reversed(w: WindowDim, tap: str, s: int, param) -> str:

@@ -25,7 +25,8 @@ from .. import cltypes
 from ..context import LoweringContext
 from ..elemental import (ElementalEmitter, Index, accumulation_subtracts, accumulators,
                          combine)
-from ..loop import begin_1d, fused_parts, kernel_builder, launch_1d, operand_leaves
+from ..loop import (all_shapes, begin_1d, fused_parts, kernel_builder, launch_1d,
+                    operand_leaves)
 from ..plan import Step
 from ..registry import register
 
@@ -75,7 +76,7 @@ def lower_scan(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     out: ArrayShape = inst.shape  # type: ignore[assignment]
     n = out.dims[dim]
     lines = out.element_count // n
-    kb = kernel_builder(*(s for x in (inst, *inst.operands) for _, s in x.shape.leaves()))
+    kb = kernel_builder(*all_shapes(inst))
     gid = begin_1d(kb, lines)
     ptr = kb.buffer(out.element_type, ctx.ref(inst), writable=True, key=("out", ()))
     em = ElementalEmitter(kb, operand_leaves(ctx, inst, params), ctx.program.embed)

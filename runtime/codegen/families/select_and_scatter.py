@@ -22,8 +22,9 @@ from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
 from .. import cltypes
 from ..context import LoweringContext
-from ..elemental import SCALAR, ElementalEmitter, Index
-from ..loop import begin_1d, fused_parts, kernel_builder, launch_1d, operand_leaves
+from ..elemental import SCALAR, ElementalEmitter, Index, close_loops, loops
+from ..loop import (all_shapes, begin_1d, fused_parts, kernel_builder, launch_1d,
+                    operand_leaves)
 from ..plan import Step
 from ..registry import register
 
@@ -46,7 +47,7 @@ def lower_by_planes(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | 
     planes = out.element_count // max(1, math.prod(out.dims[d] for d in moving))
     if planes < _MIN_PLANES or any(ctx.same_bytes(inst, op) for op in inst.operands):
         return None
-    kb = kernel_builder(*(s for x in (inst, *inst.operands) for _, s in x.shape.leaves()))
+    kb = kernel_builder(*all_shapes(inst))
     gid = begin_1d(kb, planes)
     ptr = kb.buffer(out.element_type, ctx.ref(inst), writable=True, key=("out", ()))
     em = ElementalEmitter(kb, operand_leaves(ctx, inst, params), ctx.program.embed)
@@ -58,36 +59,27 @@ def lower_by_planes(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | 
                                             "plane")))
     key = ("sas-planes", id(root))
 
-    def loops(sizes: dict[int, int], name: str):
-        """Nested loops over ``sizes`` (dimension -> extent) in dimension order."""
-        variables, blocks = {}, []
-        for d, n in sizes.items():
-            var = kb.fresh(name)
-            blocks.append(em.block(
-                f"for ({t} {var} = 0; {var} < {kb.param(n, key=(key, name, d))}; ++{var})"))
-            blocks[-1].__enter__()
-            variables[d] = var
-        return variables, blocks
-
-    def close(blocks) -> None:
-        for blk in reversed(blocks):
-            blk.__exit__(None, None, None)
+    def nest(sizes: dict[int, int], name: str):
+        """Nested loops over ``sizes`` (dimension -> extent) in dimension order: their
+        variables by dimension, and the blocks ``close_loops`` ends."""
+        names, blocks = loops(em, [(n, (key, name, d)) for d, n in sizes.items()])
+        return dict(zip(sizes, names)), blocks
 
     def at(positions: dict[int, str]) -> Index:
         return Index(tuple(positions[d] if d in positions else plane[d]
                            for d in range(out.rank)))
 
     initial = str(em.value(init, SCALAR))
-    cells, blocks = loops({d: out.dims[d] for d in moving}, "x")
+    cells, blocks = nest({d: out.dims[d] for d in moving}, "x")
     kb.line(cltypes.store(out.element_type, ptr, em.offset(out, at(cells), ("out", ())),
                           initial))
-    close(blocks)
+    close_loops(blocks)
     src: ArrayShape = source.shape  # type: ignore[assignment]
-    wins, win_blocks = loops({d: src.dims[d] for d in moving}, "w")
+    wins, win_blocks = nest({d: src.dims[d] for d in moving}, "w")
     best = {d: kb.declare(t, "b", "0") for d in moving}
     best_value = kb.declare(cltypes.compute_type(operand.shape.element_type), "bv")
     have = kb.declare("int", "h", "0")
-    taps, tap_blocks = loops({d: window.dims[d].size for d in moving}, "k")
+    taps, tap_blocks = nest({d: window.dims[d].size for d in moving}, "k")
     pos, valid = {}, []
     for d in moving:
         w = window.dims[d]
@@ -103,12 +95,12 @@ def lower_by_planes(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | 
             for d in moving:
                 kb.line(f"{best[d]} = {pos[d]};")
             kb.line(f"{have} = 1;")
-    close(tap_blocks)
+    close_loops(tap_blocks)
     with em.block(f"if ({have})"):
         offset = kb.let(t, em.offset(out, at(best), ("out", ())), "o")
         current = kb.let(cltypes.compute_type(out.element_type),
                          cltypes.load(out.element_type, ptr, offset), "c")
         combined = em.call(root.scatter, [current, em.value(source, at(wins))])
         kb.line(cltypes.store(out.element_type, ptr, offset, str(combined)))
-    close(win_blocks)
+    close_loops(win_blocks)
     return [launch_1d(ctx, kb, inst, planes)]
