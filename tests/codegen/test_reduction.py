@@ -8,8 +8,10 @@ import pytest
 
 import runtime
 from runtime.analyzer import analyze_verified
+from runtime.codegen.families import reduction
 from runtime.compiler import KernelBuild
 from runtime.execution.device import get_device
+from runtime.execution import program_cache
 from runtime.execution.executable import Executable
 from runtime.target import TARGETS, Target
 
@@ -262,4 +264,149 @@ ENTRY e {{
     assert launch.scalars[0] == 64, "one work-item per row"
     c = x - x.mean(1, keepdims=True)
     want = c / np.sqrt((c * c).mean(1, keepdims=True)) * g
+    np.testing.assert_allclose(exe(x, g), want, rtol=1e-4, atol=1e-5)
+
+
+def bias_softmax(r: int, along: str = "") -> str:
+    """A T5-style attention softmax row: scores plus a transposed bf16 bias and a length mask
+    from ``iota``, to bf16; ``along`` puts an op on the row the lanes cannot follow."""
+    x = "x1" if not along else "x2"
+    extra = f"\n  x2 = f32[2,3,{r},{r}]{{3,2,1,0}} {along}(x1), dimensions={{3}}" if along else ""
+    return f"""
+HloModule bias_softmax
+{reducer("mx", "maximum")}
+{reducer("add", "add")}
+ENTRY e {{
+  s = f32[2,3,{r},{r}]{{3,2,1,0}} parameter(0)
+  bias = bf16[{r},{r},3]{{2,1,0}} parameter(1)
+  len = s32[2]{{0}} parameter(2)
+  bt = bf16[3,{r},{r}]{{2,1,0}} transpose(bias), dimensions={{2,0,1}}
+  bf = f32[3,{r},{r}]{{2,1,0}} convert(bt)
+  bb = f32[2,3,{r},{r}]{{3,2,1,0}} broadcast(bf), dimensions={{1,2,3}}
+  io = s32[2,3,{r},{r}]{{3,2,1,0}} iota(), iota_dimension=3
+  lb = s32[2,3,{r},{r}]{{3,2,1,0}} broadcast(len), dimensions={{0}}
+  keep = pred[2,3,{r},{r}]{{3,2,1,0}} compare(io, lb), direction=LT
+  zero = f32[] constant(0)
+  big = f32[] constant(-1e9)
+  zb = f32[2,3,{r},{r}]{{3,2,1,0}} broadcast(zero), dimensions={{}}
+  nb = f32[2,3,{r},{r}]{{3,2,1,0}} broadcast(big), dimensions={{}}
+  mask = f32[2,3,{r},{r}]{{3,2,1,0}} select(keep, zb, nb)
+  x0 = f32[2,3,{r},{r}]{{3,2,1,0}} add(s, bb)
+  x1 = f32[2,3,{r},{r}]{{3,2,1,0}} add(x0, mask){extra}
+  ninf = f32[] constant(-inf)
+  m = f32[2,3,{r}]{{2,1,0}} reduce({x}, ninf), dimensions={{3}}, to_apply=mx
+  mb = f32[2,3,{r},{r}]{{3,2,1,0}} broadcast(m), dimensions={{0,1,2}}
+  d = f32[2,3,{r},{r}]{{3,2,1,0}} subtract({x}, mb)
+  ex = f32[2,3,{r},{r}]{{3,2,1,0}} exponential(d)
+  sm = f32[2,3,{r}]{{2,1,0}} reduce(ex, zero), dimensions={{3}}, to_apply=add
+  sb = f32[2,3,{r},{r}]{{3,2,1,0}} broadcast(sm), dimensions={{0,1,2}}
+  p = f32[2,3,{r},{r}]{{3,2,1,0}} divide(ex, sb)
+  ROOT o = bf16[2,3,{r},{r}]{{3,2,1,0}} convert(p)
+}}
+"""
+
+
+def bias_softmax_inputs(r: int):
+    s = (RNG.standard_normal((2, 3, r, r)) * 3).astype(np.float32)
+    bias = RNG.standard_normal((r, r, 3)).astype(ml_dtypes.bfloat16)
+    lengths = np.array([r - 7, 37], np.int32)
+    return s, bias, lengths
+
+
+def bias_softmax_reference(s, bias, lengths, flip: bool = False):
+    r = s.shape[-1]
+    x = s + bias.astype(np.float32).transpose(2, 0, 1)[None] + np.where(
+        np.arange(r) < lengths[:, None, None, None], 0.0, -1e9).astype(np.float32)
+    if flip:
+        x = x[..., ::-1]
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def compile_recording_lanes(text: str, kind: str, monkeypatch, enabled: bool = True):
+    """Compile for ``kind``, recording the values a row kernel computed on vectors (none when
+    not ``enabled``: the element form)."""
+    real = reduction.lane_emitter
+    took: list[str] = []
+
+    def recording(em, inst, *rest):
+        found = real(em, inst, *rest) if enabled else None
+        if found is not None:
+            took.append(inst.name)
+        return found
+    monkeypatch.setattr(reduction, "lane_emitter", recording)
+    monkeypatch.setattr(program_cache, "load", lambda key: None)    # lower it here and now
+    exe = compile_for(text, kind)
+    monkeypatch.undo()
+    return exe, took
+
+
+@pytest.mark.parametrize("kind", sorted(TARGETS))
+@pytest.mark.parametrize("r", [100, 128])
+def test_row_kernel_computes_its_producers_on_vectors(kind, r, monkeypatch):
+    """The row maximum, the row sum of exponentials and the normalised outputs are computed on
+    vectors where the target keeps partial accumulators in vectors (gathering the transposed
+    bias, the mask's iota and comparison lane-wise), the remainder of a row element by
+    element; the values are the element form's to within one bf16 rounding."""
+    s, bias, lengths = bias_softmax_inputs(r)
+    exe, took = compile_recording_lanes(bias_softmax(r), kind, monkeypatch)
+    scalar, none = compile_recording_lanes(bias_softmax(r), kind, monkeypatch, enabled=False)
+    assert len(exe.program.plan) == 1 and not none
+    assert len(took) == (3 if TARGETS[kind].reduction.lanes > 1 else 0), took   # 2 rows, 1 store
+    got = np.asarray(exe(s, bias, lengths)).astype(np.float32)
+    np.testing.assert_allclose(got, np.asarray(scalar(s, bias, lengths)).astype(np.float32),
+                               rtol=2 ** -8, atol=1e-30)
+    np.testing.assert_allclose(got, bias_softmax_reference(s, bias, lengths), rtol=2 ** -7,
+                               atol=1e-6)
+
+
+def test_row_kernel_keeps_elements_where_lanes_cannot_follow(monkeypatch):
+    """A reverse along the row: its lanes would run backwards, so the row is computed element
+    by element, and still right."""
+    s, bias, lengths = bias_softmax_inputs(40)
+    exe, took = compile_recording_lanes(bias_softmax(40, along="reverse"), "cpu", monkeypatch)
+    assert took == []
+    np.testing.assert_allclose(np.asarray(exe(s, bias, lengths)).astype(np.float32),
+                               bias_softmax_reference(s, bias, lengths, flip=True),
+                               rtol=2 ** -7, atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", sorted(TARGETS))
+@pytest.mark.parametrize("n", [1000, 1024, 6, 3])
+def test_layernorm_rows_on_vectors_with_a_remainder(kind, n, monkeypatch):
+    """Layer-norm rows of any length: whole blocks on vectors, the rest element by element
+    (a row of 3 is too short for the narrowest block)."""
+    text = f"""
+HloModule ln
+{reducer("add", "add")}
+ENTRY e {{
+  x = f32[24,{n}]{{1,0}} parameter(0)
+  g = f32[{n}]{{0}} parameter(1)
+  z = f32[] constant(0)
+  s = f32[24]{{0}} reduce(x, z), dimensions={{1}}, to_apply=add
+  k = f32[] constant({1 / n!r})
+  kb = f32[24]{{0}} broadcast(k), dimensions={{}}
+  mean = f32[24]{{0}} multiply(s, kb)
+  mb = f32[24,{n}]{{1,0}} broadcast(mean), dimensions={{0}}
+  c = f32[24,{n}]{{1,0}} subtract(x, mb)
+  c2 = f32[24,{n}]{{1,0}} multiply(c, c)
+  v = f32[24]{{0}} reduce(c2, z), dimensions={{1}}, to_apply=add
+  var = f32[24]{{0}} multiply(v, kb)
+  eps = f32[] constant(1e-5)
+  eb = f32[24]{{0}} broadcast(eps), dimensions={{}}
+  ve = f32[24]{{0}} add(var, eb)
+  r = f32[24]{{0}} rsqrt(ve)
+  rb = f32[24,{n}]{{1,0}} broadcast(r), dimensions={{0}}
+  y = f32[24,{n}]{{1,0}} multiply(c, rb)
+  gb = f32[24,{n}]{{1,0}} broadcast(g), dimensions={{1}}
+  ROOT o = f32[24,{n}]{{1,0}} multiply(y, gb)
+}}
+"""
+    x = (RNG.standard_normal((24, n)) + 3).astype(np.float32)
+    g = RNG.standard_normal(n).astype(np.float32)
+    exe, took = compile_recording_lanes(text, kind, monkeypatch)
+    vectors = TARGETS[kind].reduction.lanes > 1 and n >= 4
+    assert len(took) == (3 if vectors else 0), took
+    c = x - x.mean(1, keepdims=True)
+    want = c / np.sqrt((c * c).mean(1, keepdims=True) + 1e-5) * g
     np.testing.assert_allclose(exe(x, g), want, rtol=1e-4, atol=1e-5)

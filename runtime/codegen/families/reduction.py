@@ -10,7 +10,12 @@ decides the inner loops:
   accumulators, unrolled, so the compiler vectorises the loads and adds (PoCL runs work-items
   one after another, so vectors inside a work-item are the only SIMD a loop gets). Partials
   start at ``init`` only when it is the reducer's identity; otherwise one accumulator keeps
-  the sequential order.
+  the sequential order. Where the reducer is one vector operation and the run's lanes can
+  follow the fused producers down to their leaves (``row_vector_loop.lane_emitter``), the
+  producers are computed on ``lanes``-wide vectors too (vector loads or lane gathers, vector
+  ``exp``), and so are the row's outputs along the output's contiguous dimension: a T5
+  attention softmax (f32 scores, a transposed bf16 position bias, a length mask) 1.34 ->
+  0.39 ms a layer, where sixteen scalar lanes had each run ``exp`` at 5 ns an element.
 * the contiguous dimension is kept ("column" reductions such as sums over the batch): each
   work-item owns ``column_lanes`` adjacent outputs along it and loops over the reduced
   dimensions, reading that many contiguous inputs per step.
@@ -38,6 +43,7 @@ from ..context import LoweringContext
 from ..loop import begin_1d, fused_parts, operand_leaves
 from ..plan import Launch, Step
 from ..registry import FUSION, register
+from ..row_vector_loop import lane_emitter, store_lanes
 
 
 def lower_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
@@ -89,19 +95,47 @@ def _row_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
             _bind(em, value, _reduce(em, value, index, lanes))
         else:
             _bind(em, value, [em.value(value, index)])
+    vector = _column_vectors(em, inst, root, plan, lanes)
     columns: dict[int, str] = {}
     blocks = []
-    for d in plan.column_dims:
+    for d in plan.column_dims[:-1] if vector is not None else plan.column_dims:
         var = kb.fresh("c")
         n = kb.param(out.dims[d], key=("column", d))
         blocks.append(em.block(f"for ({kb.index_type} {var} = 0; {var} < {n}; ++{var})"))
         blocks[-1].__enter__()
         columns[d] = var
+    if vector is not None:
+        vector_em, width = vector
+        d = plan.column_dims[-1]
+        columns[d] = kb.declare(kb.index_type, "c", "0")
+        n = kb.param(out.dims[d], key=("column", d))
+        index = Index(tuple(columns.get(k, row[k]) for k in range(out.rank)))
+        with em.block(f"for (; {columns[d]} + {width} <= {n}; {columns[d]} += {width})"):
+            store_lanes(em, out.element_type, outputs[0][2], em.offset(out, index, ("out", ())),
+                        vector_em.value(root, index), width)
+        blocks.append(em.block(f"for (; {columns[d]} < {n}; ++{columns[d]})"))
+        blocks[-1].__enter__()
     index = Index(tuple(columns.get(d, row[d]) for d in range(out.rank)))
     _store(em, inst, root, outputs, index)
     for blk in reversed(blocks):
         blk.__exit__(None, None, None)
     return rows
+
+
+def _column_vectors(em: ElementalEmitter, inst: HloInstruction, root: HloInstruction,
+                    plan: RowPlan, lanes: int):
+    """The lane emitter and width computing the row's outputs in vectors along the output's
+    contiguous dimension (then the innermost column loop), or None: the row's hoisted values
+    are splatted, its other values computed on vectors and stored whole. Targets keeping one
+    accumulator per work-item (``lanes`` 1) keep the element loop."""
+    out = inst.shape
+    if out.is_tuple or not plan.column_dims or out.element_type.name not in ("f32", "bf16") \
+            or plan.column_dims[-1] != out.minor_to_major[0]:
+        return None
+    d = plan.column_dims[-1]
+    width = _lanes_for_run(lanes, out.dims[d])
+    vector_em = lane_emitter(em, root, width, d, out.dims[d] % width == 0)
+    return None if vector_em is None else (vector_em, width)
 
 
 def _column_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
@@ -166,19 +200,26 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
         partial = [_accumulators(em, inits) for _ in range(lanes)]
     variables, blocks = _loops(em, red, order[:-1])
     lane_dim = order[-1]
+    vector_em = None if operation is None else lane_emitter(
+        em, inputs[0], lanes, lane_dim, src.dims[lane_dim] % lanes == 0)
     j = kb.declare(kb.index_type, "j", "0")
     n = kb.param(src.dims[lane_dim], key=(("reduce", id(red)), "n", lane_dim))
     subtracting = accumulation_subtracts(comp, inputs)
     with em.block(f"for (; {j} + {lanes} <= {n}; {j} += {lanes})", subtracting):
-        xs = []
-        for k in range(lanes):
-            at = {**variables, lane_dim: kb.let(kb.index_type, f"{j} + {k}", "i")}
-            xs.append([em.value(x, _input_index(red, index, at)) for x in inputs])
-        if operation is not None:
-            _combine_lanes(em, comp, operation, vector, [x[0] for x in xs])
+        if vector_em is not None:
+            x = vector_em.value(inputs[0], _input_index(red, index, {**variables, lane_dim: j}))
+            _combine_lanes(em, comp, operation, vector, x, lanes)
         else:
+            xs = []
             for k in range(lanes):
-                _combine(em, comp, partial[k], xs[k])
+                at = {**variables, lane_dim: kb.let(kb.index_type, f"{j} + {k}", "i")}
+                xs.append([em.value(x, _input_index(red, index, at)) for x in inputs])
+            if operation is not None:
+                _combine_lanes(em, comp, operation, vector, _pack(em, comp, [x[0] for x in xs]),
+                               lanes)
+            else:
+                for k in range(lanes):
+                    _combine(em, comp, partial[k], xs[k])
     with em.block(f"for (; {j} < {n}; ++{j})", subtracting):
         at = {**variables, lane_dim: j}
         _combine(em, comp, partial[0], [em.value(x, _input_index(red, index, at))
@@ -217,16 +258,19 @@ def _lane_operation(comp: HloComputation, inputs: list[HloInstruction],
     return root.opcode
 
 
+def _pack(em: ElementalEmitter, comp: HloComputation, values: list) -> str:
+    """One vector of the reducer's type holding ``values`` as its lanes."""
+    ctype = cltypes.compute_type(comp.root.shape.element_type)  # type: ignore[union-attr]
+    vec = f"{ctype}{len(values)}"
+    return em.kb.let(vec, f"({vec})({', '.join(map(str, values))})", "x")
+
+
 def _combine_lanes(em: ElementalEmitter, comp: HloComputation, operation: str, vector: str,
-                   values: list) -> None:
-    """``vector``'s lane k = reducer(lane k, ``values[k]``), in the reducer's operand order."""
+                   x: str, lanes: int) -> None:
+    """``vector``'s lane k = reducer(lane k, lane k of ``x``), in the reducer's operand order."""
     et = comp.root.shape.element_type  # type: ignore[union-attr]
-    lanes = len(values)
-    ctype = cltypes.compute_type(et)
-    x = em.kb.let(f"{ctype}{lanes}", f"({ctype}{lanes})({', '.join(map(str, values))})", "x")
     args = [vector, x] if comp.root.operands[0] is comp.parameters[0] else [x, vector]
     em.kb.line(f"{vector} = {arithmetic(operation, et, et, args, lanes=lanes)};")
-
 
 
 def _reduce_columns(em: ElementalEmitter, red: HloInstruction,
