@@ -29,7 +29,7 @@ def choose_schedule(flow: Dataflow, aliasing: AliasAnalysis) -> Schedule:
     if module.is_scheduled:
         candidates["module"] = text_order(flow.call_graph)
     candidates["list"] = list_order(flow)
-    candidates["post-order"] = post_order(flow.call_graph)
+    candidates["post-order"] = post_order(flow.call_graph, module)
     schedules = {name: build_schedule(module, seqs, name) for name, seqs in candidates.items()}
     peaks = {name: simulated_peak(s, flow, aliasing) for name, s in schedules.items()}
     best = min(peaks, key=lambda name: peaks[name])

@@ -13,7 +13,8 @@ In a loop body (a tuple parameter, a tuple root of the same shape) the list sche
 instruction computing state element i after the other readers of the old element i, where
 that order exists: then it may write the new state into the old state's bytes without a copy
 (XLA orders loop-state updates after their last read the same way). The entry's outputs
-aliased with parameters (a donated weight and its update) are ordered the same way.
+aliased with parameters (a donated weight and its update) are ordered the same way, and the
+post-order keeps the same edges.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
+from ..hlo.graph import post_order as graph_post_order
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from .call_graph import CallGraph, sequential_callees
 from .dataflow import Dataflow, HloValue
@@ -67,8 +69,17 @@ def text_order(call_graph: CallGraph) -> Sequences:
     return {c: list(c.instructions) for c in call_graph.sequential}
 
 
-def post_order(call_graph: CallGraph) -> Sequences:
-    return {c: c.post_order() for c in call_graph.sequential}
+def post_order(call_graph: CallGraph, module: HloModule | None = None) -> Sequences:
+    """Operands first, text order breaking ties, with the list scheduler's ordering edges
+    (side effects in text order, loop-state and donated updates after the other reads of what
+    they overwrite): without them a GRU's scan steps computed the new hidden state and counter
+    before their old values' last reads, and each needed a copy every iteration (six a step,
+    240 a run); ResNet-18's donated weight updates, 62 copies."""
+    sequences: Sequences = {}
+    for comp in call_graph.sequential:
+        preds = _predecessors(comp, module)
+        sequences[comp] = graph_post_order(comp.instructions, lambda inst: preds[inst])
+    return sequences
 
 
 def list_order(flow: Dataflow) -> Sequences:

@@ -129,3 +129,34 @@ def test_loop_state_update_waits_for_the_old_elements_readers():
     assert body.index("next") > body.index("fi"), body
     ba = buffer_assignment(module)
     assert not any("loop state {0} computed by the body" in c.reason for c in ba.copies)
+
+
+def test_post_order_also_updates_loop_state_after_its_old_readers():
+    """Plain post-order computes ``next`` (first in text order) before ``fi`` reads the old
+    counter, which would need a copy every iteration; the post-order candidate keeps the list
+    scheduler's edge, whichever candidate wins."""
+    module = runtime.parse(COUNTER_READ_LATE)
+    flow = Dataflow(module)
+    body = module.computation("body")
+    assert names(body.post_order()).index("next") < names(body.post_order()).index("fi")
+    ordered = names(post_order(flow.call_graph, module)[body])
+    assert ordered.index("next") > ordered.index("fi"), ordered
+    assert names(post_order(flow.call_graph, module)[module.entry]) == \
+        names(module.entry.post_order())
+
+
+def test_post_order_updates_a_donated_parameter_after_its_other_reads():
+    module = runtime.parse("""
+HloModule donated, input_output_alias={ {0}: (0, {}, may-alias) }
+ENTRY e {
+  w = f32[64] parameter(0)
+  g = f32[64] parameter(1)
+  nw = f32[64] subtract(w, g)
+  old = f32[64] multiply(w, w)
+  ROOT t = (f32[64], f32[64]) tuple(nw, old)
+}
+""")
+    flow = Dataflow(module)
+    ordered = names(post_order(flow.call_graph, module)[module.entry])
+    assert ordered.index("nw") > ordered.index("old"), ordered
+    assert not buffer_assignment(module).copies
