@@ -168,7 +168,20 @@ def may_hand_off(flow: Dataflow, earlier: Collection[HloValue], later: HloValue)
         in_place_slot = (pair.operand_number, pair.operand_index)
         if pair.output_index == later.index and slots == [in_place_slot]:
             return True
-    if later.index != () or not all(same_physical_shape(v.shape, later.shape) for v in earlier):
+    if not _one_index_space(user, later) \
+            or not all(same_physical_shape(v.shape, later.shape) for v in earlier):
         return False
     return all(idx == () and same_physical_shape(user.operands[k].shape, later.shape)
                and reads_elementwise(user, k) for k, idx in slots)
+
+
+def _one_index_space(user: HloInstruction, later: HloValue) -> bool:
+    """Whether ``later`` is ``user``'s array result, or one output of a multi-output loop
+    fusion whose outputs all share its shape and layout: one work-item computes element i of
+    every output from elements i of the operands, and loads them all before it stores any
+    (``codegen.loop``, ``vector_loop``, ``row_vector_loop``)."""
+    if later.index == ():
+        return True
+    return user.opcode == "fusion" and len(later.index) == 1 and all(
+        isinstance(s, ArrayShape) and same_physical_shape(s, later.shape)
+        for s in user.shape.elements)  # type: ignore[union-attr]

@@ -138,8 +138,16 @@ def _in_place_updates(comp: HloComputation, module: HloModule | None
     elif (root.opcode == "tuple" and len(params) == 1 and params[0].shape == root.shape):
         pairs = [(update, element_readers(params[0], (i,)))
                  for i, update in enumerate(root.operands)]
-    return [(u, r) for u, r in pairs
-            if u.opcode not in ("get-tuple-element", "parameter", "constant", "tuple")]
+    return [(_writer(u), r) for u, r in pairs
+            if _writer(u).opcode not in ("get-tuple-element", "parameter", "constant", "tuple")]
+
+
+def _writer(value: HloInstruction) -> HloInstruction:
+    """The instruction computing ``value``: an output of a multi-output fusion is computed by
+    the fusion."""
+    if value.opcode == "get-tuple-element" and value.operands[0].opcode == "fusion":
+        return value.operands[0]
+    return value
 
 
 def _order_update_after_reads(comp: HloComputation, update: HloInstruction,

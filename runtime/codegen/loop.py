@@ -122,8 +122,10 @@ def _loop_launch(ctx: LoweringContext, inst: HloInstruction, root: HloInstructio
                 for idx, s in group]
     em = ElementalEmitter(kb, operand_leaves(ctx, inst, params), ctx.program.embed)
     index = output_index(em, first, gid)
-    for (idx, s), ptr in zip(group, out_ptrs):
-        value = em.value(root, index, idx) if idx else em.value(root, index)
+    # every value before any store: an output may be written over an operand it reads
+    # (analysis.in_place.may_hand_off), and another output may still read that operand
+    values = [em.value(root, index, idx) if idx else em.value(root, index) for idx, _ in group]
+    for (idx, s), ptr, value in zip(group, out_ptrs, values):
         offset = em.offset(s, index, ("out", idx))
         kb.line(_statement(cltypes.store(s.element_type, ptr, offset, str(value))))
     return launch_1d(ctx, kb, inst, count)

@@ -51,6 +51,7 @@ from .elemental import (RULES, SCALAR, BufferLeaf, ElementalEmitter, Index, Valu
 from .loop import begin_1d, kernel_builder, launch_1d, operand_leaves, updates_in_place
 from .plan import Step
 from .registry import LOOP, register
+from .vector_loop import same_shape_outputs
 
 # element types a lane value may have, by the OpenCL scalar its vector is made of
 _LANE_SCALAR = {"f32": "float", "bf16": "float", "s32": "int", "pred": "int"}
@@ -62,29 +63,31 @@ _SMALLEST = 4
 def row_vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction,
                     params: list[HloInstruction] | None) -> list[Step] | None:
     """One row vector launch computing ``inst`` (``root`` over ``params``), or None."""
-    out = inst.shape
-    if not isinstance(out, ArrayShape) or out.rank == 0 or out.element_count == 0 \
-            or out.element_type.name not in _FLOAT:
+    outputs = same_shape_outputs(inst, root)
+    if outputs is None:
+        return None
+    out = outputs[0][2]
+    if out.rank == 0 or any(s.element_type.name not in _FLOAT for _, _, s in outputs):
         return None
     leaves = operand_leaves(ctx, inst, params)
     minor = out.minor_to_major[0]
     if root.opcode == "dynamic-update-slice" and updates_in_place(ctx, inst, root, params):
         update = root.operands[1]
-        plan = _plan(ctx, update, update.shape.dims[minor], minor, leaves)
+        plan = _plan(ctx, [update], update.shape.dims[minor], minor, leaves)
         return None if plan is None else [_launch_window(ctx, inst, root, leaves, plan)]
-    plan = _plan(ctx, root, out.dims[minor], minor, leaves)
-    return None if plan is None else [_launch(ctx, inst, root, leaves, plan)]
+    plan = _plan(ctx, [value for value, _, _ in outputs], out.dims[minor], minor, leaves)
+    return None if plan is None else [_launch(ctx, inst, outputs, leaves, plan)]
 
 
-def _plan(ctx: LoweringContext, inst: HloInstruction, row: int, minor: int,
+def _plan(ctx: LoweringContext, values: list[HloInstruction], row: int, minor: int,
           leaves: dict) -> _LanePlan | None:
-    """The widest lanes (down to ``_SMALLEST``) dividing ``row`` that the lanes of ``inst``
-    along dimension ``minor`` can follow, with their plan."""
+    """The widest lanes (down to ``_SMALLEST``) dividing ``row`` that the lanes of every one of
+    ``values`` along dimension ``minor`` can follow, with their plan."""
     lanes = ctx.target.lanes(32)
     while lanes >= _SMALLEST:
         if row % lanes == 0:
             plan = _LanePlan(lanes, {key[0] for key in leaves})
-            if plan.varying(inst, plan.along(minor), True):
+            if all(plan.varying(value, plan.along(minor), True) for value in values):
                 return plan
         lanes //= 2
     return None
@@ -545,29 +548,32 @@ _EMIT_RULES: dict[str, Callable[[_RowEmitter, HloInstruction, Index], str]] = {
 def _begin(ctx: LoweringContext, inst: HloInstruction, leaves: dict, plan: _LanePlan,
            count: int) -> tuple[_RowEmitter, str]:
     """The emitter of a launch of ``count`` blocks and the block's first linear index."""
-    kb = kernel_builder(inst.shape, *(s for op in inst.operands for _, s in op.shape.leaves()))  # type: ignore[arg-type]
+    kb = kernel_builder(*(s for _, s in inst.shape.leaves()),
+                        *(s for op in inst.operands for _, s in op.shape.leaves()))
     gid = begin_1d(kb, count)
     em = _RowEmitter(kb, leaves, ctx.program.embed, plan)
     return em, kb.let(kb.index_type, f"{gid} * {plan.lanes}", "base")
 
 
 def _store(ctx: LoweringContext, em: _RowEmitter, inst: HloInstruction, value: str,
-           offset: str, count: int) -> Step:
-    """Store the block's lanes at ``offset`` of the output, and the launch."""
-    out: ArrayShape = inst.shape  # type: ignore[assignment]
-    ptr = em.kb.buffer(out.element_type, ctx.ref(inst), writable=True, key=("out", ()))
+           offset: str, index: tuple[int, ...] = ()) -> None:
+    """Store the block's lanes at ``offset`` of output ``index``."""
+    out: ArrayShape = inst.shape if not index else inst.shape.elements[index[0]]  # type: ignore[union-attr,assignment]
+    ptr = em.kb.buffer(out.element_type, ctx.ref(inst, index), writable=True, key=("out", index))
     store_lanes(em, out.element_type, ptr, offset, value, em.n)
-    return launch_1d(ctx, em.kb, inst, count)
 
 
-def _launch(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction, leaves: dict,
+def _launch(ctx: LoweringContext, inst: HloInstruction, outputs: list, leaves: dict,
             plan: _LanePlan) -> Step:
-    out: ArrayShape = inst.shape  # type: ignore[assignment]
+    out: ArrayShape = outputs[0][2]
     count = out.element_count // plan.lanes
     em, base = _begin(ctx, inst, leaves, plan, count)
     exprs = em.delinearize(base, out.dims, out.minor_to_major, "out")
-    value = em.value(root, Index(exprs, (layout_key(out), base)))
-    return _store(ctx, em, inst, value, base, count)
+    index = Index(exprs, (layout_key(out), base))
+    values = [em.value(value, index) for value, _, _ in outputs]   # every load before a store
+    for value, (_, out_index, _) in zip(values, outputs):
+        _store(ctx, em, inst, value, base, out_index)
+    return launch_1d(ctx, em.kb, inst, count)
 
 
 def _launch_window(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction,
@@ -584,4 +590,5 @@ def _launch_window(ctx: LoweringContext, inst: HloInstruction, root: HloInstruct
     value = em.value(root.operands[1], Index(rel, linear))
     starts = dynamic_starts(em, root, 2, window.dims)
     target = tuple(em.kb.let(em.kb.index_type, f"{s} + {r}", "i") for s, r in zip(starts, rel))
-    return _store(ctx, em, inst, value, em.offset(out, Index(target), ("out", ())), count)
+    _store(ctx, em, inst, value, em.offset(out, Index(target), ("out", ())))
+    return launch_1d(ctx, em.kb, inst, count)

@@ -44,11 +44,13 @@ def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction
                 params: list[HloInstruction] | None) -> list[Step] | None:
     """One vector loop launch computing ``inst`` (``root`` over ``params``), or None when the
     kernel is not of that form."""
-    out = inst.shape
-    if not isinstance(out, ArrayShape) or out.element_count == 0:
+    outputs = same_shape_outputs(inst, root)
+    if outputs is None:
         return None
+    out = outputs[0][2]
     compute = VECTOR_COMPUTE.get(out.element_type.name)
-    if compute is None:
+    if compute is None or any(VECTOR_COMPUTE.get(s.element_type.name) != compute
+                              for _, _, s in outputs):
         return None
     lanes = E.vector_lanes("add", compute, ctx.target.vector_bits)
     if lanes is None:
@@ -56,11 +58,34 @@ def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction
     operands = {id(p): inst.operands[p.parameter_number] for p in params} if params \
         else {id(op): op for op in inst.operands}
     mapped: dict = {}
-    if not _vectorizes(root, out, operands, mapped, set(), ctx.target.vector_bits):
+    seen: set = set()
+    if not all(_vectorizes(value, out, operands, mapped, seen, ctx.target.vector_bits)
+               for value, _, _ in outputs):
         return None
-    emitter = _VectorEmitter(ctx, inst, lanes, operands, mapped)
-    emitter.store(emitter.value(root))
+    emitter = _VectorEmitter(ctx, inst, out, lanes, operands, mapped)
+    values = [emitter.value(value) for value, _, _ in outputs]    # every load before a store
+    for value, (_, index, shape) in zip(values, outputs):
+        emitter.store(value, index, shape)
     return [launch_1d(ctx, emitter.kb, inst, -(-out.element_count // lanes))]
+
+
+def same_shape_outputs(inst: HloInstruction, root: HloInstruction
+                       ) -> list[tuple[HloInstruction, tuple[int, ...], ArrayShape]] | None:
+    """(value, output index, shape) of each output of a loop kernel: its root, or each
+    element of a fused tuple root (a multi-output fusion) when all have one shape and layout;
+    None otherwise, or when there is nothing to compute."""
+    if isinstance(inst.shape, ArrayShape):
+        found = [(root, (), inst.shape)]
+    elif inst.opcode == "fusion" and root.opcode == "tuple" and root.operands:
+        found = [(value, (k,), value.shape) for k, value in enumerate(root.operands)]
+    else:
+        return None
+    first = found[0][2]
+    if any(not isinstance(s, ArrayShape) or s.dims != first.dims
+           or s.minor_to_major != first.minor_to_major for _, _, s in found) \
+            or first.element_count == 0:
+        return None
+    return found  # type: ignore[return-value]
 
 
 def _vectorizes(inst: HloInstruction, out: ArrayShape, operands: dict, mapped: dict,
@@ -126,9 +151,8 @@ _MAPPINGS = {
 class _VectorEmitter:
     """Emits the vector expression of a computation checked by ``_vectorizes``."""
 
-    def __init__(self, ctx: LoweringContext, inst: HloInstruction, lanes: int, operands: dict,
-                 mapped: dict) -> None:
-        out: ArrayShape = inst.shape  # type: ignore[assignment]
+    def __init__(self, ctx: LoweringContext, inst: HloInstruction, out: ArrayShape, lanes: int,
+                 operands: dict, mapped: dict) -> None:
         self.ctx, self.inst, self.out, self.lanes = ctx, inst, out, lanes
         self.operands, self.mapped = operands, mapped
         self.kb = kb = kernel_builder(out, *(o.shape for o in inst.operands))  # type: ignore[arg-type]
@@ -251,9 +275,10 @@ class _VectorEmitter:
             kb.line(f"{v} = vload{self.lanes}(0, {tmp});")
         return v
 
-    def store(self, value: str) -> None:
-        kb, t, et = self.kb, self.kb.index_type, self.out.element_type
-        ptr = kb.buffer(et, self.ctx.ref(self.inst), writable=True, key=("out", ()))
+    def store(self, value: str, index: tuple[int, ...], shape: ArrayShape) -> None:
+        """Store the block's ``value`` into output ``index`` (of ``shape``)."""
+        kb, t, et = self.kb, self.kb.index_type, shape.element_type
+        ptr = kb.buffer(et, self.ctx.ref(self.inst, index), writable=True, key=("out", index))
         stored = f"xla_float_to_bf16x{self.lanes}({value})" if et.name == "bf16" else value
         with kb.block(f"if ({self.full})"):
             kb.line(f"vstore{self.lanes}({stored}, 0, {ptr} + {self.base});")

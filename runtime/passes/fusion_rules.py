@@ -39,6 +39,8 @@ class FusionRules:
     max_row_merges: int                 # bound on merges per consumer (keeps the pass linear)
     max_members: int                    # bound on a fused computation's size
     max_parameters: int                 # bound on a fusion's operands (kernel arguments)
+    multi_output: bool                  # loop kernels also write same-shape operands others
+                                        # read (``multi_output_fusion``)
 
 
 def _roots() -> dict[str, str]:
@@ -61,6 +63,7 @@ CPU_RULES = FusionRules(
     max_row_merges=16,
     max_members=256,
     max_parameters=32,
+    multi_output=True,
 )
 
 # copied into kernels without counting against ``max_duplicates``: they read nothing big

@@ -41,6 +41,7 @@ from .dce import remove_dead_code
 from .flatten_call_graph import flatten_in_place
 from .fusion import fuse_in_place
 from .inline_calls import inline_calls_in_place
+from .multi_output_fusion import multi_output_fuse_in_place
 from .operand_layouts import match_operand_layouts
 from .simplify import simplify_in_place
 from .split_reductions import split_reductions_in_place
@@ -54,6 +55,7 @@ OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("transpose-folding", fold_transposes_in_place, True),
     ("convolution-layout", relayout_convolution_kernels_in_place, True),
     ("fusion", fuse_in_place, True),
+    ("multi-output-fusion", multi_output_fuse_in_place, True),
     ("split-reductions", split_reductions_in_place, True),
 ]
 

@@ -1,0 +1,229 @@
+"""Multi-output fusion: a loop kernel absorbs same-shape operands that others read too, writes
+them as extra outputs, never closes a cycle, and computes what the unmerged kernels did."""
+
+import numpy as np
+import pytest
+
+import runtime
+from runtime import compiler
+from runtime.codegen.plan import iter_launches
+from runtime.execution import program_cache
+from runtime.execution.device import get_device
+from runtime.passes import pipeline
+from runtime.passes.multi_output_fusion import multi_output_fuse_in_place
+from runtime.passes.pipeline import optimise
+from runtime.target import Target
+
+RNG = np.random.default_rng(3)
+
+# a recurrent cell's shape: a gate (exp) and a candidate (tanh) kept for the backward pass,
+# both read by the new state; instruction fusion leaves three kernels (each expensive value
+# has two readers)
+CELL = """
+HloModule cell
+ENTRY e {
+  x = f32[16,192]{1,0} parameter(0)
+  h = f32[16,192]{1,0} parameter(1)
+  nx = f32[16,192]{1,0} negate(x)
+  g = f32[16,192]{1,0} exponential(nx)
+  gh = f32[16,192]{1,0} add(g, h)
+  t = f32[16,192]{1,0} tanh(gh)
+  o = f32[16,192]{1,0} multiply(t, g)
+  ROOT r = (f32[16,192]{1,0}, f32[16,192]{1,0}, f32[16,192]{1,0}) tuple(o, g, t)
+}
+"""
+
+
+def cell_reference(x, h):
+    g = np.exp(-x)
+    t = np.tanh(g + h)
+    return t * g, g, t
+
+
+def without_multi_output(monkeypatch):
+    monkeypatch.setattr(pipeline, "OPTIMISATION",
+                        [e for e in pipeline.OPTIMISATION if e[0] != "multi-output-fusion"])
+    monkeypatch.setattr(program_cache, "load", lambda key: None)
+    compiler.clear_cache()
+
+
+def test_a_cell_becomes_one_kernel_writing_every_kept_value():
+    module = optimise(runtime.parse(CELL))
+    [fusion] = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert fusion.shape.is_tuple and len(fusion.shape.elements) == 3
+    assert {i.opcode for i in module.entry.root.operands} == {"get-tuple-element"}
+    runtime.parse(module.to_text())                 # valid HLO, re-parsed and verified
+
+
+def test_the_merged_kernel_computes_what_three_kernels_did(monkeypatch):
+    x = RNG.standard_normal((16, 192)).astype(np.float32)
+    h = RNG.standard_normal((16, 192)).astype(np.float32)
+    compiler.clear_cache()
+    exe = runtime.compile(CELL)
+    [launch] = iter_launches(exe.program.plan)
+    if Target.for_device(get_device()).kind == "cpu":    # each output: a whole and a partial block
+        assert exe.program.kernel_texts[launch.kernel].count("vstore16(") == 2 * 3
+    got = [np.asarray(v) for v in exe(x, h)]
+    without_multi_output(monkeypatch)
+    separate = runtime.compile(CELL)
+    assert len(list(iter_launches(separate.program.plan))) == 3
+    for a, b, want in zip(got, separate(x, h), cell_reference(x, h)):
+        np.testing.assert_array_equal(a, np.asarray(b))
+        np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-6)
+    monkeypatch.undo()
+    compiler.clear_cache()
+
+
+@pytest.mark.parametrize("dims", ["16,190", "3,5,7"])
+def test_rows_no_vector_divides_keep_every_output(dims):
+    """Rows of 190 and 7 elements: the vector loop's partial blocks (or the one-element
+    kernel) store every output."""
+    text = CELL.replace("16,192", dims)
+    shape = tuple(int(d) for d in dims.split(","))
+    if len(shape) == 3:
+        text = text.replace("{1,0}", "{2,1,0}")
+    x = RNG.standard_normal(shape).astype(np.float32)
+    h = RNG.standard_normal(shape).astype(np.float32)
+    for got, want in zip(runtime.compile(text)(x, h), cell_reference(x, h)):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_producer_read_on_the_way_to_its_consumer_stays_apart():
+    """``d`` reads ``g`` and the consumer reads ``d``: merging ``g`` into the consumer would
+    make the fusion both feed ``d`` and wait for it."""
+    module = runtime.parse("""
+HloModule cycle
+ENTRY e {
+  x = f32[8,8]{1,0} parameter(0)
+  w = f32[8,8]{1,0} parameter(1)
+  g = f32[8,8]{1,0} exponential(x)
+  d = f32[8,8]{1,0} dot(g, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT c = f32[8,8]{1,0} add(g, d)
+}
+""")
+    multi_output_fuse_in_place(module)
+    assert [i.opcode for i in module.entry.instructions] == \
+        ["parameter", "parameter", "exponential", "dot", "add"]
+
+
+def test_instructions_merge_too_and_scalars_stay():
+    module = runtime.parse("""
+HloModule plain
+ENTRY e {
+  x = f32[4,32]{1,0} parameter(0)
+  i = s32[] parameter(1)
+  g = f32[4,32]{1,0} exponential(x)
+  t = f32[4,32]{1,0} tanh(g)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  k = s32[] multiply(j, i)
+  ROOT r = (f32[4,32]{1,0}, f32[4,32]{1,0}, s32[], s32[]) tuple(t, g, j, k)
+}
+""")
+    multi_output_fuse_in_place(module)
+    opcodes = [i.opcode for i in module.entry.instructions]
+    assert opcodes.count("fusion") == 1 and "add" in opcodes and "multiply" in opcodes
+    runtime.parse(module.to_text())
+
+
+LOOP = """
+HloModule loop
+cond {
+  p = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(6)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  p = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  h = f32[4,64]{1,0} get-tuple-element(p), index=1
+  s = f32[4,64]{1,0} get-tuple-element(p), index=2
+  g = f32[4,64]{1,0} exponential(h)
+  t = f32[4,64]{1,0} tanh(g)
+  q = f32[4,64]{1,0} multiply(t, g)
+  h2 = f32[4,64]{1,0} subtract(h, q)
+  s2 = f32[4,64]{1,0} add(s, g)
+  ROOT out = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) tuple(next, h2, s2)
+}
+ENTRY e {
+  h0 = f32[4,64]{1,0} parameter(0)
+  zero = s32[] constant(0)
+  s0 = f32[4,64]{1,0} broadcast(zero), dimensions={}
+  init = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) tuple(zero, h0, s0)
+  ROOT w = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) while(init), condition=cond, body=body
+}
+""".replace("s0 = f32[4,64]{1,0} broadcast(zero)", "fz = f32[] constant(0)\n  s0 = f32[4,64]{1,0} broadcast(fz)")
+
+
+def test_a_loop_step_writes_its_new_state_over_the_old_in_one_kernel():
+    """The state update reads the old state element by element, so the merged kernel may write
+    the new state into the old one's bytes: no copy per iteration."""
+    h0 = (RNG.standard_normal((4, 64)) * 0.1).astype(np.float32)
+    compiler.clear_cache()
+    exe = runtime.compile(LOOP)
+    assert not [c for c in exe.analysis.buffer_assignment.copies
+                if c.reason.startswith("loop state")]
+    h, s = h0.copy(), np.zeros_like(h0)
+    for _ in range(6):
+        g = np.exp(h)
+        h, s = h - np.tanh(g) * g, s + g
+    _, got_h, got_s = exe(h0)
+    np.testing.assert_allclose(np.asarray(got_h), h, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(got_s), s, rtol=1e-5, atol=1e-6)
+
+
+TWO_OUTPUTS_IN_PLACE = """
+HloModule in_place
+two {
+  p0 = f32[4,64]{1,0} parameter(0)
+  n = f32[4,64]{1,0} negate(p0)
+  e = f32[4,64]{1,0} exponential(p0)
+  ROOT t = (f32[4,64]{1,0}, f32[4,64]{1,0}) tuple(n, e)
+}
+cond {
+  p = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(5)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  p = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  h = f32[4,64]{1,0} get-tuple-element(p), index=1
+  s = f32[4,64]{1,0} get-tuple-element(p), index=2
+  f = (f32[4,64]{1,0}, f32[4,64]{1,0}) fusion(h), kind=kLoop, calls=two
+  h2 = f32[4,64]{1,0} get-tuple-element(f), index=0
+  e = f32[4,64]{1,0} get-tuple-element(f), index=1
+  s2 = f32[4,64]{1,0} add(s, e)
+  ROOT out = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) tuple(next, h2, s2)
+}
+ENTRY e {
+  h0 = f32[4,64]{1,0} parameter(0)
+  zero = s32[] constant(0)
+  fz = f32[] constant(0)
+  s0 = f32[4,64]{1,0} broadcast(fz), dimensions={}
+  init = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) tuple(zero, h0, s0)
+  ROOT w = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) while(init), condition=cond, body=body
+}
+"""
+
+
+def test_a_multi_output_kernel_may_write_one_output_over_an_operand_the_other_reads():
+    """``negate`` writes the new state over the old while ``exponential`` of the old state is
+    the second output: every value is computed before any store, so no copy is needed."""
+    h0 = RNG.standard_normal((4, 64)).astype(np.float32)
+    compiler.clear_cache()
+    exe = runtime.compile(TWO_OUTPUTS_IN_PLACE)
+    assert not [c for c in exe.analysis.buffer_assignment.copies
+                if c.reason.startswith("loop state")]
+    h, s = h0.copy(), np.zeros_like(h0)
+    for _ in range(5):
+        h, s = -h, s + np.exp(h)
+    _, got_h, got_s = exe(h0)
+    np.testing.assert_array_equal(np.asarray(got_h), h)
+    np.testing.assert_allclose(np.asarray(got_s), s, rtol=1e-5)
