@@ -79,8 +79,13 @@ def _loop_kernel(inst: HloInstruction) -> bool:
         return spec.elementwise and not spec.side_effect and not inst.called_computations
     return str(inst.attrs.get("kind")) == "kLoop" and all(
         OPCODES[out.opcode].elementwise and out.opcode not in in_place_roots()
-        for out in _outputs(inst)) and (inst.calls.root.opcode == "tuple" or plan_rows(
-            inst.calls.root, inst.calls.instructions) is None)
+        for out in _outputs(inst))
+
+
+def _row_kernel(inst: HloInstruction) -> bool:
+    """A fusion the row kernel computes (``analysis.rows``), its expensive values once a row."""
+    return inst.opcode == "fusion" and inst.calls.root.opcode != "tuple" \
+        and plan_rows(inst.calls.root, inst.calls.instructions) is not None
 
 
 class _Merger:
@@ -138,7 +143,8 @@ class _Merger:
         others = [u for u in self.users[producer] if u is not consumer]
         if not others or any(self.pos[u] <= self.pos[consumer] for u in others):
             return False       # its one reader fuses it already; or a merge could close a cycle
-        if not self._read_at_own_index(producer, consumer):
+        if not self._read_at_own_index(producer, consumer) \
+                or _row_kernel(producer) or _row_kernel(consumer):
             return False
         members = len(_body(producer)) + len(_body(consumer))
         operands = set(producer.operands) | set(consumer.operands) - {producer}
@@ -209,9 +215,10 @@ class _Merger:
 
     def _copy(self, inst: HloInstruction, fused: HloComputation,
               operands: list[HloInstruction]) -> HloInstruction:
-        copy = object.__new__(HloInstruction)        # every field of inst, then the changed ones
+        # every field of inst, then the changed ones; the name stays: the producer and the
+        # consumer leave the module, so each member lives on in one computation only
+        copy = object.__new__(HloInstruction)
         copy.__dict__.update(inst.__dict__)
-        copy.name = self.names.fresh(inst.name)
         copy.operands = operands
         copy.attrs = dict(inst.attrs)
         copy.parent = fused
@@ -220,47 +227,38 @@ class _Merger:
 
     def _replace(self, producer: HloInstruction, consumer: HloInstruction,
                  fusion: HloInstruction, count: int) -> None:
-        """``fusion`` takes the consumer's place; readers of the consumer's outputs and of the
-        producer read its elements."""
+        """``fusion`` takes the consumer's place: the consumer's readers read its first
+        outputs (a multi-output consumer's get-tuple-elements now read the fusion), the
+        producer's other readers its last."""
         at = self.pos[consumer]
         self.pos[fusion] = at
-        elements = []
-        for k in range(count):
-            gte = HloInstruction(self.names.fresh("get-tuple-element"), "get-tuple-element",
-                                 fusion.shape.elements[k], operands=[fusion],  # type: ignore[union-attr]
-                                 attrs={"index": k}, parent=self.comp)
-            self.pos[gte] = at + (k + 1) / (count + 1)
-            self.users[gte] = []
-            elements.append(gte)
-        self.users[fusion] = list(elements)
-        if consumer.shape.is_tuple:      # its readers are get-tuple-elements already
-            readers = {u: fusion for u in self.users[consumer]}
-            elements_of = {consumer: None}
-        else:
-            readers = {u: elements[0] for u in self.users[consumer]}
-            elements_of = {consumer: elements[0]}
-        for u in self.users[producer]:
-            if u is not consumer:
-                readers.setdefault(u, elements[-1])
-        elements_of[producer] = elements[-1]
-        for user in readers:
-            user.operands = [elements_of[op] or fusion if op in elements_of else op
-                             for op in user.operands]
-            if consumer.shape.is_tuple and user.operands[0] is fusion:
-                self.users[fusion].append(user)
-            else:
-                for op in dict.fromkeys(user.operands):
-                    if op in elements:
-                        self.users[op].append(user)
+        self.users[fusion] = []
+        self.comp.instructions.append(fusion)
+        reads = {consumer: fusion if consumer.shape.is_tuple else self._element(fusion, 0),
+                 producer: self._element(fusion, count - 1)}
+        for old, new in reads.items():
+            for user in self.users.pop(old):
+                if user is not consumer:
+                    user.operands = [new if op is old else op for op in user.operands]
+                    self.users[new].append(user)
+            if self.comp.root is old:
+                self.comp.root = new
+            del self.pos[old]
         for op in dict.fromkeys(fusion.operands):
-            self.users[op] = [u for u in self.users[op] if u is not producer
-                              and u is not consumer] + [fusion]
-        if self.comp.root is consumer:
-            self.comp.root = elements[0] if not consumer.shape.is_tuple else fusion
-        for gone in (producer, consumer):
-            del self.pos[gone]
-            del self.users[gone]
-        self.comp.instructions.extend([fusion, *elements])
+            self.users[op] = [u for u in self.users[op]
+                              if u is not producer and u is not consumer] + [fusion]
+
+    def _element(self, fusion: HloInstruction, k: int) -> HloInstruction:
+        """A get-tuple-element of output ``k``, placed right after the fusion."""
+        elements = fusion.shape.elements  # type: ignore[union-attr]
+        gte = HloInstruction(self.names.fresh("get-tuple-element"), "get-tuple-element",
+                             elements[k], operands=[fusion], attrs={"index": k},
+                             parent=self.comp)
+        self.pos[gte] = self.pos[fusion] + (k + 1) / (len(elements) + 1)
+        self.users[gte] = []
+        self.users[fusion].append(gte)
+        self.comp.instructions.append(gte)
+        return gte
 
 
 def _body(inst: HloInstruction) -> list[HloInstruction]:
