@@ -227,3 +227,20 @@ def test_a_multi_output_kernel_may_write_one_output_over_an_operand_the_other_re
     _, got_h, got_s = exe(h0)
     np.testing.assert_array_equal(np.asarray(got_h), h)
     np.testing.assert_allclose(np.asarray(got_s), s, rtol=1e-5)
+
+
+def test_a_cell_reading_a_slice_of_its_input_is_one_row_vector_kernel():
+    """Slices (a gate's part of a stacked projection) leave the vector loop to the row vector
+    loop, which stores every output of the tuple too."""
+    text = CELL.replace("x = f32[16,192]{1,0} parameter(0)",
+                        "xs = f32[16,384]{1,0} parameter(0)\n"
+                        "  x = f32[16,192]{1,0} slice(xs), slice={[0:16], [192:384]}")
+    xs = RNG.standard_normal((16, 384)).astype(np.float32)
+    h = RNG.standard_normal((16, 192)).astype(np.float32)
+    compiler.clear_cache()
+    exe = runtime.compile(text)
+    [launch] = iter_launches(exe.program.plan)
+    if Target.for_device(get_device()).kind == "cpu":
+        assert exe.program.kernel_texts[launch.kernel].count("vstore16(") == 3
+    for got, want in zip(exe(xs, h), cell_reference(xs[:, 192:], h)):
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
