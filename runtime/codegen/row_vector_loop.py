@@ -27,7 +27,9 @@ repeats each along its group, and a reshape joining the groups again brings the 
 one dimension.
 
 A dynamic-update-slice computed in its operand's bytes writes only its update window, in
-blocks along the window's rows (a scan step storing its slice of the stacked outputs).
+blocks along the window's rows (a scan step storing its slice of the stacked outputs). A
+multi-output fusion whose outputs share one shape and layout (``passes.multi_output_fusion``)
+computes every output's block, then stores each.
 
 Values are ``floatL`` (f32, and bf16 rounded after every inexact operation, bit for bit the
 scalar kernel's), ``intL`` (s32) and ``intL`` lane masks (pred: -1 or 0, as vector

@@ -19,6 +19,9 @@ block stays within one row of the output's minor dimension, such an operand is a
 (or a strided gather) when it has that dimension, and one element otherwise. Everything else
 is the scalar loop kernel's.
 
+A multi-output fusion whose outputs share one shape and layout (``same_shape_outputs``)
+computes every output's block before storing any.
+
 Blocks that run past the end or across a row are the slow path: each lane finds its own
 element (clamped to the last one, so every read is at or after the block's first element:
 an operand the output overwrites in place is read before this work-item writes it, and no

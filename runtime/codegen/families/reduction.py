@@ -123,7 +123,7 @@ def _row_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
 
 
 def _column_vectors(em: ElementalEmitter, inst: HloInstruction, root: HloInstruction,
-                    plan: RowPlan, lanes: int):
+                    plan: RowPlan, lanes: int) -> tuple[ElementalEmitter, int] | None:
     """The lane emitter and width computing the row's outputs in vectors along the output's
     contiguous dimension (then the innermost column loop), or None: the row's hoisted values
     are splatted, its other values computed on vectors and stored whole. Targets keeping one
