@@ -9,7 +9,8 @@ the backward pass keeps each of them. Every launch costs the device a few micros
 whatever its size, and in a loop body that is paid on every iteration.
 
 Here a loop kernel (a ``kLoop`` fusion, or an elementwise instruction) absorbs an operand
-computed by another such kernel of the same shape and layout, which it reads only
+computed by another such kernel of the same shape, layout and kind of element type (floats
+the vector loops compute together, or one other type), which it reads only
 elementwise at its own index: the merged kernel computes the operand once per element, uses
 it, and writes it out too (the fusion's result becomes a tuple, its readers
 ``get-tuple-element``s). Nothing is computed twice and no bytes are added: the producer's
@@ -28,6 +29,7 @@ from __future__ import annotations
 from ..analysis.call_graph import sequential_callees
 from ..analysis.rows import plan_rows
 from ..hlo.attributes import Identifier
+from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, TupleShape
@@ -82,6 +84,12 @@ def _loop_kernel(inst: HloInstruction) -> bool:
         for out in _outputs(inst))
 
 
+def _kind(et: ElementType) -> str:
+    """Element types a vector loop computes together (f32 and bf16 both as f32 vectors): a
+    kernel writing a float and a predicate, say, would lose its vector form."""
+    return "float" if et.name in ("f32", "bf16") else et.name
+
+
 def _row_kernel(inst: HloInstruction) -> bool:
     """A fusion the row kernel computes (``analysis.rows``), its expensive values once a row."""
     return inst.opcode == "fusion" and inst.calls.root.opcode != "tuple" \
@@ -129,7 +137,8 @@ class _Merger:
         first = shapes[0]
         if not isinstance(first, ArrayShape) or first.element_count < 2 or any(
                 not isinstance(s, ArrayShape) or s.dims != first.dims
-                or s.minor_to_major != first.minor_to_major for s in shapes):
+                or s.minor_to_major != first.minor_to_major
+                or _kind(s.element_type) != _kind(first.element_type) for s in shapes):
             return None
         return first
 
@@ -138,7 +147,8 @@ class _Merger:
             return False
         shape, mine = self._shape(producer), self._shape(consumer)
         if shape is None or mine is None or shape.dims != mine.dims \
-                or shape.minor_to_major != mine.minor_to_major:
+                or shape.minor_to_major != mine.minor_to_major \
+                or _kind(shape.element_type) != _kind(mine.element_type):
             return False
         others = [u for u in self.users[producer] if u is not consumer]
         if not others or any(self.pos[u] <= self.pos[consumer] for u in others):

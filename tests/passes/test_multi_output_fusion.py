@@ -244,3 +244,18 @@ def test_a_cell_reading_a_slice_of_its_input_is_one_row_vector_kernel():
         assert exe.program.kernel_texts[launch.kernel].count("vstore16(") == 3
     for got, want in zip(exe(xs, h), cell_reference(xs[:, 192:], h)):
         np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_predicate_and_a_float_stay_in_separate_kernels():
+    """A kernel writing a float and a predicate would lose its vector form."""
+    module = runtime.parse("""
+HloModule kinds
+ENTRY e {
+  x = f32[4,32]{1,0} parameter(0)
+  g = f32[4,32]{1,0} exponential(x)
+  m = pred[4,32]{1,0} compare(g, x), direction=GT
+  ROOT r = (pred[4,32]{1,0}, f32[4,32]{1,0}) tuple(m, g)
+}
+""")
+    multi_output_fuse_in_place(module)
+    assert "fusion" not in [i.opcode for i in module.entry.instructions]
