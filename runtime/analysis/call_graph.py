@@ -37,6 +37,21 @@ def sequential_callees(inst: HloInstruction) -> list[HloComputation]:
     return out
 
 
+def sequential_computations(module: HloModule) -> list[HloComputation]:
+    """The entry and every computation it runs as program steps, breadth first from the
+    entry in instruction order (the order passes that rewrite each of them visit them)."""
+    assert module.entry is not None
+    found = [module.entry]
+    seen = {module.entry}
+    for comp in found:
+        for inst in comp.instructions:
+            for callee in sequential_callees(inst):
+                if callee not in seen:
+                    seen.add(callee)
+                    found.append(callee)
+    return found
+
+
 def thread_local_callees(inst: HloInstruction) -> list[HloComputation]:
     sequential = sequential_callees(inst)
     return [c for c in inst.called_computations if all(c is not s for s in sequential)]

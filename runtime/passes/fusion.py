@@ -41,7 +41,7 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from ..analysis.call_graph import sequential_callees
+from ..analysis.call_graph import sequential_computations
 from ..analysis.rows import is_expensive, reads_many_times, row_count
 from ..hlo.attributes import Identifier
 from ..hlo.clone import clone_module
@@ -69,23 +69,10 @@ def fuse_in_place(module: HloModule, target: Target = CPU) -> None:
     rules = target.fusion
     names = FreshNames(module)
     names.taken |= {c.name for c in module.computations}   # fused computations too
-    for comp in _sequential_computations(module):
+    for comp in sequential_computations(module):
         groups = _Planner(comp, rules).plan()
         _Builder(module, comp, names).build(groups)
     remove_dead_code(module)
-
-
-def _sequential_computations(module: HloModule) -> list[HloComputation]:
-    assert module.entry is not None
-    found = [module.entry]
-    seen = {module.entry}
-    for comp in found:
-        for inst in comp.instructions:
-            for callee in sequential_callees(inst):
-                if callee not in seen:
-                    seen.add(callee)
-                    found.append(callee)
-    return found
 
 
 @dataclass(eq=False)

@@ -26,7 +26,7 @@ alone, and so are fusions a row kernel computes (their expensive values once per
 
 from __future__ import annotations
 
-from ..analysis.call_graph import sequential_callees
+from ..analysis.call_graph import sequential_computations
 from ..analysis.rows import plan_rows
 from ..hlo.attributes import Identifier
 from ..hlo.dtypes import ElementType
@@ -45,22 +45,9 @@ def multi_output_fuse_in_place(module: HloModule, target: Target = CPU) -> None:
         return
     names = FreshNames(module)
     names.taken |= {c.name for c in module.computations}
-    for comp in _sequential_computations(module):
+    for comp in sequential_computations(module):
         _Merger(module, comp, names, rules).run()
     remove_dead_code(module)
-
-
-def _sequential_computations(module: HloModule) -> list[HloComputation]:
-    assert module.entry is not None
-    found = [module.entry]
-    seen = {module.entry}
-    for comp in found:
-        for inst in comp.instructions:
-            for callee in sequential_callees(inst):
-                if callee not in seen:
-                    seen.add(callee)
-                    found.append(callee)
-    return found
 
 
 def _outputs(inst: HloInstruction) -> list[HloInstruction]:

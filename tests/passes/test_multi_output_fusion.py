@@ -126,36 +126,48 @@ ENTRY e {
     runtime.parse(module.to_text())
 
 
-LOOP = """
+STATE = "(s32[], f32[4,64]{1,0}, f32[4,64]{1,0})"
+
+
+def state_loop(trips: int, step: str, computations: str = "") -> str:
+    """A while loop over (counter, h, s), running ``step`` (lines reading ``h`` and ``s`` and
+    defining ``h2`` and ``s2``) ``trips`` times from (0, the argument, zeros)."""
+    return f"""
 HloModule loop
-cond {
-  p = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) parameter(0)
+{computations}
+cond {{
+  p = {STATE} parameter(0)
   i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant(6)
+  n = s32[] constant({trips})
   ROOT lt = pred[] compare(i, n), direction=LT
-}
-body {
-  p = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) parameter(0)
+}}
+body {{
+  p = {STATE} parameter(0)
   i = s32[] get-tuple-element(p), index=0
   one = s32[] constant(1)
   next = s32[] add(i, one)
-  h = f32[4,64]{1,0} get-tuple-element(p), index=1
-  s = f32[4,64]{1,0} get-tuple-element(p), index=2
+  h = f32[4,64]{{1,0}} get-tuple-element(p), index=1
+  s = f32[4,64]{{1,0}} get-tuple-element(p), index=2
+{step}
+  ROOT out = {STATE} tuple(next, h2, s2)
+}}
+ENTRY e {{
+  h0 = f32[4,64]{{1,0}} parameter(0)
+  zero = s32[] constant(0)
+  fz = f32[] constant(0)
+  s0 = f32[4,64]{{1,0}} broadcast(fz), dimensions={{}}
+  init = {STATE} tuple(zero, h0, s0)
+  ROOT w = {STATE} while(init), condition=cond, body=body
+}}
+"""
+
+
+LOOP = state_loop(6, """
   g = f32[4,64]{1,0} exponential(h)
   t = f32[4,64]{1,0} tanh(g)
   q = f32[4,64]{1,0} multiply(t, g)
   h2 = f32[4,64]{1,0} subtract(h, q)
-  s2 = f32[4,64]{1,0} add(s, g)
-  ROOT out = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) tuple(next, h2, s2)
-}
-ENTRY e {
-  h0 = f32[4,64]{1,0} parameter(0)
-  zero = s32[] constant(0)
-  s0 = f32[4,64]{1,0} broadcast(zero), dimensions={}
-  init = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) tuple(zero, h0, s0)
-  ROOT w = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) while(init), condition=cond, body=body
-}
-""".replace("s0 = f32[4,64]{1,0} broadcast(zero)", "fz = f32[] constant(0)\n  s0 = f32[4,64]{1,0} broadcast(fz)")
+  s2 = f32[4,64]{1,0} add(s, g)""")
 
 
 def test_a_loop_step_writes_its_new_state_over_the_old_in_one_kernel():
@@ -175,42 +187,17 @@ def test_a_loop_step_writes_its_new_state_over_the_old_in_one_kernel():
     np.testing.assert_allclose(np.asarray(got_s), s, rtol=1e-5, atol=1e-6)
 
 
-TWO_OUTPUTS_IN_PLACE = """
-HloModule in_place
+TWO_OUTPUTS_IN_PLACE = state_loop(5, """
+  f = (f32[4,64]{1,0}, f32[4,64]{1,0}) fusion(h), kind=kLoop, calls=two
+  h2 = f32[4,64]{1,0} get-tuple-element(f), index=0
+  e = f32[4,64]{1,0} get-tuple-element(f), index=1
+  s2 = f32[4,64]{1,0} add(s, e)""", computations="""
 two {
   p0 = f32[4,64]{1,0} parameter(0)
   n = f32[4,64]{1,0} negate(p0)
   e = f32[4,64]{1,0} exponential(p0)
   ROOT t = (f32[4,64]{1,0}, f32[4,64]{1,0}) tuple(n, e)
-}
-cond {
-  p = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant(5)
-  ROOT lt = pred[] compare(i, n), direction=LT
-}
-body {
-  p = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  one = s32[] constant(1)
-  next = s32[] add(i, one)
-  h = f32[4,64]{1,0} get-tuple-element(p), index=1
-  s = f32[4,64]{1,0} get-tuple-element(p), index=2
-  f = (f32[4,64]{1,0}, f32[4,64]{1,0}) fusion(h), kind=kLoop, calls=two
-  h2 = f32[4,64]{1,0} get-tuple-element(f), index=0
-  e = f32[4,64]{1,0} get-tuple-element(f), index=1
-  s2 = f32[4,64]{1,0} add(s, e)
-  ROOT out = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) tuple(next, h2, s2)
-}
-ENTRY e {
-  h0 = f32[4,64]{1,0} parameter(0)
-  zero = s32[] constant(0)
-  fz = f32[] constant(0)
-  s0 = f32[4,64]{1,0} broadcast(fz), dimensions={}
-  init = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) tuple(zero, h0, s0)
-  ROOT w = (s32[], f32[4,64]{1,0}, f32[4,64]{1,0}) while(init), condition=cond, body=body
-}
-"""
+}""")
 
 
 def test_a_multi_output_kernel_may_write_one_output_over_an_operand_the_other_reads():
