@@ -9,7 +9,8 @@ Two kinds of permission, both from hlo-reference §8.3/8.4:
   dies at that instruction, when both have the same physical shape. The executor's kernels
   compute element i from element i of each operand only in that case, which is what makes the
   overwrite safe. A fusion qualifies for an operand only if every use of that parameter inside
-  the fused computation is elementwise.
+  the fused computation reads it at its own element (elementwise ops, reshapes that only add
+  or drop size-1 dimensions, the update of a window output: ``loop_outputs``).
 
 Being conservative costs a few bytes; being wrong is a silent wrong answer.
 """
@@ -24,6 +25,7 @@ from ..hlo.attributes import OperandAliasing
 from ..hlo.ir import HloComputation, HloInstruction
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape, ShapeIndex, subshape
+from .loop_outputs import LoopOutput, loop_outputs
 
 if TYPE_CHECKING:
     from .dataflow import Dataflow, HloValue
@@ -124,17 +126,25 @@ def same_physical_shape(a: Shape, b: Shape) -> bool:
 
 def reads_elementwise(user: HloInstruction, operand_number: int) -> bool:
     """Whether element i of ``user``'s result depends only on element i of that operand
-    (a copy qualifies: writing a copy over its own source changes nothing)."""
+    (a copy qualifies: writing a copy over its own source changes nothing). In a loop fusion
+    with window outputs (``loop_outputs``), element i of the kernel's space is element i of
+    each window's update too."""
     if OPCODES[user.opcode].elementwise:
         return True
     if user.opcode == "fusion":
         fused = user.attrs.get("calls")
+        found = kernel_outputs(user)
+        windows = {id(o.window) for o in found[1] if o.window is not None} if found else set()
         return (isinstance(fused, HloComputation)
-                and _parameter_used_elementwise(fused, operand_number))
+                and parameter_read_at_own_index(fused, operand_number, windows))
     return False
 
 
-def _parameter_used_elementwise(fused: HloComputation, number: int) -> bool:
+def parameter_read_at_own_index(fused: HloComputation, number: int,
+                                windows: Collection[int]) -> bool:
+    """Whether every read of parameter ``number`` inside ``fused`` is at the element being
+    computed (``_keeps_index``); ``windows``: the ids of its window outputs'
+    dynamic-update-slices."""
     params = [p for p in fused.parameters if p.parameter_number == number]
     if not params:
         return False
@@ -147,10 +157,30 @@ def _parameter_used_elementwise(fused: HloComputation, number: int) -> bool:
             if user in seen:
                 continue
             seen.add(user)
-            if user.opcode != "tuple" and not OPCODES[user.opcode].elementwise:
+            if not _keeps_index(user, inst, windows):
                 return False
             stack.append(user)
     return True
+
+
+def _keeps_index(user: HloInstruction, operand: HloInstruction, windows: Collection[int]) -> bool:
+    """Whether ``user`` reads ``operand`` at its own element: an elementwise op, a root
+    tuple, a reshape adding or dropping size-1 dimensions (same logical element), or a
+    window output's dynamic-update-slice reading it as its update."""
+    if user.opcode == "tuple" or OPCODES[user.opcode].elementwise:
+        return True
+    if user.opcode == "reshape":
+        return [n for n in user.shape.dims if n != 1] == \
+            [n for n in operand.shape.dims if n != 1]  # type: ignore[union-attr]
+    return id(user) in windows and all(
+        op is not operand for k, op in enumerate(user.operands) if k != 1)
+
+
+def kernel_outputs(inst: HloInstruction) -> tuple[ArrayShape, list[LoopOutput]] | None:
+    """``loop_outputs`` of ``inst``, its windows being the outputs it computes in place."""
+    if inst.opcode != "fusion" or not inst.shape.is_tuple:
+        return None
+    return loop_outputs(inst, {pair.output_index for pair in in_place_pairs(inst)})
 
 
 def may_hand_off(flow: Dataflow, earlier: Collection[HloValue], later: HloValue) -> bool:
@@ -176,12 +206,18 @@ def may_hand_off(flow: Dataflow, earlier: Collection[HloValue], later: HloValue)
 
 
 def _one_index_space(user: HloInstruction, later: HloValue) -> bool:
-    """Whether ``later`` is ``user``'s array result, or one output of a multi-output loop
-    fusion whose outputs all share its shape and layout: one work-item computes element i of
-    every output from elements i of the operands, and loads them all before it stores any
+    """Whether ``later`` is ``user``'s array result, or a plain output of a multi-output loop
+    fusion whose plain outputs all share its shape and layout, and whose other outputs are
+    windows of that space (``loop_outputs``): one work-item computes element i of every output
+    from elements i of the operands, and loads them all before it stores any
     (``codegen.loop``, ``vector_loop``, ``row_vector_loop``)."""
     if later.index == ():
         return True
-    return user.opcode == "fusion" and len(later.index) == 1 and all(
-        isinstance(s, ArrayShape) and same_physical_shape(s, later.shape)
-        for s in user.shape.elements)  # type: ignore[union-attr]
+    if user.opcode != "fusion" or len(later.index) != 1:
+        return False
+    if all(isinstance(s, ArrayShape) and same_physical_shape(s, later.shape)
+           for s in user.shape.elements):  # type: ignore[union-attr]
+        return True
+    found = kernel_outputs(user)
+    return found is not None and any(o.index == later.index and o.window is None
+                                     for o in found[1])

@@ -356,6 +356,14 @@ def _reshape(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     rm_out = (out.dims, row_major(out.rank))
     known = index.linear[1] if index.linear is not None and index.linear[0] == rm_out else None
     groups = common_factors(src.dims, out.dims)
+    if all(len(s) == 1 and len(o) == 1 for s, o in groups):
+        # only size-1 dimensions come or go: the other indices are the operand's, unchanged
+        # (a window's update is the very value its kernel computes for its other outputs)
+        exprs = ["0"] * src.rank
+        for (s,), (o,) in groups:
+            exprs[s] = index.exprs[o]
+        linear = ((src.dims, row_major(src.rank)), known) if known is not None else None
+        return em.value(op, Index(tuple(exprs), linear))
     if known is None or _divisions(groups) < sum(n != 1 for n in src.dims) - 1:
         exprs = ["0"] * src.rank
         for g, (src_dims, out_dims) in enumerate(groups):

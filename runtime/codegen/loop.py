@@ -8,13 +8,17 @@ contractions, which become loops inside the work-item.
 
 A ``dynamic-update-slice`` whose result lives in its operand's bytes (XLA's in-place update)
 gets a kernel over the *update* window only: it must not rewrite the rest, and reading the
-operand while writing it would race.
+operand while writing it would race. A multi-output loop fusion with such windows among its
+outputs (``analysis.loop_outputs``) runs over its index space: element i of each plain output
+and of each window's update, every value computed before any store.
 """
 
 from __future__ import annotations
 
+from ..analysis.in_place import kernel_outputs
+from ..analysis.loop_outputs import LoopOutput, window_dimensions
 from ..hlo.ir import HloInstruction
-from ..hlo.shape import ArrayShape, Shape
+from ..hlo.shape import ArrayShape, Shape, subshape
 from . import cltypes
 from .elemental import BufferLeaf, ElementalEmitter, Index, dynamic_starts, layout_key
 from .kernel import BufferRef, KernelBuilder, needs_long_index
@@ -90,6 +94,9 @@ def lower_loop(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     outputs = [(idx, s) for idx, s in inst.shape.leaves()]
     if root.opcode == "dynamic-update-slice" and updates_in_place(ctx, inst, root, params):
         return _update_in_place(ctx, inst, root, params)
+    found = windows_in_place(ctx, inst)
+    if found is not None:
+        return [_space_launch(ctx, inst, params, *found)]
     groups: dict[tuple, list] = {}
     for idx, s in outputs:
         if s.element_count:
@@ -110,6 +117,60 @@ def updates_in_place(ctx: LoweringContext, inst: HloInstruction, root: HloInstru
     else:
         return False
     return ctx.same_bytes(inst, source)
+
+
+def windows_in_place(ctx: LoweringContext, inst: HloInstruction
+                     ) -> tuple[ArrayShape, list[LoopOutput]] | None:
+    """``inst``'s index space and outputs when it is a loop fusion with window outputs
+    (``analysis.loop_outputs``) each of which the buffer assignment placed in the bytes of
+    the operand it updates (else the kernel computes each output over its own shape)."""
+    found = kernel_outputs(inst)
+    if found is None:
+        return None
+    for out in found[1]:
+        if out.window is not None:
+            base = out.window.operands[0]
+            if ctx.ref(inst, out.index) != ctx.ref(inst.operands[base.parameter_number]):  # type: ignore[index]
+                return None
+    return found
+
+
+def window_index(index: Index, space: ArrayShape, window: HloInstruction) -> Index:
+    """The index in ``window``'s update of element ``index`` of the kernel's space."""
+    update: ArrayShape = window.operands[1].shape  # type: ignore[assignment]
+    to_space = window_dimensions(space, update)
+    assert to_space is not None
+    return Index(tuple(index.exprs[to_space[d]] if d in to_space else "0"
+                       for d in range(update.rank)))
+
+
+def window_target(em: ElementalEmitter, window: HloInstruction, rel: Index) -> Index:
+    """Where element ``rel`` of ``window``'s update goes in the operand it updates."""
+    starts = dynamic_starts(em, window, 2, window.operands[1].shape.dims)  # type: ignore[union-attr]
+    return Index(tuple(em.kb.let(em.kb.index_type, f"{s} + {r}", "i")
+                       for s, r in zip(starts, rel.exprs)))
+
+
+def _space_launch(ctx: LoweringContext, inst: HloInstruction, params, space: ArrayShape,
+                  outputs: list[LoopOutput]) -> Launch:
+    """One work-item per element of the space: plain outputs stored at it, windows at their
+    place in the operand they update."""
+    kb = kernel_builder(*all_shapes(inst))
+    gid = begin_1d(kb, space.element_count)
+    em = ElementalEmitter(kb, operand_leaves(ctx, inst, params), ctx.program.embed)
+    index = output_index(em, space, gid)
+    places = [index if o.window is None else window_index(index, space, o.window)
+              for o in outputs]
+    values = [em.value(o.value, at) for o, at in zip(outputs, places)]
+    targets = [at if o.window is None else window_target(em, o.window, at)
+               for o, at in zip(outputs, places)]
+    for o, value, target in zip(outputs, values, targets):
+        shape: ArrayShape = subshape(inst.shape, o.index)  # type: ignore[assignment]
+        ptr = kb.buffer(shape.element_type, ctx.ref(inst, o.index), writable=True,
+                        key=("out", o.index))
+        offset = em.offset(shape, target, ("out", o.index))
+        kb.line(_statement(cltypes.store(shape.element_type, ptr, offset, str(value))))
+    return launch_1d(ctx, kb, inst, space.element_count)
 
 
 def _loop_launch(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction, params,
@@ -168,6 +229,6 @@ def lower_by_root(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     steps = ctx.first_taker(fusion_root(root.opcode), inst)
     return steps if steps is not None else lower_loop(ctx, inst)
 
-__all__ = ["lower_loop", "updates_in_place", "launch_1d", "begin_1d", "kernel_builder", "operand_leaves",
+__all__ = ["lower_loop", "updates_in_place", "windows_in_place", "window_index", "window_target", "launch_1d", "begin_1d", "kernel_builder", "operand_leaves",
            "all_shapes",
            "fused_parts", "output_index", "BufferRef", "Shape"]

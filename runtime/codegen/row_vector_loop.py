@@ -29,7 +29,9 @@ one dimension.
 A dynamic-update-slice computed in its operand's bytes writes only its update window, in
 blocks along the window's rows (a scan step storing its slice of the stacked outputs). A
 multi-output fusion whose outputs share one shape and layout (``passes.multi_output_fusion``)
-computes every output's block, then stores each.
+computes every output's block, then stores each; one with windows among its outputs
+(``analysis.loop_outputs``) stores each window's block at its place in the operand it updates,
+whose rows must run along the kernel's.
 
 Values are ``floatL`` (f32, and bf16 rounded after every inexact operation, bit for bit the
 scalar kernel's), ``intL`` (s32) and ``intL`` lane masks (pred: -1 or 0, as vector
@@ -44,13 +46,15 @@ from typing import Callable
 
 from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloInstruction
-from ..hlo.shape import ArrayShape
+from ..analysis.loop_outputs import LoopOutput, window_dimensions
+from ..hlo.shape import ArrayShape, subshape
 from . import cltypes, templates as E
 from .context import LoweringContext
 from .elemental import (RULES, SCALAR, BufferLeaf, ElementalEmitter, Index, ValueLeaf,
                         arithmetic, common_factors, dynamic_starts, element_strides, layout_key,
                         pad_source, update_window)
-from .loop import begin_1d, kernel_builder, launch_1d, operand_leaves, updates_in_place
+from .loop import (begin_1d, kernel_builder, launch_1d, operand_leaves, updates_in_place,
+                   window_index, window_target, windows_in_place)
 from .plan import Step
 from .registry import LOOP, register
 from .vector_loop import same_shape_outputs
@@ -67,7 +71,8 @@ def row_vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruc
     """One row vector launch computing ``inst`` (``root`` over ``params``), or None."""
     outputs = same_shape_outputs(inst, root)
     if outputs is None:
-        return None
+        found = windows_in_place(ctx, inst)
+        return None if found is None else _space_launch(ctx, inst, params, *found)
     out = outputs[0][2]
     if out.rank == 0 or any(s.element_type.name not in _FLOAT for _, _, s in outputs):
         return None
@@ -75,21 +80,21 @@ def row_vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruc
     minor = out.minor_to_major[0]
     if root.opcode == "dynamic-update-slice" and updates_in_place(ctx, inst, root, params):
         update = root.operands[1]
-        plan = _plan(ctx, [update], update.shape.dims[minor], minor, leaves)
+        plan = _plan(ctx, [(update, minor)], update.shape.dims[minor], leaves)
         return None if plan is None else [_launch_window(ctx, inst, root, leaves, plan)]
-    plan = _plan(ctx, [value for value, _, _ in outputs], out.dims[minor], minor, leaves)
+    plan = _plan(ctx, [(value, minor) for value, _, _ in outputs], out.dims[minor], leaves)
     return None if plan is None else [_launch(ctx, inst, outputs, leaves, plan)]
 
 
-def _plan(ctx: LoweringContext, values: list[HloInstruction], row: int, minor: int,
+def _plan(ctx: LoweringContext, values: list[tuple[HloInstruction, int]], row: int,
           leaves: dict) -> _LanePlan | None:
     """The widest lanes (down to ``_SMALLEST``) dividing ``row`` that the lanes of every one of
-    ``values`` along dimension ``minor`` can follow, with their plan."""
+    ``values`` along its dimension can follow, with their plan."""
     lanes = ctx.target.lanes(32)
     while lanes >= _SMALLEST:
         if row % lanes == 0:
             plan = _LanePlan(lanes, {key[0] for key in leaves})
-            if all(plan.varying(value, plan.along(minor), True) for value in values):
+            if all(plan.varying(value, plan.along(d), True) for value, d in values):
                 return plan
         lanes //= 2
     return None
@@ -594,3 +599,43 @@ def _launch_window(ctx: LoweringContext, inst: HloInstruction, root: HloInstruct
     target = tuple(em.kb.let(em.kb.index_type, f"{s} + {r}", "i") for s, r in zip(starts, rel))
     _store(ctx, em, inst, value, em.offset(out, Index(target), ("out", ())))
     return launch_1d(ctx, em.kb, inst, count)
+
+
+def _space_launch(ctx: LoweringContext, inst: HloInstruction, params,
+                  space: ArrayShape, outputs: list[LoopOutput]) -> list[Step] | None:
+    """A loop fusion with window outputs (``analysis.loop_outputs``): blocks along the
+    space's rows, plain outputs stored at the block, each window's update at its place in
+    the operand it updates, whose rows must run along the space's (a scan step storing its
+    values into the stacked outputs as it computes them)."""
+    if space.rank == 0 or any(s.element_type.name not in _FLOAT
+                              for _, s in inst.shape.leaves()):
+        return None
+    minor = space.minor_to_major[0]
+    lane_dims = []
+    for out in outputs:
+        if out.window is None:
+            lane_dims.append(minor)
+            continue
+        to_space = window_dimensions(space, out.window.operands[1].shape)  # type: ignore[arg-type]
+        along = [d for d, s in (to_space or {}).items() if s == minor]
+        if not along or out.window.shape.minor_to_major[0] != along[0]:  # type: ignore[union-attr]
+            return None               # the window's row is not contiguous in its operand
+        lane_dims.append(along[0])
+    leaves = operand_leaves(ctx, inst, params)
+    plan = _plan(ctx, [(o.value, d) for o, d in zip(outputs, lane_dims)], space.dims[minor],
+                 leaves)
+    if plan is None:
+        return None
+    count = space.element_count // plan.lanes
+    em, base = _begin(ctx, inst, leaves, plan, count)
+    index = Index(em.delinearize(base, space.dims, space.minor_to_major, "out"),
+                  (layout_key(space), base))
+    places = [index if o.window is None else window_index(index, space, o.window)
+              for o in outputs]
+    values = [em.value(o.value, at) for o, at in zip(outputs, places)]   # loads, then stores
+    offsets = [base if o.window is None else em.offset(
+        subshape(inst.shape, o.index), window_target(em, o.window, at), ("out", o.index))
+        for o, at in zip(outputs, places)]
+    for o, value, offset in zip(outputs, values, offsets):
+        _store(ctx, em, inst, value, offset, o.index)
+    return [launch_1d(ctx, em.kb, inst, count)]

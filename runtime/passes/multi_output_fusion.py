@@ -22,11 +22,26 @@ the consumer's place in that order, which stays a topological one. Scalars (loop
 which the trip-count analysis reads) and instructions with control dependencies are left
 alone, and so are fusions a row kernel computes (their expensive values once per row). The kernel families that compute loop fusions on vectors (``codegen.vector_loop``,
 ``codegen.row_vector_loop``) store each output of such a tuple.
+
+Then windows (XLA's in-place dynamic-update-slice fusion): a scan step stacks what it computes
+into the loop's outputs with dynamic-update-slices, each a kernel of its own that reads the
+value back (a GRU step: its cell, then one launch writing nine slices). A *window kernel* (a
+dynamic-update-slice of an operand it updates in place, or a ``kLoop`` fusion rooted at one)
+joins a loop kernel whose index space is its update's (``analysis.loop_outputs``): the kernel
+computing its update, which it must read only as that update, at the update's own element, or
+else one reading an operand it reads (the scan step's kernels read the loop counter, or the old
+state it stacks). The merged kernel writes the window as an extra output, in place; outputs no
+one reads any more (a value written only for its windows) leave it. The host must not read
+what the window overwrites, and the merged kernel goes to the later one's place when nothing
+reads the earlier one's results in between, else to the earlier one's when what the later one
+reads is computed by then (a get-tuple-element of the loop state moves up with it).
 """
 
 from __future__ import annotations
 
 from ..analysis.call_graph import sequential_computations
+from ..analysis.in_place import in_place_pairs, kernel_outputs, parameter_read_at_own_index
+from ..analysis.loop_outputs import window_fits
 from ..analysis.rows import plan_rows
 from ..hlo.attributes import Identifier
 from ..hlo.dtypes import ElementType
@@ -95,8 +110,18 @@ class _Merger:
                 self.users[op].append(inst)
         self.pinned = {p for inst in order for p in inst.control_predecessors}
         self.fused: list[HloComputation] = []
+        self.with_windows: list[HloInstruction] = []
 
     def run(self) -> None:
+        self._merge_consumers()
+        self._merge_windows()
+        if self.fused:
+            at = self.module.computations.index(self.comp)
+            self.module.computations[at:at] = self.fused
+            self.comp.instructions = sorted(
+                (i for i in self.comp.instructions if i in self.pos), key=self.pos.__getitem__)
+
+    def _merge_consumers(self) -> None:
         for consumer in sorted(self.pos, key=self.pos.__getitem__, reverse=True):
             if consumer not in self.pos or not self._kernel(consumer):
                 continue
@@ -109,11 +134,189 @@ class _Merger:
                         consumer = self._merge(producer, consumer)
                         merged = True
                         break
-        if self.fused:
-            at = self.module.computations.index(self.comp)
-            self.module.computations[at:at] = self.fused
-            self.comp.instructions = sorted(
-                (i for i in self.comp.instructions if i in self.pos), key=self.pos.__getitem__)
+
+    # --- windows ------------------------------------------------------------------------
+    def _merge_windows(self) -> None:
+        """Each window kernel, in order, joins a loop kernel computing what it stores (or
+        reading what it reads) over the window's index space."""
+        for window in sorted(self.pos, key=self.pos.__getitem__):
+            if window not in self.pos or window in self.pinned or _target(window) is None:
+                continue
+            for host in self._hosts(window):
+                if self._window_mergeable(host, window):
+                    self.with_windows.append(self._merge_window(host, window))
+                    break
+        for fusion in self.with_windows:
+            if fusion in self.pos:
+                self._drop_unread_outputs(fusion)
+
+    def _drop_unread_outputs(self, fusion: HloInstruction) -> None:
+        """Outputs no one reads any more (a value written only for the dynamic-update-slices
+        the kernel now computes itself) leave the kernel."""
+        gtes = self.users[fusion]
+        read = {g.attrs["index"] for g in gtes if self.users[g] or self.comp.root is g}
+        root = fusion.calls.root
+        keep = [k for k in range(len(root.operands)) if k in read]
+        if len(keep) == len(root.operands):
+            return
+        root.operands = [root.operands[k] for k in keep]
+        root.shape = fusion.shape = TupleShape(tuple(o.shape for o in root.operands))
+        for gte in gtes:
+            if gte.attrs["index"] in read:
+                gte.attrs["index"] = keep.index(gte.attrs["index"])
+            else:
+                del self.pos[gte]
+        self.users[fusion] = [g for g in gtes if g in self.pos]
+
+    def _hosts(self, window: HloInstruction) -> list[HloInstruction]:
+        """Kernels whose results ``window`` reads, then kernels reading what it reads (a scan
+        step's kernels all read the loop counter)."""
+        target = _target(window)
+        producers = [op.operands[0] if op.opcode == "get-tuple-element" else op
+                     for op in window.operands if op is not target]
+        siblings = [u for op in window.operands if op is not target
+                    for u in self.users[op] if u is not window]
+        return [k for k in dict.fromkeys(producers + siblings) if k in self.pos]
+
+    def _space(self, inst: HloInstruction) -> ArrayShape | None:
+        """The index space of a loop kernel that may take a window: a loop kernel's shape, or
+        the space of one that has windows already."""
+        if inst in self.pinned or inst.control_predecessors or _row_kernel(inst):
+            return None
+        found = kernel_outputs(inst) if str(inst.attrs.get("kind")) == "kLoop" else None
+        if found is not None:
+            return found[0] if found[0].element_count >= 2 else None
+        if inst.opcode == "fusion" and (str(inst.attrs.get("kind")) != "kLoop"
+                                        or inst.calls.root.opcode in in_place_roots()):
+            return None
+        if inst.opcode != "fusion" and not _loop_kernel(inst):
+            return None
+        return self._shape(inst)
+
+    def _window_mergeable(self, host: HloInstruction, window: HloInstruction) -> bool:
+        space = self._space(host)
+        dus = window.calls.root if window.opcode == "fusion" else window
+        if space is None or not window_fits(space, dus) \
+                or _kind(dus.shape.element_type) != _kind(space.element_type):  # type: ignore[union-attr]
+            return False
+        target = _target(window)
+        results = self._results(host)
+        if target in results or target in host.operands \
+                or sum(op is target for op in window.operands) != 1:
+            return False           # the kernel would read what the window overwrites
+        if host is self.comp.root or host in self.users[window] or host.shape.is_tuple and any(
+                u.opcode != "get-tuple-element" for u in self.users[host]):
+            return False           # read whole, or reading the window's result
+        if not self._reads_update_only(window, results):
+            return False
+        if self._place(host, window, results) is None:
+            return False
+        members = len(_body(host)) + len(_body(window))
+        # a window's operand is written, never read: its output is its one kernel argument
+        written = {host.operands[p.operand_number] for p in in_place_pairs(host)} | {target}
+        operands = (set(host.operands) | set(window.operands)) - results - written
+        outputs = len(_outputs(host)) + 1
+        return members <= self.rules.max_members \
+            and len(operands) + outputs <= self.rules.max_parameters
+
+    def _results(self, kernel: HloInstruction) -> set[HloInstruction]:
+        """``kernel`` and its get-tuple-elements: what reads of its results read."""
+        return {kernel} | {u for u in self.users[kernel] if u.opcode == "get-tuple-element"}
+
+    def _place(self, host: HloInstruction, window: HloInstruction,
+               results: set[HloInstruction]) -> float | None:
+        """Where the merged kernel may go: the later one's place when nothing reads the
+        earlier one's results before it, else the earlier one's when all the later one
+        reads is computed before that (and, for a window, nothing else reads what it
+        overwrites in between); None when neither keeps the order a topological one."""
+        first, last = sorted((host, window), key=self.pos.__getitem__)
+        start, end = self.pos[first], self.pos[last]
+        readers = [u for r in (results if first is host else {window}) for u in self.users[r]
+                   if u is not last and u not in results]
+        if all(self.pos[u] > end for u in readers):
+            return end
+        between = [u for u in self.users[_target(window)] if u is not window
+                   and start < self.pos[u] < end] if last is window else []
+        if all(self._before(op, start) for op in last.operands if op not in results) \
+                and not between:
+            return start
+        return None
+
+    def _before(self, inst: HloInstruction, at: float) -> bool:
+        """Whether ``inst`` comes before ``at``, or is a get-tuple-element of something that
+        does (post-order puts each right before its first reader; it may move up)."""
+        return self.pos[inst] < at or inst.opcode == "get-tuple-element" \
+            and self.pos[inst.operands[0]] < at
+
+    @staticmethod
+    def _reads_update_only(window: HloInstruction, results: set[HloInstruction]) -> bool:
+        """Whether ``window`` reads the host's results only as its update, at the update's
+        own element (the merged kernel computes them at that element)."""
+        if window.opcode != "fusion":
+            return all(op not in results for k, op in enumerate(window.operands) if k != 1)
+        fused = window.calls
+        return all(parameter_read_at_own_index(fused, p.parameter_number, {id(fused.root)})
+                   for p in fused.parameters
+                   if window.operands[p.parameter_number] in results)
+
+    def _merge_window(self, host: HloInstruction, window: HloInstruction) -> HloInstruction:
+        at = self._place(host, window, self._results(host))
+        assert at is not None
+        fused = HloComputation(self.names.fresh("fused_computation"))
+        operands: list[HloInstruction] = []
+        params: dict[HloInstruction, HloInstruction] = {}
+
+        def parameter(outer: HloInstruction) -> HloInstruction:
+            if outer not in params:
+                params[outer] = HloInstruction(
+                    self.names.fresh(f"param_{len(operands)}"), "parameter", outer.shape,
+                    parameter_number=len(operands), parent=fused)
+                operands.append(outer)
+                fused.instructions.append(params[outer])
+            return params[outer]
+
+        values = self._inline(host, fused, parameter)
+
+        def bind(outer: HloInstruction) -> HloInstruction:
+            if outer is host:
+                return values[0]
+            if outer.opcode == "get-tuple-element" and outer.operands[0] is host:
+                return values[outer.attrs["index"]]
+            return parameter(outer)
+
+        outputs = values + self._inline(window, fused, bind)
+        fusion = self._fusion(fused, outputs, operands, host.location)
+        for op in fusion.operands:
+            if self.pos[op] >= at:                 # a get-tuple-element moving up (``_before``)
+                self.pos[op] = (self.pos[op.operands[0]] + at) / 2
+        self.pos[fusion] = at
+        self.users[fusion] = []
+        self.comp.instructions.append(fusion)
+        n = len(outputs)
+        if host.shape.is_tuple:
+            for gte in self.users.pop(host):
+                gte.operands = [fusion]
+                self.pos[gte] = at + (gte.attrs["index"] + 1) / (n + 1)
+                self.users[fusion].append(gte)
+                self.users[gte] = [u for u in self.users[gte] if u is not window]
+        else:
+            self._redirect(host, self._element(fusion, 0), window)
+        self._redirect(window, self._element(fusion, n - 1), None)
+        del self.pos[host], self.pos[window]
+        for op in dict.fromkeys(fusion.operands):
+            self.users[op] = [u for u in self.users[op]
+                              if u is not host and u is not window] + [fusion]
+        return fusion
+
+    def _redirect(self, old: HloInstruction, new: HloInstruction,
+                  skip: HloInstruction | None) -> None:
+        """``old``'s readers (but ``skip``) read ``new`` instead."""
+        for user in self.users.pop(old, []):
+            if user is not skip:
+                user.operands = [new if op is old else op for op in user.operands]
+                self.users[new].append(user)
+        if self.comp.root is old:
+            self.comp.root = new
 
     def _kernel(self, inst: HloInstruction) -> bool:
         return inst not in self.pinned and _loop_kernel(inst)
@@ -183,18 +386,23 @@ class _Merger:
         outputs = self._inline(consumer, fused,
                                lambda outer: value if outer is producer else parameter(outer))
         outputs.append(value)
+        fusion = self._fusion(fused, outputs, operands, consumer.location)
+        self._replace(producer, consumer, fusion, len(outputs))
+        return fusion
+
+    def _fusion(self, fused: HloComputation, outputs: list[HloInstruction],
+                operands: list[HloInstruction], location) -> HloInstruction:
+        """A ``kLoop`` fusion of ``fused``, whose root becomes the tuple of ``outputs``."""
         root = HloInstruction(self.names.fresh("tuple"), "tuple",
                               TupleShape(tuple(o.shape for o in outputs)), operands=outputs,
                               parent=fused)
         fused.instructions.append(root)
         fused.root = root
         self.fused.append(fused)
-        fusion = HloInstruction(self.names.fresh("multi_output_fusion"), "fusion", root.shape,
-                                operands=operands,
-                                attrs={"kind": Identifier("kLoop"), "calls": fused},
-                                location=consumer.location, parent=self.comp)
-        self._replace(producer, consumer, fusion, len(outputs))
-        return fusion
+        return HloInstruction(self.names.fresh("multi_output_fusion"), "fusion", root.shape,
+                              operands=operands,
+                              attrs={"kind": Identifier("kLoop"), "calls": fused},
+                              location=location, parent=self.comp)
 
     def _inline(self, inst: HloInstruction, fused: HloComputation, bind) -> list[HloInstruction]:
         """Copies of ``inst``'s computation in ``fused`` (its operands as ``bind`` gives
@@ -256,6 +464,19 @@ class _Merger:
         self.users[fusion].append(gte)
         self.comp.instructions.append(gte)
         return gte
+
+
+def _target(inst: HloInstruction) -> HloInstruction | None:
+    """The operand a window kernel writes its update into, in place: a bare
+    dynamic-update-slice's operand 0, or that of a ``kLoop`` fusion rooted at one on a
+    parameter it updates in place; None for any other instruction."""
+    if inst.opcode == "dynamic-update-slice":
+        return inst.operands[0] if inst.shape.element_count >= 2 else None  # type: ignore[union-attr]
+    if inst.opcode != "fusion" or str(inst.attrs.get("kind")) != "kLoop" \
+            or inst.calls.root.opcode != "dynamic-update-slice" or inst.shape.is_tuple:
+        return None
+    pairs = in_place_pairs(inst)
+    return inst.operands[pairs[0].operand_number] if pairs else None
 
 
 def _body(inst: HloInstruction) -> list[HloInstruction]:
