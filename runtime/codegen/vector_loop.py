@@ -30,6 +30,7 @@ other work-item writes there), and only elements that exist are stored.
 
 from __future__ import annotations
 
+from ..analysis.in_place import kernel_outputs
 from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloInstruction
 from ..hlo.shape import ArrayShape
@@ -76,7 +77,10 @@ def same_shape_outputs(inst: HloInstruction, root: HloInstruction
                        ) -> list[tuple[HloInstruction, tuple[int, ...], ArrayShape]] | None:
     """(value, output index, shape) of each output of a loop kernel: its root, or each
     element of a fused tuple root (a multi-output fusion) when all have one shape and layout;
-    None otherwise, or when there is nothing to compute."""
+    None otherwise, when there is nothing to compute, or when some outputs are windows
+    (``analysis.loop_outputs``: a kernel over their whole arrays would rewrite them)."""
+    if kernel_outputs(inst) is not None:
+        return None
     if isinstance(inst.shape, ArrayShape):
         found = [(root, (), inst.shape)]
     elif inst.opcode == "fusion" and root.opcode == "tuple" and root.operands:

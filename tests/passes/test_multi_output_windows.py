@@ -286,3 +286,57 @@ ENTRY e {{
         h = np.tanh(c @ w0)
     np.testing.assert_allclose(got_cs, cs, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got_h, h, rtol=1e-4, atol=1e-5)
+
+
+def test_a_kernel_left_with_windows_only_writes_just_the_windows():
+    """A value computed only to be stacked twice: both windows join its kernel, whose own
+    output then has no reader and leaves it; the kernel still writes only the two windows."""
+    trips = 5
+    state = "(s32[], f32[4,64]{1,0}, f32[5,4,64]{2,1,0}, f32[5,4,64]{2,1,0})"
+    text = f"""
+HloModule stack_twice
+cond {{
+  p = {state} parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant({trips})
+  ROOT lt = pred[] compare(i, n), direction=LT
+}}
+body {{
+  p = {state} parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  h = f32[4,64]{{1,0}} get-tuple-element(p), index=1
+  ys = f32[5,4,64]{{2,1,0}} get-tuple-element(p), index=2
+  zs = f32[5,4,64]{{2,1,0}} get-tuple-element(p), index=3
+  y = f32[4,64]{{1,0}} exponential(h)
+  y1 = f32[1,4,64]{{2,1,0}} reshape(y)
+  zero = s32[] constant(0)
+  ys2 = f32[5,4,64]{{2,1,0}} dynamic-update-slice(ys, y1, i, zero, zero)
+  last = s32[] constant({trips - 1})
+  back = s32[] subtract(last, i)
+  zs2 = f32[5,4,64]{{2,1,0}} dynamic-update-slice(zs, y1, back, zero, zero)
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  ROOT out = {state} tuple(next, h, ys2, zs2)
+}}
+ENTRY e {{
+  h0 = f32[4,64]{{1,0}} parameter(0)
+  zero = s32[] constant(0)
+  fz = f32[] constant(0)
+  s0 = f32[5,4,64]{{2,1,0}} broadcast(fz), dimensions={{}}
+  init = {state} tuple(zero, h0, s0, s0)
+  ROOT r = {state} while(init), condition=cond, body=body
+}}
+"""
+    body = body_of(optimise(runtime.parse(text)))
+    [kernel] = [i for i in body.instructions if kernel_outputs(i) is not None]
+    assert all(o.window is not None for o in kernel_outputs(kernel)[1])
+    h0 = RNG.standard_normal((4, 64)).astype(np.float32)
+    compiler.clear_cache()
+    exe = runtime.compile(text)
+    step = max(body_launches(exe), key=lambda s: len(s.buffers))
+    # it reads the state and the counter and writes the two windows; a kernel computing the
+    # whole stacked arrays would read them too
+    assert len(step.buffers) == 4
+    _, _, ys, zs = (np.asarray(v) for v in exe(h0))
+    np.testing.assert_allclose(ys, np.broadcast_to(np.exp(h0), (5, 4, 64)), rtol=1e-6)
+    np.testing.assert_allclose(zs, np.broadcast_to(np.exp(h0), (5, 4, 64)), rtol=1e-6)
