@@ -443,3 +443,14 @@ def test_the_outputs_contiguous_axis_takes_the_lanes_only_where_it_tiles_as_wide
         assert plan.row_side == side
         a, b = rand(256, 2048), rand(256, n)
         check(text, [a, b], a.astype(np.float64).T @ b, atol=1e-3)
+
+
+@pytest.mark.parametrize("m, form", [(16, "outer"), (24, "packed"), (64, "packed")])
+def test_packing_contiguous_columns_needs_more_rows_than_an_outer_work_group(m, form):
+    """On AVX2 (``pack_contiguous``; the outer form's work-group covers 16 rows) a GRU step's
+    16x192x576 product reads its columns once unpacked, and a copy would only cost; from 24
+    rows a packed panel is shared by more row blocks than that."""
+    from runtime.target import CPU_AVX2
+    text = dot_module("f32", f"{m},192", "192,576", f"{m},576", NN)
+    plan = plan_dot(contraction_parts(entry_root(text), "dot"), CPU_AVX2)
+    assert plan.form == form

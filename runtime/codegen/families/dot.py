@@ -15,8 +15,9 @@ forms cover every layout in which some axis is contiguous where it must be:
   elements in vectors along that axis, sums each vector's lanes in a fixed order, and
   finishes the remainder of the axis with scalars.
 * packed form: ``A @ B^T`` with one contracting axis, contiguous in both operands, and enough
-  rows of ``A`` (and any dot the outer form takes with one contracting axis: on targets with
-  ``tiles.pack_contiguous``, elsewhere when one work-group's tiles cover every row): each
+  rows of ``A`` (and any dot the outer form takes with one contracting axis and more rows
+  than one of its work-groups covers: on targets with ``tiles.pack_contiguous``, elsewhere
+  when one packed work-group's tiles cover every row): each
   work-group copies the column operand's part for its column block into a local-memory panel laid out ``[k][column]`` and runs outer-form tiles on it
   (the inner form's per-element lane sums cost as much as the products when the contraction
   is short, and its 4x2 blocks reload both operands every step; on AVX2 the outer form's
@@ -140,8 +141,10 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
         side, v = best
         other = "lhs" if side == "rhs" else "rhs"
         outer = batch + tuple(a for a in free[side] if a is not v)
+        packs = not _outer_group_covers(free[other], tiles) and (
+            tiles.pack_contiguous or _one_panel(free[other], tiles))
         packed = (_packed_plan(acc, tiles, other, free[other], v, outer, contracting)
-                  if tiles.pack_contiguous or _one_panel(free[other], tiles) else None)
+                  if packs else None)
         if packed is not None:
             return packed
         lanes = lanes_for(acc, v.size, tiles)
@@ -234,16 +237,23 @@ def _packs_over_inner(rows, k: DotAxis, column_bytes: int, tiles: TileShape) -> 
 
 
 def _one_panel(rows, tiles: TileShape) -> bool:
-    """Whether one work-group's row blocks cover every row, so that each panel of columns is
-    copied once: packing then reads the column operand once, and the tiles read it from the
-    first-level cache. GPT-2's MLP (128 rows) 0.86-0.93x XLA's GFLOP/s with the outer form,
-    0.89-1.02x packed; the whole model 200 -> 187 ms. Where one of the outer form's work-groups
-    covers every row already, it reads the column operand once too, and the copy is only
-    cost: an LSTM step's 32x256x1024 dot 129 GFLOP/s packed, 157-174 not (best of 15, kernel
-    time)."""
+    """Whether one packed work-group's row blocks cover every row, so that each panel of
+    columns is copied once: packing then reads the column operand once, and the tiles read it
+    from the first-level cache. GPT-2's MLP (128 rows) 0.86-0.93x XLA's GFLOP/s with the outer
+    form, 0.89-1.02x packed; the whole model 200 -> 187 ms."""
     extent = _extent(rows)
-    per_row = rows_for(extent, tiles)
-    return tiles.row_group * per_row < extent <= tiles.pack_row_group * per_row
+    return extent <= tiles.pack_row_group * rows_for(extent, tiles)
+
+
+def _outer_group_covers(rows, tiles: TileShape) -> bool:
+    """Whether one of the outer form's work-groups covers every row: it reads the column
+    operand once too, and a packed copy is only cost, even where packing pays for more rows
+    (``tiles.pack_contiguous``). Kernel time, best of 15-21, GFLOP/s packed / not: an LSTM
+    step's 32x256x1024 dot 129 / 157-174 (AVX-512); on the AVX2 setting (16 rows a
+    work-group) a GRU step's 16x192x576 80 / 99-102 (two runs), 16x768x3072 73 / 80,
+    16x1024x256 104 / 128, while 24x256x1024 (six row blocks to a panel) is 134 / 107."""
+    extent = _extent(rows)
+    return extent <= tiles.row_group * rows_for(extent, tiles)
 
 
 def _extent(axes) -> int:
