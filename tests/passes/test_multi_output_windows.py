@@ -18,11 +18,10 @@ from runtime.target import Target
 RNG = np.random.default_rng(11)
 
 
-def scan(dims: str, trips: int, index: str = "i", layout: str = "{1,0}",
-         stacked_layout: str = "{2,1,0}") -> str:
+def scan(dims: str, trips: int, index: str = "i", stacked_layout: str = "{2,1,0}") -> str:
     """A scan over ``trips`` steps of state h: each step computes g = exp(-h) and the new
     state tanh(g + h) * g, and stacks g, the new state and the old state at row ``index``."""
-    arr = f"f32[{dims}]{layout}"
+    arr = f"f32[{dims}]{{1,0}}"
     stk = f"f32[{trips},{dims}]{stacked_layout}"
     one = f"f32[1,{dims}]{stacked_layout}"
     state = f"(s32[], {arr}, {stk}, {stk}, {stk})"
