@@ -44,9 +44,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+from ..analysis.loop_outputs import LoopOutput, window_dimensions
 from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloInstruction
-from ..analysis.loop_outputs import LoopOutput, window_dimensions
 from ..hlo.shape import ArrayShape, subshape
 from . import cltypes, templates as E
 from .context import LoweringContext
