@@ -13,7 +13,9 @@ computed by another such kernel of the same shape, layout and kind of element ty
 the vector loops compute together, or one other type), which it reads only
 elementwise at its own index: the merged kernel computes the operand once per element, uses
 it, and writes it out too (the fusion's result becomes a tuple, its readers
-``get-tuple-element``s). Nothing is computed twice and no bytes are added: the producer's
+``get-tuple-element``s). The producer may itself be such a multi-output kernel, and passes
+repeat while one merges anything: a GRU backward step's gradient of its candidate reads a
+value whose other reader came first, and joins the kernel that reader and the value became. Nothing is computed twice and no bytes are added: the producer's
 result is written once, as before, and the consumer no longer reads it back.
 
 A merge never creates a cycle: the producer's other readers all come after the consumer in
@@ -110,11 +112,14 @@ class _Merger:
                 self.users[op].append(inst)
         self.pinned = {p for inst in order for p in inst.control_predecessors}
         self.fused: list[HloComputation] = []
-        self.with_windows: list[HloInstruction] = []
+        self.made: list[HloInstruction] = []      # the fusions merges made
 
     def run(self) -> None:
         self._merge_consumers()
         self._merge_windows()
+        for fusion in self.made:
+            if fusion in self.pos:
+                self._drop_unread_outputs(fusion)
         if self.fused:
             at = self.module.computations.index(self.comp)
             self.module.computations[at:at] = self.fused
@@ -122,18 +127,32 @@ class _Merger:
                 (i for i in self.comp.instructions if i in self.pos), key=self.pos.__getitem__)
 
     def _merge_consumers(self) -> None:
-        for consumer in sorted(self.pos, key=self.pos.__getitem__, reverse=True):
-            if consumer not in self.pos or not self._kernel(consumer):
-                continue
+        """Consumers latest first, each absorbing producers while it can; again while a pass
+        merges anything (a merge can make a producer's other reader follow a consumer passed
+        over before: it then reads a kernel placed later)."""
+        again = True
+        while again:
+            again = False
+            for consumer in sorted(self.pos, key=self.pos.__getitem__, reverse=True):
+                again |= self._absorb(consumer)
+
+    def _absorb(self, consumer: HloInstruction) -> bool:
+        """Merge producers into ``consumer`` while one qualifies; whether any did."""
+        absorbed = False
+        if consumer in self.pos and self._kernel(consumer):
             merged = True
             while merged:
                 merged = False
-                for producer in sorted(dict.fromkeys(consumer.operands),
-                                       key=self.pos.__getitem__, reverse=True):
+                producers = dict.fromkeys(
+                    op.operands[0] if op.opcode == "get-tuple-element" else op
+                    for op in consumer.operands)
+                for producer in sorted(producers, key=self.pos.__getitem__, reverse=True):
                     if self._mergeable(producer, consumer):
                         consumer = self._merge(producer, consumer)
-                        merged = True
+                        self.made.append(consumer)
+                        merged = absorbed = True
                         break
+        return absorbed
 
     # --- windows ------------------------------------------------------------------------
     def _merge_windows(self) -> None:
@@ -144,15 +163,13 @@ class _Merger:
                 continue
             for host in self._hosts(window):
                 if self._window_mergeable(host, window):
-                    self.with_windows.append(self._merge_window(host, window))
+                    self.made.append(self._merge_window(host, window))
                     break
-        for fusion in self.with_windows:
-            if fusion in self.pos:
-                self._drop_unread_outputs(fusion)
 
     def _drop_unread_outputs(self, fusion: HloInstruction) -> None:
         """Outputs no one reads any more (a value written only for the dynamic-update-slices
-        the kernel now computes itself) leave the kernel."""
+        the kernel now computes itself, or read only by the consumer that absorbed a
+        multi-output producer) leave the kernel."""
         gtes = self.users[fusion]
         read = {g.attrs["index"] for g in gtes if self.users[g] or self.comp.root is g}
         root = fusion.calls.root
@@ -276,15 +293,8 @@ class _Merger:
             return params[outer]
 
         values = self._inline(host, fused, parameter)
-
-        def bind(outer: HloInstruction) -> HloInstruction:
-            if outer is host:
-                return values[0]
-            if outer.opcode == "get-tuple-element" and outer.operands[0] is host:
-                return values[outer.attrs["index"]]
-            return parameter(outer)
-
-        outputs = values + self._inline(window, fused, bind)
+        outputs = values + self._inline(window, fused, lambda outer: _bound(
+            outer, host, values) or parameter(outer))
         fusion = self._fusion(fused, outputs, operands, host.location)
         for op in fusion.operands:
             if self.pos[op] >= at:                 # a get-tuple-element moving up (``_before``)
@@ -333,38 +343,44 @@ class _Merger:
         return first
 
     def _mergeable(self, producer: HloInstruction, consumer: HloInstruction) -> bool:
-        if producer.shape.is_tuple or not self._kernel(producer):
+        if producer not in self.pos or not self._kernel(producer):
             return False
+        if producer.shape.is_tuple and any(u.opcode != "get-tuple-element"
+                                           for u in self.users[producer]):
+            return False       # a multi-output producer read whole
         shape, mine = self._shape(producer), self._shape(consumer)
         if shape is None or mine is None or shape.dims != mine.dims \
                 or shape.minor_to_major != mine.minor_to_major \
                 or _kind(shape.element_type) != _kind(mine.element_type):
             return False
-        others = [u for u in self.users[producer] if u is not consumer]
+        results = self._results(producer)
+        others = [u for r in results for u in self.users[r]
+                  if u is not consumer and u not in results]
         if not others or any(self.pos[u] <= self.pos[consumer] for u in others):
             return False       # its one reader fuses it already; or a merge could close a cycle
-        if not self._read_at_own_index(producer, consumer) \
+        if not self._read_at_own_index(results, shape, consumer) \
                 or _row_kernel(producer) or _row_kernel(consumer):
             return False
         members = len(_body(producer)) + len(_body(consumer))
-        operands = set(producer.operands) | set(consumer.operands) - {producer}
-        outputs = len(_outputs(consumer)) + 1
+        operands = set(producer.operands) | set(consumer.operands) - results
+        outputs = len(_outputs(consumer)) + len(_outputs(producer))
         return members <= self.rules.max_members \
             and len(operands) + outputs <= self.rules.max_parameters
 
     @staticmethod
-    def _read_at_own_index(producer: HloInstruction, consumer: HloInstruction) -> bool:
-        """Whether the consumer reads the producer only through elementwise instructions of
-        its own shape (so each element is computed once, at the consumer's index)."""
+    def _read_at_own_index(results: set[HloInstruction], shape: ArrayShape,
+                           consumer: HloInstruction) -> bool:
+        """Whether the consumer reads the producer's ``results`` only through elementwise
+        instructions of their ``shape`` (so each element is computed once, at the consumer's
+        index)."""
         if consumer.opcode != "fusion":
             return True
         params = [p for p in consumer.calls.parameters
-                  if consumer.operands[p.parameter_number] is producer]
-        dims = producer.shape.dims  # type: ignore[union-attr]
+                  if consumer.operands[p.parameter_number] in results]
         for inst in consumer.calls.instructions:
             for op in inst.operands:
                 if op in params and not (OPCODES[inst.opcode].elementwise
-                                         and inst.shape.dims == dims):  # type: ignore[union-attr]
+                                         and inst.shape.dims == shape.dims):  # type: ignore[union-attr]
                     return False
         return True
 
@@ -382,11 +398,10 @@ class _Merger:
                 fused.instructions.append(params[outer])
             return params[outer]
 
-        [value] = self._inline(producer, fused, parameter)
-        outputs = self._inline(consumer, fused,
-                               lambda outer: value if outer is producer else parameter(outer))
-        outputs.append(value)
-        fusion = self._fusion(fused, outputs, operands, consumer.location)
+        values = self._inline(producer, fused, parameter)
+        outputs = self._inline(consumer, fused, lambda outer: _bound(outer, producer, values)
+                               or parameter(outer))
+        fusion = self._fusion(fused, outputs + values, operands, consumer.location)
         self._replace(producer, consumer, fusion, len(outputs))
         return fusion
 
@@ -433,14 +448,28 @@ class _Merger:
     def _replace(self, producer: HloInstruction, consumer: HloInstruction,
                  fusion: HloInstruction, count: int) -> None:
         """``fusion`` takes the consumer's place: the consumer's readers read its first
-        outputs (a multi-output consumer's get-tuple-elements now read the fusion), the
-        producer's other readers its last."""
+        ``count`` outputs (a multi-output consumer's get-tuple-elements now read the fusion),
+        the producer's other readers the rest (a multi-output producer's get-tuple-elements
+        move to the fusion, ``count`` on)."""
         at = self.pos[consumer]
         self.pos[fusion] = at
         self.users[fusion] = []
         self.comp.instructions.append(fusion)
-        reads = {consumer: fusion if consumer.shape.is_tuple else self._element(fusion, 0),
-                 producer: self._element(fusion, count - 1)}
+        if producer.shape.is_tuple:
+            n = len(fusion.shape.elements)  # type: ignore[union-attr]
+            for gte in self.users[producer]:
+                gte.operands = [fusion]
+                gte.attrs["index"] += count
+                self.pos[gte] = at + (gte.attrs["index"] + 1) / (n + 1)
+                self.users[gte] = [u for u in self.users[gte] if u is not consumer]
+                self.users[fusion].append(gte)
+            self.users[producer] = []
+        reads = {consumer: fusion if consumer.shape.is_tuple else self._element(fusion, 0)}
+        if not producer.shape.is_tuple:
+            reads[producer] = self._element(fusion, count)
+        else:
+            del self.pos[producer]
+            self.users.pop(producer)
         for old, new in reads.items():
             for user in self.users.pop(old):
                 if user is not consumer:
@@ -464,6 +493,17 @@ class _Merger:
         self.users[fusion].append(gte)
         self.comp.instructions.append(gte)
         return gte
+
+
+def _bound(outer: HloInstruction, producer: HloInstruction,
+           values: list[HloInstruction]) -> HloInstruction | None:
+    """The copy in the merged computation of the producer's result ``outer`` reads (the
+    producer itself, or one of its get-tuple-elements); None for any other operand."""
+    if outer is producer:
+        return values[0]
+    if outer.opcode == "get-tuple-element" and outer.operands[0] is producer:
+        return values[outer.attrs["index"]]
+    return None
 
 
 def _target(inst: HloInstruction) -> HloInstruction | None:

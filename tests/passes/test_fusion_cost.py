@@ -4,6 +4,7 @@ is a whole HLO program checked twice: the fusion decisions (every reduction comp
 its outputs once, see ``fusion_cost.reduction_evaluations``) and the values against numpy."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import runtime
 from runtime.passes.fusion_cost import (FusionCost, is_operand_bound, may_evaluate_repeatedly,
                                         reduction_evaluations, work_per_element)
 from runtime.passes.pipeline import optimise
+from runtime.target import CPU
 
 ADD = """
 add {
@@ -399,13 +401,20 @@ def _computed(value):
 
 
 def test_cheap_cone_is_recomputed_from_its_source_rather_than_kept():
-    """The polynomial's values (dozens of cheap ops) are recomputed by the forward and the
-    backward kernels from x and b: only the exponential stays in memory between them."""
-    module = optimise(runtime.parse(GELU_BACKWARD))
-    kept = _materialised(module)
+    """The polynomial's values (dozens of cheap ops) are recomputed for the forward and the
+    backward results from x and b, never kept in memory: without multi-output fusion only
+    the exponential they share is (in a kernel of its own), and with it one kernel computes
+    the exponential and both results."""
+    single = replace(CPU, fusion=replace(CPU.fusion, multi_output=False))
+    apart = optimise(runtime.parse(GELU_BACKWARD), target=single)
+    kept = _materialised(apart)
     assert len(kept) == 1, kept
-    (only,) = [i for i in module.entry.instructions if i.name == kept[0]]
+    (only,) = [i for i in apart.entry.instructions if i.name == kept[0]]
     assert _computed(only).opcode == "exponential"
+    module = optimise(runtime.parse(GELU_BACKWARD))
+    assert _materialised(module) == []
+    [kernel] = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert len(kernel.shape.elements) == 2
 
 
 def test_cheap_cone_recomputed_values():

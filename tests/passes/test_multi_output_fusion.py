@@ -246,3 +246,30 @@ ENTRY e {
 """)
     multi_output_fuse_in_place(module)
     assert "fusion" not in [i.opcode for i in module.entry.instructions]
+
+
+def test_readers_of_one_value_become_one_kernel_through_a_multi_output_producer():
+    """``exp`` feeds three expensive readers: the last two are passed over first (another
+    reader comes before them), the first absorbs it; the next pass finds the others reading
+    that multi-output kernel, and they absorb it in turn. One kernel writes the three
+    results; ``exp``'s own output, read by no one any more, is dropped."""
+    text = """
+HloModule three
+ENTRY e {
+  x = f32[4,64]{1,0} parameter(0)
+  a = f32[4,64]{1,0} exponential(x)
+  b = f32[4,64]{1,0} tanh(a)
+  c = f32[4,64]{1,0} log(a)
+  d = f32[4,64]{1,0} sqrt(a)
+  ROOT r = (f32[4,64]{1,0}, f32[4,64]{1,0}, f32[4,64]{1,0}) tuple(b, c, d)
+}
+"""
+    module = optimise(runtime.parse(text))
+    [fusion] = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    assert len(fusion.shape.elements) == 3
+    x = RNG.standard_normal((4, 64)).astype(np.float32)
+    compiler.clear_cache()
+    got = runtime.compile(text)(x)
+    a = np.exp(x)
+    for g, want in zip(got, (np.tanh(a), np.log(a), np.sqrt(a))):
+        np.testing.assert_allclose(np.asarray(g), want, rtol=1e-5, atol=1e-6)
