@@ -13,16 +13,18 @@ computed by another such kernel of the same shape, layout and kind of element ty
 the vector loops compute together, or one other type), which it reads only
 elementwise at its own index: the merged kernel computes the operand once per element, uses
 it, and writes it out too (the fusion's result becomes a tuple, its readers
-``get-tuple-element``s). The producer may itself be such a multi-output kernel, and passes
-repeat while one merges anything: a GRU backward step's gradient of its candidate reads a
-value whose other reader came first, and joins the kernel that reader and the value became. Nothing is computed twice and no bytes are added: the producer's
-result is written once, as before, and the consumer no longer reads it back.
+``get-tuple-element``s). Nothing is computed twice and no bytes are added: the producer's
+result is written once, as before, and the consumer no longer reads it back. The producer may
+itself be such a multi-output kernel, and passes repeat while one merges anything: a GRU
+backward step's gradient of its candidate reads a value whose other reader came first, and
+joins the kernel that reader and the value became.
 
 A merge never creates a cycle: the producer's other readers all come after the consumer in
 post-order, so none of them can be an operand of it (nor feed one); the merged kernel takes
 the consumer's place in that order, which stays a topological one. Scalars (loop counters,
 which the trip-count analysis reads) and instructions with control dependencies are left
-alone, and so are fusions a row kernel computes (their expensive values once per row). The kernel families that compute loop fusions on vectors (``codegen.vector_loop``,
+alone, and so are fusions a row kernel computes (their expensive values once per row). The
+kernel families that compute loop fusions on vectors (``codegen.vector_loop``,
 ``codegen.row_vector_loop``) store each output of such a tuple.
 
 Then windows (XLA's in-place dynamic-update-slice fusion): a scan step stacks what it computes
@@ -279,40 +281,17 @@ class _Merger:
     def _merge_window(self, host: HloInstruction, window: HloInstruction) -> HloInstruction:
         at = self._place(host, window, self._results(host))
         assert at is not None
-        fused = HloComputation(self.names.fresh("fused_computation"))
-        operands: list[HloInstruction] = []
-        params: dict[HloInstruction, HloInstruction] = {}
-
-        def parameter(outer: HloInstruction) -> HloInstruction:
-            if outer not in params:
-                params[outer] = HloInstruction(
-                    self.names.fresh(f"param_{len(operands)}"), "parameter", outer.shape,
-                    parameter_number=len(operands), parent=fused)
-                operands.append(outer)
-                fused.instructions.append(params[outer])
-            return params[outer]
-
-        values = self._inline(host, fused, parameter)
-        outputs = values + self._inline(window, fused, lambda outer: _bound(
-            outer, host, values) or parameter(outer))
-        fusion = self._fusion(fused, outputs, operands, host.location)
+        fused, operands, values, windows = self._combine(host, window)
+        fusion = self._fusion(fused, values + windows, operands, host.location)
         for op in fusion.operands:
             if self.pos[op] >= at:                 # a get-tuple-element moving up (``_before``)
                 self.pos[op] = (self.pos[op.operands[0]] + at) / 2
-        self.pos[fusion] = at
-        self.users[fusion] = []
-        self.comp.instructions.append(fusion)
-        n = len(outputs)
+        self._place_fusion(fusion, at)
         if host.shape.is_tuple:
-            for gte in self.users.pop(host):
-                gte.operands = [fusion]
-                self.pos[gte] = at + (gte.attrs["index"] + 1) / (n + 1)
-                self.users[fusion].append(gte)
-                self.users[gte] = [u for u in self.users[gte] if u is not window]
+            self._move_elements(host, fusion, 0, window)
         else:
             self._redirect(host, self._element(fusion, 0), window)
-        self._redirect(window, self._element(fusion, n - 1), None)
-        del self.pos[host], self.pos[window]
+        self._redirect(window, self._element(fusion, len(values)), None)
         for op in dict.fromkeys(fusion.operands):
             self.users[op] = [u for u in self.users[op]
                               if u is not host and u is not window] + [fusion]
@@ -320,13 +299,34 @@ class _Merger:
 
     def _redirect(self, old: HloInstruction, new: HloInstruction,
                   skip: HloInstruction | None) -> None:
-        """``old``'s readers (but ``skip``) read ``new`` instead."""
-        for user in self.users.pop(old, []):
+        """``old``'s readers (but ``skip``) read ``new`` instead; ``old`` leaves the order."""
+        for user in self.users.pop(old):
             if user is not skip:
                 user.operands = [new if op is old else op for op in user.operands]
                 self.users[new].append(user)
         if self.comp.root is old:
             self.comp.root = new
+        del self.pos[old]
+
+    def _move_elements(self, kernel: HloInstruction, fusion: HloInstruction, offset: int,
+                       skip: HloInstruction) -> None:
+        """A multi-output ``kernel``'s get-tuple-elements read ``fusion`` instead, ``offset``
+        outputs on, right after it; ``kernel`` (and ``skip``, which the fusion absorbed) leave
+        their readers; ``kernel`` leaves the order."""
+        n = len(fusion.shape.elements)  # type: ignore[union-attr]
+        for gte in self.users.pop(kernel):
+            gte.operands = [fusion]
+            gte.attrs["index"] += offset
+            self.pos[gte] = self.pos[fusion] + (gte.attrs["index"] + 1) / (n + 1)
+            self.users[gte] = [u for u in self.users[gte] if u is not skip]
+            self.users[fusion].append(gte)
+        del self.pos[kernel]
+
+    def _place_fusion(self, fusion: HloInstruction, at: float) -> None:
+        """``fusion`` enters the computation at position ``at``, read by no one yet."""
+        self.pos[fusion] = at
+        self.users[fusion] = []
+        self.comp.instructions.append(fusion)
 
     def _kernel(self, inst: HloInstruction) -> bool:
         return inst not in self.pinned and _loop_kernel(inst)
@@ -385,6 +385,15 @@ class _Merger:
         return True
 
     def _merge(self, producer: HloInstruction, consumer: HloInstruction) -> HloInstruction:
+        fused, operands, values, outputs = self._combine(producer, consumer)
+        fusion = self._fusion(fused, outputs + values, operands, consumer.location)
+        self._replace(producer, consumer, fusion, len(outputs))
+        return fusion
+
+    def _combine(self, first: HloInstruction, second: HloInstruction):
+        """A computation holding copies of both kernels' computations, ``second`` reading
+        ``first``'s results as computed there: (the computation, the outer operands of its
+        parameters, the copies of ``first``'s outputs, those of ``second``'s)."""
         fused = HloComputation(self.names.fresh("fused_computation"))
         operands: list[HloInstruction] = []
         params: dict[HloInstruction, HloInstruction] = {}
@@ -398,12 +407,9 @@ class _Merger:
                 fused.instructions.append(params[outer])
             return params[outer]
 
-        values = self._inline(producer, fused, parameter)
-        outputs = self._inline(consumer, fused, lambda outer: _bound(outer, producer, values)
-                               or parameter(outer))
-        fusion = self._fusion(fused, outputs + values, operands, consumer.location)
-        self._replace(producer, consumer, fusion, len(outputs))
-        return fusion
+        values = self._inline(first, fused, parameter)
+        return fused, operands, values, self._inline(
+            second, fused, lambda outer: _bound(outer, first, values) or parameter(outer))
 
     def _fusion(self, fused: HloComputation, outputs: list[HloInstruction],
                 operands: list[HloInstruction], location) -> HloInstruction:
@@ -451,33 +457,13 @@ class _Merger:
         ``count`` outputs (a multi-output consumer's get-tuple-elements now read the fusion),
         the producer's other readers the rest (a multi-output producer's get-tuple-elements
         move to the fusion, ``count`` on)."""
-        at = self.pos[consumer]
-        self.pos[fusion] = at
-        self.users[fusion] = []
-        self.comp.instructions.append(fusion)
+        self._place_fusion(fusion, self.pos[consumer])
+        first = fusion if consumer.shape.is_tuple else self._element(fusion, 0)
         if producer.shape.is_tuple:
-            n = len(fusion.shape.elements)  # type: ignore[union-attr]
-            for gte in self.users[producer]:
-                gte.operands = [fusion]
-                gte.attrs["index"] += count
-                self.pos[gte] = at + (gte.attrs["index"] + 1) / (n + 1)
-                self.users[gte] = [u for u in self.users[gte] if u is not consumer]
-                self.users[fusion].append(gte)
-            self.users[producer] = []
-        reads = {consumer: fusion if consumer.shape.is_tuple else self._element(fusion, 0)}
-        if not producer.shape.is_tuple:
-            reads[producer] = self._element(fusion, count)
+            self._move_elements(producer, fusion, count, consumer)
         else:
-            del self.pos[producer]
-            self.users.pop(producer)
-        for old, new in reads.items():
-            for user in self.users.pop(old):
-                if user is not consumer:
-                    user.operands = [new if op is old else op for op in user.operands]
-                    self.users[new].append(user)
-            if self.comp.root is old:
-                self.comp.root = new
-            del self.pos[old]
+            self._redirect(producer, self._element(fusion, count), consumer)
+        self._redirect(consumer, first, None)
         for op in dict.fromkeys(fusion.operands):
             self.users[op] = [u for u in self.users[op]
                               if u is not producer and u is not consumer] + [fusion]

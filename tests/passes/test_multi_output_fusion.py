@@ -14,6 +14,8 @@ from runtime.passes.multi_output_fusion import multi_output_fuse_in_place
 from runtime.passes.pipeline import optimise
 from runtime.target import Target
 
+from .loop_text import counted_loop
+
 RNG = np.random.default_rng(3)
 
 # a recurrent cell's shape: a gate (exp) and a candidate (tanh) kept for the backward pass,
@@ -126,40 +128,16 @@ ENTRY e {
     runtime.parse(module.to_text())
 
 
-STATE = "(s32[], f32[4,64]{1,0}, f32[4,64]{1,0})"
+ARRAY = "f32[4,64]{1,0}"
 
 
 def state_loop(trips: int, step: str, computations: str = "") -> str:
     """A while loop over (counter, h, s), running ``step`` (lines reading ``h`` and ``s`` and
     defining ``h2`` and ``s2``) ``trips`` times from (0, the argument, zeros)."""
-    return f"""
-HloModule loop
-{computations}
-cond {{
-  p = {STATE} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant({trips})
-  ROOT lt = pred[] compare(i, n), direction=LT
-}}
-body {{
-  p = {STATE} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  one = s32[] constant(1)
-  next = s32[] add(i, one)
-  h = f32[4,64]{{1,0}} get-tuple-element(p), index=1
-  s = f32[4,64]{{1,0}} get-tuple-element(p), index=2
-{step}
-  ROOT out = {STATE} tuple(next, h2, s2)
-}}
-ENTRY e {{
-  h0 = f32[4,64]{{1,0}} parameter(0)
-  zero = s32[] constant(0)
-  fz = f32[] constant(0)
-  s0 = f32[4,64]{{1,0}} broadcast(fz), dimensions={{}}
-  init = {STATE} tuple(zero, h0, s0)
-  ROOT w = {STATE} while(init), condition=cond, body=body
-}}
-"""
+    return counted_loop(trips, {"h": ARRAY, "s": ARRAY}, step, ["h2", "s2"],
+                        f"  h0 = {ARRAY} parameter(0)\n"
+                        f"  s0 = {ARRAY} broadcast(fz), dimensions={{}}", ["h0", "s0"],
+                        computations)
 
 
 LOOP = state_loop(6, """

@@ -15,6 +15,8 @@ from runtime.passes import multi_output_fusion
 from runtime.passes.pipeline import optimise
 from runtime.target import Target
 
+from .loop_text import counted_loop
+
 RNG = np.random.default_rng(11)
 
 
@@ -24,25 +26,9 @@ def scan(dims: str, trips: int, index: str = "i", stacked_layout: str = "{2,1,0}
     arr = f"f32[{dims}]{{1,0}}"
     stk = f"f32[{trips},{dims}]{stacked_layout}"
     one = f"f32[1,{dims}]{stacked_layout}"
-    state = f"(s32[], {arr}, {stk}, {stk}, {stk})"
-    return f"""
-HloModule scan
-cond {{
-  p = {state} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant({trips})
-  ROOT lt = pred[] compare(i, n), direction=LT
-}}
-body {{
-  p = {state} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  h = {arr} get-tuple-element(p), index=1
-  gs = {stk} get-tuple-element(p), index=2
-  hs = {stk} get-tuple-element(p), index=3
-  olds = {stk} get-tuple-element(p), index=4
+    return counted_loop(trips, {"h": arr, "gs": stk, "hs": stk, "olds": stk}, f"""
   last = s32[] constant({trips - 1})
   back = s32[] subtract(last, i)
-  zero = s32[] constant(0)
   nh = {arr} negate(h)
   g = {arr} exponential(nh)
   gh = {arr} add(g, h)
@@ -53,20 +39,10 @@ body {{
   h1 = {one} reshape(h2)
   hs2 = {stk} dynamic-update-slice(hs, h1, {index}, zero, zero)
   o1 = {one} reshape(h)
-  olds2 = {stk} dynamic-update-slice(olds, o1, {index}, zero, zero)
-  one = s32[] constant(1)
-  next = s32[] add(i, one)
-  ROOT out = {state} tuple(next, h2, gs2, hs2, olds2)
-}}
-ENTRY e {{
-  h0 = {arr} parameter(0)
-  zero = s32[] constant(0)
-  fz = f32[] constant(0)
-  s0 = {stk} broadcast(fz), dimensions={{}}
-  init = {state} tuple(zero, h0, s0, s0, s0)
-  ROOT w = {state} while(init), condition=cond, body=body
-}}
-"""
+  olds2 = {stk} dynamic-update-slice(olds, o1, {index}, zero, zero)""",
+        ["h2", "gs2", "hs2", "olds2"],
+        f"  h0 = {arr} parameter(0)\n  s0 = {stk} broadcast(fz), dimensions={{}}",
+        ["h0", "s0", "s0", "s0"])
 
 
 def scan_reference(h0: np.ndarray, trips: int, reverse: bool = False):
@@ -152,40 +128,15 @@ def test_a_window_across_its_operands_rows_is_stored_element_by_element():
     """Stacking along the minor dimension: the window fits the step's space, but its rows
     are strided in the stacked array, so the one-element kernel stores it."""
     trips = 6
-    state = "(s32[], f32[4,64]{1,0}, f32[4,64,6]{2,1,0})"
-    text = f"""
-HloModule minor_scan
-cond {{
-  p = {state} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant({trips})
-  ROOT lt = pred[] compare(i, n), direction=LT
-}}
-body {{
-  p = {state} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  h = f32[4,64]{{1,0}} get-tuple-element(p), index=1
-  gs = f32[4,64,6]{{2,1,0}} get-tuple-element(p), index=2
-  nh = f32[4,64]{{1,0}} negate(h)
-  g = f32[4,64]{{1,0}} exponential(nh)
-  gh = f32[4,64]{{1,0}} multiply(g, h)
-  h2 = f32[4,64]{{1,0}} tanh(gh)
-  g1 = f32[4,64,1]{{2,1,0}} reshape(g)
-  zero = s32[] constant(0)
-  gs2 = f32[4,64,6]{{2,1,0}} dynamic-update-slice(gs, g1, zero, zero, i)
-  one = s32[] constant(1)
-  next = s32[] add(i, one)
-  ROOT out = {state} tuple(next, h2, gs2)
-}}
-ENTRY e {{
-  h0 = f32[4,64]{{1,0}} parameter(0)
-  zero = s32[] constant(0)
-  fz = f32[] constant(0)
-  s0 = f32[4,64,6]{{2,1,0}} broadcast(fz), dimensions={{}}
-  init = {state} tuple(zero, h0, s0)
-  ROOT r = {state} while(init), condition=cond, body=body
-}}
-"""
+    text = counted_loop(trips, {"h": "f32[4,64]{1,0}", "gs": "f32[4,64,6]{2,1,0}"}, """
+  nh = f32[4,64]{1,0} negate(h)
+  g = f32[4,64]{1,0} exponential(nh)
+  gh = f32[4,64]{1,0} multiply(g, h)
+  h2 = f32[4,64]{1,0} tanh(gh)
+  g1 = f32[4,64,1]{2,1,0} reshape(g)
+  gs2 = f32[4,64,6]{2,1,0} dynamic-update-slice(gs, g1, zero, zero, i)""", ["h2", "gs2"],
+        "  h0 = f32[4,64]{1,0} parameter(0)\n"
+        "  s0 = f32[4,64,6]{2,1,0} broadcast(fz), dimensions={}", ["h0", "s0"])
     h0 = (RNG.standard_normal((4, 64)) * 0.5).astype(np.float32)
     compiler.clear_cache()
     exe = runtime.compile(text)
@@ -231,42 +182,16 @@ def test_a_window_joins_a_kernel_read_before_it_at_that_kernels_place():
     merged kernel goes to the concatenation's place, the stacked array's
     get-tuple-element moving up with it."""
     trips = 4
-    state = "(s32[], f32[4,64]{1,0}, f32[4,4,128]{2,1,0}, f32[128,64]{1,0})"
-    text = f"""
-HloModule concat_scan
-cond {{
-  p = {state} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant({trips})
-  ROOT lt = pred[] compare(i, n), direction=LT
-}}
-body {{
-  p = {state} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  h = f32[4,64]{{1,0}} get-tuple-element(p), index=1
-  w = f32[128,64]{{1,0}} get-tuple-element(p), index=3
-  a = f32[4,64]{{1,0}} exponential(h)
-  c = f32[4,128]{{1,0}} concatenate(a, h), dimensions={{1}}
-  d = f32[4,64]{{1,0}} dot(c, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
-  h2 = f32[4,64]{{1,0}} tanh(d)
-  cs = f32[4,4,128]{{2,1,0}} get-tuple-element(p), index=2
-  c1 = f32[1,4,128]{{2,1,0}} reshape(c)
-  zero = s32[] constant(0)
-  cs2 = f32[4,4,128]{{2,1,0}} dynamic-update-slice(cs, c1, i, zero, zero)
-  one = s32[] constant(1)
-  next = s32[] add(i, one)
-  ROOT out = {state} tuple(next, h2, cs2, w)
-}}
-ENTRY e {{
-  h0 = f32[4,64]{{1,0}} parameter(0)
-  w0 = f32[128,64]{{1,0}} parameter(1)
-  zero = s32[] constant(0)
-  fz = f32[] constant(0)
-  s0 = f32[4,4,128]{{2,1,0}} broadcast(fz), dimensions={{}}
-  init = {state} tuple(zero, h0, s0, w0)
-  ROOT r = {state} while(init), condition=cond, body=body
-}}
-"""
+    text = counted_loop(trips, {"h": "f32[4,64]{1,0}", "cs": "f32[4,4,128]{2,1,0}",
+                                "w": "f32[128,64]{1,0}"}, """
+  a = f32[4,64]{1,0} exponential(h)
+  c = f32[4,128]{1,0} concatenate(a, h), dimensions={1}
+  d = f32[4,64]{1,0} dot(c, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  h2 = f32[4,64]{1,0} tanh(d)
+  c1 = f32[1,4,128]{2,1,0} reshape(c)
+  cs2 = f32[4,4,128]{2,1,0} dynamic-update-slice(cs, c1, i, zero, zero)""", ["h2", "cs2", "w"],
+        "  h0 = f32[4,64]{1,0} parameter(0)\n  w0 = f32[128,64]{1,0} parameter(1)\n"
+        "  s0 = f32[4,4,128]{2,1,0} broadcast(fz), dimensions={}", ["h0", "s0", "w0"])
     body = body_of(optimise(runtime.parse(text)))
     [kernel] = [i for i in body.instructions if kernel_outputs(i) is not None]
     [dot] = [i for i in body.instructions if i.opcode == "dot"
@@ -291,41 +216,16 @@ def test_a_kernel_left_with_windows_only_writes_just_the_windows():
     """A value computed only to be stacked twice: both windows join its kernel, whose own
     output then has no reader and leaves it; the kernel still writes only the two windows."""
     trips = 5
-    state = "(s32[], f32[4,64]{1,0}, f32[5,4,64]{2,1,0}, f32[5,4,64]{2,1,0})"
-    text = f"""
-HloModule stack_twice
-cond {{
-  p = {state} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  n = s32[] constant({trips})
-  ROOT lt = pred[] compare(i, n), direction=LT
-}}
-body {{
-  p = {state} parameter(0)
-  i = s32[] get-tuple-element(p), index=0
-  h = f32[4,64]{{1,0}} get-tuple-element(p), index=1
-  ys = f32[5,4,64]{{2,1,0}} get-tuple-element(p), index=2
-  zs = f32[5,4,64]{{2,1,0}} get-tuple-element(p), index=3
+    stk = "f32[5,4,64]{2,1,0}"
+    text = counted_loop(trips, {"h": "f32[4,64]{1,0}", "ys": stk, "zs": stk}, f"""
   y = f32[4,64]{{1,0}} exponential(h)
   y1 = f32[1,4,64]{{2,1,0}} reshape(y)
-  zero = s32[] constant(0)
-  ys2 = f32[5,4,64]{{2,1,0}} dynamic-update-slice(ys, y1, i, zero, zero)
+  ys2 = {stk} dynamic-update-slice(ys, y1, i, zero, zero)
   last = s32[] constant({trips - 1})
   back = s32[] subtract(last, i)
-  zs2 = f32[5,4,64]{{2,1,0}} dynamic-update-slice(zs, y1, back, zero, zero)
-  one = s32[] constant(1)
-  next = s32[] add(i, one)
-  ROOT out = {state} tuple(next, h, ys2, zs2)
-}}
-ENTRY e {{
-  h0 = f32[4,64]{{1,0}} parameter(0)
-  zero = s32[] constant(0)
-  fz = f32[] constant(0)
-  s0 = f32[5,4,64]{{2,1,0}} broadcast(fz), dimensions={{}}
-  init = {state} tuple(zero, h0, s0, s0)
-  ROOT r = {state} while(init), condition=cond, body=body
-}}
-"""
+  zs2 = {stk} dynamic-update-slice(zs, y1, back, zero, zero)""", ["h", "ys2", "zs2"],
+        f"  h0 = f32[4,64]{{1,0}} parameter(0)\n  s0 = {stk} broadcast(fz), dimensions={{}}",
+        ["h0", "s0", "s0"])
     body = body_of(optimise(runtime.parse(text)))
     [kernel] = [i for i in body.instructions if kernel_outputs(i) is not None]
     assert all(o.window is not None for o in kernel_outputs(kernel)[1])
