@@ -5,9 +5,11 @@ its last read, the last instruction that holds it at a position (a get-tuple-ele
 that forwards it), the end of its computation if it is that computation's result, and the end
 of the program if it is an entry output. Entry parameters start at step 0 and, unless aliased
 to an output, live to the end (the caller owns them). A while reads its initial state when the
-loop starts, i.e. at the first step of its condition; a conditional reads its predicate before
-its first branch. Uses by call, tuple, get-tuple-element and bitcast are not reads: the values
-flow on, and their readers count instead.
+loop starts, i.e. at the first step of its condition. A conditional's selector lives through
+its last branch, and a while condition's computed result through the body: kernels the device
+runs only when those select them read them at their start (``codegen.predication``), so
+nothing either runs may overwrite them. Uses by call, tuple, get-tuple-element and bitcast
+are not reads: the values flow on, and their readers count instead.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ class Liveness:
         self.flow = flow
         self.schedule = schedule
         writable = writable_parameters(flow.module)
+        # a while's condition -> its body
+        self._bodies = {inst.condition: inst.body for comp in flow.module.computations
+                        for inst in comp.instructions if inst.opcode == "while"}
         self.ranges: dict[HloValue, LiveRange] = {
             v: self._range(v, writable) for v in flow.values}
 
@@ -62,7 +67,7 @@ class Liveness:
         if inst.opcode == "conditional":
             if use.operand_number != 0:
                 return None
-            return self.schedule.spans[sequential_callees(inst)[0]][0]
+            return max(self.schedule.spans[c][1] for c in sequential_callees(inst))
         return self.schedule.step[inst]
 
     def _range(self, value: HloValue, writable: set[tuple[int, ShapeIndex]]) -> LiveRange:
@@ -82,6 +87,8 @@ class Liveness:
             comp = inst.parent
             assert comp is not None
             step = schedule.spans[comp][1] if comp.root is inst else schedule.step[inst]
+            if comp.root is inst and value.instruction is inst and comp in self._bodies:
+                step = max(step, schedule.spans[self._bodies[comp]][1])
             end = max(end, step)
         for use in value.uses:
             step = self.read_step(use)

@@ -13,6 +13,8 @@ from ..buffers.assignment import BufferAssignment
 from ..target import CPU, Target
 from . import families  # noqa: F401  (registers every lowering rule)
 from .context import LoweringContext
+from .copy_batching import batch_copies
+from .predication import predicate
 from .program import Program, ProgramBuilder
 
 
@@ -22,5 +24,5 @@ def lower(assignment: BufferAssignment, target: Target = CPU, alignment: int = 1
     ctx = LoweringContext(assignment, target, builder)
     entry = assignment.module.entry
     assert entry is not None
-    plan = ctx.lower_computation(entry)
+    plan = predicate(ctx, batch_copies(ctx, ctx.lower_computation(entry)))
     return builder.finish(plan)

@@ -58,6 +58,9 @@ class HostWhile:
     # the counter's value at the start of each iteration, where the loop is counted: the
     # trip count is known before the loop runs and no predicate is read
     counter_values: tuple[int, ...] | None = None
+    # above 1: the body's launches check the predicate themselves (``predication``), so up to
+    # this many iterations run between two reads of it
+    chunk: int = 1
 
     @property
     def trip_count(self) -> int | None:
@@ -73,6 +76,9 @@ class HostConditional:
     # in a counted loop's body, the selector's value at each iteration, where it follows from
     # an induction variable (``analysis.trip_count.selector_values``): nothing is read back
     selected: tuple[int, ...] | None = None
+    # every branch's launches check the selector themselves (``predication``): all are
+    # enqueued, and nothing is read back
+    predicated: bool = False
 
 
 @dataclass

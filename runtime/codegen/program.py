@@ -52,9 +52,10 @@ class ProgramBuilder:
         self.kernel_instructions: dict[str, list[str]] = {}
         self._functions: dict[str, str] = {}     # kernel name -> the kernel as a function
 
-    def add_kernel(self, kb: KernelBuilder, instruction: str) -> str:
+    def add_kernel(self, kb: KernelBuilder, *instructions: str) -> str:
         self.uses_fp64 |= kb.uses_fp64
-        return self.add_text(kb.render(_PLACEHOLDER, self.subtracting_loop_pragma), [instruction])
+        return self.add_text(kb.render(_PLACEHOLDER, self.subtracting_loop_pragma),
+                             list(instructions))
 
     def add_text(self, text: str, instructions: list[str]) -> str:
         """A kernel's source, named ``__KERNEL__`` (deduplicated by text), for ``instructions``."""
@@ -86,6 +87,31 @@ class ProgramBuilder:
             self._functions[kernel] = (f"void {function}({params}, long mg_item) {{\n"
                                        + body.replace("get_global_id(0)", "mg_item"))
         return function
+
+    def add_guarded(self, kernel: str, buffers: int, pred: bool, instructions: list[str]) -> str:
+        """``kernel`` returning at once unless a selector in device memory selects it
+        (``predication``): a buffer argument after its ``buffers`` buffers and, after its
+        scalars, the wanted value (a pred: 1 or 0; an index: the branch number) and, for an
+        index, the branch count (out of range selects the last branch, as XLA's does). A guard
+        added to a guarded kernel is tested before the ones it has. A launch with the
+        work bound (the first scalar) 0 reads no selector either: the warm-up binds a
+        one-byte scratch buffer to every buffer argument."""
+        header, body = self.kernel_text(kernel).split("\n", 1)
+        params = header[header.index("(") + 1:header.rindex(")")].split(", ")
+        bound = params[2 * buffers].rpartition(" ")[2]
+        g = f"gd{sum(p.endswith('_gbase') for p in params)}"
+        scalars = [f"int {g}_want"] + ([] if pred else [f"int {g}_count"])
+        params = [*params[:2 * buffers], f"__global const uchar* {g}_gbase", f"ulong {g}_off",
+                  *params[2 * buffers:], *scalars]
+        if pred:
+            test = f"  if ({bound} != 0 && ({g}_gbase[{g}_off] != 0) != {g}_want) return;"
+        else:
+            test = (f"  if ({bound} != 0) {{\n"
+                    f"    int {g}_v = *(__global const int*)({g}_gbase + {g}_off);\n"
+                    f"    if ({g}_v < 0 || {g}_v >= {g}_count) {g}_v = {g}_count - 1;\n"
+                    f"    if ({g}_v != {g}_want) return;\n  }}")
+        lines = [f"__kernel void {_PLACEHOLDER}(" + ", ".join(params) + ") {", test, body]
+        return self.add_text("\n".join(lines), instructions)
 
     def embed(self, inst: HloInstruction) -> BufferRef:
         """Place an array constant in the embedded blob (physical layout), once per instruction."""

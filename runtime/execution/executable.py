@@ -460,13 +460,33 @@ class Executable:
                 finally:
                     self._iterations.pop()
             return
+        if step.chunk > 1:
+            self._speculate(step, bindings)
+            return
         while True:
             self._execute(step.condition, bindings)
             if not self._read_scalar(bindings, step.predicate, np.uint8):
                 break
             self._execute(step.body, bindings)
 
+    def _speculate(self, step, bindings) -> None:
+        """A loop whose body's launches check the predicate: condition and body ``k`` times
+        between two reads of the predicate, ``k`` doubling up to the step's chunk. Iterations
+        past the end do nothing (the state stays, so the condition stays false)."""
+        k = 1
+        while True:
+            for _ in range(k):
+                self._execute(step.condition, bindings)
+                self._execute(step.body, bindings)
+            if not self._read_scalar(bindings, step.predicate, np.uint8):
+                return
+            k = min(2 * k, step.chunk)
+
     def _conditional(self, step, bindings) -> None:
+        if step.predicated:
+            for branch in step.branches:
+                self._execute(branch, bindings)
+            return
         if step.selected is not None:
             value = step.selected[self._iterations[-1]]
         else:

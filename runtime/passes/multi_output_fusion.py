@@ -14,10 +14,13 @@ the vector loops compute together, or one other type), which it reads only
 elementwise at its own index: the merged kernel computes the operand once per element, uses
 it, and writes it out too (the fusion's result becomes a tuple, its readers
 ``get-tuple-element``s). Nothing is computed twice and no bytes are added: the producer's
-result is written once, as before, and the consumer no longer reads it back. The producer may
-itself be such a multi-output kernel, and passes repeat while one merges anything: a GRU
-backward step's gradient of its candidate reads a value whose other reader came first, and
-joins the kernel that reader and the value became.
+result is written once, as before, and the consumer no longer reads it back. The consumer
+may also be the producer's only reader: a value whose readers this pass merged into one kernel
+(instruction fusion does not run again), or a multi-output kernel (instruction fusion never
+fuses a tuple: a threefry round's chain of two-output kernels, each read only by the next, is
+one kernel). The producer may itself be such a multi-output kernel, and passes repeat while
+one merges anything: a GRU backward step's gradient of its candidate reads a value whose other
+reader came first, and joins the kernel that reader and the value became.
 
 A merge never creates a cycle: the producer's other readers all come after the consumer in
 post-order, so none of them can be an operand of it (nor feed one); the merged kernel takes
@@ -356,8 +359,8 @@ class _Merger:
         results = self._results(producer)
         others = [u for r in results for u in self.users[r]
                   if u is not consumer and u not in results]
-        if not others or any(self.pos[u] <= self.pos[consumer] for u in others):
-            return False       # its one reader fuses it already; or a merge could close a cycle
+        if any(self.pos[u] <= self.pos[consumer] for u in others):
+            return False       # a merge could close a cycle
         if not self._read_at_own_index(results, shape, consumer) \
                 or _row_kernel(producer) or _row_kernel(consumer):
             return False

@@ -34,13 +34,39 @@ ENTRY e {{
     assert aliased["p"] == (0, 2) and aliased["q"] == (0, 5)
 
 
-def test_loop_init_is_read_when_the_loop_starts_and_predicates_before_branches():
+def test_loop_init_is_read_when_the_loop_starts_and_the_condition_lives_through_the_body():
     live, schedule = ranges(LOOP_AND_BRANCHES)
     assert names(schedule.flattened) == ["a", "k", "b", "p", "f", "p", "n", "w", "x", "y", "z", "c"]
     assert live["b"] == (2, 10), "read by the loop at its start (3), then by branch drop at 10"
     assert live["p"] == (3, 6) and live["n"] == (6, 6) and live["w"] == (7, 8)
     assert live["k"] == (0, 11), "an entry parameter lives to the end"
-    assert live["f"] == (4, 4) and live["z"] == (10, 10) and live["c"] == (11, 11)
+    assert live["f"] == (4, 6), "the condition's result lives to the end of the body (6)"
+    assert live["z"] == (10, 10) and live["c"] == (11, 11)
+
+
+def test_a_computed_selector_lives_through_the_last_branch():
+    live, schedule = ranges("""
+HloModule m
+
+one {
+  x = f32[4] parameter(0)
+  ROOT y = f32[4] negate(x)
+}
+
+two {
+  x = f32[4] parameter(0)
+  ROOT y = f32[4] abs(x)
+}
+
+ENTRY e {
+  a = f32[4] parameter(0)
+  i = s32[] parameter(1)
+  j = s32[] negate(i)
+  ROOT c = f32[4] conditional(j, a, a), branch_computations={one, two}
+}
+""")
+    assert names(schedule.flattened) == ["a", "i", "j", "x", "y", "x", "y", "c"]
+    assert live["j"] == (2, 6), "read by the kernels of both branches, the last ending at 6"
 
 
 def test_peak_of_inclusive_intervals():

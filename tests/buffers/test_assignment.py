@@ -182,7 +182,8 @@ def test_while_state_shares_one_buffer_per_index_and_the_constant_init_is_copied
         {"name": "start", "allocation": 4, "kind": "output", "offset": 0, "size": 16, "start": 2, "end": 17},
         {"name": "tuple.0", "allocation": 5, "kind": "temp", "offset": 0, "size": 16, "start": 4, "end": 16},
         {"name": "copy.0", "allocation": 5, "kind": "temp", "offset": 16, "size": 4, "start": 3, "end": 16},
-        {"name": "lt", "allocation": 5, "kind": "temp", "offset": 20, "size": 1, "start": 8, "end": 8},
+        # the condition's result lives through the body (a guarded body may read it)
+        {"name": "lt", "allocation": 5, "kind": "temp", "offset": 20, "size": 1, "start": 8, "end": 15},
     ]
     state = [v.label for v in ba.allocations[4].buffers[0].values]
     assert state == ["start", "p{1}", "y", "w{1}"]

@@ -251,3 +251,29 @@ ENTRY e {
     a = np.exp(x)
     for g, want in zip(got, (np.tanh(a), np.log(a), np.sqrt(a))):
         np.testing.assert_allclose(np.asarray(g), want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_producer_whose_readers_merged_joins_their_kernel():
+    """``exp`` is read by ``tanh`` and the product, so instruction fusion leaves it apart;
+    once the product absorbs ``tanh`` (kept as an output), that kernel is ``exp``'s only
+    reader, which instruction fusion never revisits: it absorbs ``exp`` too. One kernel."""
+    text = """
+HloModule chain
+ENTRY e {
+  x = f32[4,64]{1,0} parameter(0)
+  a = f32[4,64]{1,0} exponential(x)
+  b = f32[4,64]{1,0} tanh(a)
+  m = f32[4,64]{1,0} multiply(a, b)
+  ROOT r = (f32[4,64]{1,0}, f32[4,64]{1,0}) tuple(m, b)
+}
+"""
+    module = optimise(runtime.parse(text))
+    [fusion] = [i for i in module.entry.instructions
+                if i.opcode not in ("parameter", "get-tuple-element", "tuple")]
+    assert fusion.opcode == "fusion" and len(fusion.shape.elements) == 2
+    x = RNG.standard_normal((4, 64)).astype(np.float32)
+    compiler.clear_cache()
+    got_m, got_b = runtime.compile(text)(x)
+    a = np.exp(x)
+    np.testing.assert_allclose(np.asarray(got_m), a * np.tanh(a), rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(got_b), np.tanh(a), rtol=1e-5)

@@ -1,0 +1,105 @@
+"""Consecutive small copies done by one launch (``codegen.copy_batching``): a loop body that
+rotates three scalars and swaps two arrays (copy insertion's chain of copies through a
+temporary) copies in one launch a step, in plan order, with the bits of the copies done one
+command each; copies above the size limit stay copy commands."""
+
+import numpy as np
+
+import runtime
+from runtime import compiler
+from runtime.codegen import copy_batching, lower
+from runtime.codegen.plan import CopyBytes, HostWhile, Launch
+from runtime.execution import program_cache
+
+ROTATE = """HloModule rotate
+body {
+  s = (s32[], f32[], f32[], f32[], f32[N], f32[N]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  a = f32[] get-tuple-element(s), index=1
+  b = f32[] get-tuple-element(s), index=2
+  c = f32[] get-tuple-element(s), index=3
+  u = f32[N] get-tuple-element(s), index=4
+  v = f32[N] get-tuple-element(s), index=5
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT out = (s32[], f32[], f32[], f32[], f32[N], f32[N]) tuple(j, b, c, a, v, u)
+}
+cond {
+  s = (s32[], f32[], f32[], f32[], f32[N], f32[N]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(7)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  c = f32[] parameter(2)
+  u = f32[N] parameter(3)
+  v = f32[N] parameter(4)
+  z = s32[] constant(0)
+  init = (s32[], f32[], f32[], f32[], f32[N], f32[N]) tuple(z, a, b, c, u, v)
+  w = (s32[], f32[], f32[], f32[], f32[N], f32[N]) while(init), condition=cond, body=body
+  ra = f32[] get-tuple-element(w), index=1
+  rb = f32[] get-tuple-element(w), index=2
+  rc = f32[] get-tuple-element(w), index=3
+  ru = f32[N] get-tuple-element(w), index=4
+  rv = f32[N] get-tuple-element(w), index=5
+  ROOT o = (f32[], f32[], f32[], f32[N], f32[N]) tuple(ra, rb, rc, ru, rv)
+}"""
+
+
+def _rotate(n: int) -> str:
+    return ROTATE.replace("f32[N]", f"f32[{n}]")
+
+
+def _compile(text: str, batched: bool, monkeypatch) -> runtime.Executable:
+    monkeypatch.setattr(program_cache, "load", lambda key: None)
+    if not batched:
+        monkeypatch.setattr(lower, "batch_copies", lambda ctx, steps: steps)
+    compiler.clear_cache()
+    try:
+        return runtime.compile(text)
+    finally:
+        monkeypatch.undo()
+        compiler.clear_cache()
+
+
+def _body(exe) -> list:
+    [loop] = [s for s in exe.program.plan if isinstance(s, HostWhile)]
+    return loop.body
+
+
+def _inputs(n: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(3)
+    return [np.float32(1.5), np.float32(-2.0), np.float32(4.25),
+            rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)]
+
+
+def test_a_rotation_through_a_temporary_copies_in_one_launch(monkeypatch):
+    text = _rotate(16)
+    batched, single = _compile(text, True, monkeypatch), _compile(text, False, monkeypatch)
+    assert sum(isinstance(s, CopyBytes) for s in _body(single)) >= 4
+    body = _body(batched)
+    assert not any(isinstance(s, CopyBytes) for s in body)
+    [chain] = [s for s in body if isinstance(s, Launch) and s.instruction.startswith("copy")]
+    assert chain.instruction.count("+") >= 3
+    args = _inputs(16)
+    got = [np.asarray(x) for x in batched(*args)]
+    want = [np.asarray(x) for x in single(*args)]
+    a, b, c, u, v = args
+    # seven rotations of (a, b, c) are one; seven swaps of (u, v) are one
+    expected = [b, c, a, v, u]
+    for g, w, e in zip(got, want, expected):
+        np.testing.assert_array_equal(g, w)
+        np.testing.assert_array_equal(g, e)
+
+
+def test_copies_above_the_limit_stay_copy_commands(monkeypatch):
+    n = copy_batching.SMALL // 4 + 1
+    exe = _compile(_rotate(n), True, monkeypatch)
+    body = _body(exe)
+    big = [s for s in body if isinstance(s, CopyBytes)]
+    assert sum(s.nbytes > copy_batching.SMALL for s in big) == 3     # the swap, as before
+    a, b, c, u, v = args = _inputs(n)
+    for g, e in zip(exe(*args), [b, c, a, v, u]):
+        np.testing.assert_array_equal(np.asarray(g), e)
