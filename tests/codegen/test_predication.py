@@ -1,8 +1,9 @@
 """Control flow decided on the device (``codegen.predication``): a scan step's data-dependent
 ``cond`` and ``switch`` (out-of-range indices included) run with nothing read back; a
 data-dependent while loop reads its predicate once per chunk of iterations, whatever its trip
-count (none, one, many); a loop whose condition is a state element, and a conditional whose
-untaken branches cost more than a read, stay decided on the host."""
+count (none, one, many), and a conditional inside it runs only while the loop does; a loop
+whose condition is a state element, and a conditional whose untaken branches cost more than a
+read, stay decided on the host."""
 
 import numpy as np
 import pytest
@@ -150,6 +151,49 @@ ENTRY e {
 }"""
 
 
+# a data-dependent loop with a data-dependent conditional inside: the branch's kernels test
+# both the loop's predicate and the branch; iterations past the end must change nothing
+HALVING = """HloModule halving
+half {
+  x = f32[] parameter(0)
+  h = f32[] constant(0.5)
+  ROOT r = f32[] multiply(x, h)
+}
+third {
+  x = f32[] parameter(0)
+  t = f32[] constant(3)
+  ROOT r = f32[] divide(x, t)
+}
+cond {
+  s = (f32[], s32[]) parameter(0)
+  x = f32[] get-tuple-element(s), index=0
+  one = f32[] constant(1)
+  ROOT c = pred[] compare(x, one), direction=GT
+}
+body {
+  s = (f32[], s32[]) parameter(0)
+  x = f32[] get-tuple-element(s), index=0
+  k = s32[] get-tuple-element(s), index=1
+  two = s32[] constant(2)
+  r = s32[] remainder(k, two)
+  zero = s32[] constant(0)
+  even = pred[] compare(r, zero), direction=EQ
+  y = f32[] conditional(even, x, x), true_computation=half, false_computation=third
+  one = s32[] constant(1)
+  k2 = s32[] add(k, one)
+  ROOT out = (f32[], s32[]) tuple(y, k2)
+}
+ENTRY e {
+  x = f32[] parameter(0)
+  z = s32[] constant(0)
+  init = (f32[], s32[]) tuple(x, z)
+  w = (f32[], s32[]) while(init), condition=cond, body=body
+  y = f32[] get-tuple-element(w), index=0
+  k = s32[] get-tuple-element(w), index=1
+  ROOT o = (f32[], s32[]) tuple(y, k)
+}"""
+
+
 @pytest.fixture
 def reads(monkeypatch):
     """How many scalars runs read back from the device."""
@@ -252,3 +296,17 @@ def test_a_loop_whose_condition_is_a_state_element_reads_it_every_iteration(monk
     assert loop.chunk == 1
     assert int(np.asarray(exe(np.int32(5)))) == 0
     assert reads[0] == 6
+
+
+@pytest.mark.parametrize("start", [0.5, 2.0, 1e6, 1e30])
+def test_a_branch_inside_a_speculated_loop_runs_only_while_the_loop_does(monkeypatch, start):
+    exe = _compile(HALVING, monkeypatch)
+    [loop] = _steps(exe, HostWhile)
+    [branch] = _steps(exe, HostConditional)
+    assert loop.chunk > 1 and branch.predicated
+    x, k = np.float32(start), 0
+    while x > 1:
+        x = x * np.float32(0.5) if k % 2 == 0 else x / np.float32(3)
+        k += 1
+    got_x, got_k = (np.asarray(a) for a in exe(np.float32(start)))
+    assert (float(got_x), int(got_k)) == (float(x), k)
