@@ -14,6 +14,7 @@ returns nothing; undonated inputs are untouched because nothing ever writes to t
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -101,6 +102,7 @@ class Executable:
         # else None), and step id -> its kernel object once bound in the current run
         self._launch_args: dict[int, tuple] = {}
         self._bound: dict[int, Any] = {}
+        self._enqueue: Any = None          # set by each run
         self._kernel_owner: dict[str, int] = {}
         self._owned = {a.index for a in assignment.allocations if a.kind in ("temp", "constant")}
 
@@ -170,6 +172,8 @@ class Executable:
         self.build()
         start = time.perf_counter()
         bindings, fresh = self._bind(leaves, plan, record)
+        # the queue and the enqueue function once a run, not under the device lock per launch
+        self._enqueue = functools.partial(opencl().enqueue_nd_range_kernel, self.device.queue)
         try:
             self._execute(self.program.plan, bindings)
             results = self._collect_outputs(bindings)
@@ -387,8 +391,12 @@ class Executable:
         kernel = self._bound.get(id(step))
         if kernel is None:
             kernel = self._bind_arguments(step, bindings)
-        opencl().enqueue_nd_range_kernel(self.device.queue, kernel, step.global_size,
-                                         step.local_size)
+        if step.per_iteration:
+            iteration = self._iterations[-1]
+            for position, stride in step.per_iteration:
+                kernel.set_arg(2 * position + 1,
+                               np.uint64(step.buffers[position].offset + stride * iteration))
+        self._enqueue(kernel, step.global_size, step.local_size)
 
     def _bind_arguments(self, step, bindings):
         """Set only the arguments that changed since this step's last run. Each launch step
