@@ -103,16 +103,16 @@ def selector_values(loop: HloInstruction, selector: HloInstruction,
     element = _read_element(selector, state)
     if element is None:
         return None
-    values = induction_values(loop, element, count)
+    values = _induction(loop, element, count)
     if values is None:
         return None
     return tuple(_evaluate(selector, {id(state): v}) for v in values)
 
 
-def induction_values(loop: HloInstruction, element: int, count: int) -> list[int] | None:
+def _induction(loop: HloInstruction, element: int, count: int) -> list[int] | None:
     """The values loop-state element ``element`` takes as each of ``count`` iterations
-    starts (with one more than the trip count, the last is the value the loop leaves), where
-    it starts at a constant and the body computes its next value from it alone."""
+    starts, where it starts at a constant and the body computes its next value from it
+    alone."""
     body: HloComputation = loop.body
     state = body.parameter(0)
     if body.root is None or body.root.opcode != "tuple":

@@ -117,9 +117,5 @@ def _merged(ctx: LoweringContext, run: list[Launch]) -> Launch:
     scalars = (np.int32(end), *(np.int32(e) for e in ends),
                *(s for step in run for s in step.scalars))
     name = program.add_text("\n".join(lines), [step.instruction for step in run])
-    per_iteration, before = [], 0
-    for step in run:
-        per_iteration += [(before + position, stride) for position, stride in step.per_iteration]
-        before += len(step.buffers)
     return Launch(name, tuple(b for step in run for b in step.buffers), scalars, (size,),
-                  local, "+".join(step.instruction for step in run), tuple(per_iteration))
+                  local, "+".join(step.instruction for step in run))

@@ -29,10 +29,6 @@ class Launch:
     global_size: tuple[int, ...]
     local_size: tuple[int, ...]
     instruction: str
-    # (buffer position, bytes a step): in a counted loop's body, buffers read at their offset
-    # plus that many bytes per iteration (``induction_tables``: a table of an induction
-    # variable's values)
-    per_iteration: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass

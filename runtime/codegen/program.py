@@ -120,15 +120,11 @@ class ProgramBuilder:
             assert isinstance(shape, ArrayShape) and inst.literal is not None
             data = np.asarray(inst.literal.data, dtype=shape.element_type.numpy)
             physical = np.ascontiguousarray(data.transpose(tuple(reversed(shape.minor_to_major))))
-            self._embedded_at[id(inst)] = self.embed_bytes(physical.tobytes()).offset
+            pad = (-len(self.embedded)) % self.alignment
+            self.embedded.extend(b"\0" * pad)
+            self._embedded_at[id(inst)] = len(self.embedded)
+            self.embedded.extend(physical.tobytes())
         return BufferRef(EMBEDDED, self._embedded_at[id(inst)])
-
-    def embed_bytes(self, data: bytes) -> BufferRef:
-        """Place ``data`` in the embedded blob, aligned like the arena."""
-        self.embedded.extend(b"\0" * ((-len(self.embedded)) % self.alignment))
-        at = len(self.embedded)
-        self.embedded.extend(data)
-        return BufferRef(EMBEDDED, at)
 
     def finish(self, plan: list[Step]) -> Program:
         """The program of ``plan``: kernels no launch uses any more (merged into another's

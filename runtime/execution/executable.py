@@ -391,11 +391,6 @@ class Executable:
         kernel = self._bound.get(id(step))
         if kernel is None:
             kernel = self._bind_arguments(step, bindings)
-        if step.per_iteration:
-            iteration = self._iterations[-1]
-            for position, stride in step.per_iteration:
-                kernel.set_arg(2 * position + 1,
-                               np.uint64(step.buffers[position].offset + stride * iteration))
         self._enqueue(kernel, step.global_size, step.local_size)
 
     def _bind_arguments(self, step, bindings):

@@ -14,7 +14,6 @@ from ...errors import HloUnsupportedError
 from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.shape import ArrayShape
 from ..context import LoweringContext
-from ..induction_tables import tabulate_inductions
 from ..launch_merging import merge_launches
 from ..plan import CopyBytes, HostConditional, HostWhile, Step
 from ..registry import add, register
@@ -53,12 +52,8 @@ def _call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
 def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     cond: HloComputation = inst.condition
     body: HloComputation = inst.body
-    steps = ctx.lower_computation(body)
+    steps = merge_launches(ctx, body, ctx.lower_computation(body))
     values = counter_values(inst)
-    after: list[Step] = []
-    if values is not None:
-        steps, after = tabulate_inductions(ctx, inst, steps, len(values))
-    steps = merge_launches(ctx, body, steps)
     if values is not None:
         members = {i.name: i for i in body.instructions}
         for step in steps:
@@ -66,7 +61,7 @@ def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
                 step.selected = selector_values(inst, members[step.instruction].operands[0],
                                                 len(values))
     return [HostWhile(condition=ctx.lower_computation(cond), predicate=ctx.ref(cond.root),
-                      body=steps, instruction=inst.name, counter_values=values), *after]
+                      body=steps, instruction=inst.name, counter_values=values)]
 
 
 @register("conditional")
