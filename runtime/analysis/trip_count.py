@@ -9,9 +9,11 @@ starts at a constant, the body computes its next value from it alone, and the co
 compares it alone with a constant. The condition and the induction step are evaluated here
 on the host (integer and pred scalars only, through the kLoop fusions that hold them after
 fusion), iteration by iteration, up to ``LIMIT``; anything else is unknown (None) and the
-loop reads its predicate as before. A conditional in such a loop's body whose branch is
-integer arithmetic on one induction variable (a sampler's ``cond`` on the step number) is
-evaluated the same way (``selector_values``), so it reads nothing back either.
+loop reads its predicate back (once an iteration, or once a chunk of iterations where
+``codegen.predication`` lets the body's kernels test it themselves). A conditional in such
+a loop's body whose branch is integer arithmetic on one induction variable (a sampler's
+``cond`` on the step number) is evaluated the same way (``selector_values``), so it reads
+nothing back either.
 """
 
 from __future__ import annotations
