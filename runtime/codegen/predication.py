@@ -23,7 +23,8 @@ barrier, so a launch whose guard fails touches nothing. Then:
   ``k`` grows to ``CHUNK_LAUNCHES`` launches' worth of iterations, where that is two or more.
 
 Liveness keeps a selector live through its branches and a condition's result through the
-body (``analysis.liveness``), so nothing a guard protects overwrites what the guard reads.
+body (``analysis.liveness``), so nothing a guard protects overwrites what the guard reads; a
+loop whose condition only forwards a state element the body replaces is not speculated.
 """
 
 from __future__ import annotations
@@ -40,8 +41,6 @@ from .plan import CopyBytes, HostConditional, HostWhile, Launch, Step
 
 MAX_UNTAKEN = 8
 CHUNK_LAUNCHES = 32
-# a condition result these define is a state element or a constant, which the body may change
-_FORWARDED = frozenset({"parameter", "get-tuple-element", "constant", "bitcast", "tuple"})
 
 
 @dataclass(frozen=True)
@@ -89,7 +88,7 @@ def _predicated(ctx: LoweringContext, step: HostConditional) -> HostConditional:
 
 
 def _speculated(ctx: LoweringContext, inst: HloInstruction, step: HostWhile) -> HostWhile:
-    if step.counter_values is not None or inst.condition.root.opcode in _FORWARDED \
+    if step.counter_values is not None or not _kept_through_body(ctx, inst) \
             or not _guardable(step.body) or not all(_on_device(s) for s in step.condition):
         return step
     chunk = CHUNK_LAUNCHES // max(1, _launches(step.condition) + _launches(step.body))
@@ -97,6 +96,14 @@ def _speculated(ctx: LoweringContext, inst: HloInstruction, step: HostWhile) -> 
         return step
     body = _guarded(ctx, step.body, _Guard(step.predicate, True, 1, 1))
     return replace(step, body=body, chunk=chunk)
+
+
+def _kept_through_body(ctx: LoweringContext, loop: HloInstruction) -> bool:
+    """Whether the condition's result lives until the body ends (``analysis.liveness`` keeps
+    a result the condition computes; a state element it forwards the body may overwrite)."""
+    assignment = ctx.assignment
+    value = assignment.dataflow.value_at(loop.condition.root)
+    return assignment.liveness[value].end >= assignment.schedule.spans[loop.body][1]
 
 
 def _on_device(step: Step) -> bool:
