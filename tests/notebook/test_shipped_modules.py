@@ -22,7 +22,9 @@ def test_the_shipped_files_are_small():
 
 def test_the_script_regenerates_the_shipped_files(tmp_path):
     """JAX prints the same text for the same program and seeded inputs (with the jaxlib the
-    ``.json`` files record); a change to the script must come with regenerated files."""
+    ``.json`` files record); a change to the script must come with regenerated files. XLA's
+    outputs are equal only to rounding: its CPU code sums in the order of the host's vector
+    width (an Intel AVX-512 host and an AMD one differ in the last bit of a few gradients)."""
     subprocess.run([sys.executable, str(MODULES / "make_modules.py"), str(tmp_path)],
                    check=True, capture_output=True, timeout=300)
     for name in GENERATED:
@@ -32,4 +34,8 @@ def test_the_script_regenerates_the_shipped_files(tmp_path):
         made, shipped = np.load(tmp_path / f"{name}.npz"), np.load(MODULES / f"{name}.npz")
         assert sorted(made.files) == sorted(shipped.files)
         for key in made.files:
-            np.testing.assert_array_equal(made[key], shipped[key], err_msg=f"{name} {key}")
+            if key.startswith("out_"):
+                np.testing.assert_allclose(made[key], shipped[key], rtol=1e-5, atol=1e-7,
+                                           err_msg=f"{name} {key}")
+            else:
+                np.testing.assert_array_equal(made[key], shipped[key], err_msg=f"{name} {key}")
