@@ -123,6 +123,10 @@ class TileShape:
     pack_long_min_rows: int = 64
     pack_long_contraction: int = 1024
     pack_row_group: int = 16
+    # where one packed work-group would cover every row, a column operand of at most this
+    # many bytes (per batch) is read in place: it stays in the second-level cache while the
+    # outer form's few work-groups read it again, and copying it is only cost
+    pack_cached_bytes: int = 512 * 1024
     pack_panel_bytes: int = 32 * 1024
     pack_contiguous: bool = False   # pack columns that are contiguous in memory too
     # row blocks sharing a panel where the row operand is strided along the contraction (each

@@ -102,8 +102,8 @@ def test_the_avx2_target_packs_row_major_columns_and_the_cpu_target_does_not():
     # (over a contraction long enough to be worth copying: not 32)
     assert "__local" not in lowered(DOT.replace("256,64", "128,32").replace("64,256", "32,256")
                                     .replace("256,256", "128,256"), CPU_AVX2).source
-    assert "__local" in lowered(DOT.replace("256,64", "128,64").replace("256,256", "128,256"),
-                                CPU).source
+    assert "__local" in lowered(DOT.replace("256,64", "128,1024").replace("64,256", "1024,256")
+                                .replace("256,256", "128,256"), CPU).source
 
 
 def test_packed_row_groups_are_narrower_where_the_row_operand_is_strided():

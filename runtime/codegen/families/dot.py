@@ -142,7 +142,8 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
         other = "lhs" if side == "rhs" else "rhs"
         outer = batch + tuple(a for a in free[side] if a is not v)
         packs = not _outer_group_covers(free[other], tiles) and (
-            tiles.pack_contiguous or _one_panel(free[other], tiles))
+            tiles.pack_contiguous or _one_panel(free[other], tiles)) and not (
+            _one_panel(free[other], tiles) and _cached(c, side, free[side], contracting, tiles))
         packed = (_packed_plan(acc, tiles, other, free[other], v, outer, contracting)
                   if packs else None)
         if packed is not None:
@@ -243,6 +244,20 @@ def _one_panel(rows, tiles: TileShape) -> bool:
     form, 0.89-1.02x packed; the whole model 200 -> 187 ms."""
     extent = _extent(rows)
     return extent <= tiles.pack_row_group * rows_for(extent, tiles)
+
+
+def _cached(c: Contraction, side: str, cols, contracting, tiles: TileShape) -> bool:
+    """Whether the column operand (``side``: its free axes ``cols`` by the ``contracting``
+    ones, one batch of it) is at most ``tiles.pack_cached_bytes``: where one packed
+    work-group would cover every row, the outer form's work-groups then read it from the
+    second-level cache, and a packed copy is only cost. Kernel time, best of 60-200, packed /
+    outer, Intel Xeon (AVX-512, 2 MiB second-level cache): 64x256x256 33 / 22 us, 128x256x256
+    93 / 79, 64x512x256 98 / 82, a diffusion sampler's 64x256x128 25 / 20, GPT-2's attention
+    12x128x128x64 0.20 / 0.17 ms; 96x512x512 (1 MiB) 154 / 176 and GPT-2's MLP 2.0 / 4.1 ms
+    pack. AVX2 setting: 64x256x256 49 / 45 us, 64x512x256 91 / 81, 96x512x512 262 / 254,
+    128x768x768 (2.3 MiB) 724 / 864."""
+    bits = c.operands[0 if side == "lhs" else 1].shape.element_type.bits
+    return _extent(cols) * _extent(contracting) * bits // 8 <= tiles.pack_cached_bytes
 
 
 def _outer_group_covers(rows, tiles: TileShape) -> bool:
