@@ -10,7 +10,12 @@ runs are interleaved, one of each per round, and the best of ``--repeats`` round
 as GFLOP/s with the ratio; the machine may be shared, so take the ratios, not the absolute
 figures, and say which CPU and OpenCL device they came from.
 
-    python benchmarks/dot_shapes.py [--repeats 7] [--only SUBSTRING] [--model NAME|FILE ...]
+    python benchmarks/dot_shapes.py [--repeats 7] [--only SUBSTRING] [--numpy] [--model NAME|FILE ...]
+
+``--numpy`` adds numpy's BLAS (``np.einsum`` on f32 dots) as a third column: an AVX2 reference
+where XLA's is none. XLA's dots (YNNPACK, and Eigen) choose their vector ISA at run time and
+ignore ``--xla_cpu_max_isa``, so on an AVX-512 CPU XLA's column is AVX-512 code in any case;
+numpy's OpenBLAS is AVX2 code under ``OPENBLAS_CORETYPE=Haswell``.
 """
 
 from __future__ import annotations
@@ -134,6 +139,28 @@ def random_operand(shape, rng):
     return rng.integers(-3, 4, size=shape.dims).astype(dtype)
 
 
+def numpy_runner(text: str, args):
+    """A timed ``np.einsum`` of an f32 dot (BLAS through ``optimize``), or None."""
+    inst = runtime.parse(text).entry.root
+    if inst.opcode != "dot" or any(a.dtype != np.float32 for a in args):
+        return None
+    letters = iter("abcdefghijklmnopqrstuvwxyz")
+    lhs = [next(letters) for _ in args[0].shape]
+    rhs = [next(letters) for _ in args[1].shape]
+    for side in ("batch", "contracting"):
+        for l, r in zip(inst.attr(f"lhs_{side}_dims") or (), inst.attr(f"rhs_{side}_dims") or ()):
+            rhs[r] = lhs[l]
+    batch = [lhs[d] for d in inst.attr("lhs_batch_dims") or ()]
+    out = batch + [c for c in lhs if c not in rhs] + [c for c in rhs if c not in lhs]
+    spec = f"{''.join(lhs)},{''.join(rhs)}->{''.join(out)}"
+
+    def run() -> float:
+        start = time.perf_counter()
+        np.einsum(spec, *args, optimize=True)
+        return time.perf_counter() - start
+    return run
+
+
 def ours_runner(text: str, args):
     exe = runtime.compile(text)
     device_args = [runtime.device_put(a) for a in args]
@@ -150,11 +177,14 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--only", default="")
     parser.add_argument("--no-xla", action="store_true")
+    parser.add_argument("--numpy", action="store_true",
+                        help="numpy's BLAS too (f32 dots): OPENBLAS_CORETYPE=Haswell for AVX2")
     parser.add_argument("--model", action="append", default=[],
                         help="a model name or HLO file: its dots and convolutions")
     args = parser.parse_args()
     print(f"device: {get_device(None)}; best of {args.repeats} interleaved rounds, GFLOP/s")
-    print(f"  {'case':64s} {'count':>5s} {'ours':>8s} {'XLA':>8s} {'ours/XLA':>9s}")
+    print(f"  {'case':64s} {'count':>5s} {'ours':>8s} {'XLA':>8s} {'ours/XLA':>9s}"
+          + (f" {'numpy':>8s} {'ours/np':>8s}" if args.numpy else ""))
     rng = np.random.default_rng(0)
     cases = [(label, module_text(lhs, rhs, dims, out), [lhs, rhs],
               2.0 * math.prod(out) * k, 1) for label, lhs, rhs, dims, out, k in CASES]
@@ -167,19 +197,21 @@ def main() -> None:
                   else rng.standard_normal(s).astype(np.float32) for s in operands]
         ours = ours_runner(text, inputs)
         runners = [ours]
-        if not args.no_xla:
-            xla = xla_cpu.compile_hlo(text).runner(inputs)
-            runners.append(xla)
+        runners.append(xla_cpu.compile_hlo(text).runner(inputs) if not args.no_xla else None)
+        runners.append(numpy_runner(text, inputs) if args.numpy else None)
         best = [math.inf] * len(runners)
         for run in runners:
-            run()
+            if run is not None:
+                run()
         for _ in range(args.repeats):
             for i, run in enumerate(runners):
-                best[i] = min(best[i], run())
-        rates = [flops / t / 1e9 for t in best]
-        xla_rate = rates[1] if len(rates) > 1 else math.nan
-        print(f"  {label:64s} {count:5d} {rates[0]:8.1f} {xla_rate:8.1f} "
-              f"{rates[0] / xla_rate:9.2f}", flush=True)
+                if run is not None:
+                    best[i] = min(best[i], run())
+        ours, xla_rate, np_rate = (flops / t / 1e9 if t < math.inf else math.nan for t in best)
+        line = f"  {label:64s} {count:5d} {ours:8.1f} {xla_rate:8.1f} {ours / xla_rate:9.2f}"
+        if args.numpy:
+            line += f" {np_rate:8.1f} {ours / np_rate:8.2f}"
+        print(line, flush=True)
 
 
 if __name__ == "__main__":
