@@ -173,15 +173,22 @@ def reads_many_times(user: HloInstruction, k: int) -> bool:
         return len(_dims(op.shape)) == 0 and len(_dims(user.shape)) > 0
     if user.opcode in ("reduce", "reduce-window"):
         return k >= len(user.operands) // 2 or user.opcode == "reduce-window"
-    if user.opcode in ("gather", "dynamic-slice", "dynamic-update-slice", "pad"):
-        return len(_dims(op.shape)) == 0 or (user.opcode == "gather" and k == 0)
+    if user.opcode == "gather":
+        # the source, and each index vector, which the slice's elements all read
+        return k == 0 or len(_dims(op.shape)) == 0 or _product(user.attrs["slice_sizes"]) > 1
+    if user.opcode in ("dynamic-slice", "dynamic-update-slice", "pad"):
+        return len(_dims(op.shape)) == 0
     return user.opcode in ("dot", "convolution", "select-and-scatter", "scatter", "sort", "map")
 
 
 def _element_count(shape: Shape) -> int:
+    return _product(_dims(shape))
+
+
+def _product(values) -> int:
     n = 1
-    for d in _dims(shape):
-        n *= d
+    for v in values:
+        n *= v
     return n
 
 

@@ -12,7 +12,8 @@ joins the group when the rules table allows its opcode and
   that the kernel does not read already (``fusion_cost.duplicate_reads_no_more``), so a copy
   never keeps more values live or moves more bytes than reading the original would;
 * it is not expensive while the group reads its elements many times (a broadcast, a window,
-  a gather source), which would multiply its cost (``fusion_cost.may_evaluate_repeatedly``);
+  a gather source, a gather's indices when a slice has several elements), which would
+  multiply its cost (``fusion_cost.may_evaluate_repeatedly``);
 * it is not an operand the group's root updates in place (dynamic-update-slice, scatter);
 * the kernel would compute it at no more than ``MAX_INDEXINGS`` distinct indices (each is a
   copy of its code: ``lax.associative_scan``'s slices and pads double them per level);

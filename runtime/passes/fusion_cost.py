@@ -136,7 +136,8 @@ class FusionCost:
 
 def may_evaluate_repeatedly(producer: HloInstruction) -> bool:
     """Whether ``producer`` may be fused where the kernel reads each of its elements many times
-    (through a broadcast, a window, a gather source): only when an evaluation is cheap."""
+    (through a broadcast, a window, a gather's source or its indices): only when an evaluation
+    is cheap."""
     return not is_operand_bound(producer) and work_per_element(producer) < EXPENSIVE_OP
 
 
