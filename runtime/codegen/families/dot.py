@@ -141,9 +141,10 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
         side, v = best
         other = "lhs" if side == "rhs" else "rhs"
         outer = batch + tuple(a for a in free[side] if a is not v)
+        one_panel = _one_panel(free[other], tiles)
         packs = not _outer_group_covers(free[other], tiles) and (
-            tiles.pack_contiguous or _one_panel(free[other], tiles)) and not (
-            _one_panel(free[other], tiles) and _cached(c, side, free[side], contracting, tiles))
+            tiles.pack_contiguous or one_panel) and not (
+            one_panel and _cached(c, side, free[side], contracting, tiles))
         packed = (_packed_plan(acc, tiles, other, free[other], v, outer, contracting)
                   if packs else None)
         if packed is not None:
