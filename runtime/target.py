@@ -123,10 +123,10 @@ class TileShape:
     pack_long_min_rows: int = 64
     pack_long_contraction: int = 1024
     pack_row_group: int = 16
-    # where one packed work-group would cover every row, a column operand of at most this
-    # many bytes (per batch) is read in place: it stays in the second-level cache while the
-    # outer form's few work-groups read it again, and copying it is only cost
-    pack_cached_bytes: int = 512 * 1024
+    # a column operand of at most this many bytes (per batch) stays in the second-level cache
+    # while the outer form's work-groups read it again: where one packed work-group would
+    # cover every row it is read in place; a larger one is packed, however many rows
+    pack_cached_bytes: int = 1024 * 1024
     pack_panel_bytes: int = 32 * 1024
     pack_contiguous: bool = False   # pack columns that are contiguous in memory too
     # row blocks sharing a panel where the row operand is strided along the contraction (each
@@ -224,12 +224,16 @@ CPU = Target(
 # 768x1040x192 weight gradient 154-157 GFLOP/s with 16, 128-136 with 32. Vector loops and row
 # reductions keep 512-bit vectors (a float16 is two registers there, more work in flight):
 # bench_ew_chain_4m 3.85 against 4.35 ms with float8, layernorm 1.22 against 1.36 ms, reduce_8m
-# 1.03 against 1.08 ms (best of 15).
+# 1.03 against 1.08 ms (best of 15). Columns of up to 512 KiB are read in place under one
+# panel's rows (the second-level caches of AVX2 CPUs are smaller; on the Xeon's AVX2 setting
+# 64x256x256 49 / 45 us packed / in place, 96x512x512 (1 MiB) 262 / 254, an LSTM train step
+# even or 1% slower with 1 MiB).
 CPU_AVX2 = replace(
     CPU,
     name="cpu-avx2",
     tiles=replace(CPU.tiles, rows=4, vectors=3, pack_row_group=32, pack_strided_row_group=16,
-                  pack_panel_bytes=64 * 1024, pack_contiguous=True, vector_bits=256),
+                  pack_panel_bytes=64 * 1024, pack_contiguous=True, vector_bits=256,
+                  pack_cached_bytes=512 * 1024),
 )
 
 # GPUs use the CPU's fusion decisions. Dots and row reductions get work-group kernels with

@@ -102,8 +102,11 @@ def test_the_avx2_target_packs_row_major_columns_and_the_cpu_target_does_not():
     # (over a contraction long enough to be worth copying: not 32)
     assert "__local" not in lowered(DOT.replace("256,64", "128,32").replace("64,256", "32,256")
                                     .replace("256,256", "128,256"), CPU_AVX2).source
-    assert "__local" in lowered(DOT.replace("256,64", "128,1024").replace("64,256", "1024,256")
+    assert "__local" in lowered(DOT.replace("256,64", "128,2048").replace("64,256", "2048,256")
                                 .replace("256,256", "128,256"), CPU).source
+    # ... or the columns are too many for the second-level cache (2 MiB), however many rows
+    assert "__local" in lowered(DOT.replace("256,64", "256,2048").replace("64,256", "2048,256"),
+                                CPU).source
 
 
 def test_packed_row_groups_are_narrower_where_the_row_operand_is_strided():

@@ -141,10 +141,10 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
         side, v = best
         other = "lhs" if side == "rhs" else "rhs"
         outer = batch + tuple(a for a in free[side] if a is not v)
-        one_panel = _one_panel(free[other], tiles)
+        cached = _cached(c, side, free[side], contracting, tiles)
         packs = not _outer_group_covers(free[other], tiles) and (
-            tiles.pack_contiguous or one_panel) and not (
-            one_panel and _cached(c, side, free[side], contracting, tiles))
+            tiles.pack_contiguous or not cached) and not (
+            cached and _one_panel(free[other], tiles))
         packed = (_packed_plan(acc, tiles, other, free[other], v, outer, contracting)
                   if packs else None)
         if packed is not None:
@@ -249,14 +249,18 @@ def _one_panel(rows, tiles: TileShape) -> bool:
 
 def _cached(c: Contraction, side: str, cols, contracting, tiles: TileShape) -> bool:
     """Whether the column operand (``side``: its free axes ``cols`` by the ``contracting``
-    ones, one batch of it) is at most ``tiles.pack_cached_bytes``: where one packed
-    work-group would cover every row, the outer form's work-groups then read it from the
-    second-level cache, and a packed copy is only cost. Kernel time, best of 60-200, packed /
-    outer, Intel Xeon (AVX-512, 2 MiB second-level cache): 64x256x256 33 / 22 us, 128x256x256
-    93 / 79, 64x512x256 98 / 82, a diffusion sampler's 64x256x128 25 / 20, GPT-2's attention
-    12x128x128x64 0.20 / 0.17 ms; 96x512x512 (1 MiB) 154 / 176 and GPT-2's MLP 2.0 / 4.1 ms
-    pack. AVX2 setting: 64x256x256 49 / 45 us, 64x512x256 91 / 81, 96x512x512 262 / 254,
-    128x768x768 (2.3 MiB) 724 / 864."""
+    ones, one batch of it) is at most ``tiles.pack_cached_bytes``, so that the outer form's
+    work-groups read it from the second-level cache: where one packed work-group would cover
+    every row a packed copy is then only cost, and where more rows read it the outer form
+    keeps it there. A larger one read in place comes from memory a row of the contraction at
+    a time, each a page apart. Kernel time, best of 15-200, packed / outer, Intel Xeon
+    (AVX-512, 2 MiB second-level cache): 64x256x256 33 / 22 us, 64x512x256 98 / 82, a
+    diffusion sampler's 64x256x128 25 / 20, GPT-2's attention 12x128x128x64 0.20 / 0.17 ms,
+    256x1024x256 (1 MiB) 0.38 / 0.35 ms, ViT's 1040x768x192 1.06 / 0.78 ms; 256x2048x256
+    (2 MiB) 0.85 / 1.53 ms, 256x768x3072 3.8 / 7.7 ms, 1024x1024x1024 6.7 / 12.7 ms, a MoE
+    layer's embedding gradient 256x16000x256 7.2 / 16.7 ms; 96x512x512 (1 MiB, 96 rows) 154 /
+    176 us. AVX2 setting (which packs row-major columns anyway): 64x256x256 49 / 45 us,
+    96x512x512 262 / 254, 128x768x768 (2.3 MiB) 724 / 864."""
     bits = c.operands[0 if side == "lhs" else 1].shape.element_type.bits
     return _extent(cols) * _extent(contracting) * bits // 8 <= tiles.pack_cached_bytes
 
