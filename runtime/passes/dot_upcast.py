@@ -11,10 +11,10 @@ f32 one: 234 us with both converts. The values are the same: widening bf16 and f
 exact, the accumulation was in f32 already, and the result is rounded once, as before.
 
 Only dots worth the converts change: at least ``MIN_MULTIPLY_ADDS`` multiply-adds, both
-operands narrow floats, the result f32, or a narrow float that no elementwise op reads (an
-epilogue over a converted result would lose its vector form). An operand read by several
-dots (a layer's normalised input feeding its query, key and value projections) is converted
-once.
+operands narrow floats, the result a narrow float or f32. An operand read by several dots (a
+layer's normalised input feeding its query, key and value projections) is converted once. A
+narrow result's convert joins the dot's output fusion, and its epilogue stays on vectors
+(``families/epilogue``: f32 and bf16 mix there, each bf16 result rounded as before).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import math
 
 from ..hlo.dtypes import ELEMENT_TYPES
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
-from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape
 from ..target import CPU, Target
 from .names import FreshNames
@@ -39,13 +38,12 @@ def upcast_narrow_dots_in_place(module: HloModule, target: Target = CPU) -> None
     names = FreshNames(module)
     for comp in module.computations:
         widened: dict[int, HloInstruction] = {}
-        users = comp.users()
         for dot in list(comp.instructions):
-            if _upcasts(dot, users):
+            if _upcasts(dot):
                 _upcast(comp, dot, widened, names)
 
 
-def _upcasts(dot: HloInstruction, users: dict[int, list[HloInstruction]]) -> bool:
+def _upcasts(dot: HloInstruction) -> bool:
     if dot.opcode != "dot" or dot.control_predecessors:
         return False
     shapes = [op.shape for op in dot.operands] + [dot.shape]
@@ -57,13 +55,7 @@ def _upcasts(dot: HloInstruction, users: dict[int, list[HloInstruction]]) -> boo
         return False
     contracting = dot.attrs.get("lhs_contracting_dims", ())
     depth = math.prod(lhs.dims[d] for d in contracting)   # type: ignore[union-attr]
-    if out.element_count * depth < MIN_MULTIPLY_ADDS:  # type: ignore[union-attr]
-        return False
-    # a narrow result read by elementwise ops keeps its type: those fuse into the dot's
-    # kernel as its epilogue, whose vector form needs one element type throughout (behind
-    # a convert it runs element by element: T5's gated GELU 0.93 -> 3.0 ms)
-    return out.element_type.name == "f32" or not any(   # type: ignore[union-attr]
-        OPCODES[u.opcode].elementwise for u in users.get(id(dot), ()))
+    return out.element_count * depth >= MIN_MULTIPLY_ADDS  # type: ignore[union-attr]
 
 
 def _upcast(comp: HloComputation, dot: HloInstruction, widened: dict[int, HloInstruction],

@@ -1,5 +1,7 @@
 """bf16 and f16 dots computed on f32 operands on CPUs: same values, f32 tiles."""
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -64,13 +66,31 @@ ENTRY e {
 }"""
 
 
-EPILOGUE = PROJECTIONS.replace(
-    "ROOT t = (bf16[512,256]{1,0}, bf16[512,256]{1,0}) tuple(q, k)",
-    "ROOT s = bf16[512,256]{1,0} add(q, k)")
+GELU = """HloModule gelu
+ENTRY e {
+  x = bf16[512,256]{1,0} parameter(0)
+  w = bf16[256,256]{1,0} parameter(1)
+  d = bf16[512,256]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = bf16[512,256]{1,0} tanh(d)
+  ROOT m = bf16[512,256]{1,0} multiply(d, t)
+}"""
 
 
-@pytest.mark.parametrize("text", [MIXED, PROJECTIONS.replace("512", "8"), EPILOGUE],
-                         ids=["mixed-operand-types", "too-small-to-pay", "narrow-epilogue"])
+def test_a_narrow_epilogue_stays_on_vectors_with_the_same_bits():
+    """The dot's f32 result is rounded to bf16 by the convert in its output fusion, then the
+    bf16 epilogue runs on f32 vectors rounded after each op: the bits of the unfused module."""
+    exe = runtime.compile(GELU)
+    assert "convert" in runtime.analyze(GELU).module.to_text()
+    # the epilogue's tanh on rounded vectors (element by element it is a scalar call)
+    assert re.search(r"xla_round_bf16x\d+\(xla_tanh_float\d+\(", exe.program.source)
+    rng = np.random.default_rng(1)
+    x, w = (rng.standard_normal(s).astype(ml_dtypes.bfloat16) for s in ((512, 256), (256, 256)))
+    got, want = exe(x, w), runtime.compile(GELU, fusion=False)(x, w)
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint16), np.asarray(want).view(np.uint16))
+
+
+@pytest.mark.parametrize("text", [MIXED, PROJECTIONS.replace("512", "8")],
+                         ids=["mixed-operand-types", "too-small-to-pay"])
 def test_mixed_or_small_dots_stay(text):
     module = runtime.parse(text)
     before = module.to_text()

@@ -7,13 +7,17 @@ included: GPT-2's MLP up-projection with its tanh-GELU took 7.3 ms where the dot
 and are stored whole: the contraction's value is the tile's vector; an operand with the
 output's dimensions is a vector load at the same position (a gather when its columns are
 strided); a broadcast row (a bias) is a vector load along the columns, a broadcast per-row
-value one element; scalars and scalar constants are splat. Anything else (another
-dimension mapping, an opcode without a vector template, mixed element types) keeps the
+value one element; scalars and scalar constants are splat. Element types that compute in the
+same vectors mix (f32 and bf16, with converts between them: a bf16 dot computed on f32
+operands, ``passes/dot_upcast``, whose result is rounded to bf16 before a bf16 GELU); each
+bf16 result is rounded as the scalar path rounds it. Anything else (another dimension
+mapping, an opcode without a vector template, types that compute differently) keeps the
 element-by-element path.
 """
 
 from __future__ import annotations
 
+from ...hlo.dtypes import ElementType
 from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
 from .. import cltypes, templates as E
@@ -36,7 +40,8 @@ def vectorizes(root: HloInstruction, op: HloInstruction, em: ElementalEmitter,
             return True
         seen.add(id(inst))
         shape = inst.shape
-        if not isinstance(shape, ArrayShape) or shape.element_type is not out.element_type:
+        if not isinstance(shape, ArrayShape) \
+                or VECTOR_COMPUTE.get(shape.element_type.name) != compute:
             return False
         if inst is op:
             return True
@@ -51,9 +56,10 @@ def vectorizes(root: HloInstruction, op: HloInstruction, em: ElementalEmitter,
             if source.shape.rank == 0:
                 return check(source)
             return (isinstance(em.leaves.get((id(source), ())), BufferLeaf)
-                    and source.shape.element_type is out.element_type)
+                    and VECTOR_COMPUTE.get(source.shape.element_type.name) == compute)
         return (shape.dims == out.dims
-                and E.vector_lanes(inst.opcode, compute, bits) is not None
+                and (inst.opcode == "convert"
+                     or E.vector_lanes(inst.opcode, compute, bits) is not None)
                 and all(check(o) for o in inst.operands))
     return check(root)
 
@@ -75,11 +81,11 @@ class VectorEpilogue:
     def vector(self, value: str, index: tuple[str, ...]) -> str:
         """The epilogue's vector; ``value`` is the contraction's accumulator (its result is
         that rounded to a narrow element type)."""
-        memo: dict[int, str] = {id(self.op): self._rounded(value)}
+        memo: dict[int, str] = {id(self.op): self._rounded(self.et, value)}
         return self._value(self.root, index, memo)
 
-    def _rounded(self, value: str) -> str:
-        return f"xla_round_bf16x{self.lanes}({value})" if self.et.name == "bf16" else value
+    def _rounded(self, et: ElementType, value: str) -> str:
+        return f"xla_round_bf16x{self.lanes}({value})" if et.name == "bf16" else value
 
     def _value(self, inst: HloInstruction, index: tuple[str, ...], memo: dict) -> str:
         if id(inst) not in memo:
@@ -91,8 +97,9 @@ class VectorEpilogue:
         leaf = self.em.leaves.get((id(inst), ()))
         if isinstance(leaf, BufferLeaf):
             return self._load(leaf, index, tuple(range(len(index))))
+        et = inst.shape.element_type
         if inst.opcode == "constant":
-            v = kb.scalar(self.scalar, argument_value(self.et, inst.literal.data),  # type: ignore[union-attr]
+            v = kb.scalar(self.scalar, argument_value(et, inst.literal.data),  # type: ignore[union-attr]
                           key=("const", id(inst)))
             return kb.let(vec, f"({vec})({v})", "ev")
         if inst.opcode == "broadcast":
@@ -103,30 +110,33 @@ class VectorEpilogue:
             assert isinstance(leaf, BufferLeaf)
             return self._load(leaf, index, tuple(inst.dimensions))
         args = [self._value(o, index, memo) for o in inst.operands]
+        if inst.opcode == "convert":    # between types of one compute type: exact or rounded
+            return kb.let(vec, self._rounded(et, args[0]), "ev")
         value = arithmetic(inst.opcode, self.compute, self.compute, args, lanes=self.lanes)
-        return kb.let(vec, self._rounded(value) if E.rounds(inst.opcode) else value, "ev")
+        return kb.let(vec, self._rounded(et, value) if E.rounds(inst.opcode) else value, "ev")
 
     def _load(self, leaf: BufferLeaf, index: tuple[str, ...], mapping: tuple[int, ...]) -> str:
         """The leaf's elements at the output positions of the vector: its dimension k is the
         output's ``mapping[k]``; along the columns a vector load, a gather or one element."""
         kb, vec, lanes = self.kb, self.vec, self.lanes
-        ptr = kb.buffer(leaf.shape.element_type, leaf.ref, key=leaf.key)
+        et = leaf.shape.element_type
+        ptr = kb.buffer(et, leaf.ref, key=leaf.key)
         if leaf.shape.rank == 0:
-            return kb.let(vec, f"({vec})({cltypes.load(self.et, ptr, '0')})", "ev")
+            return kb.let(vec, f"({vec})({cltypes.load(et, ptr, '0')})", "ev")
         # a size-1 dimension broadcast along the output (JAX's degenerate broadcast) is 0
         at = tuple(index[d] if leaf.shape.dims[k] != 1 else "0" for k, d in enumerate(mapping))
         first = kb.let(kb.index_type, self.em.offset(leaf.shape, Index(at), leaf.key), "eo")
         along = next((k for k, d in enumerate(mapping)
                       if d == self.column_dim and leaf.shape.dims[k] != 1), None)
         if along is None:
-            return kb.let(vec, f"({vec})({cltypes.load(self.et, ptr, first)})", "ev")
+            return kb.let(vec, f"({vec})({cltypes.load(et, ptr, first)})", "ev")
         stride = element_strides(leaf.shape)[along]
-        if stride == 1 and cltypes.storage_type(self.et) == self.scalar:
+        if stride == 1 and cltypes.storage_type(et) == self.scalar:
             return kb.let(vec, f"vload{lanes}(0, {ptr} + {first})", "ev")
-        if stride == 1 and self.et.name == "bf16":
+        if stride == 1 and et.name == "bf16":
             return kb.let(vec, f"xla_bf16x{lanes}_to_float(vload{lanes}(0, {ptr} + {first}))",
                           "ev")
         step = kb.param(stride, key=(leaf.key, "stride", along))
-        elements = ", ".join(cltypes.load(self.et, ptr, f"{first} + {i} * {step}")
+        elements = ", ".join(cltypes.load(et, ptr, f"{first} + {i} * {step}")
                              for i in range(lanes))
         return kb.let(vec, f"({vec})({elements})", "ev")
