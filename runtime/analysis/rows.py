@@ -17,6 +17,7 @@ The fusion pass and the code generator both call ``plan_rows`` so they agree by 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -175,21 +176,14 @@ def reads_many_times(user: HloInstruction, k: int) -> bool:
         return k >= len(user.operands) // 2 or user.opcode == "reduce-window"
     if user.opcode == "gather":
         # the source, and each index vector, which the slice's elements all read
-        return k == 0 or len(_dims(op.shape)) == 0 or _product(user.attrs["slice_sizes"]) > 1
+        return k == 0 or len(_dims(op.shape)) == 0 or math.prod(user.attrs["slice_sizes"]) > 1
     if user.opcode in ("dynamic-slice", "dynamic-update-slice", "pad"):
         return len(_dims(op.shape)) == 0
     return user.opcode in ("dot", "convolution", "select-and-scatter", "scatter", "sort", "map")
 
 
 def _element_count(shape: Shape) -> int:
-    return _product(_dims(shape))
-
-
-def _product(values) -> int:
-    n = 1
-    for v in values:
-        n *= v
-    return n
+    return math.prod(_dims(shape))
 
 
 def reused_members(root: HloInstruction, members: Collection[HloInstruction]) -> set[HloInstruction]:

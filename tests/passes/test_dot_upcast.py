@@ -44,16 +44,17 @@ def test_narrow_dots_take_f32_operands_each_converted_once_and_round_their_resul
                for op in module.entry.root.operands)
 
 
-def test_the_values_are_those_of_the_narrow_dot():
+@pytest.mark.parametrize("et, dtype", [("bf16", ml_dtypes.bfloat16), ("f16", np.float16)])
+def test_the_values_are_those_of_the_narrow_dot(et, dtype):
     """Widening is exact and the accumulation was in f32 already: the upcast module returns
     the bits the module without the pass (``fusion=False``: one kernel per instruction)
     returns."""
+    text = PROJECTIONS.replace("bf16", et)
     rng = np.random.default_rng(0)
-    x, wq, wk = (rng.standard_normal(s).astype(ml_dtypes.bfloat16)
-                 for s in ((512, 256), (256, 256), (256, 256)))
-    assert "convert" in runtime.analyze(PROJECTIONS).module.to_text()
-    got = runtime.compile(PROJECTIONS)(x, wq, wk)
-    want = runtime.compile(PROJECTIONS, fusion=False)(x, wq, wk)
+    x, wq, wk = (rng.standard_normal(s).astype(dtype) for s in ((512, 256), (256, 256), (256, 256)))
+    assert "convert" in runtime.analyze(text).module.to_text()
+    got = runtime.compile(text)(x, wq, wk)
+    want = runtime.compile(text, fusion=False)(x, wq, wk)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g).view(np.uint16), np.asarray(w).view(np.uint16))
 
