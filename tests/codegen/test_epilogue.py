@@ -1,7 +1,9 @@
 """Output fusions' epilogues on tile vectors (``families.epilogue``): a bias row, a tanh-GELU,
 a residual of the output's shape and a degenerate broadcast (``[1,n,c]`` over a batch) are
-computed on vectors and stored whole, with XLA's values, on full tiles and ragged edges; an
-epilogue without a vector form keeps the element-by-element path."""
+computed on vectors and stored whole, with XLA's values, on full tiles and ragged edges; so are
+values computed off the tile's columns (a scalar chain through a dynamic slice, a computed bias
+row, a per-row statistic, clamp's scalar bounds); an epilogue without a vector form keeps the
+element-by-element path."""
 
 import ml_dtypes
 import numpy as np
@@ -69,14 +71,15 @@ def test_the_epilogue_is_stored_as_vectors(target):
     assert f"vstore{lanes}(" in source and f"float{lanes} ev" in source
 
 
-def has_vector_form(text: str) -> bool:
-    """Whether the one output fusion of ``text`` has a vector epilogue (columns: dimension 2)."""
-    [fusion] = [i for i in optimise(runtime.parse(text)).entry.instructions
-                if i.opcode == "fusion"]
-    dot = next(i for i in fusion.calls.instructions if i.opcode == "dot")
+def has_vector_form(text: str, column_dim: int = 2) -> bool:
+    """Whether the output fusion of ``text`` has a vector epilogue (columns: ``column_dim``)."""
+    [(fusion, dot)] = [(i, x) for i in optimise(runtime.parse(text)).entry.instructions
+                       if i.opcode == "fusion" for x in i.calls.instructions
+                       if x.opcode == "dot"]
     leaves = {(id(p), ()): BufferLeaf(p.shape, BufferRef(0, 0), ("in", k, ()))
               for k, p in enumerate(fusion.calls.parameters)}
-    return vectorizes(fusion.calls.root, dot, ElementalEmitter(KernelBuilder(), leaves), 2, 512)
+    return vectorizes(fusion.calls.root, dot, ElementalEmitter(KernelBuilder(), leaves),
+                      column_dim, 512)
 
 
 def test_an_epilogue_without_a_vector_form_keeps_the_element_path():
@@ -87,6 +90,112 @@ def test_an_epilogue_without_a_vector_form_keeps_the_element_path():
                           "  res = f32[2,16,64]{2,1,0} slice(wide), slice={[0:2], [0:16], [0:64]}")
     assert not has_vector_form(sliced)
 
+
+# a diffusion sampler's step: the step size is a scalar read by a dynamic slice at a wrapped
+# integer index, the bias row is computed from two rows, each row is scaled by a statistic
+# computed from its own values, and the result is clamped by scalars
+STEP = """HloModule step
+ENTRY e {{
+  x = f32[{m},{k}]{{1,0}} parameter(0)
+  w = f32[{k},{c}]{{1,0}} parameter(1)
+  t = s32[] parameter(2)
+  sizes = f32[50]{{0}} parameter(3)
+  b = f32[{c}]{{0}} parameter(4)
+  g = f32[{c}]{{0}} parameter(5)
+  var = f32[{m}]{{0}} parameter(6)
+  d = f32[{m},{c}]{{1,0}} dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  zero = s32[] constant(0)
+  fifty = s32[] constant(50)
+  neg = pred[] compare(t, zero), direction=LT
+  wrapped = s32[] add(t, fifty)
+  i = s32[] select(neg, wrapped, t)
+  ds = f32[1]{{0}} dynamic-slice(sizes, i), dynamic_slice_sizes={{1}}
+  size = f32[] reshape(ds)
+  one = f32[] constant(1)
+  ones = f32[{c}]{{0}} broadcast(one), dimensions={{}}
+  g1 = f32[{c}]{{0}} add(g, ones)
+  row = f32[{c}]{{0}} divide(b, g1)
+  eps = f32[] constant(0.001)
+  epss = f32[{m}]{{0}} broadcast(eps), dimensions={{}}
+  ve = f32[{m}]{{0}} add(var, epss)
+  inv = f32[{m}]{{0}} rsqrt(ve)
+  rows = f32[{m},{c}]{{1,0}} broadcast(row), dimensions={{1}}
+  biased = f32[{m},{c}]{{1,0}} add(d, rows)
+  invs = f32[{m},{c}]{{1,0}} broadcast(inv), dimensions={{0}}
+  scaled = f32[{m},{c}]{{1,0}} multiply(biased, invs)
+  sizes2 = f32[{m},{c}]{{1,0}} broadcast(size), dimensions={{}}
+  stepped = f32[{m},{c}]{{1,0}} multiply(scaled, sizes2)
+  lo = f32[] constant(-2)
+  hi = f32[] constant(2)
+  ROOT o = f32[{m},{c}]{{1,0}} clamp(lo, stepped, hi)
+}}"""
+
+
+def step_args(m, k, c, t, seed):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, c)).astype(
+        np.float32) * 0.5, np.int32(t), rng.uniform(0.1, 1.0, 50).astype(np.float32),
+        rng.standard_normal(c).astype(np.float32), rng.uniform(0.0, 2.0, c).astype(np.float32),
+        rng.uniform(0.5, 2.0, m).astype(np.float32)]
+
+
+def step_expected(x, w, t, sizes, b, g, var):
+    d = x.astype(np.float64) @ w + b / (g + 1.0)
+    d = d / np.sqrt(var.astype(np.float64) + 0.001)[:, None] * sizes[t + 50 if t < 0 else t]
+    return np.clip(d, -2, 2)
+
+
+# an output fusion (written as one: the fusion pass never builds it) whose per-row value
+# reduces the dot itself: that value is not uniform along the tile's columns to compute once
+READS_DOT = """HloModule reads_dot
+sum {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+fused {
+  x = f32[16,24]{1,0} parameter(0)
+  w = f32[24,64]{1,0} parameter(1)
+  d = f32[16,64]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  zero = f32[] constant(0)
+  r = f32[16]{0} reduce(d, zero), dimensions={1}, to_apply=sum
+  rs = f32[16,64]{1,0} broadcast(r), dimensions={0}
+  ROOT o = f32[16,64]{1,0} add(d, rs)
+}
+ENTRY e {
+  x = f32[16,24]{1,0} parameter(0)
+  w = f32[24,64]{1,0} parameter(1)
+  ROOT f = f32[16,64]{1,0} fusion(x, w), kind=kOutput, calls=fused
+}"""
+
+
+def test_values_off_the_columns_have_a_vector_form():
+    assert has_vector_form(STEP.format(m=16, k=24, c=64), column_dim=1)
+    fusion = runtime.parse(READS_DOT).entry.root
+    dot = next(i for i in fusion.calls.instructions if i.opcode == "dot")
+    leaves = {(id(p), ()): BufferLeaf(p.shape, BufferRef(0, 0), ("in", k, ()))
+              for k, p in enumerate(fusion.calls.parameters)}
+    assert not vectorizes(fusion.calls.root, dot, ElementalEmitter(KernelBuilder(), leaves), 1,
+                          512)
+
+
+@pytest.mark.parametrize("target", [CPU, CPU_AVX2])
+def test_a_scalar_chain_is_computed_once_and_splat(target):
+    source = lower(run(runtime.parse(STEP.format(m=16, k=24, c=64)), target), target).source
+    lanes = target.tile_lanes(32)
+    vectors = source[source.index("if (skip"):source.index("float tile")]
+    assert f"vstore{lanes}(" in vectors and f"xla_fmin_float{lanes}(" in vectors
+    assert vectors.count("? ") == 1           # the step's index is selected once per tile
+
+
+@pytest.mark.parametrize("m, k, c, t", [(16, 24, 64, 7), (13, 20, 40, -3), (9, 8, 128, 49)])
+def test_values_off_the_columns_on_full_and_ragged_tiles(m, k, c, t):
+    text = STEP.format(m=m, k=k, c=c)
+    args = step_args(m, k, c, t, m * c + t)
+    got = np.asarray(runtime.compile(text)(*args))
+    np.testing.assert_allclose(got, step_expected(*args), rtol=2e-5, atol=2e-5)
+    reference = np.asarray(runtime.compile(text, fusion=False)(*args))
+    np.testing.assert_allclose(got, reference, rtol=1e-6, atol=1e-6)
 
 
 BF16_MLP = MLP.replace("f32[", "bf16[")

@@ -6,13 +6,17 @@ included: GPT-2's MLP up-projection with its tanh-GELU took 7.3 ms where the dot
 4.2. Where the epilogue has a vector form, each tile row's vectors go through it as they are
 and are stored whole: the contraction's value is the tile's vector; an operand with the
 output's dimensions is a vector load at the same position (a gather when its columns are
-strided); a broadcast row (a bias) is a vector load along the columns, a broadcast per-row
-value one element; scalars and scalar constants are splat. Element types that compute in the
-same vectors mix (f32 and bf16, with converts between them: a bf16 dot computed on f32
-operands, ``passes/dot_upcast``, whose result is rounded to bf16 before a bf16 GELU); each
-bf16 result is rounded as the scalar path rounds it. Anything else (another dimension
-mapping, an opcode without a vector template, types that compute differently) keeps the
-element-by-element path.
+strided); elementwise ops on rows broadcast along the output (a bias, or a bias computed
+from two rows) are vectors along the columns. A value that does not vary along the columns
+(a scalar, a per-row statistic, a scalar chain of any type such as a sampler's step size read
+by a dynamic slice at a wrapped integer index) is computed by the elemental emitter, once in
+the stored block (a per-row value once a row), and splat: a diffusion sampler's last dot with such a step size took 36.7 us a
+step through the element path, 26 us with it (64x256x128, the sampler 7.58 -> 7.27 ms).
+Element types that compute in the same vectors mix (f32 and bf16, with converts between
+them: a bf16 dot computed on f32 operands, ``passes/dot_upcast``, whose result is rounded to
+bf16 before a bf16 GELU); each bf16 result is rounded as the scalar path rounds it.
+Anything else along the columns (another dimension mapping, an opcode without a vector
+template, types that compute differently) keeps the element-by-element path.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ from ..kernel import argument_value
 from ..vector_loop import VECTOR_COMPUTE
 
 
+Mapping = tuple[int, ...]
+
+
 def vectorizes(root: HloInstruction, op: HloInstruction, em: ElementalEmitter,
                column_dim: int, bits: int) -> bool:
     """Whether the epilogue from ``op`` up to ``root`` has a vector form (see the module)."""
@@ -33,41 +40,65 @@ def vectorizes(root: HloInstruction, op: HloInstruction, em: ElementalEmitter,
     compute = VECTOR_COMPUTE.get(out.element_type.name)
     if compute is None:
         return False
-    seen: set[int] = set()
+    seen: set[tuple[int, Mapping]] = set()
 
-    def check(inst: HloInstruction) -> bool:
-        if id(inst) in seen:
+    def check(inst: HloInstruction, mapping: Mapping) -> bool:
+        if (id(inst), mapping) in seen:
             return True
-        seen.add(id(inst))
+        seen.add((id(inst), mapping))
         shape = inst.shape
         if not isinstance(shape, ArrayShape) \
                 or VECTOR_COMPUTE.get(shape.element_type.name) != compute:
             return False
+        if not varies_along(shape, mapping, column_dim):
+            return not reaches(inst, op)
         if inst is op:
-            return True
+            return mapping == tuple(range(out.rank))
         leaf = em.leaves.get((id(inst), ()))
         if leaf is not None:
-            return isinstance(leaf, BufferLeaf) and (shape.rank == 0 or shape.dims == out.dims)
-        if inst.opcode == "constant":
-            return (shape.element_count == 1 and inst.literal is not None
-                    and not inst.literal.elided)
+            return isinstance(leaf, BufferLeaf)
         if inst.opcode == "broadcast":
-            source = inst.operands[0]
-            if source.shape.rank == 0:
-                return check(source)
-            return (isinstance(em.leaves.get((id(source), ())), BufferLeaf)
-                    and VECTOR_COMPUTE.get(source.shape.element_type.name) == compute)
-        return (shape.dims == out.dims
-                and (inst.opcode == "convert"
-                     or E.vector_lanes(inst.opcode, compute, bits) is not None)
-                and all(check(o) for o in inst.operands))
-    return check(root)
+            return check(inst.operands[0], tuple(mapping[d] for d in inst.dimensions))
+        return ((inst.opcode == "convert"
+                 or E.vector_lanes(inst.opcode, compute, bits) is not None)
+                and all((o.shape.rank == 0 or o.shape.dims == shape.dims)
+                        and check(o, operand_mapping(o, shape, mapping)) for o in inst.operands))
+    return check(root, tuple(range(out.rank)))
+
+
+def operand_mapping(operand: HloInstruction, shape: ArrayShape, mapping: Mapping) -> Mapping:
+    """An elementwise operand's mapping: the op's own, or none for a scalar operand (clamp's
+    bounds)."""
+    return () if operand.shape.rank == 0 else mapping
+
+
+def varies_along(shape: ArrayShape, mapping: Mapping, column_dim: int) -> bool:
+    """Whether a value whose dimension ``k`` is the output's ``mapping[k]`` differs along the
+    output's ``column_dim`` (else it is one value for all of a tile vector's lanes)."""
+    return any(d == column_dim and shape.dims[k] != 1 for k, d in enumerate(mapping))
+
+
+def reaches(inst: HloInstruction, target: HloInstruction) -> bool:
+    """Whether ``target`` is ``inst`` or among its transitive operands."""
+    stack, seen = [inst], set()
+    while stack:
+        x = stack.pop()
+        if x is target:
+            return True
+        if id(x) not in seen:
+            seen.add(id(x))
+            stack.extend(x.operands)
+    return False
 
 
 class VectorEpilogue:
     """Emits the epilogue of one tile vector: ``vector(value, index)`` for the contraction's
     ``lanes`` values ``value`` at output index ``index`` and the ``lanes - 1`` columns after
-    it."""
+    it. Each value is computed in the output's dimensions through a mapping (its dimension
+    ``k`` is the output's ``mapping[k]``; a broadcast maps its operand's dimensions through
+    its own). One that does not vary along the columns (a scalar chain such as a step size
+    read by a dynamic slice, a per-row value, a broadcast constant) is computed once by the
+    elemental emitter (memoised in the store block) and splat."""
 
     def __init__(self, em: ElementalEmitter, root: HloInstruction, op: HloInstruction,
                  column_dim: int, lanes: int) -> None:
@@ -81,55 +112,54 @@ class VectorEpilogue:
     def vector(self, value: str, index: tuple[str, ...]) -> str:
         """The epilogue's vector; ``value`` is the contraction's accumulator (its result is
         that rounded to a narrow element type)."""
-        memo: dict[int, str] = {id(self.op): self._rounded(self.et, value)}
-        return self._value(self.root, index, memo)
+        identity = tuple(range(len(index)))
+        memo: dict[tuple[int, Mapping], str] = {
+            (id(self.op), identity): self._rounded(self.et, value)}
+        return self._value(self.root, index, identity, memo)
 
     def _rounded(self, et: ElementType, value: str) -> str:
         return f"xla_round_bf16x{self.lanes}({value})" if et.name == "bf16" else value
 
-    def _value(self, inst: HloInstruction, index: tuple[str, ...], memo: dict) -> str:
-        if id(inst) not in memo:
-            memo[id(inst)] = self._compute(inst, index, memo)
-        return memo[id(inst)]
+    def _value(self, inst: HloInstruction, index: tuple[str, ...], mapping: Mapping,
+               memo: dict) -> str:
+        key = (id(inst), mapping)
+        if key not in memo:
+            memo[key] = self._compute(inst, index, mapping, memo)
+        return memo[key]
 
-    def _compute(self, inst: HloInstruction, index: tuple[str, ...], memo: dict) -> str:
+    def _compute(self, inst: HloInstruction, index: tuple[str, ...], mapping: Mapping,
+                 memo: dict) -> str:
         kb, vec = self.kb, self.vec
+        shape = inst.shape
+        assert isinstance(shape, ArrayShape)
+        if not varies_along(shape, mapping, self.column_dim):
+            at = tuple("0" if shape.dims[k] == 1 else index[d] for k, d in enumerate(mapping))
+            return kb.let(vec, f"({vec})({self.em.value(inst, Index(at))})", "ev")
         leaf = self.em.leaves.get((id(inst), ()))
         if isinstance(leaf, BufferLeaf):
-            return self._load(leaf, index, tuple(range(len(index))))
-        et = inst.shape.element_type
-        if inst.opcode == "constant":
-            v = kb.scalar(self.scalar, argument_value(et, inst.literal.data),  # type: ignore[union-attr]
-                          key=("const", id(inst)))
-            return kb.let(vec, f"({vec})({v})", "ev")
+            return self._load(leaf, index, mapping)
         if inst.opcode == "broadcast":
-            source = inst.operands[0]
-            if source.shape.rank == 0:
-                return self._value(source, index, memo)
-            leaf = self.em.leaves[(id(source), ())]
-            assert isinstance(leaf, BufferLeaf)
-            return self._load(leaf, index, tuple(inst.dimensions))
-        args = [self._value(o, index, memo) for o in inst.operands]
+            return self._value(inst.operands[0], index,
+                               tuple(mapping[d] for d in inst.dimensions), memo)
+        args = [self._value(o, index, operand_mapping(o, shape, mapping), memo)
+                for o in inst.operands]
+        et = shape.element_type
         if inst.opcode == "convert":    # between types of one compute type: exact or rounded
             return kb.let(vec, self._rounded(et, args[0]), "ev")
         value = arithmetic(inst.opcode, self.compute, self.compute, args, lanes=self.lanes)
         return kb.let(vec, self._rounded(et, value) if E.rounds(inst.opcode) else value, "ev")
 
-    def _load(self, leaf: BufferLeaf, index: tuple[str, ...], mapping: tuple[int, ...]) -> str:
-        """The leaf's elements at the output positions of the vector: its dimension k is the
-        output's ``mapping[k]``; along the columns a vector load, a gather or one element."""
+    def _load(self, leaf: BufferLeaf, index: tuple[str, ...], mapping: Mapping) -> str:
+        """The leaf's elements at the output positions of the vector (it varies along the
+        columns): a vector load, or a gather when its columns are strided."""
         kb, vec, lanes = self.kb, self.vec, self.lanes
         et = leaf.shape.element_type
         ptr = kb.buffer(et, leaf.ref, key=leaf.key)
-        if leaf.shape.rank == 0:
-            return kb.let(vec, f"({vec})({cltypes.load(et, ptr, '0')})", "ev")
         # a size-1 dimension broadcast along the output (JAX's degenerate broadcast) is 0
         at = tuple(index[d] if leaf.shape.dims[k] != 1 else "0" for k, d in enumerate(mapping))
         first = kb.let(kb.index_type, self.em.offset(leaf.shape, Index(at), leaf.key), "eo")
-        along = next((k for k, d in enumerate(mapping)
-                      if d == self.column_dim and leaf.shape.dims[k] != 1), None)
-        if along is None:
-            return kb.let(vec, f"({vec})({cltypes.load(et, ptr, first)})", "ev")
+        along = next(k for k, d in enumerate(mapping)
+                     if d == self.column_dim and leaf.shape.dims[k] != 1)
         stride = element_strides(leaf.shape)[along]
         if stride == 1 and cltypes.storage_type(et) == self.scalar:
             return kb.let(vec, f"vload{lanes}(0, {ptr} + {first})", "ev")
