@@ -3,6 +3,7 @@ odd sizes, batch and multiple contracting/free dimensions, transposed operands a
 every accumulation type, zero sizes and fused epilogues."""
 
 import inspect
+import re
 
 import ml_dtypes
 import numpy as np
@@ -167,6 +168,23 @@ def test_transposed_layouts(la, lb, lo):
           matmul(a, b))
 
 
+def test_unit_strides_are_constants_in_the_text():
+    """A dimension contiguous in memory is stepped by a constant, not by a stride argument:
+    the contraction loop indexes a row-major row operand by the step itself, a column-major
+    one by the step times its stride; both compute the product."""
+    def row_steps(layout: str) -> set[str]:
+        text = dot_module("f32", "64,48", "48,40", "64,40", NN, layouts=(layout, "1,0", "1,0"))
+        rng = np.random.default_rng(5)
+        a, b = (rng.standard_normal(s).astype(np.float32) for s in ((64, 48), (48, 40)))
+        check(text, [a, b], matmul(a, b))
+        source = runtime.compile(text).program.source
+        return set(re.findall(r"int kx\d+ = (.*);", source))
+    [step] = row_steps("1,0")
+    assert re.fullmatch(r"k\d+", step)
+    [step] = row_steps("0,1")
+    assert re.fullmatch(r"k\d+ \* n\d+", step)
+
+
 def test_transposed_operands_in_both_forms():
     a, b = rand(33, 21), rand(33, 18)
     check(dot_module("f32", "33,21", "33,18", "21,18",
@@ -328,6 +346,21 @@ def test_packed_form_sizes(m, k, n):
     text = dot_module("f32", f"{m},{k}", f"{n},{k}", f"{m},{n}", NT)
     assert plan_of(text).form == "packed"
     check(text, [a, b], matmul(a, b.T), atol=1e-4)     # f32 sums of up to 600 products
+
+
+def test_packed_form_prefetches_a_large_operand_read_once():
+    """An ``A @ B^T`` whose B is larger than the second-level cache holds and is read by one
+    work-group of rows prefetches its next panel while multiplying (across a chunk boundary
+    of the contraction and into the next column block); a small B, or one read by several
+    work-groups, does not. The values are the product either way."""
+    rng = np.random.default_rng(3)
+    for m, k, n, prefetched in [(64, 1100, 300, True), (64, 64, 300, False),
+                                (300, 1100, 300, False)]:
+        a, b = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (n, k)))
+        text = dot_module("f32", f"{m},{k}", f"{n},{k}", f"{m},{n}", NT)
+        assert plan_of(text).form == "packed"
+        assert ("__builtin_prefetch" in runtime.compile(text).program.source) == prefetched
+        check(text, [a, b], matmul(a, b.T), atol=2e-4)    # f32 sums of 1100 products
 
 
 def test_packed_form_types_layouts_and_epilogue():
