@@ -123,6 +123,14 @@ class TileShape:
     pack_long_min_rows: int = 64
     pack_long_contraction: int = 1024
     pack_row_group: int = 16
+    # A @ B^T whose B is larger than ``pack_nt_reread_bytes`` (it comes from memory) and
+    # whose A is at most ``all_rows_bytes`` (it stays in the second-level cache) takes the inner
+    # form in work-groups that hold every row, ``all_rows_inner_rows`` x
+    # ``all_rows_inner_cols`` outputs a work-item: B is then read once, with no panel to
+    # copy (``dot._all_rows_plan``)
+    all_rows_bytes: int = 2 * 1024 * 1024
+    all_rows_inner_rows: int = 4
+    all_rows_inner_cols: int = 6
     # a column operand of at most this many bytes (per batch) stays in the second-level cache
     # while the outer form's work-groups read it again: where one packed work-group would
     # cover every row it is read in place; a larger one is packed, however many rows
@@ -227,13 +235,17 @@ CPU = Target(
 # 1.03 against 1.08 ms (best of 15). Columns of up to 512 KiB are read in place under one
 # panel's rows (the second-level caches of AVX2 CPUs are smaller; on the Xeon's AVX2 setting
 # 64x256x256 49 / 45 us packed / in place, 96x512x512 (1 MiB) 262 / 254, an LSTM train step
-# even or 1% slower with 1 MiB).
+# even or 1% slower with 1 MiB). The all-rows inner form (``dot._all_rows_plan``) takes 4 x 3
+# blocks (12 accumulators; the CPU target's 4 x 6 spills): on the Xeon's AVX2 setting, packed /
+# 4x6 / 4x3 / 2x4, 128x768x8192 9.0 / 14.9 / 8.4 / 8.9 ms; GPT-2's logits 62.8 / - / 56.2 /
+# 58.3 ms; 256x768x3072 6.40 / - / 6.09 ms.
 CPU_AVX2 = replace(
     CPU,
     name="cpu-avx2",
     tiles=replace(CPU.tiles, rows=4, vectors=3, pack_row_group=32, pack_strided_row_group=16,
                   pack_panel_bytes=64 * 1024, pack_contiguous=True, vector_bits=256,
-                  pack_cached_bytes=512 * 1024),
+                  pack_cached_bytes=512 * 1024, all_rows_bytes=1024 * 1024,
+                  all_rows_inner_cols=3),
 )
 
 # GPUs use the CPU's fusion decisions. Dots and row reductions get work-group kernels with

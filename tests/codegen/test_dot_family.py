@@ -88,9 +88,9 @@ def plan_of(text: str):
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "packed", "lhs"),
     ("f32[48,768]{1,0}", "f32[64,768]{1,0}", "f32[48,64]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "packed", "lhs"),
-    # ... or a B the inner form would read again from memory for each tile of rows
+    # ... but a B read from memory goes to the inner form in work-groups over every row
     ("f32[32,768]{1,0}", "f32[3072,768]{1,0}", "f32[32,3072]{1,0}",
-     "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "packed", "lhs"),
+     "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "inner", "lhs"),
     ("f32[32,768]{1,0}", "f32[256,768]{1,0}", "f32[32,256]{1,0}",
      "lhs_contracting_dims={1}, rhs_contracting_dims={1}", "inner", "lhs"),
     # both free dimensions contiguous: the output's contiguous one takes the lanes (tile rows
@@ -348,19 +348,28 @@ def test_packed_form_sizes(m, k, n):
     check(text, [a, b], matmul(a, b.T), atol=1e-4)     # f32 sums of up to 600 products
 
 
-def test_packed_form_prefetches_a_large_operand_read_once():
-    """An ``A @ B^T`` whose B is larger than the second-level cache holds and is read by one
-    work-group of rows prefetches its next panel while multiplying (across a chunk boundary
-    of the contraction and into the next column block); a small B, or one read by several
-    work-groups, does not. The values are the product either way."""
-    rng = np.random.default_rng(3)
-    for m, k, n, prefetched in [(64, 1100, 300, True), (64, 64, 300, False),
-                                (300, 1100, 300, False)]:
-        a, b = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (n, k)))
+def test_a_large_b_read_once_takes_the_inner_form_over_all_rows():
+    """``A @ B^T`` with a ``B`` larger than the caches hold and an ``A`` that fits the
+    second-level cache: the inner form in work-groups holding every row block (rows not a
+    multiple of the block, columns not a multiple of its width, a contraction not a multiple
+    of the lanes, a batch), and the product's values."""
+    rng = np.random.default_rng(9)
+    for m, k, n in [(50, 301, 4000), (7, 300, 5000)]:
         text = dot_module("f32", f"{m},{k}", f"{n},{k}", f"{m},{n}", NT)
-        assert plan_of(text).form == "packed"
-        assert ("__builtin_prefetch" in runtime.compile(text).program.source) == prefetched
-        check(text, [a, b], matmul(a, b.T), atol=2e-4)    # f32 sums of 1100 products
+        plan = plan_of(text)
+        assert (plan.form, plan.group) == ("inner", -(-m // plan.tile_rows))
+        a, b = (rng.standard_normal(s).astype(np.float32) for s in ((m, k), (n, k)))
+        check(text, [a, b], matmul(a, b.T), atol=1e-4)
+    batched = dot_module("f32", "2,30,260", "2,4100,260", "2,30,4100",
+                         "lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, "
+                         "rhs_contracting_dims={2}")
+    assert plan_of(batched).group == 8
+    a, b = rng.standard_normal((2, 30, 260)).astype(np.float32), \
+        rng.standard_normal((2, 4100, 260)).astype(np.float32)
+    check(batched, [a, b], np.einsum("bmk,bnk->bmn", a.astype(np.float64), b), atol=1e-4)
+    # a B that stays in cache, an A too large to, rows too many for a work-group: as before
+    for m, k, n in [(50, 300, 3000), (1000, 600, 4000), (2000, 64, 20000)]:
+        assert plan_of(dot_module("f32", f"{m},{k}", f"{n},{k}", f"{m},{n}", NT)).group is None
 
 
 def test_packed_form_types_layouts_and_epilogue():

@@ -13,7 +13,9 @@ forms cover every layout in which some axis is contiguous where it must be:
 * inner-product form: both operands are contiguous along one contracting axis (``A @ B^T``,
   attention's ``Q K^T``, matrix-vector); each work-item accumulates a 4x2 block of output
   elements in vectors along that axis, sums each vector's lanes in a fixed order, and
-  finishes the remainder of the axis with scalars.
+  finishes the remainder of the axis with scalars. ``A @ B^T`` with a ``B`` too large for
+  the caches and an ``A`` that fits the second-level one (a language model's logits) takes
+  it in work-groups holding every row, 4x6 blocks: ``B`` is read once, with no panel copy.
 * packed form: ``A @ B^T`` with one contracting axis, contiguous in both operands, and enough
   rows of ``A`` (and any dot the outer form takes with one contracting axis and more rows
   than one of its work-groups covers: on targets with ``tiles.pack_contiguous``, elsewhere
@@ -34,7 +36,6 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass
-from typing import Callable
 
 from ...hlo.dtypes import ElementType
 from ...hlo.ir import HloInstruction
@@ -49,7 +50,6 @@ from ...target import Target, TileShape
 from .tiles import (Accumulation, Contraction, OutputWriter, Tile, begin_tiles,
                     lanes_for, launch_3d, linear_sum, operand_buffer, pointer,
                     register_contraction, rows_for, tiled_accumulation, vectors_for)
-_CACHE_LINE_BYTES = 64          # what a prefetch fetches
 _SCALAR_BYTES = {"float": 4, "uint": 4, "double": 8, "ulong": 8}
 
 
@@ -82,6 +82,7 @@ class DotPlan:
     lanes: int
     vectors: int                    # outer form: vectors per tile row; inner: output columns
     tile_rows: int
+    group: int | None = None        # row blocks a work-group (None: the target's row_group)
 
     @property
     def col_side(self) -> str:
@@ -162,6 +163,11 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
         if unit(k, "lhs") and unit(k, "rhs"):
             bits = rhs.element_type.bits  # type: ignore[union-attr]
             column_bytes = _extent(rhs_free) * k.size * bits // 8
+            row_bits = lhs.element_type.bits  # type: ignore[union-attr]
+            all_rows = _all_rows_plan(acc, tiles, lhs_free, rhs_free, batch, contracting, k,
+                                      row_bits, column_bytes)
+            if all_rows is not None:
+                return all_rows
             if len(rhs_free) == 1 and _packs_over_inner(lhs_free, k, column_bytes, tiles):
                 packed = _packed_plan(acc, tiles, "lhs", lhs_free, rhs_free[0], batch,
                                       contracting)
@@ -221,11 +227,46 @@ def _packed_plan(acc: Accumulation, tiles: TileShape, row_side: str, rows, col: 
                    lanes, vectors, rows_for(_extent(rows), tiles))
 
 
+# the most work-items a work-group of the all-rows inner form holds
+_ALL_ROWS_MAX_GROUP = 256
+
+
+def _all_rows_plan(acc: Accumulation, tiles: TileShape, rows, cols, outer, contracting,
+                   k: DotAxis, row_bits: int, column_bytes: int) -> DotPlan | None:
+    """The inner form for ``A @ B^T`` with a ``B`` read from memory (larger than
+    ``tiles.pack_nt_reread_bytes``) and an ``A`` that stays in the second-level cache (at
+    most ``tiles.all_rows_bytes``), in work-groups holding every row block (at most
+    ``_ALL_ROWS_MAX_GROUP``): each group reads its columns of ``B`` once,
+    straight from memory into the first-level cache, and every tile of rows uses them there,
+    while ``A`` comes from the second-level cache. The packed form copied each panel of ``B``
+    first (a third of its time on GPT-2's logits), and the inner form over a few row blocks
+    a group read all of ``B`` from memory once per group of rows. Kernel time, best of 3-8,
+    Intel Xeon (AVX-512), packed / this: GPT-2's logits 128x768x50257 41.9 / 36.9 ms (XLA
+    37.9), 128x768x8192 6.72 / 5.52, 256x768x3072 4.61 / 3.94, 128x3072x768 2.62 / 2.30,
+    32x768x3072 0.90 / 0.59 (its 9.4 MB ``B`` cycled through 20 copies: 1.10 / 0.84),
+    16x768x3072 0.63 / 0.34;
+    tiles of 4x6 outputs against 4x4 5.93, 2x8 6.30, 4x2 8.12 ms (128x768x8192). Where
+    ``B`` stays in cache, re-reading it costs less than re-reading ``A``: 512x768x512 (1.5
+    MB each) 1.30 / 1.52 ms."""
+    row_bytes = _extent(rows) * _extent(contracting) * row_bits // 8
+    if column_bytes <= tiles.pack_nt_reread_bytes or row_bytes > tiles.all_rows_bytes:
+        return None
+    tile_rows = min(tiles.all_rows_inner_rows, _extent(rows))
+    group = -(-_extent(rows) // tile_rows)
+    if group > _ALL_ROWS_MAX_GROUP:
+        return None
+    rest = tuple(a for a in contracting if a is not k)
+    return DotPlan("inner", acc, "lhs", rows, cols, outer, rest, k,
+                   lanes_for(acc, k.size, tiles) or acc.lanes, tiles.all_rows_inner_cols,
+                   tile_rows, group)
+
+
 def _packs_over_inner(rows, k: DotAxis, column_bytes: int, tiles: TileShape) -> bool:
     """Whether ``A @ B^T`` has rows enough for the packed form to beat the inner one:
     ``tiles.pack_nt_min_rows``; ``tiles.pack_min_rows`` where ``B`` is larger than
     ``tiles.pack_nt_reread_bytes`` (the inner form reads it again from memory for every
-    tile of rows, the packed form once); ``tiles.pack_long_min_rows`` over a long
+    tile of rows, the packed form once; where ``A`` stays in cache, ``_all_rows_plan``
+    reads it once without a copy and comes first); ``tiles.pack_long_min_rows`` over a long
     contraction ``k``, against which the inner form's lane sums cost little. Kernel time,
     best of 15-21, GFLOP/s packed / inner, AVX-512 (AVX2): an LSTM's gradient contraction of
     1024 with 32 rows, N=256 97 / 128 (75 / 82), with 16 rows 43 / 76 (44 / 57), 64x1024x256
@@ -371,7 +412,7 @@ class _DotKernel:
 
     def launch(self, col_blocks: int, row_blocks: int) -> Launch:
         return launch_3d(self.ctx, self.kb, self.c.inst, col_blocks, row_blocks,
-                         _extent(self.plan.outer))
+                         _extent(self.plan.outer), self.plan.group)
 
 
 def _outer_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
@@ -466,11 +507,7 @@ def _packed_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
         _fill_panel(k, panel, width, group, lid, y_et, y_buf, y_z, col0, k0, n_k)
         kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
         with k.em.block(f"if ({rb} < {nrb})"):
-            prefetch = _next_panel_prefetch(k, width, group, row_blocks, lid, y_et, y_buf, y_z,
-                                            cb, col0, k0, chunk, kn, ncols)
             with k.em.block(f"for ({t} {i} = 0; {i} < {n_k}; ++{i})"):
-                if prefetch is not None:
-                    prefetch(i)
                 kx = kb.let(t, k.offset((f"({k0} + {i})",), (kaxis,), p.row_side), "kx")
                 ys = [kb.let(vec, f"vload{p.lanes}(0, {panel} + {i} * {width} + {v * p.lanes})",
                              "yv") for v in range(p.vectors)]
@@ -481,57 +518,6 @@ def _packed_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
     with k.em.block(f"if ({rb} < {nrb})"):
         _store_columns(k, tile, zi, row_indices, col0, skip, rb, nrows)
     return launch_3d(ctx, kb, c.inst, col_blocks, row_blocks, _extent(p.outer), group)
-
-
-def _next_panel_prefetch(k: _DotKernel, width: int, group: int, row_blocks: int, lid: str,
-                         y_et: ElementType, y_buf: str, y_z: str, cb: str, col0: str, k0: str,
-                         chunk: int, kn: str, ncols: str) -> Callable[[str], None] | None:
-    """While its tiles multiply on one panel, a work-group asks the cache for the one it will
-    copy next (the next chunk of the contraction, else the first chunk of the next column
-    block, which a CPU thread runs next): each work-item prefetches its share of the panel's
-    cache lines into the second-level cache, one every few steps of its contraction loop, so
-    that the transposing copy then reads from cache instead of memory. GPT-2's logits dot
-    (128x768x50257, ``A @ B^T``: 154 MB of weights read once, a third of its time in the
-    copy) 46.0 -> 43.5 ms. Only where the contraction is contiguous in the column operand
-    (each column a run of cache lines); columns contiguous in memory are copied a row of a
-    few lines at a time, which the hardware prefetches, and there prefetching cost more than
-    it saved (128x768x3072: 2.23 -> 2.57 ms): None. Also None where the operand is read
-    more than once (more row blocks than a work-group's: the second reading finds it in
-    cache) or fits the second-level cache (``pack_cached_bytes``: just written, say):
-    512x768x512 cost 1.52 -> 1.66 ms prefetched."""
-    p, kb, t = k.plan, k.kb, k.t
-    kaxis = p.vector_k
-    assert kaxis is not None
-    operand_bytes = _extent(p.cols) * _extent(p.contracting) * y_et.bits // 8
-    if k.strides[p.col_side][kaxis.dim(p.col_side)] != 1 or row_blocks > group \
-            or operand_bytes <= k.ctx.target.tiles.pack_cached_bytes:  # type: ignore[index]
-        return None
-    per_line = _CACHE_LINE_BYTES // (y_et.bits // 8)
-    lines_per_run = -(-chunk // per_line) + 1       # a column's run starts anywhere in a line
-    total = width * lines_per_run
-    share = -(-total // group)
-    # ``per_step`` prefetches every ``every`` steps (a power of two near the steps a line),
-    # spread over the whole loop; a line index past the panel is clamped to its last line
-    every = 1 << max(0, round(math.log2(max(1.0, chunk / share))))
-    per_step = max(1, round(share / max(1, chunk // every)))
-    last = kb.let("int", f"{k0} + {chunk} >= {kn}", "last")
-    next_k = kb.let(t, f"{last} ? 0 : {k0} + {chunk}", "pk")
-    next_col = kb.let(t, f"{last} ? min({cb} * {width} + {width}, {ncols} - {width}) : {col0}",
-                      "pc")
-    first = kb.let(t, f"{lid} * {share}", "pl")
-
-    def emit(i: str) -> None:
-        with k.em.block(f"if (({i} & {every - 1}) == 0)"):
-            for j in range(per_step):
-                step = f"({i} >> {every.bit_length() - 1}) * {per_step} + {j}"
-                line = kb.let(t, f"min({first} + {step}, {total - 1})", "pf")
-                run, at = f"{line} / {lines_per_run}", f"{line} % {lines_per_run} * {per_line}"
-                col = f"({next_col} + {run})"
-                kk = f"min({next_k} + {at}, {kn} - 1)"
-                address = (f"{y_z} + {k.offset((col,), p.cols, p.col_side)} + "
-                           f"{k.offset((kk,), (kaxis,), p.col_side)}")
-                kb.line(f"__builtin_prefetch({y_buf} + {address}, 0, 1);")
-    return emit
 
 
 def _row_group(k: _DotKernel, tiles: TileShape) -> int:
