@@ -124,8 +124,8 @@ class TileShape:
     pack_long_contraction: int = 1024
     pack_row_group: int = 16
     # A @ B^T whose B is larger than ``pack_nt_reread_bytes`` (it comes from memory) and
-    # whose A is at most ``all_rows_bytes`` (it stays in the second-level cache) takes the inner
-    # form in work-groups that hold every row, ``all_rows_inner_rows`` x
+    # whose A is at most ``all_rows_bytes`` (it stays in the second-level cache) takes the
+    # inner form in work-groups that hold every row, ``all_rows_inner_rows`` x
     # ``all_rows_inner_cols`` outputs a work-item: B is then read once, with no panel to
     # copy (``dot._all_rows_plan``)
     all_rows_bytes: int = 2 * 1024 * 1024

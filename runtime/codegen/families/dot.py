@@ -236,18 +236,17 @@ def _all_rows_plan(acc: Accumulation, tiles: TileShape, rows, cols, outer, contr
     """The inner form for ``A @ B^T`` with a ``B`` read from memory (larger than
     ``tiles.pack_nt_reread_bytes``) and an ``A`` that stays in the second-level cache (at
     most ``tiles.all_rows_bytes``), in work-groups holding every row block (at most
-    ``_ALL_ROWS_MAX_GROUP``): each group reads its columns of ``B`` once,
-    straight from memory into the first-level cache, and every tile of rows uses them there,
-    while ``A`` comes from the second-level cache. The packed form copied each panel of ``B``
-    first (a third of its time on GPT-2's logits), and the inner form over a few row blocks
-    a group read all of ``B`` from memory once per group of rows. Kernel time, best of 3-8,
-    Intel Xeon (AVX-512), packed / this: GPT-2's logits 128x768x50257 41.9 / 36.9 ms (XLA
-    37.9), 128x768x8192 6.72 / 5.52, 256x768x3072 4.61 / 3.94, 128x3072x768 2.62 / 2.30,
+    ``_ALL_ROWS_MAX_GROUP``): each group reads its columns of ``B`` once, straight from
+    memory into the first-level cache, and every tile of rows uses them there, while ``A``
+    comes from the second-level cache. The packed form copied each panel of ``B`` first (a
+    third of its time on GPT-2's logits), and the inner form over a few row blocks a group
+    read all of ``B`` from memory once per group of rows. Kernel time, best of 3-15, Intel
+    Xeon (AVX-512), packed / this: GPT-2's logits 128x768x50257 41.9 / 36.9 ms (XLA 37.9),
+    128x768x8192 6.72 / 5.52, 256x768x3072 4.61 / 3.94, 128x3072x768 2.62 / 2.30,
     32x768x3072 0.90 / 0.59 (its 9.4 MB ``B`` cycled through 20 copies: 1.10 / 0.84),
-    16x768x3072 0.63 / 0.34;
-    tiles of 4x6 outputs against 4x4 5.93, 2x8 6.30, 4x2 8.12 ms (128x768x8192). Where
-    ``B`` stays in cache, re-reading it costs less than re-reading ``A``: 512x768x512 (1.5
-    MB each) 1.30 / 1.52 ms."""
+    16x768x3072 0.63 / 0.34; tiles of 4x6 outputs against 4x4 5.93, 2x8 6.30, 4x2 8.12 ms
+    (128x768x8192). Where ``B`` stays in cache, re-reading it costs less than re-reading
+    ``A``: 512x768x512 (1.5 MB each) 1.30 / 1.52 ms."""
     row_bytes = _extent(rows) * _extent(contracting) * row_bits // 8
     if column_bytes <= tiles.pack_nt_reread_bytes or row_bytes > tiles.all_rows_bytes:
         return None

@@ -10,8 +10,9 @@ strided); elementwise ops on rows broadcast along the output (a bias, or a bias 
 from two rows) are vectors along the columns. A value that does not vary along the columns
 (a scalar, a per-row statistic, a scalar chain of any type such as a sampler's step size read
 by a dynamic slice at a wrapped integer index) is computed by the elemental emitter, once in
-the stored block (a per-row value once a row), and splat: a diffusion sampler's last dot with such a step size took 36.7 us a
-step through the element path, 26 us with it (64x256x128, the sampler 7.58 -> 7.27 ms).
+the stored block (a per-row value once a row), and splat: a diffusion sampler's last dot
+with such a step size took 36.7 us a step through the element path, 26 us with it
+(64x256x128; the sampler 7.58 -> 7.27 ms).
 Element types that compute in the same vectors mix (f32 and bf16, with converts between
 them: a bf16 dot computed on f32 operands, ``passes/dot_upcast``, whose result is rounded to
 bf16 before a bf16 GELU); each bf16 result is rounded as the scalar path rounds it.
@@ -26,7 +27,6 @@ from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
 from .. import cltypes, templates as E
 from ..elemental import BufferLeaf, ElementalEmitter, Index, arithmetic, element_strides
-from ..kernel import argument_value
 from ..vector_loop import VECTOR_COMPUTE
 
 
