@@ -49,6 +49,7 @@ class ProgramBuilder:
         self.uses_fp64 = False
         self.embedded = bytearray()
         self._embedded_at: dict[int, int] = {}
+        self._zeros_at: dict[int, int] = {}
         self.kernel_instructions: dict[str, list[str]] = {}
         self._functions: dict[str, str] = {}     # kernel name -> the kernel as a function
 
@@ -125,6 +126,18 @@ class ProgramBuilder:
             self._embedded_at[id(inst)] = len(self.embedded)
             self.embedded.extend(physical.tobytes())
         return BufferRef(EMBEDDED, self._embedded_at[id(inst)])
+
+    def zeros(self, nbytes: int) -> BufferRef:
+        """At least ``nbytes`` zero bytes in the embedded blob (one region per power-of-two
+        size, shared by every kernel that asks): what a kernel reads in place of an operand's
+        elements that are not there, such as a convolution's padding."""
+        size = 1 << max(0, nbytes - 1).bit_length()
+        if size not in self._zeros_at:
+            pad = (-len(self.embedded)) % self.alignment
+            self.embedded.extend(b"\0" * pad)
+            self._zeros_at[size] = len(self.embedded)
+            self.embedded.extend(b"\0" * size)
+        return BufferRef(EMBEDDED, self._zeros_at[size])
 
     def finish(self, plan: list[Step]) -> Program:
         """The program of ``plan``: kernels no launch uses any more (merged into another's

@@ -79,6 +79,26 @@ def test_f32_against_the_definition(x_shape, w_shape, window, labels, ref, group
     np.testing.assert_allclose(exe(x, w), want, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("x_shape, w_shape, labels, zeros_read", [
+    ((2, 4, 4, 64), (3, 3, 64, 32), "b01f_01io->b01f", True),
+    # features 32x32 apart: the zeros a row would read span more than the region allowed
+    ((1, 64, 32, 32), (3, 3, 64, 32), "bf01_01io->b01f", False)])
+def test_rows_in_padding_read_zeros(x_shape, w_shape, labels, zeros_read):
+    """A tile whose rows straddle the padding reads zeros for the rows outside the input:
+    from a region of zeros each such row's pointer is set to once a tap, or (where the region
+    would be too large) by a select per row and step; the values are the definition's."""
+    x = RNG.standard_normal(x_shape).astype(np.float32)
+    w = RNG.standard_normal(w_shape).astype(np.float32)
+    want = convolution(x.astype(np.float64), w.astype(np.float64), labels, size=(3, 3),
+                       pad=((1, 1), (1, 1)))
+    exe = runtime.compile(conv_module("f32", dims(x_shape), dims(w_shape), dims(want.shape),
+                                      "size=3x3 pad=1_1x1_1", labels))
+    source = exe.program.source
+    assert ("__global const float* xp" in source) == zeros_read
+    assert (": (float)0" in source) != zeros_read
+    np.testing.assert_allclose(exe(x, w), want, rtol=1e-5, atol=1e-4)
+
+
 def test_transposed_output_layout_and_f64():
     x = RNG.standard_normal((2, 7, 6, 5))
     w = RNG.standard_normal((3, 3, 5, 20))

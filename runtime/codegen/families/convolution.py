@@ -46,8 +46,12 @@ from ..context import LoweringContext
 from ..plan import Launch
 from ...target import Target
 from .tiles import (Accumulation, Contraction, OutputWriter, Tile, begin_tiles, lanes_for,
-                    launch_3d, operand_buffer, register_contraction, rows_for, tiled_accumulation,
-                    vectors_for)
+                    launch_3d, operand_buffer, pointer, register_contraction, rows_for,
+                    tiled_accumulation, vectors_for)
+
+
+# the largest region of zeros a convolution reads in place of padding (``_conv_kernel``)
+_MAX_ZERO_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -283,20 +287,35 @@ def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
 
         def features(guarded: bool) -> None:
             """The loop over input features at these taps; ``guarded``: rows in padding or
-            holes read zeros (a select per row and step, which the common case of a tile
-            wholly inside the input skips)."""
+            holes read zeros (the common case of a tile wholly inside the input skips this):
+            from a region of zeros in the embedded blob where it is small enough (each row's
+            pointer chosen once a tap), else by a select per row and step (which took a
+            ResNet layer's 8x4x4x256 3x3 convolution, most of whose tiles straddle the
+            padding, 0.66x of XLA's GFLOP/s where no selects read 0.78x)."""
             ci = kb.fresh("ci")
+            x_stride = sx[dn.input_feature]
+            zero_bytes = ((k.rhs.dims[dn.kernel_input_feature] - 1) * x_stride + 1) \
+                * x_et.bits // 8
+            bases = [x_buf] * rows
+            if guarded and zero_bytes <= _MAX_ZERO_BYTES:
+                zeros = kb.buffer(x_et, ctx.program.zeros(zero_bytes), key="zeros")
+                bases = [pointer(kb, x_et, f"({valid[r]} ? {x_buf} + {x_at[r]} : {zeros})",
+                                 "0", "xp") for r in range(rows)]
             with k.em.block(f"for ({t} {ci} = 0; {ci} < {k_in}; ++{ci})"):
                 w_ci = kb.let(t, f"{w_tap} + {ci} * {param(sw[dn.kernel_input_feature], 'wi')}",
                               "wc")
                 ys = [kb.let(vec, acc.load_vector(
                     w_et, w_buf, f"{w_ci} + {j * p.lanes}" + ("" if unit else f" * {w_col}"),
                     p.lanes, w_col), "yv") for j in range(p.vectors)]
-                x_ci = kb.let(t, f"{ci} * {param(sx[dn.input_feature], 'xf')}", "xc")
+                x_ci = kb.let(t, f"{ci} * {param(x_stride, 'xf')}", "xc")
                 for r in range(rows):
-                    loaded = acc.load_scalar(x_et, x_buf, f"{x_at[r]} + {x_ci}")
-                    if guarded:
-                        loaded = f"{valid[r]} ? {kb.let(acc.scalar, loaded, 'xl')} : ({acc.scalar})0"
+                    if bases[r] != x_buf:
+                        loaded = acc.load_scalar(x_et, bases[r], x_ci)
+                    else:
+                        loaded = acc.load_scalar(x_et, x_buf, f"{x_at[r]} + {x_ci}")
+                        if guarded:
+                            loaded = (f"{valid[r]} ? {kb.let(acc.scalar, loaded, 'xl')} : "
+                                      f"({acc.scalar})0")
                     x = kb.let(vec, f"({vec})({loaded})", "xv")
                     for j in range(p.vectors):
                         tile.update(r, j, x, ys[j])
