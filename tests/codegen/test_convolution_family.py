@@ -3,6 +3,8 @@ convolution: dimension labels, strides, padding (negative too), lhs/rhs dilation
 feature and batch groups, 1-D and 3-D, element types, zero sizes and a fused epilogue; and
 the narrow form for fewer output features than a vector."""
 
+import re
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -59,6 +61,11 @@ CASES = [
      dict(size=(2, 3, 2), pad=((0, 1), (1, 1), (0, 0))), ""),
     # transposed convolutions: rows taken phase by phase of the lhs dilation where it divides
     # the output (8x10 in 2x2 phases; 9x9 in 3x3; 7 rows not divisible, 12 columns in phases)
+    # no padding along the last window dimension: its taps join the input-feature loop
+    ((2, 8, 12, 3), (4, 4, 3, 24), "size=4x4 stride=4x4", "b01f_01io->b01f",
+     dict(size=(4, 4), stride=(4, 4)), ""),
+    ((2, 7, 9, 5), (3, 3, 5, 20), "size=3x3 stride=1x2 pad=1_1x0_0", "b01f_01io->b01f",
+     dict(size=(3, 3), stride=(1, 2), pad=((1, 1), (0, 0))), ""),
     ((2, 4, 5, 16), (3, 3, 16, 24), "size=3x3 pad=2_1x2_1 lhs_dilate=2x2", "b01f_01io->b01f",
      dict(size=(3, 3), pad=((2, 1), (2, 1)), lhs_dilate=(2, 2)), ""),
     ((2, 3, 3, 16), (1, 1, 16, 20), "size=1x1 pad=0_2x0_2 lhs_dilate=3x3", "b01f_01io->b01f",
@@ -97,6 +104,18 @@ def test_rows_in_padding_read_zeros(x_shape, w_shape, labels, zeros_read):
     assert ("__global const float* xp" in source) == zeros_read
     assert (": (float)0" in source) != zeros_read
     np.testing.assert_allclose(exe(x, w), want, rtol=1e-5, atol=1e-4)
+
+
+def test_last_window_dimension_joins_the_feature_loop_where_it_never_pads():
+    """A window whose last dimension never reaches the padding (ViT's patch embedding) loops
+    over its taps and the input features as one run: one tap loop fewer in the kernel than
+    the same convolution padded along that dimension."""
+    def tap_loops(window: str) -> int:
+        text = conv_module("f32", "2,8,12,3", "4,4,3,24", "2,2,3,24" if "pad" not in window
+                           else "2,2,4,24", window, "b01f_01io->b01f")
+        return len(re.findall(r"for \(int t\d+ = 0;", runtime.compile(text).program.source))
+    assert tap_loops("size=4x4 stride=4x4") == 1
+    assert tap_loops("size=4x4 stride=4x4 pad=0_0x1_3") == 2
 
 
 def test_transposed_output_layout_and_f64():

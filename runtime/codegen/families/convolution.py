@@ -7,10 +7,12 @@ positions x output features, vectorised over the output features of one group (t
 output-feature dimension, loaded with ``vload`` when it is contiguous and gathered with its
 stride otherwise). For each tap the work-item works out, per output position, where the tap
 lands in the input (stride, padding, lhs and rhs dilation, reversal) and whether that is
-padding; then the input-feature loop broadcasts one input element per row (zero in padding)
-against the kernel's vector. Feature groups and batch groups are the work-item's third id:
-they shift the input's feature (or batch) offset, the kernel's output-feature offset and the
-output feature. No im2col buffer: the arena holds exactly the module's buffers. A tap that
+padding; then the input-feature loop broadcasts one input element per row (zero in padding:
+a row outside the input reads a region of zeros in the embedded constants) against the
+kernel's vector. Where the window's last dimension never reaches the padding and runs
+contiguous with the input features in both operands, its taps join the feature loop.
+Feature groups and batch groups are the work-item's third id: they shift the input's
+feature (or batch) offset, the kernel's output-feature offset and the output feature. No im2col buffer: the arena holds exactly the module's buffers. A tap that
 falls in padding or lhs-dilation holes for every row of the tile skips its input-feature
 loop (a transposed convolution's holes are three quarters of its taps). Kernels whose output
 features are strided are copied output-feature-minor before fusion
@@ -200,14 +202,34 @@ class _ConvKernel:
             x_rows.append(self.kb.let(self.t, f"{x_base} + {batch}" if x_base else batch, "xr"))
         return positions, x_rows
 
-    def taps(self, loops: contextlib.ExitStack, positions, x_rows
+    def joins_features(self) -> bool:
+        """Whether the window's last dimension and the input features are one run in both
+        operands, and every window lies inside the input along that dimension (no padding,
+        dilation or reversal): its taps then join the input-feature loop, whose steps read
+        consecutive elements (ViT's 4x4 stride-4 patch embedding over 3 channels loops 16
+        taps of 3 features as 4 of 12)."""
+        if not self.window.dims:
+            return False
+        w, dn = self.window.dims[-1], self.dn
+        k_in = self.rhs.dims[dn.kernel_input_feature]
+        return (w.pad_low == w.pad_high == 0 and w.lhs_dilation == w.rhs_dilation == 1
+                and not w.reversal and self.sx[dn.input_feature] == 1
+                and self.sx[dn.input_spatial[-1]] == k_in
+                and self.sw[dn.kernel_spatial[-1]] == k_in * self.sw[dn.kernel_input_feature])
+
+    def taps(self, loops: contextlib.ExitStack, positions, x_rows, joined: bool = False
              ) -> tuple[list[str], list[str], str]:
         """Enter the loops over the window's taps (and skip a tap that lands in padding or
         lhs-dilation holes for every row, where it adds nothing); each row's validity and
-        input offset at the taps, and the taps' offset in the kernel."""
+        input offset at the taps, and the taps' offset in the kernel. ``joined``: the last
+        dimension's taps are left to the input-feature loop (``joins_features``), its tap
+        here 0."""
         kb, window, dn = self.kb, self.window, self.dn
         taps = []
         for s, w in enumerate(window.dims):
+            if joined and s == len(window.dims) - 1:
+                taps.append("0")
+                continue
             tap = kb.fresh("t")
             loops.enter_context(self.em.block(
                 f"for ({self.t} {tap} = 0; {tap} < {self.param(w.size, 'size', s)}; ++{tap})"))
@@ -280,10 +302,13 @@ def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
     positions, x_rows = k.rows(rb, rows, ct.nrows, f"{zb} * {x_group}")
     tile.declare()
     vec = acc.vector(p.lanes)
+    joined = k.joins_features()
+    features_in = k.rhs.dims[dn.kernel_input_feature] \
+        * (k.window.dims[-1].size if joined else 1)
     with contextlib.ExitStack() as loops:
-        valid, x_at, w_taps = k.taps(loops, positions, x_rows)
+        valid, x_at, w_taps = k.taps(loops, positions, x_rows, joined)
         w_tap = kb.let(t, f"{w_base} + {w_taps}", "wt")
-        k_in = param(k.rhs.dims[dn.kernel_input_feature], "k_in")
+        k_in = param(features_in, "k_in")
 
         def features(guarded: bool) -> None:
             """The loop over input features at these taps; ``guarded``: rows in padding or
@@ -294,8 +319,7 @@ def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
             padding, 0.66x of XLA's GFLOP/s where no selects read 0.78x)."""
             ci = kb.fresh("ci")
             x_stride = sx[dn.input_feature]
-            zero_bytes = ((k.rhs.dims[dn.kernel_input_feature] - 1) * x_stride + 1) \
-                * x_et.bits // 8
+            zero_bytes = ((features_in - 1) * x_stride + 1) * x_et.bits // 8
             bases = [x_buf] * rows
             if guarded and zero_bytes <= _MAX_ZERO_BYTES:
                 zeros = kb.buffer(x_et, ctx.program.zeros(zero_bytes), key="zeros")
