@@ -12,9 +12,10 @@ a row outside the input reads a region of zeros in the embedded constants) again
 kernel's vector. Where the window's last dimension never reaches the padding and runs
 contiguous with the input features in both operands, its taps join the feature loop.
 Feature groups and batch groups are the work-item's third id: they shift the input's
-feature (or batch) offset, the kernel's output-feature offset and the output feature. No im2col buffer: the arena holds exactly the module's buffers. A tap that
-falls in padding or lhs-dilation holes for every row of the tile skips its input-feature
-loop (a transposed convolution's holes are three quarters of its taps). Kernels whose output
+feature (or batch) offset, the kernel's output-feature offset and the output feature. No
+im2col buffer: the arena holds exactly the module's buffers. A tap that falls in padding or
+lhs-dilation holes for every row of the tile skips its input-feature loop (a transposed
+convolution's holes are three quarters of its taps). Kernels whose output
 features are strided are copied output-feature-minor before fusion
 (``passes.convolution_layout``), so the vector loads are ``vload``s.
 
