@@ -59,13 +59,13 @@ CASES = [
      dict(size=(5,), stride=(2,), pad=((2, 2),)), ""),
     ((1, 5, 6, 7, 3), (2, 3, 2, 3, 8), "size=2x3x2 pad=0_1x1_1x0_0", "b012f_012io->b012f",
      dict(size=(2, 3, 2), pad=((0, 1), (1, 1), (0, 0))), ""),
-    # transposed convolutions: rows taken phase by phase of the lhs dilation where it divides
-    # the output (8x10 in 2x2 phases; 9x9 in 3x3; 7 rows not divisible, 12 columns in phases)
     # no padding along the last window dimension: its taps join the input-feature loop
     ((2, 8, 12, 3), (4, 4, 3, 24), "size=4x4 stride=4x4", "b01f_01io->b01f",
      dict(size=(4, 4), stride=(4, 4)), ""),
     ((2, 7, 9, 5), (3, 3, 5, 20), "size=3x3 stride=1x2 pad=1_1x0_0", "b01f_01io->b01f",
      dict(size=(3, 3), stride=(1, 2), pad=((1, 1), (0, 0))), ""),
+    # transposed convolutions: rows taken phase by phase of the lhs dilation where it divides
+    # the output (8x10 in 2x2 phases; 9x9 in 3x3; 7 rows not divisible, 12 columns in phases)
     ((2, 4, 5, 16), (3, 3, 16, 24), "size=3x3 pad=2_1x2_1 lhs_dilate=2x2", "b01f_01io->b01f",
      dict(size=(3, 3), pad=((2, 1), (2, 1)), lhs_dilate=(2, 2)), ""),
     ((2, 3, 3, 16), (1, 1, 16, 20), "size=1x1 pad=0_2x0_2 lhs_dilate=3x3", "b01f_01io->b01f",

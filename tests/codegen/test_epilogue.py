@@ -146,7 +146,8 @@ def step_expected(x, w, t, sizes, b, g, var):
 
 
 # an output fusion (written as one: the fusion pass never builds it) whose per-row value
-# reduces the dot itself: that value is not uniform along the tile's columns to compute once
+# reduces the dot itself: one value a row, but it reads the dot, so it cannot be computed
+# before the tile is: no vector form
 READS_DOT = """HloModule reads_dot
 sum {
   a = f32[] parameter(0)
