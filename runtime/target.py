@@ -287,12 +287,14 @@ GPU = Target(
 # ``reduce(negate(x))`` fuses into exactly such a loop (ResNet-18's loss gradient). Loops whose
 # accumulation may compile to ``acc - x`` (``elemental.accumulation_subtracts``) are kept from
 # being vectorised; marking every loop instead made reductions 2.5x slower there (8M-element
-# sum 1.6 -> 4.1 ms), since a row sum's speed comes from vectorising its loop.
+# sum 1.6 -> 4.1 ms), since a row sum's speed comes from vectorising its loop. The all-rows
+# inner form (``dot._all_rows_plan``) lost there: packed / 4x6 / 4x4 blocks, 128x768x8192
+# 6.32 / 7.32 / 6.86 ms, GPT-2's logits 44.8 / 49.1 / 43.8 ms; packing stays.
 CPU_IMPLICIT_SIMD = replace(
     CPU,
     name="cpu-implicit-simd",
     reduction=ReductionShape(lanes=1, local_size=8, wide_index=False, column_lanes=16),
-    tiles=replace(CPU.tiles, inner_cols=4),
+    tiles=replace(CPU.tiles, inner_cols=4, all_rows_bytes=0),
     subtracting_loop_pragma="#pragma clang loop vectorize(disable)",
 )
 
