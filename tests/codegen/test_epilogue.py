@@ -73,9 +73,14 @@ def test_the_epilogue_is_stored_as_vectors(target):
 
 def has_vector_form(text: str, column_dim: int = 2) -> bool:
     """Whether the output fusion of ``text`` has a vector epilogue (columns: ``column_dim``)."""
-    [(fusion, dot)] = [(i, x) for i in optimise(runtime.parse(text)).entry.instructions
-                       if i.opcode == "fusion" for x in i.calls.instructions
-                       if x.opcode == "dot"]
+    [fusion] = [i for i in optimise(runtime.parse(text)).entry.instructions
+                if i.opcode == "fusion" and any(x.opcode == "dot" for x in i.calls.instructions)]
+    return fusion_vectorizes(fusion, column_dim)
+
+
+def fusion_vectorizes(fusion, column_dim: int) -> bool:
+    """Whether the output fusion ``fusion`` over a dot has a vector epilogue."""
+    dot = next(i for i in fusion.calls.instructions if i.opcode == "dot")
     leaves = {(id(p), ()): BufferLeaf(p.shape, BufferRef(0, 0), ("in", k, ()))
               for k, p in enumerate(fusion.calls.parameters)}
     return vectorizes(fusion.calls.root, dot, ElementalEmitter(KernelBuilder(), leaves),
@@ -172,12 +177,7 @@ ENTRY e {
 
 def test_values_off_the_columns_have_a_vector_form():
     assert has_vector_form(STEP.format(m=16, k=24, c=64), column_dim=1)
-    fusion = runtime.parse(READS_DOT).entry.root
-    dot = next(i for i in fusion.calls.instructions if i.opcode == "dot")
-    leaves = {(id(p), ()): BufferLeaf(p.shape, BufferRef(0, 0), ("in", k, ()))
-              for k, p in enumerate(fusion.calls.parameters)}
-    assert not vectorizes(fusion.calls.root, dot, ElementalEmitter(KernelBuilder(), leaves), 1,
-                          512)
+    assert not fusion_vectorizes(runtime.parse(READS_DOT).entry.root, column_dim=1)
 
 
 @pytest.mark.parametrize("target", [CPU, CPU_AVX2])

@@ -321,8 +321,8 @@ def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
             ci = kb.fresh("ci")
             x_stride = sx[dn.input_feature]
             zero_bytes = ((features_in - 1) * x_stride + 1) * x_et.bits // 8
-            bases = [x_buf] * rows
-            if guarded and zero_bytes <= _MAX_ZERO_BYTES:
+            zeroed = guarded and zero_bytes <= _MAX_ZERO_BYTES
+            if zeroed:
                 zeros = kb.buffer(x_et, ctx.program.zeros(zero_bytes), key="zeros")
                 bases = [pointer(kb, x_et, f"({valid[r]} ? {x_buf} + {x_at[r]} : {zeros})",
                                  "0", "xp") for r in range(rows)]
@@ -334,7 +334,7 @@ def _conv_kernel(ctx: LoweringContext, c: Contraction, p: ConvPlan) -> Launch:
                     p.lanes, w_col), "yv") for j in range(p.vectors)]
                 x_ci = kb.let(t, f"{ci} * {param(x_stride, 'xf')}", "xc")
                 for r in range(rows):
-                    if bases[r] != x_buf:
+                    if zeroed:
                         loaded = acc.load_scalar(x_et, bases[r], x_ci)
                     else:
                         loaded = acc.load_scalar(x_et, x_buf, f"{x_at[r]} + {x_ci}")
