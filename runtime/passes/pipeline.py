@@ -38,7 +38,7 @@ from .call_layouts import match_call_layouts
 from .convolution_layout import relayout_convolution_kernels_in_place
 from .copy_insertion import copy_insertion
 from .dce import remove_dead_code
-from .dot_upcast import upcast_narrow_dots_in_place
+from .contraction_upcast import upcast_narrow_contractions_in_place
 from .flatten_call_graph import flatten_in_place
 from .fusion import fuse_in_place
 from .inline_calls import inline_calls_in_place
@@ -55,7 +55,7 @@ OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("simplify", simplify_in_place, True),
     ("transpose-folding", fold_transposes_in_place, True),
     ("convolution-layout", relayout_convolution_kernels_in_place, True),
-    ("dot-upcast", upcast_narrow_dots_in_place, True),
+    ("contraction-upcast", upcast_narrow_contractions_in_place, True),
     ("fusion", fuse_in_place, True),
     ("multi-output-fusion", multi_output_fuse_in_place, True),
     ("split-reductions", split_reductions_in_place, True),

@@ -14,7 +14,7 @@ the stored block (a per-row value once a row), and splat: a diffusion sampler's 
 with such a step size took 36.7 us a step through the element path, 26 us with it
 (64x256x128; the sampler 7.58 -> 7.27 ms).
 Element types that compute in the same vectors mix (f32 and bf16, with converts between
-them: a bf16 dot computed on f32 operands, ``passes/dot_upcast``, whose result is rounded to
+them: a bf16 dot computed on f32 operands, ``passes/contraction_upcast``, whose result is rounded to
 bf16 before a bf16 GELU); each bf16 result is rounded as the scalar path rounds it.
 Anything else along the columns (another dimension mapping, an opcode without a vector
 template, types that compute differently) keeps the element-by-element path.

@@ -1,4 +1,5 @@
-"""bf16 and f16 dots computed on f32 operands on CPUs: same values, f32 tiles."""
+"""bf16 and f16 dots and convolutions computed on f32 operands on CPUs: same values, f32
+tiles."""
 
 import re
 
@@ -7,7 +8,8 @@ import numpy as np
 import pytest
 
 import runtime
-from runtime.passes.dot_upcast import MIN_MULTIPLY_ADDS, upcast_narrow_dots_in_place
+from runtime.passes.contraction_upcast import (MIN_MULTIPLY_ADDS,
+                                               upcast_narrow_contractions_in_place)
 from runtime.target import CPU, GPU
 
 PROJECTIONS = """HloModule qk
@@ -23,7 +25,7 @@ ENTRY e {
 
 def upcast(text, target=CPU):
     module = runtime.parse(text)
-    upcast_narrow_dots_in_place(module, target)
+    upcast_narrow_contractions_in_place(module, target)
     printed = module.to_text()
     runtime.parse(printed)          # still valid HLO
     return module
@@ -57,6 +59,49 @@ def test_the_values_are_those_of_the_narrow_dot(et, dtype):
     want = runtime.compile(text, fusion=False)(x, wq, wk)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(np.asarray(g).view(np.uint16), np.asarray(w).view(np.uint16))
+
+
+# a UNet block: a 3x3 convolution over a SiLU, and a grouped one over its result
+CONVOLUTIONS = """HloModule unet_block
+ENTRY e {
+  x = bf16[2,16,16,32]{3,2,1,0} parameter(0)
+  w = bf16[3,3,32,32]{3,2,1,0} parameter(1)
+  g = bf16[3,3,8,32]{3,2,1,0} parameter(2)
+  s = bf16[2,16,16,32]{3,2,1,0} logistic(x)
+  a = bf16[2,16,16,32]{3,2,1,0} multiply(x, s)
+  c = bf16[2,16,16,32]{3,2,1,0} convolution(a, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  ROOT d = bf16[2,8,8,32]{3,2,1,0} convolution(c, g), window={size=3x3 stride=2x2 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=4
+}"""
+
+
+def test_narrow_convolutions_take_f32_operands_and_round_their_result_once():
+    """Multiply-adds count output elements x taps x a group's input features: the first
+    convolution has enough to pay, the grouped one, a quarter of the features and outputs,
+    stays narrow until it has four times the batch."""
+    assert 2 * 16 * 16 * 32 * 9 * 32 >= MIN_MULTIPLY_ADDS > 2 * 8 * 8 * 32 * 9 * 8
+    module = upcast(CONVOLUTIONS)
+    first, grouped = [i for i in module.entry.instructions if i.opcode == "convolution"]
+    assert first.shape.element_type.name == "f32"
+    assert all(op.opcode == "convert" and op.shape.element_type.name == "f32"
+               for op in first.operands)
+    assert grouped.shape.element_type.name == "bf16"
+    assert grouped.operands[0].opcode == "convert"     # the first's result, rounded once
+    assert grouped.operands[0].operands == [first]
+    module = upcast(CONVOLUTIONS.replace("[2,", "[8,"))
+    assert [i.shape.element_type.name for i in module.entry.instructions
+            if i.opcode == "convolution"] == ["f32", "f32"]
+
+
+def test_the_values_are_those_of_the_narrow_convolutions():
+    text = CONVOLUTIONS.replace("2,16,16,32]", "4,32,32,32]").replace("2,8,8,32]", "4,16,16,32]")
+    assert text.count("4,32,32,32]") == 4
+    assert runtime.analyze(text).module.to_text().count("f32[") >= 4
+    rng = np.random.default_rng(2)
+    x, w, g = (rng.standard_normal(s).astype(ml_dtypes.bfloat16)
+               for s in ((4, 32, 32, 32), (3, 3, 32, 32), (3, 3, 8, 32)))
+    got = runtime.compile(text)(x, w, g)
+    want = runtime.compile(text, fusion=False)(x, w, g)
+    np.testing.assert_array_equal(np.asarray(got).view(np.uint16), np.asarray(want).view(np.uint16))
 
 
 MIXED = """HloModule mixed
@@ -95,12 +140,12 @@ def test_a_narrow_epilogue_stays_on_vectors_with_the_same_bits():
 def test_mixed_or_small_dots_stay(text):
     module = runtime.parse(text)
     before = module.to_text()
-    upcast_narrow_dots_in_place(module, CPU)
+    upcast_narrow_contractions_in_place(module, CPU)
     assert module.to_text() == before
 
 
 def test_gpus_keep_narrow_dots():
     module = runtime.parse(PROJECTIONS)
     before = module.to_text()
-    upcast_narrow_dots_in_place(module, GPU)
+    upcast_narrow_contractions_in_place(module, GPU)
     assert module.to_text() == before

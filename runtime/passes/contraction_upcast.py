@@ -1,0 +1,111 @@
+"""bf16 and f16 dots and convolutions computed on f32 operands on CPUs (XLA's CPU compiler
+upcasts them too).
+
+The CPU contraction families accumulate narrow floats in f32 either way; what differs is where
+the operands are widened. Read as bf16, every element of the row operand is widened and then
+broadcast from a register, an operation on the vector port the 512-bit FMAs need, and every
+vector of the column operand is widened again by each row block: T5's 512x256x256 bf16
+projection took 294 us of kernel time against 164 us for the same dot in f32 (Intel Xeon,
+AVX-512). Converting each operand to f32 once (a kernel that fusion merges with the
+operand's producer where the dot is its only reader) and the result back makes the dot an
+f32 one: 234 us with both converts. A convolution reads its input the same way, a broadcast a
+row and step, and gains more: a bf16 UNet's 3x3 convolutions took 17.7 ms in bf16 and 13.8
+ms on f32 copies, 33.1 and 21.2 ms where PoCL compiles for AVX2 (whose broadcasts and widening
+shifts share ports with its FMAs). The values are the same: widening bf16 and f16 to f32 is
+exact, the accumulation was in f32 already, and the result is rounded once, as before.
+
+Only contractions worth the converts change: at least ``MIN_MULTIPLY_ADDS`` multiply-adds,
+both operands narrow floats, the result a narrow float or f32. An operand read by several
+contractions (a layer's normalised input feeding its query, key and value projections) is
+converted once. A narrow result's convert joins the contraction's output fusion, and its
+epilogue stays on vectors (``families/epilogue``: f32 and bf16 mix there, each bf16 result
+rounded as before).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+from ..hlo.dtypes import ELEMENT_TYPES
+from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.shape import ArrayShape
+from ..target import CPU, Target
+from .names import FreshNames
+
+NARROW_FLOATS = frozenset({"bf16", "f16"})
+MIN_MULTIPLY_ADDS = 1 << 20
+F32 = ELEMENT_TYPES["f32"]
+
+
+def upcast_narrow_contractions_in_place(module: HloModule, target: Target = CPU) -> None:
+    if target.kind != "cpu":
+        return
+    names = FreshNames(module)
+    for comp in module.computations:
+        widened: dict[int, HloInstruction] = {}
+        for inst in list(comp.instructions):
+            if _upcasts(inst):
+                _upcast(comp, inst, widened, names)
+
+
+def _dot_depth(dot: HloInstruction, lhs: ArrayShape, rhs: ArrayShape) -> int:
+    return math.prod(lhs.dims[d] for d in dot.attrs.get("lhs_contracting_dims", ()))
+
+
+def _convolution_depth(conv: HloInstruction, lhs: ArrayShape, rhs: ArrayShape) -> int:
+    """Window taps x input features of a group: the kernel's elements per output feature."""
+    return rhs.element_count // rhs.dims[conv.dim_labels.kernel_output_feature]
+
+
+# the contractions upcast, with their multiply-adds per output element
+_DEPTH: dict[str, Callable[[HloInstruction, ArrayShape, ArrayShape], int]] = {
+    "dot": _dot_depth,
+    "convolution": _convolution_depth,
+}
+
+
+def _upcasts(inst: HloInstruction) -> bool:
+    depth = _DEPTH.get(inst.opcode)
+    if depth is None or inst.control_predecessors:
+        return False
+    shapes = [op.shape for op in inst.operands] + [inst.shape]
+    if not all(isinstance(s, ArrayShape) for s in shapes):
+        return False
+    lhs, rhs, out = shapes
+    if lhs.element_type.name not in NARROW_FLOATS or rhs.element_type.name not in NARROW_FLOATS \
+            or out.element_type.name not in NARROW_FLOATS | {"f32"}:
+        return False
+    return out.element_count * depth(inst, lhs, rhs) >= MIN_MULTIPLY_ADDS  # type: ignore[union-attr,arg-type]
+
+
+def _upcast(comp: HloComputation, contraction: HloInstruction, widened: dict[int, HloInstruction],
+            names: FreshNames) -> None:
+    at = comp.instructions.index(contraction)
+    for k, op in enumerate(contraction.operands):
+        wide = widened.get(id(op))
+        if wide is None:
+            wide = HloInstruction(names.fresh(f"{op.name}.f32"), "convert",
+                                  _as_f32(op.shape), [op], parent=comp)
+            comp.instructions.insert(at, wide)
+            at += 1
+            widened[id(op)] = wide
+        contraction.operands[k] = wide
+    out = contraction.shape
+    if out.element_type.name == "f32":   # type: ignore[union-attr]
+        return
+    contraction.shape = _as_f32(out)
+    narrow = HloInstruction(names.fresh(f"{contraction.name}.{out.element_type.name}"), "convert",  # type: ignore[union-attr]
+                            out, [contraction], parent=comp)
+    for inst in comp.instructions:
+        inst.operands = [narrow if op is contraction else op for op in inst.operands]
+    comp.instructions.insert(at + 1, narrow)
+    if comp.root is contraction:
+        comp.root = narrow
+
+
+def _as_f32(shape) -> ArrayShape:
+    return ArrayShape(F32, shape.dims, shape.dynamic, shape.layout)
+
+
+__all__ = ["upcast_narrow_contractions_in_place", "MIN_MULTIPLY_ADDS"]
