@@ -10,7 +10,11 @@ pooling, Adam with a step counter), a mixture-of-experts layer train step (route
 T5-style encoder forward pass (relative position buckets, a gathered bias, gated GELU,
 cumsum), a ConvNeXt train step (7x7 depthwise convolutions, layer norm over channels, max
 pooling whose gradient is select-and-scatter), a diffusion sampler (``fori_loop`` with a
-``cond`` inside) and a kNN forward pass (``top_k``, ``argsort``, ``take_along_axis``).
+``cond`` inside), a kNN forward pass (``top_k``, ``argsort``, ``take_along_axis``), greedy
+decoding with a KV cache (a ``fori_loop`` writing each step's keys and values with
+``dynamic_update_slice``, an iota mask, ``argmax`` fed back through the embedding gather), an
+int8-quantised MLP (per-row activation quantisation, s8 x s8 dots accumulating in s32) and a
+WaveNet-style train step (dilated causal 1-D convolutions, gated units).
 Train steps donate their state.
 
 Each program is written as ``NAME.hlo`` (``jax.jit(f).lower(...).as_text('hlo')``) and
@@ -490,6 +494,114 @@ def knn():
         return out, idx, negd, order, ranks, score
     return f, (q, k, v), ()
 
+# 8 ---------------------------------------------------------------------------------------
+def gpt_decode():
+    """Greedy autoregressive decoding with a KV cache: a 4-layer GPT-style decoder reads a
+    prompt, then a fori_loop of 48 steps writes each step's keys and values into the cache
+    with dynamic_update_slice, attends over the positions written so far (an iota mask),
+    and feeds back the argmax token through the embedding gather."""
+    L, B, P, S, D, H, V = 4, 4, 16, 48, 256, 4, 4096
+    T, Dh = P + S, D // H
+    p = {"wte": normal((V, D), 0.02), "wpe": normal((T, D), 0.01),
+         "lnf": np.ones(D, np.float32),
+         "blocks": [{"ln1": np.ones(D, np.float32), "ln2": np.ones(D, np.float32),
+                     "qkv": normal((D, 3 * D), 1/np.sqrt(D)), "o": normal((D, D), 1/np.sqrt(D)),
+                     "fc": normal((D, 4 * D), 1/np.sqrt(D)),
+                     "proj": normal((4 * D, D), 1/np.sqrt(4 * D))} for _ in range(L)]}
+    prompt = rng.integers(0, V, (B, P)).astype(np.int32)
+
+    def block(bp, x, cache_k, cache_v, pos):
+        """x [B, n, D] at positions pos..pos+n-1; the caches [B, T, H, Dh] gain them."""
+        n = x.shape[1]
+        h = layer_norm(x, bp["ln1"], 0.0)
+        q, k, v = jnp.split(h @ bp["qkv"], 3, -1)
+        q, k, v = (t.reshape(B, n, H, Dh) for t in (q, k, v))
+        cache_k = lax.dynamic_update_slice(cache_k, k, (0, pos, 0, 0))
+        cache_v = lax.dynamic_update_slice(cache_v, v, (0, pos, 0, 0))
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, cache_k) / np.sqrt(Dh)
+        allowed = jnp.arange(T)[None, :] <= (pos + jnp.arange(n))[:, None]
+        s = jnp.where(allowed[None, None], s, -1e9)
+        a = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, -1), cache_v).reshape(B, n, D)
+        x = x + a @ bp["o"]
+        x = x + jax.nn.gelu(layer_norm(x, bp["ln2"], 0.0) @ bp["fc"]) @ bp["proj"]
+        return x, cache_k, cache_v
+
+    def logits_at(p, tokens, caches, pos):
+        x = p["wte"][tokens] + lax.dynamic_slice_in_dim(p["wpe"], pos, tokens.shape[1])
+        new = []
+        for bp, (ck, cv) in zip(p["blocks"], caches):
+            x, ck, cv = block(bp, x, ck, cv, pos)
+            new.append((ck, cv))
+        return layer_norm(x[:, -1], p["lnf"], 0.0) @ p["wte"].T, new
+
+    def f(p, prompt):
+        zeros = jnp.zeros((B, T, H, Dh), jnp.float32)
+        logits, caches = logits_at(p, prompt, [(zeros, zeros)] * L, 0)
+        out = jnp.zeros((B, S), jnp.int32)
+
+        def step(i, state):
+            logits, caches, out = state
+            token = jnp.argmax(logits, -1).astype(jnp.int32)
+            out = lax.dynamic_update_slice(out, token[:, None], (0, i))
+            logits, caches = logits_at(p, token[:, None], caches, P + i)
+            return logits, caches, out
+        logits, _, out = lax.fori_loop(0, S, step, (logits, caches, out))
+        return out, logits
+    return f, (p, prompt), ()
+
+
+def int8_mlp():
+    """An int8-quantised MLP forward pass: activations quantised per row (round, clip),
+    int8 weights with per-channel scales, int8 x int8 dots accumulating in int32
+    (preferred_element_type), dequantised, GELU, and a residual layer norm."""
+    N, D, F, L = 256, 512, 2048, 3
+    ws = [(rng.integers(-127, 128, (D, F)).astype(np.int8),
+           (rng.random(F) * 0.002 + 0.001).astype(np.float32),
+           rng.integers(-127, 128, (F, D)).astype(np.int8),
+           (rng.random(D) * 0.002 + 0.001).astype(np.float32)) for _ in range(L)]
+    x = rng.standard_normal((N, D)).astype(np.float32)
+
+    def qdot(x, w, scale):
+        xs = jnp.max(jnp.abs(x), -1, keepdims=True) / 127.0 + 1e-8
+        xq = jnp.clip(jnp.round(x / xs), -127, 127).astype(jnp.int8)
+        acc = lax.dot(xq, w, preferred_element_type=jnp.int32)
+        return acc.astype(jnp.float32) * xs * scale
+
+    def f(ws, x):
+        for w1, s1, w2, s2 in ws:
+            h = jax.nn.gelu(qdot(x, w1, s1))
+            x = layer_norm(x + qdot(h, w2, s2), 1.0, 0.0)
+        return x
+    return f, (ws, x), ()
+
+
+def wavenet():
+    """A WaveNet-style train step on audio: 1-D causal convolutions with dilations 1..32,
+    gated tanh x sigmoid units, residual and skip 1x1 convolutions, SGD with momentum."""
+    B, T, C, K = 4, 2048, 64, 2
+    dil = (1, 2, 4, 8, 16, 32)
+    p = {"inp": normal((1, 1, C), 0.5), "out": normal((1, C, 1), 1/np.sqrt(C)),
+         "layers": [{"f": normal((K, C, C), 1/np.sqrt(K * C)), "g": normal((K, C, C), 1/np.sqrt(K * C)),
+                     "res": normal((1, C, C), 1/np.sqrt(C)), "skip": normal((1, C, C), 1/np.sqrt(C))}
+                    for _ in dil]}
+    x = rng.standard_normal((B, T, 1)).astype(np.float32)
+    y = np.roll(x, -1, 1)
+
+    def conv(x, w, d=1):
+        return lax.conv_general_dilated(x, w, (1,), [((w.shape[0] - 1) * d, 0)], rhs_dilation=(d,),
+                                        dimension_numbers=("NWC", "WIO", "NWC"))
+
+    def loss(p, x, y):
+        h = conv(x, p["inp"])
+        skip = 0.0
+        for lp, d in zip(p["layers"], dil):
+            z = jnp.tanh(conv(h, lp["f"], d)) * jax.nn.sigmoid(conv(h, lp["g"], d))
+            h = h + conv(z, lp["res"])
+            skip = skip + conv(z, lp["skip"])
+        return jnp.mean((conv(jax.nn.relu(skip), p["out"]) - y) ** 2)
+    mom = jax.tree.map(np.zeros_like, p)
+    return momentum_step(loss), (p, mom, x, y), (0, 1)
+
 MODELS: dict[str, Callable] = {"bert_train_step": bert, "unet_bf16_forward": unet,
                                 "lstm_train_step": lstm, "mobilenet_train_step": mobilenet,
                                 "mixed_bf16_block_train_step": mixed,
@@ -498,7 +610,10 @@ MODELS: dict[str, Callable] = {"bert_train_step": bert, "unet_bf16_forward": une
                                 "moe_topk_forward_backward": moe,
                                 "t5_relpos_encoder_forward": t5,
                                 "convnext_block_train_step": convnext,
-                                "diffusion_sampler_loop": diffusion, "knn_sort_forward": knn}
+                                "diffusion_sampler_loop": diffusion, "knn_sort_forward": knn,
+                                "gpt_kv_cache_decode": gpt_decode,
+                                "int8_quantized_mlp_forward": int8_mlp,
+                                "wavenet_train_step": wavenet}
 
 
 def _raw(a) -> np.ndarray:

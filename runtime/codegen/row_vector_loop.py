@@ -57,7 +57,7 @@ from .loop import (begin_1d, kernel_builder, launch_1d, operand_leaves, updates_
                    window_index, window_target, windows_in_place)
 from .plan import Step
 from .registry import LOOP, register
-from .vector_loop import same_shape_outputs
+from .vector_loop import same_shape_outputs, stored_value
 
 # element types a lane value may have, by the OpenCL scalar its vector is made of
 _LANE_SCALAR = {"f32": "float", "bf16": "float", "s32": "int", "pred": "int"}
@@ -73,8 +73,10 @@ def row_vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruc
     if outputs is None:
         found = windows_in_place(ctx, inst)
         return None if found is None else _space_launch(ctx, inst, params, *found)
+    outputs = [(stored_value(value, s), index, s) for value, index, s in outputs]
     out = outputs[0][2]
-    if out.rank == 0 or any(s.element_type.name not in _FLOAT for _, _, s in outputs):
+    if out.rank == 0 or any(value.shape.element_type.name not in _FLOAT
+                            for value, _, _ in outputs):
         return None
     leaves = operand_leaves(ctx, inst, params)
     minor = out.minor_to_major[0]
@@ -125,9 +127,12 @@ def lane_emitter(em: ElementalEmitter, inst: HloInstruction, lanes: int, dim: in
 
 def store_lanes(em: ElementalEmitter, et: ElementType, ptr: str, offset: str, value: str,
                 lanes: int) -> None:
-    """Store a lane value's ``lanes`` elements of type ``et`` at ``ptr + offset`` onwards."""
+    """Store a lane value's ``lanes`` elements of type ``et`` at ``ptr + offset`` onwards
+    (a float value into an integer ``et``: converted as ``convert`` does)."""
     if et.name == "bf16":
         value = f"xla_float_to_bf16x{lanes}({value})"
+    elif et.name in E.VECTOR_INTEGERS:
+        value = E.convert_vector("f32", et, value, lanes)
     em.kb.line(f"vstore{lanes}({value}, 0, {ptr} + {offset});")
 
 
@@ -207,8 +212,23 @@ def _elementwise_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: 
 
 
 def _convert_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
+    through = _through_integer(inst)
+    if through is not None:
+        return plan.varying(through, d, aligned)
     pair = (inst.operands[0].shape.element_type.name, inst.shape.element_type.name)
     return pair in _CONVERTS and plan.operands(inst, d, aligned)
+
+
+def _through_integer(inst: HloInstruction) -> HloInstruction | None:
+    """The float value of a float -> integer -> float convert pair (a quantised value fed on
+    as a float: an int8 dot's operand computed on f32 copies, ``passes.contraction_upcast``),
+    else None: the pair is one operation on float lanes."""
+    middle = inst.operands[0]
+    if inst.shape.element_type.name not in _FLOAT or middle.opcode != "convert" \
+            or middle.shape.element_type.name not in E.VECTOR_INTEGERS:
+        return None
+    source = middle.operands[0]
+    return source if source.shape.element_type.name in _FLOAT else None
 
 
 def _compare_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
@@ -451,6 +471,10 @@ def _arithmetic(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
 
 def _convert(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     op = inst.operands[0]
+    through = _through_integer(inst)
+    if through is not None:
+        integers = E.convert_vector("f32", op.shape.element_type, em.value(through, index), em.n)
+        return em.rounded(inst, f"convert_float{em.n}({integers})")
     x = em.value(op, index)
     pair = (op.shape.element_type.name, inst.shape.element_type.name)
     return em.rounded(inst, _CONVERTS[pair].replace("$x", x).replace("$n", str(em.n)))

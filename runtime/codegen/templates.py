@@ -501,6 +501,19 @@ def convert(et_from: ElementType | str, et_to: ElementType | str, x: str) -> str
     return round_to_storage(dst, x if src.compute == "float" else f"((float)({x}))")
 
 
+# integer types a float vector converts into with one OpenCL builtin (``convert_vector``)
+VECTOR_INTEGERS = frozenset({"s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"})
+
+
+def convert_vector(et_from: ElementType | str, et_to: ElementType | str, x: str,
+                   lanes: int) -> str:
+    """``convert`` of a vector of ``lanes`` floats ``x`` to an integer type in
+    ``VECTOR_INTEGERS``: saturating, toward zero, NaN to 0, as the scalar form."""
+    src, dst = cl_type(et_from), cl_type(et_to)
+    vec = f"{src.compute}{lanes}"
+    return f"convert_{dst.compute}{lanes}_sat_rtz(select({x}, ({vec})(0), isnan({x})))"
+
+
 # A compute value's storage bits (as the same-width unsigned type), and back.
 _TO_BITS = {"f32": "as_uint($x)", "f64": "as_ulong($x)", "f16": "xla_float_to_f16($x)",
             "bf16": "xla_float_to_bf16($x)"}

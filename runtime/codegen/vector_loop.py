@@ -52,9 +52,10 @@ def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction
     if outputs is None:
         return None
     out = outputs[0][2]
-    compute = VECTOR_COMPUTE.get(out.element_type.name)
-    if compute is None or any(VECTOR_COMPUTE.get(s.element_type.name) != compute
-                              for _, _, s in outputs):
+    computed = [stored_value(value, shape) for value, _, shape in outputs]
+    compute = VECTOR_COMPUTE.get(computed[0].shape.element_type.name)
+    if compute is None or any(VECTOR_COMPUTE.get(value.shape.element_type.name) != compute
+                              for value in computed):
         return None
     lanes = E.vector_lanes("add", compute, ctx.target.vector_bits)
     if lanes is None:
@@ -63,11 +64,11 @@ def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction
         else {id(op): op for op in inst.operands}
     mapped: dict = {}
     seen: set = set()
-    if not all(_vectorizes(value, out, operands, mapped, seen, ctx.target.vector_bits)
-               for value, _, _ in outputs):
+    if not all(_vectorizes(value, out, compute, operands, mapped, seen, ctx.target.vector_bits)
+               for value in computed):
         return None
-    emitter = _VectorEmitter(ctx, inst, out, lanes, operands, mapped)
-    values = [emitter.value(value) for value, _, _ in outputs]    # every load before a store
+    emitter = _VectorEmitter(ctx, inst, out, compute, lanes, operands, mapped)
+    values = [emitter.value(value) for value in computed]    # every load before a store
     for value, (_, index, shape) in zip(values, outputs):
         emitter.store(value, index, shape)
     return [launch_1d(ctx, emitter.kb, inst, -(-out.element_count // lanes))]
@@ -95,15 +96,27 @@ def same_shape_outputs(inst: HloInstruction, root: HloInstruction
     return found  # type: ignore[return-value]
 
 
-def _vectorizes(inst: HloInstruction, out: ArrayShape, operands: dict, mapped: dict,
-                seen: set, bits: int) -> bool:
-    """Whether the computation under ``inst`` has a vector form. Operands read other than at
-    the output's own physical position go into ``mapped``: the instruction reading them, to
-    (the outer operand, the output dimension of each of its dimensions)."""
+def stored_value(value: HloInstruction, shape: ArrayShape) -> HloInstruction:
+    """The value a vector kernel computes for an output of ``shape`` whose value is
+    ``value``: an integer output converted from a float (a quantised activation: scaled,
+    rounded, clamped, converted to s8) computes the float and converts each vector as it is
+    stored (``templates.convert_vector``); any other output computes ``value``."""
+    source = value.operands[0] if value.opcode == "convert" else None
+    if shape.element_type.name in E.VECTOR_INTEGERS and source is not None \
+            and isinstance(source.shape, ArrayShape) and source.shape.element_type.is_float:
+        return source
+    return value
+
+
+def _vectorizes(inst: HloInstruction, out: ArrayShape, compute: str, operands: dict,
+                mapped: dict, seen: set, bits: int) -> bool:
+    """Whether the computation under ``inst`` has a vector form computing in ``compute``.
+    Operands read other than at the output's own physical position go into ``mapped``: the
+    instruction reading them, to (the outer operand, the output dimension of each of its
+    dimensions)."""
     if id(inst) in seen:
         return True
     seen.add(id(inst))
-    compute = VECTOR_COMPUTE[out.element_type.name]
     shape = inst.shape
     if not isinstance(shape, ArrayShape) or VECTOR_COMPUTE.get(shape.element_type.name) != compute:
         return False
@@ -122,9 +135,11 @@ def _vectorizes(inst: HloInstruction, out: ArrayShape, operands: dict, mapped: d
             mapped[id(inst)] = (operands[id(source)], mapping)
             return True
     if inst.opcode == "broadcast":
-        return source.shape.rank == 0 and _vectorizes(source, out, operands, mapped, seen, bits)
+        return source.shape.rank == 0 and _vectorizes(source, out, compute, operands, mapped,
+                                                      seen, bits)
     return ((inst.opcode == "convert" or E.vector_lanes(inst.opcode, compute, bits) is not None)
-            and all(_vectorizes(op, out, operands, mapped, seen, bits) for op in inst.operands))
+            and all(_vectorizes(op, out, compute, operands, mapped, seen, bits)
+                    for op in inst.operands))
 
 
 def _kept_order(inst: HloInstruction) -> tuple[int, ...] | None:
@@ -158,15 +173,16 @@ _MAPPINGS = {
 class _VectorEmitter:
     """Emits the vector expression of a computation checked by ``_vectorizes``."""
 
-    def __init__(self, ctx: LoweringContext, inst: HloInstruction, out: ArrayShape, lanes: int,
-                 operands: dict, mapped: dict) -> None:
+    def __init__(self, ctx: LoweringContext, inst: HloInstruction, out: ArrayShape,
+                 compute: str, lanes: int, operands: dict, mapped: dict) -> None:
         self.ctx, self.inst, self.out, self.lanes = ctx, inst, out, lanes
         self.operands, self.mapped = operands, mapped
         self.kb = kb = kernel_builder(out, *(o.shape for o in inst.operands))  # type: ignore[arg-type]
         if out.element_count + lanes >= 2 ** 31:
             kb.index_type = "long"      # the last block's end must not overflow
         self.em = ElementalEmitter(kb, {}, None)
-        self.scalar = cltypes.compute_type(out.element_type)
+        self.compute = compute
+        self.scalar = cltypes.cl_type(compute).compute
         self.vec = f"{self.scalar}{lanes}"
         self.values: dict[int, str] = {}
         t = kb.index_type
@@ -286,7 +302,12 @@ class _VectorEmitter:
         """Store the block's ``value`` into output ``index`` (of ``shape``)."""
         kb, t, et = self.kb, self.kb.index_type, shape.element_type
         ptr = kb.buffer(et, self.ctx.ref(self.inst, index), writable=True, key=("out", index))
-        stored = f"xla_float_to_bf16x{self.lanes}({value})" if et.name == "bf16" else value
+        if et.name == "bf16":
+            stored = f"xla_float_to_bf16x{self.lanes}({value})"
+        elif et.name in E.VECTOR_INTEGERS:
+            stored = E.convert_vector(self.compute, et, value, self.lanes)
+        else:
+            stored = value
         with kb.block(f"if ({self.full})"):
             kb.line(f"vstore{self.lanes}({stored}, 0, {ptr} + {self.base});")
         with kb.block("else"):
@@ -294,5 +315,7 @@ class _VectorEmitter:
             kb.line(f"{self.scalar} {tmp}[{self.lanes}];")
             kb.line(f"vstore{self.lanes}({value}, 0, {tmp});")
             with kb.block(f"for ({t} {i} = 0; {self.base} + {i} < {self.total}; ++{i})"):
-                kb.line(cltypes.store(et, ptr, f"{self.base} + {i}", f"{tmp}[{i}]"))
+                element = E.convert(self.compute, et, f"{tmp}[{i}]") \
+                    if et.name in E.VECTOR_INTEGERS else f"{tmp}[{i}]"
+                kb.line(cltypes.store(et, ptr, f"{self.base} + {i}", element))
 

@@ -324,3 +324,45 @@ def test_a_clamp_with_scalar_bounds_beside_a_select(monkeypatch):
     x[0, :3] = [np.nan, -0.0, 0.0]
     got = check(text, x, np.float32(0.25), np.float32(0.75), monkeypatch=monkeypatch)
     np.testing.assert_array_equal(got, np.where(x > 0, np.clip(x, 0.25, 0.75), x + x))
+
+
+# an int8 quantisation of rows (per-row scale from a row maximum, rounded, clamped by s32
+# bounds converted to f32) stored as s8, and the same values fed on as floats
+QUANTISE_ROWS = """HloModule quantise
+ENTRY e {{
+  x = f32[8,48] parameter(0)
+  m = f32[8] parameter(1)
+  k = f32[] constant(127)
+  ks = f32[8] broadcast(k), dimensions={{}}
+  s = f32[8] divide(m, ks)
+  sb = f32[8,48] broadcast(s), dimensions={{0}}
+  d = f32[8,48] divide(x, sb)
+  r = f32[8,48] round-nearest-even(d)
+  lo = s32[] constant(-127)
+  hi = s32[] constant(127)
+  lof = f32[] convert(lo)
+  hif = f32[] convert(hi)
+  los = f32[8,48] broadcast(lof), dimensions={{}}
+  his = f32[8,48] broadcast(hif), dimensions={{}}
+  c = f32[8,48] clamp(los, r, his)
+  ROOT q = {root}
+}}"""
+
+
+@pytest.mark.parametrize("root, dtype", [
+    ("s8[8,48] convert(c)", np.int8),
+    ("f32[8,48] convert(s8[8,48] convert(c))", np.float32),
+    ("bf16[8,48] convert(s16[8,48] convert(c))", ml_dtypes.bfloat16)],
+    ids=["stored-as-s8", "s8-fed-on-as-f32", "s16-fed-on-as-bf16"])
+def test_quantised_rows_stored_as_integers_or_fed_on_as_floats(root, dtype, monkeypatch):
+    text = QUANTISE_ROWS.format(root=root)
+    if "(s8[8,48] convert" in root or "(s16[8,48] convert" in root:
+        inner = root.split("(", 1)[1].rsplit(")", 1)[0]
+        text = text.replace(f"ROOT q = {root}", f"i = {inner}\n  ROOT q = {root.split(' ')[0]} convert(i)")
+    x = normal((8, 48)) * 200
+    x[0, :4] = [np.nan, np.inf, -np.inf, 0.5]
+    m = np.abs(np.nan_to_num(x, posinf=0, neginf=0)).max(1).astype(np.float32)
+    got = check(text, x, m, monkeypatch=monkeypatch)
+    scaled = np.rint(x / (m / np.float32(127))[:, None])
+    want = np.clip(np.nan_to_num(scaled, nan=0.0), -127, 127).astype(np.int8)
+    np.testing.assert_array_equal(np.asarray(got).astype(np.float64), want.astype(dtype).astype(np.float64))

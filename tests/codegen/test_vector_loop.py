@@ -267,3 +267,35 @@ def test_f32_to_bf16_convert_rounds_ties_to_even_and_keeps_nan_and_infinities():
     want = x.astype(ml_dtypes.bfloat16)
     assert np.isnan(got[0].astype(np.float32))
     np.testing.assert_array_equal(got[1:].view(np.uint16), want[1:].view(np.uint16))
+
+
+QUANTISE = """HloModule quantise
+ENTRY e {{
+  x = f32[{n}]{{0}} parameter(0)
+  s = f32[] parameter(1)
+  b = f32[{n}]{{0}} broadcast(s), dimensions={{}}
+  d = f32[{n}]{{0}} divide(x, b)
+  r = f32[{n}]{{0}} round-nearest-even(d)
+  ROOT q = {it}[{n}]{{0}} convert(r)
+}}"""
+
+
+def _xla_convert(values: np.ndarray, dtype) -> np.ndarray:
+    """XLA's float -> integer convert: toward zero, saturating, NaN to 0."""
+    info = np.iinfo(dtype)
+    v = np.nan_to_num(values.astype(np.float64), nan=0.0, posinf=info.max, neginf=info.min)
+    return np.clip(np.trunc(v), info.min, info.max).astype(dtype)
+
+
+@pytest.mark.parametrize("it, dtype", [("s8", np.int8), ("u8", np.uint8), ("s16", np.int16),
+                                       ("s32", np.int32), ("u32", np.uint32)])
+@pytest.mark.parametrize("n", [16, 37])
+def test_an_integer_output_converted_from_floats_is_a_vector_loop(it, dtype, n):
+    """Quantising (scale, round, convert) stores each float vector converted: saturating at
+    both ends, NaN to 0, as the element kernel converts."""
+    x = (RNG.standard_normal(n) * 300).astype(np.float32)
+    x[:6] = [np.nan, np.inf, -np.inf, 2.5e9, -2.5e9, -0.75]
+    exe = runtime.compile(QUANTISE.format(n=n, it=it))
+    assert "_sat_rtz(select(" in exe.program.source
+    got = exe(x, np.float32(0.5))
+    np.testing.assert_array_equal(got, _xla_convert(np.rint(x / np.float32(0.5)), dtype))

@@ -149,3 +149,38 @@ def test_gpus_keep_narrow_dots():
     before = module.to_text()
     upcast_narrow_contractions_in_place(module, GPU)
     assert module.to_text() == before
+
+
+INT8 = """HloModule int8
+ENTRY e {{
+  x = {a}[256,{k}]{{1,0}} parameter(0)
+  w = {b}[{k},256]{{1,0}} parameter(1)
+  ROOT d = {o}[256,256]{{1,0}} dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+}}"""
+
+
+@pytest.mark.parametrize("a, b, o, k, widened", [
+    ("s8", "s8", "s32", 1024, True), ("s8", "s8", "s32", 1040, False),
+    ("u8", "u8", "s32", 256, True), ("u8", "u8", "s32", 264, False),
+    ("s8", "u8", "s64", 512, True), ("s8", "s8", "s16", 64, False),
+    ("s8", "s32", "s32", 64, False)])
+def test_8_bit_integer_dots_upcast_only_where_f32_sums_them_exactly(a, b, o, k, widened):
+    """Every partial sum of an upcast dot is an integer of at most 2^24 (f32's exact
+    integers): 1024 products of -128 x -128 reach it exactly. Narrower results (which wrap)
+    and wider operands keep the integer dot."""
+    text = INT8.format(a=a, b=b, o=o, k=k)
+    module = upcast(text)
+    dot = next(i for i in module.entry.instructions if i.opcode == "dot")
+    assert (dot.shape.element_type.name == "f32") is widened
+    if not widened:
+        return
+    assert module.entry.root.opcode == "convert" and module.entry.root.shape.element_type.name == o
+    dtypes = {"s8": np.int8, "u8": np.uint8}
+    rng = np.random.default_rng(4)
+    x = rng.integers(np.iinfo(dtypes[a]).min, np.iinfo(dtypes[a]).max + 1, (256, k)).astype(dtypes[a])
+    w = rng.integers(np.iinfo(dtypes[b]).min, np.iinfo(dtypes[b]).max + 1, (k, 256)).astype(dtypes[b])
+    x[0], w[:, 0] = np.iinfo(dtypes[a]).min, np.iinfo(dtypes[b]).min     # the largest sum
+    x[1], w[:, 1] = np.iinfo(dtypes[a]).max, np.iinfo(dtypes[b]).max
+    got = runtime.compile(text)(x, w)
+    want = x.astype(np.int64) @ w.astype(np.int64)
+    np.testing.assert_array_equal(np.asarray(got), want)
