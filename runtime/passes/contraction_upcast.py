@@ -18,18 +18,17 @@ exact, the accumulation was in f32 already, and the result is rounded once, as b
 products are integers of at most 2^16 and every partial sum stays within f32's 2^24 integers
 when the contraction is short enough (``_EXACT_INTEGERS``: an s8 x s8 dot up to 1024 deep),
 so the f32 sum is the exact sum and converting it to s32 is XLA's s32 result (no partial sum
-comes near s32's wrap-around). PoCL has no 8-bit dot instruction to offer the integer
-kernel, whose 32-bit vector multiplies run at half the FMAs' rate: an int8-quantised MLP's
-256x512x2048 s8 dot took 5.1 ms as integers and 1.5 ms on f32 copies.
+comes near s32's wrap-around). Only the first operand (the one broadcast a row and step) gets
+an f32 copy; the second, the weights of a quantised layer, stays 8-bit in memory and the
+kernels widen it at the load (``families/tiles``: float accumulations take integer operands
+their type holds exactly). PoCL has no 8-bit dot instruction to offer the integer kernel,
+whose 32-bit vector multiplies run at half the FMAs' rate: an int8-quantised MLP's 256x512x2048
+s8 dots took 5.1 ms as integers and 2.4 ms this way; converting the weights too was no
+faster (24.4 against 23.7 ms for the MLP) and cost their f32 copies (1.27x XLA's bytes).
 
 Only contractions worth the converts change: at least ``MIN_MULTIPLY_ADDS`` multiply-adds,
 both operands narrow floats with a narrow float or f32 result, or both 8-bit integers with
-an s32 or s64 result and a depth ``_EXACT_INTEGERS`` allows. An operand read by several
-contractions (a layer's normalised input feeding its query, key and value projections) is
-converted once. A narrow result's convert joins the contraction's output fusion, and its
-epilogue stays on vectors (``families/epilogue``: f32 and bf16 mix there, each bf16 result
-rounded as before).
-"""
+an s32 or s64 result and a depth ``_EXACT_INTEGERS`` allows."""
 
 from __future__ import annotations
 
@@ -54,8 +53,9 @@ def upcast_narrow_contractions_in_place(module: HloModule, target: Target = CPU)
     for comp in module.computations:
         widened: dict[int, HloInstruction] = {}
         for inst in list(comp.instructions):
-            if _upcasts(inst):
-                _upcast(comp, inst, widened, names)
+            operands = _widened_operands(inst)
+            if operands:
+                _upcast(comp, inst, operands, widened, names)
 
 
 def _dot_depth(dot: HloInstruction, lhs: ArrayShape, rhs: ArrayShape) -> int:
@@ -80,29 +80,32 @@ _INTEGER_MAGNITUDE = {"s8": 128, "u8": 255}
 _EXACT_INTEGERS = 1 << 24
 
 
-def _upcasts(inst: HloInstruction) -> bool:
+def _widened_operands(inst: HloInstruction) -> tuple[int, ...]:
+    """The operands a contraction computed in f32 reads as f32 copies; () where it stays."""
     depth_of = _DEPTH.get(inst.opcode)
     if depth_of is None or inst.control_predecessors:
-        return False
+        return ()
     shapes = [op.shape for op in inst.operands] + [inst.shape]
     if not all(isinstance(s, ArrayShape) for s in shapes):
-        return False
+        return ()
     lhs, rhs, out = shapes
     depth = depth_of(inst, lhs, rhs)  # type: ignore[arg-type]
     if out.element_count * depth < MIN_MULTIPLY_ADDS:  # type: ignore[union-attr]
-        return False
+        return ()
     a, b, o = (s.element_type.name for s in shapes)  # type: ignore[union-attr]
-    if a in NARROW_FLOATS and b in NARROW_FLOATS:
-        return o in NARROW_FLOATS | {"f32"}
-    if a in _INTEGER_MAGNITUDE and b in _INTEGER_MAGNITUDE and o in ("s32", "s64"):
-        return depth * _INTEGER_MAGNITUDE[a] * _INTEGER_MAGNITUDE[b] <= _EXACT_INTEGERS
-    return False
+    if a in NARROW_FLOATS and b in NARROW_FLOATS and o in NARROW_FLOATS | {"f32"}:
+        return (0, 1)
+    if a in _INTEGER_MAGNITUDE and b in _INTEGER_MAGNITUDE and o in ("s32", "s64") \
+            and depth * _INTEGER_MAGNITUDE[a] * _INTEGER_MAGNITUDE[b] <= _EXACT_INTEGERS:
+        return (0,)
+    return ()
 
 
-def _upcast(comp: HloComputation, contraction: HloInstruction, widened: dict[int, HloInstruction],
-            names: FreshNames) -> None:
+def _upcast(comp: HloComputation, contraction: HloInstruction, operands: tuple[int, ...],
+            widened: dict[int, HloInstruction], names: FreshNames) -> None:
     at = comp.instructions.index(contraction)
-    for k, op in enumerate(contraction.operands):
+    for k in operands:
+        op = contraction.operands[k]
         wide = widened.get(id(op))
         if wide is None:
             wide = HloInstruction(names.fresh(f"{op.name}.f32"), "convert",

@@ -248,6 +248,24 @@ def test_mixed_precision_operands_widen_exactly():
     check(text, [a, b], matmul(a, b), rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.parametrize("m, k, n", [(37, 19, 45), (160, 300, 96)])
+@pytest.mark.parametrize("it, dtype", [("s8", np.int8), ("u16", np.uint16)])
+def test_float_activations_times_integer_weights_widen_them_at_the_load(it, dtype, m, k, n):
+    """A weight-only quantised layer (f32 x s8 -> f32): every s8 and u16 value is an f32, so
+    the f32 tiles read the integers as they are (no f32 copy of the weights)."""
+    info = np.iinfo(dtype)
+    a = rand(m, k)
+    b = RNG.integers(info.min, int(info.max) + 1, (k, n)).astype(dtype)
+    text = f"""HloModule d
+    ENTRY e {{
+      a = f32[{m},{k}] parameter(0)
+      b = {it}[{k},{n}] parameter(1)
+      ROOT d = f32[{m},{n}] dot(a, b), {NN}
+    }}"""
+    assert "convert" not in runtime.analyze(text).module.to_text()
+    check(text, [a, b], matmul(a, b), rtol=1e-5, atol=1e-4 * float(info.max))
+
+
 def test_integer_dots_wrap_like_twos_complement():
     a = RNG.integers(-128, 128, (9, 300)).astype(np.int8)
     b = RNG.integers(-128, 128, (300, 33)).astype(np.int8)

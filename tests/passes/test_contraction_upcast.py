@@ -166,8 +166,9 @@ ENTRY e {{
     ("s8", "s32", "s32", 64, False)])
 def test_8_bit_integer_dots_upcast_only_where_f32_sums_them_exactly(a, b, o, k, widened):
     """Every partial sum of an upcast dot is an integer of at most 2^24 (f32's exact
-    integers): 1024 products of -128 x -128 reach it exactly. Narrower results (which wrap)
-    and wider operands keep the integer dot."""
+    integers): 1024 products of -128 x -128 reach it exactly. Only the first operand gets an
+    f32 copy; the weights stay 8-bit, widened by the tiles at the load. Narrower results
+    (which wrap) and wider operands keep the integer dot."""
     text = INT8.format(a=a, b=b, o=o, k=k)
     module = upcast(text)
     dot = next(i for i in module.entry.instructions if i.opcode == "dot")
@@ -175,6 +176,7 @@ def test_8_bit_integer_dots_upcast_only_where_f32_sums_them_exactly(a, b, o, k, 
     if not widened:
         return
     assert module.entry.root.opcode == "convert" and module.entry.root.shape.element_type.name == o
+    assert dot.operands[0].opcode == "convert" and dot.operands[1].opcode == "parameter"
     dtypes = {"s8": np.int8, "u8": np.uint8}
     rng = np.random.default_rng(4)
     x = rng.integers(np.iinfo(dtypes[a]).min, np.iinfo(dtypes[a]).max + 1, (256, k)).astype(dtypes[a])

@@ -47,6 +47,10 @@ _INTEGERS = frozenset(n for names, scalar in _ACCUMULATORS if scalar in ("uint",
                       for n in names)
 # float types ordered so that each holds every value of the types below it
 _FLOAT_WIDTH = {"f16": 1, "bf16": 1, "f32": 2, "f64": 3}
+# integer operands a float output holds every value of, so its accumulation widens them
+# exactly at the load (an int8 weight read by a dot of f32 activations)
+_EXACT_INTEGERS = {"f32": frozenset({"s8", "u8", "s16", "u16"}),
+                   "f64": frozenset({"s8", "u8", "s16", "u16", "s32", "u32"})}
 
 
 @dataclass(frozen=True)
@@ -132,6 +136,8 @@ def accumulation(out: ElementType, operands: tuple[ElementType, ...],
     else:
         return None
     for et in operands:
+        if acc.is_float and et.name in _EXACT_INTEGERS.get(out.name, ()):
+            continue
         if acc.is_float:
             if et.name not in _FLOAT_WIDTH or not (
                     et is out or _FLOAT_WIDTH[et.name] < _FLOAT_WIDTH[out.name]):
