@@ -602,6 +602,107 @@ def wavenet():
     mom = jax.tree.map(np.zeros_like, p)
     return momentum_step(loss), (p, mom, x, y), (0, 1)
 
+def llama():
+    """A LLaMA-style decoder train step: RMSNorm, rotary position embeddings (sin/cos, halves
+    rotated and concatenated), grouped-query attention (8 query heads sharing 2 key/value
+    heads), a causal mask, SwiGLU, AdamW-free SGD with momentum."""
+    B, T, D, H, KV, F, V = 2, 256, 256, 8, 2, 768, 2048
+    Dh = D // H
+    p = {"emb": normal((V, D), 0.02), "n1": np.ones(D, np.float32), "n2": np.ones(D, np.float32),
+         "nf": np.ones(D, np.float32), "wq": normal((D, D), 1/np.sqrt(D)),
+         "wkv": normal((D, 2 * KV * Dh), 1/np.sqrt(D)), "wo": normal((D, D), 1/np.sqrt(D)),
+         "wg": normal((D, F), 1/np.sqrt(D)), "wu": normal((D, F), 1/np.sqrt(D)),
+         "wd": normal((F, D), 1/np.sqrt(F))}
+    tokens = rng.integers(0, V, (B, T)).astype(np.int32)
+    inv = 1.0 / (10000 ** (np.arange(0, Dh, 2) / Dh))
+    ang = np.arange(T)[:, None] * inv[None, :]
+    sin, cos = np.sin(ang).astype(np.float32), np.cos(ang).astype(np.float32)
+
+    def rope(x):                                  # [B, T, heads, Dh]
+        a, b = x[..., :Dh // 2], x[..., Dh // 2:]
+        s, c = sin[None, :, None], cos[None, :, None]
+        return jnp.concatenate([a * c - b * s, a * s + b * c], -1)
+
+    def loss(p, tokens, _):
+        x = p["emb"][tokens]
+        h = rms_norm(x, p["n1"])
+        q = rope((h @ p["wq"]).reshape(B, T, H, Dh))
+        k, v = jnp.split((h @ p["wkv"]).reshape(B, T, 2 * KV, Dh), 2, 2)
+        k = jnp.repeat(rope(k), H // KV, 2)
+        v = jnp.repeat(v, H // KV, 2)
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k) / np.sqrt(Dh)
+        s = jnp.where(jnp.tril(jnp.ones((T, T), bool)), s, -1e9)
+        a = jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, -1), v).reshape(B, T, D)
+        x = x + a @ p["wo"]
+        h = rms_norm(x, p["n2"])
+        x = x + (jax.nn.silu(h @ p["wg"]) * (h @ p["wu"])) @ p["wd"]
+        return xent(rms_norm(x, p["nf"]) @ p["emb"].T, jnp.roll(tokens, -1, 1))
+    mom = jax.tree.map(np.zeros_like, p)
+    return momentum_step(loss), (p, mom, tokens, tokens), (0, 1)
+
+
+def segments():
+    """Ragged-batch statistics: a long cumsum (4096 per row), segment sums and maxima by
+    scatter, a stable argsort by segment, a searchsorted, and a per-segment softmax."""
+    R, N, S = 32, 4096, 64
+    x = rng.standard_normal((R, N)).astype(np.float32)
+    seg = np.sort(rng.integers(0, S, (R, N)), 1).astype(np.int32)
+
+    def f(x, seg):
+        c = jnp.cumsum(x, 1)
+        rows = jnp.arange(R)[:, None]
+        sums = jnp.zeros((R, S)).at[rows, seg].add(x)
+        maxs = jnp.full((R, S), -jnp.inf).at[rows, seg].max(x)
+        w = jnp.exp(x - maxs[rows, seg])
+        soft = w / jnp.zeros((R, S)).at[rows, seg].add(w)[rows, seg]
+        order = jnp.argsort(seg * 8192 - jnp.argsort(x, 1), 1, stable=True)
+        edges = jax.vmap(jnp.searchsorted)(c, jnp.linspace(-50, 50, 128)[None].repeat(R, 0))
+        return c, sums, maxs, soft, order, edges
+    return f, (x, seg), ()
+
+
+def video():
+    """A 3-D convolutional video classifier train step: two stride-2 conv3d layers, ReLU,
+    global average pooling, softmax cross-entropy, SGD with momentum."""
+    B, T, Hh, W, C = 2, 8, 32, 32, 3
+    p = {"c1": normal((3, 3, 3, C, 16), 1/np.sqrt(27 * C)), "c2": normal((3, 3, 3, 16, 32), 1/np.sqrt(27 * 16)),
+         "fc": normal((32, 10), 1/np.sqrt(32))}
+    x = rng.standard_normal((B, T, Hh, W, C)).astype(np.float32)
+    y = rng.integers(0, 10, (B,)).astype(np.int32)
+
+    def loss(p, x, y):
+        dn = ("NDHWC", "DHWIO", "NDHWC")
+        h = jax.nn.relu(lax.conv_general_dilated(x, p["c1"], (1, 2, 2), "SAME", dimension_numbers=dn))
+        h = jax.nn.relu(lax.conv_general_dilated(h, p["c2"], (2, 2, 2), "SAME", dimension_numbers=dn))
+        return xent(h.mean((1, 2, 3)) @ p["fc"], y)
+    mom = jax.tree.map(np.zeros_like, p)
+    return momentum_step(loss), (p, mom, x, y), (0, 1)
+
+def dropout_mlp():
+    """An MLP train step with dropout drawn in the step (threefry random bits from a key
+    argument: integer shifts, rotations and xors per element), f16 activations and f32
+    master weights, SGD with momentum."""
+    N, D, F = 256, 512, 2048
+    p = {"w1": normal((D, F), 1/np.sqrt(D)), "w2": normal((F, D), 1/np.sqrt(F))}
+    x = rng.standard_normal((N, D)).astype(np.float32)
+    y = rng.standard_normal((N, D)).astype(np.float32)
+    key = np.array([0, 42], np.uint32)
+
+    def loss(p, x, y, key):
+        k1, k2 = jax.random.split(jax.random.wrap_key_data(key))
+        h = jax.nn.gelu(x.astype(jnp.float16) @ p["w1"].astype(jnp.float16))
+        h = jnp.where(jax.random.bernoulli(k1, 0.9, h.shape), h / 0.9, 0).astype(jnp.float16)
+        o = (h @ p["w2"].astype(jnp.float16)).astype(jnp.float32)
+        o = jnp.where(jax.random.bernoulli(k2, 0.9, o.shape), o / 0.9, 0)
+        return jnp.mean((o - y) ** 2)
+
+    def step(p, mom, x, y, key):
+        l, g = jax.value_and_grad(loss)(p, x, y, key)
+        mom = jax.tree.map(lambda m, g: 0.9*m + g, mom, g)
+        return l, jax.tree.map(lambda p, m: p - 0.05*m, p, mom), mom
+    mom = jax.tree.map(np.zeros_like, p)
+    return step, (p, mom, x, y, key), (0, 1)
+
 MODELS: dict[str, Callable] = {"bert_train_step": bert, "unet_bf16_forward": unet,
                                 "lstm_train_step": lstm, "mobilenet_train_step": mobilenet,
                                 "mixed_bf16_block_train_step": mixed,
@@ -613,7 +714,11 @@ MODELS: dict[str, Callable] = {"bert_train_step": bert, "unet_bf16_forward": une
                                 "diffusion_sampler_loop": diffusion, "knn_sort_forward": knn,
                                 "gpt_kv_cache_decode": gpt_decode,
                                 "int8_quantized_mlp_forward": int8_mlp,
-                                "wavenet_train_step": wavenet}
+                                "wavenet_train_step": wavenet,
+                                "llama_gqa_rope_train_step": llama,
+                                "segment_cumsum_sort_forward": segments,
+                                "conv3d_video_train_step": video,
+                                "dropout_f16_mlp_train_step": dropout_mlp}
 
 
 def _raw(a) -> np.ndarray:

@@ -33,9 +33,11 @@ computes every output's block, then stores each; one with windows among its outp
 (``analysis.loop_outputs``) stores each window's block at its place in the operand it updates,
 whose rows must run along the kernel's.
 
-Values are ``floatL`` (f32, and bf16 rounded after every inexact operation, bit for bit the
-scalar kernel's), ``intL`` (s32) and ``intL`` lane masks (pred: -1 or 0, as vector
-comparisons give them). Anything else declines to the one-element kernel.
+Values are ``floatL`` (f32, and bf16 or f16 rounded after every inexact operation, bit for
+bit the scalar kernel's), ``intL`` (s32) and ``intL`` lane masks (pred: -1 or 0, as vector
+comparisons give them); a float converted to an integer type is stored converted, or, when
+it is converted back to a float (a quantised value fed on), is one operation on float lanes.
+Anything else declines to the one-element kernel.
 """
 
 from __future__ import annotations
@@ -60,8 +62,8 @@ from .registry import LOOP, register
 from .vector_loop import same_shape_outputs, stored_value
 
 # element types a lane value may have, by the OpenCL scalar its vector is made of
-_LANE_SCALAR = {"f32": "float", "bf16": "float", "s32": "int", "pred": "int"}
-_FLOAT = frozenset({"f32", "bf16"})
+_LANE_SCALAR = {"f32": "float", "bf16": "float", "f16": "float", "s32": "int", "pred": "int"}
+_FLOAT = frozenset({"f32", "bf16", "f16"})
 _SMALLEST = 4
 
 
@@ -129,8 +131,8 @@ def store_lanes(em: ElementalEmitter, et: ElementType, ptr: str, offset: str, va
                 lanes: int) -> None:
     """Store a lane value's ``lanes`` elements of type ``et`` at ``ptr + offset`` onwards
     (a float value into an integer ``et``: converted as ``convert`` does)."""
-    if et.name == "bf16":
-        value = f"xla_float_to_bf16x{lanes}({value})"
+    if et.name in E.NARROW_FLOAT_VECTORS:
+        value = E.narrow_vector(et, lanes, value)
     elif et.name in E.VECTOR_INTEGERS:
         value = E.convert_vector("f32", et, value, lanes)
     em.kb.line(f"vstore{lanes}({value}, 0, {ptr} + {offset});")
@@ -234,7 +236,7 @@ def _through_integer(inst: HloInstruction) -> HloInstruction | None:
 def _compare_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
     et = inst.operands[0].shape.element_type.name
     kind = inst.attrs.get("type")
-    return et in ("f32", "bf16", "s32") and str(kind or "") in ("", "FLOAT", "SIGNED") \
+    return et in _FLOAT | {"s32"} and str(kind or "") in ("", "FLOAT", "SIGNED") \
         and str(inst.direction) in _DIRECTIONS and plan.operands(inst, d, aligned)
 
 
@@ -442,8 +444,12 @@ class _RowEmitter(ElementalEmitter):
         if [sum((j // div) % mod * strides[dim] for dim, div, mod in parts)
                 for j in range(n)] == list(range(n)):            # lane j at offset + j
             raw = f"vload{n}(0, {ptr} + {offset})"
-            expr = {"bf16": f"xla_bf16x{n}_to_float({raw})",
-                    "pred": f"(convert_{vec}({raw}) != ({vec})0)"}.get(et.name, raw)
+            if et.name in E.NARROW_FLOAT_VECTORS:
+                expr = E.widen_vector(et, n, raw)
+            elif et.name == "pred":
+                expr = f"(convert_{vec}({raw}) != ({vec})0)"
+            else:
+                expr = raw
             return self.kb.let(vec, expr, "x")
         steps = [self.kb.param(strides[dim], key=(leaf.key, "stride", dim)) for dim, _, _ in parts]
         lanes = [cltypes.load(et, ptr, offset + "".join(
@@ -455,8 +461,8 @@ class _RowEmitter(ElementalEmitter):
 
     def rounded(self, inst: HloInstruction, expr: str) -> str:
         """A float lane value of ``inst``'s type: bf16 rounds to nearest even."""
-        if inst.shape.element_type.name == "bf16":
-            expr = f"xla_round_bf16x{self.n}({expr})"
+        if inst.shape.element_type.name in E.NARROW_FLOAT_VECTORS:
+            expr = E.round_vector(inst.shape.element_type, self.n, expr)
         return self.kb.let(self.vector_type(inst), expr, "v")
 
 
@@ -482,10 +488,9 @@ def _convert(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
 
 # (from, to) -> the conversion of lane value $x (before bf16 rounding of a bf16 result)
 _CONVERTS = {
-    ("f32", "f32"): "$x", ("bf16", "f32"): "$x", ("f32", "bf16"): "$x", ("bf16", "bf16"): "$x",
-    ("s32", "f32"): "convert_float$n($x)", ("s32", "bf16"): "convert_float$n($x)",
-    ("pred", "f32"): "select((float$n)0, (float$n)1, $x)",
-    ("pred", "bf16"): "select((float$n)0, (float$n)1, $x)",
+    **{(a, b): "$x" for a in _FLOAT for b in _FLOAT},
+    **{("s32", b): "convert_float$n($x)" for b in _FLOAT},
+    **{("pred", b): "select((float$n)0, (float$n)1, $x)" for b in _FLOAT},
 }
 
 

@@ -7,10 +7,12 @@ fused bench_ew_chain_4m kernel (tanh, exp, sqrt over 4M floats): 10.2 ms with on
 per work-item, 2.5 ms with a ``float16`` per work-item; a plain copy 1.7 ms against 0.6 ms.
 
 It applies when the kernel is f32 or f64 arithmetic that has a vector form
-(``templates.vector_lanes``, as wide as the target's ``vector_bits``), or bf16 and f32 mixed
-(with converts between them): bf16 widens exactly into f32 vectors, and each bf16 result is
-rounded to nearest even as the scalar kernel rounds it (a bf16 UNet's group norm and SiLU
-went from 1.85 to 1.0 ms). Its leaves are of three kinds: operands with the output's own
+(``templates.vector_lanes``, as wide as the target's ``vector_bits``), or bf16 or f16 and
+f32 mixed (with converts between them): a narrow float widens exactly into f32 vectors, and
+each narrow result is rounded to nearest even as the scalar kernel rounds it (a bf16 UNet's
+group norm and SiLU went from 1.85 to 1.0 ms; an f16 GELU over 256x2048 from 17 to 2.7 ms).
+An integer output converted from such a computation (a quantised activation) converts each
+vector as it is stored (``stored_value``). Its leaves are of three kinds: operands with the output's own
 dimensions and layout (``L`` consecutive elements are ``L`` consecutive elements of the
 operand), scalars (rank-0 operands, scalar constants, broadcasts of them), and operands read
 through a dimension mapping (a broadcast of a bias row or a per-row statistic, an operand in
@@ -157,9 +159,9 @@ def _kept_order(inst: HloInstruction) -> tuple[int, ...] | None:
 
 
 # the element types a vector loop (and a contraction's vector epilogue) computes, by the element
-# type each computes in: bf16 values are widened to f32 exactly on load and rounded back after
-# each operation that is not exact
-VECTOR_COMPUTE = {"f32": "f32", "bf16": "f32", "f64": "f64"}
+# type each computes in: bf16 and f16 values are widened to f32 exactly on load and rounded
+# back after each operation that is not exact (``templates.NARROW_FLOAT_VECTORS``)
+VECTOR_COMPUTE = {"f32": "f32", "bf16": "f32", "f16": "f32", "f64": "f64"}
 
 
 # how instructions over an operand map the operand's dimensions onto the output's
@@ -232,11 +234,13 @@ class _VectorEmitter:
         return kb.let(vec, self._rounded(et, value))
 
     def _rounded(self, et: ElementType, value: str) -> str:
-        return f"xla_round_bf16x{self.lanes}({value})" if et.name == "bf16" else value
+        return E.round_vector(et, self.lanes, value) if et.name in E.NARROW_FLOAT_VECTORS \
+            else value
 
     def _widened(self, et: ElementType, value: str) -> str:
         """A vector load of ``et`` storage as the compute vector."""
-        return f"xla_bf16x{self.lanes}_to_float({value})" if et.name == "bf16" else value
+        return E.widen_vector(et, self.lanes, value) if et.name in E.NARROW_FLOAT_VECTORS \
+            else value
 
     def _pointer(self, operand: HloInstruction) -> str:
         return self.kb.buffer(operand.shape.element_type, self.ctx.ref(operand),
@@ -302,8 +306,8 @@ class _VectorEmitter:
         """Store the block's ``value`` into output ``index`` (of ``shape``)."""
         kb, t, et = self.kb, self.kb.index_type, shape.element_type
         ptr = kb.buffer(et, self.ctx.ref(self.inst, index), writable=True, key=("out", index))
-        if et.name == "bf16":
-            stored = f"xla_float_to_bf16x{self.lanes}({value})"
+        if et.name in E.NARROW_FLOAT_VECTORS:
+            stored = E.narrow_vector(et, self.lanes, value)
         elif et.name in E.VECTOR_INTEGERS:
             stored = E.convert_vector(self.compute, et, value, self.lanes)
         else:

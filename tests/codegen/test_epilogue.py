@@ -199,28 +199,68 @@ def test_values_off_the_columns_on_full_and_ragged_tiles(m, k, c, t):
     np.testing.assert_allclose(got, reference, rtol=1e-6, atol=1e-6)
 
 
-BF16_MLP = MLP.replace("f32[", "bf16[")
+# narrow float types with numpy's dtype for each
+NARROW = [("bf16", ml_dtypes.bfloat16), ("f16", np.float16)]
 
 
+@pytest.mark.parametrize("et", [et for et, _ in NARROW])
 @pytest.mark.parametrize("target", [CPU, CPU_AVX2])
-def test_a_bf16_epilogue_is_computed_on_f32_vectors_and_stored_as_bf16_vectors(target):
-    source = lower(run(runtime.parse(BF16_MLP.format(b=2, n=16, k=24, c=64)), target),
-                   target).source
+def test_a_narrow_epilogue_is_computed_on_f32_vectors_and_stored_as_narrow_vectors(target, et):
+    source = lower(run(runtime.parse(MLP.replace("f32[", f"{et}[").format(b=2, n=16, k=24, c=64)),
+                       target), target).source
     lanes = target.tile_lanes(32)
-    assert f"vstore{lanes}(xla_float_to_bf16x{lanes}(" in source
-    assert f"xla_round_bf16x{lanes}(xla_tanh_float{lanes}(" in source
+    assert f"vstore{lanes}(xla_float_to_{et}x{lanes}(" in source
+    assert f"xla_round_{et}x{lanes}(xla_tanh_float{lanes}(" in source
 
 
+@pytest.mark.parametrize("et, dtype", NARROW, ids=[et for et, _ in NARROW])
 @pytest.mark.parametrize("b, n, k, c", [(2, 16, 24, 64), (3, 13, 20, 40)])
-def test_a_bf16_epilogue_has_the_bits_of_one_kernel_per_op(b, n, k, c):
-    """Each op's result is rounded to bf16 as the unfused program stores it, so the fused
-    vector epilogue and one kernel per op agree bit for bit, on full and ragged tiles."""
-    text = BF16_MLP.format(b=b, n=n, k=k, c=c)
+def test_a_narrow_epilogue_has_the_bits_of_one_kernel_per_op(b, n, k, c, et, dtype):
+    """Each op's result is rounded to bf16 (f16) as the unfused program stores it, so the
+    fused vector epilogue and one kernel per op agree bit for bit, on full and ragged
+    tiles."""
+    text = MLP.replace("f32[", f"{et}[").format(b=b, n=n, k=k, c=c)
     rng = np.random.default_rng(b * n + c)
-    args = [(rng.standard_normal(s) * 0.3).astype(ml_dtypes.bfloat16)
+    args = [(rng.standard_normal(s) * 0.3).astype(dtype)
             for s in ((b, n, k), (k, c), (c,), (1, n, c), (b, n, c))]
     got = np.asarray(runtime.compile(text)(*args))
     reference = np.asarray(runtime.compile(text, fusion=False)(*args))
     np.testing.assert_array_equal(got.view(np.uint16), reference.view(np.uint16))
     want = expected(*(a.astype(np.float32) for a in args))
     np.testing.assert_allclose(got.astype(np.float32), want, rtol=0.05, atol=0.05)
+
+
+# dropout after a projection: a mask read along the columns, and a scalar flag
+DROPOUT = """HloModule dropout
+ENTRY e {{
+  x = f32[{m},{k}]{{1,0}} parameter(0)
+  w = f32[{k},{c}]{{1,0}} parameter(1)
+  keep = pred[{m},{c}]{{1,0}} parameter(2)
+  train = pred[] parameter(3)
+  d = f32[{m},{c}]{{1,0}} dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  z = f32[] constant(0)
+  zs = f32[{m},{c}]{{1,0}} broadcast(z), dimensions={{}}
+  s = f32[] constant(1.25)
+  ss = f32[{m},{c}]{{1,0}} broadcast(s), dimensions={{}}
+  scaled = f32[{m},{c}]{{1,0}} multiply(d, ss)
+  dropped = f32[{m},{c}]{{1,0}} select(keep, scaled, zs)
+  ROOT o = f32[{m},{c}]{{1,0}} select(train, dropped, d)
+}}"""
+
+
+@pytest.mark.parametrize("m, k, c", [(32, 24, 64), (13, 20, 40)])
+def test_selects_on_a_mask_and_on_a_scalar_flag_stay_on_vectors(m, k, c):
+    text = DROPOUT.format(m=m, k=k, c=c)
+    assert has_vector_form(text, column_dim=1)
+    rng = np.random.default_rng(m + c)
+    x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, c)).astype(np.float32)
+    keep = rng.random((m, c)) < 0.8
+    exe = runtime.compile(text)
+    assert "!= (int" in exe.program.source           # the mask loaded as lanes
+    d = x.astype(np.float64) @ w
+    for train in (True, False):
+        got = np.asarray(exe(x, w, keep, np.bool_(train)))
+        want = np.where(keep, d * 1.25, 0.0) if train else d
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    unfused = runtime.compile(text, fusion=False)(x, w, keep, np.bool_(True))
+    np.testing.assert_array_equal(np.asarray(exe(x, w, keep, np.bool_(True))), np.asarray(unfused))

@@ -58,12 +58,14 @@ ENTRY e {
 }"""
 
 
-def test_a_bf16_upsample_and_skip_concatenation(monkeypatch):
-    a = np.abs(normal((2, 4, 4, 16))).astype(ml_dtypes.bfloat16)
-    b = normal((2, 8, 8, 16)).astype(ml_dtypes.bfloat16)
-    got = check(UPSAMPLE_CONCAT, a, b, monkeypatch=monkeypatch, taken=LANES <= 16)
+@pytest.mark.parametrize("et, dtype", [("bf16", ml_dtypes.bfloat16), ("f16", np.float16)])
+def test_a_narrow_float_upsample_and_skip_concatenation(et, dtype, monkeypatch):
+    a = np.abs(normal((2, 4, 4, 16))).astype(dtype)
+    b = normal((2, 8, 8, 16)).astype(dtype)
+    got = check(UPSAMPLE_CONCAT.replace("bf16", et), a, b, monkeypatch=monkeypatch,
+                taken=LANES <= 16)
     a32 = a.astype(np.float32)
-    up = (a32 / (a32 + 1).astype(ml_dtypes.bfloat16).astype(np.float32)).astype(ml_dtypes.bfloat16)
+    up = (a32 / (a32 + 1).astype(dtype).astype(np.float32)).astype(dtype)
     up = up.repeat(2, axis=1).repeat(2, axis=2)
     np.testing.assert_array_equal(got, np.concatenate([up, b], axis=3))
 

@@ -99,10 +99,8 @@ def test_in_place_update_with_a_partial_last_block():
 
 
 @pytest.mark.parametrize("body, expected", [
-    # f16, a pred result, a select and a transpose stay scalar kernels
+    # a pred result, a select and a transpose stay scalar kernels
     ("ROOT r = f32[5,6]{1,0} transpose(b), dimensions={1,0}", lambda a: a.T),
-    ("c = f16[6,5]{1,0} convert(a)\n      ROOT r = f16[6,5]{1,0} sqrt(c)",
-     lambda a: np.sqrt(np.abs(a).astype(np.float16))),
     ("ROOT r = pred[6,5]{1,0} compare(a, a), direction=LT", lambda a: np.zeros_like(a, bool)),
     ("p = pred[6,5]{1,0} compare(a, a), direction=EQ\n      ROOT r = f32[6,5]{1,0} select(p, a, a)",
      lambda a: a),
@@ -206,67 +204,84 @@ def test_scalar_output_through_a_degenerate_reshape():
     np.testing.assert_array_equal(runtime.compile(text)(np.array([2.5], np.float32)), -2.5)
 
 
-MIXED_BF16 = """HloModule mixed
+MIXED_NARROW = """HloModule mixed
 ENTRY e {{
-  x = bf16[{r},{c}] parameter(0)
+  x = {et}[{r},{c}] parameter(0)
   mean = f32[{r}] parameter(1)
-  scale = bf16[] parameter(2)
+  scale = {et}[] parameter(2)
   xf = f32[{r},{c}] convert(x)
   m = f32[{r},{c}] broadcast(mean), dimensions={{0}}
   d = f32[{r},{c}] subtract(xf, m)
-  db = bf16[{r},{c}] convert(d)
-  s = bf16[{r},{c}] broadcast(scale), dimensions={{}}
-  p = bf16[{r},{c}] multiply(db, s)
-  q = bf16[{r},{c}] divide(p, x)
-  n = bf16[{r},{c}] negate(q)
-  ROOT o = bf16[{r},{c}] add(n, x)
+  db = {et}[{r},{c}] convert(d)
+  s = {et}[{r},{c}] broadcast(scale), dimensions={{}}
+  p = {et}[{r},{c}] multiply(db, s)
+  q = {et}[{r},{c}] divide(p, x)
+  n = {et}[{r},{c}] negate(q)
+  ROOT o = {et}[{r},{c}] add(n, x)
 }}"""
 
-
-def _bf16(v: np.ndarray) -> np.ndarray:
-    """``v`` rounded to bf16 (to nearest even) and widened again, as each bf16 op does."""
-    return v.astype(ml_dtypes.bfloat16).astype(np.float32)
+# narrow float types: numpy's dtype and a large finite value of it
+NARROW = [("bf16", ml_dtypes.bfloat16, 3.0e38), ("f16", np.float16, 65504.0)]
 
 
+@pytest.mark.parametrize("et, dtype, big", NARROW, ids=["bf16", "f16"])
 @pytest.mark.parametrize("rows, cols", [(5, 37), (3, 64), (1, 7)])
-def test_mixed_bf16_and_f32_kernel_rounds_each_bf16_result_like_the_scalar_form(rows, cols):
-    """A group norm's shape: bf16 activations, f32 statistics, converts both ways. Each bf16
-    result is rounded to nearest even, bit for bit; rows that do not fill a vector and a
-    partial last block take the lane-by-lane paths."""
-    x = (RNG.standard_normal((rows, cols)) * 3).astype(ml_dtypes.bfloat16)
+def test_mixed_narrow_and_f32_kernel_rounds_each_narrow_result_like_the_scalar_form(
+        rows, cols, et, dtype, big):
+    """A group norm's shape: bf16 (or f16) activations, f32 statistics, converts both ways.
+    Each narrow result is rounded to nearest even, bit for bit; rows that do not fill a vector
+    and a partial last block take the lane-by-lane paths."""
+    x = (RNG.standard_normal((rows, cols)) * 3).astype(dtype)
     flat = x.reshape(-1)
-    flat[:6] = [np.inf, -np.inf, np.nan, 0.0, -0.0, 3.0e38]
+    flat[:6] = [np.inf, -np.inf, np.nan, 0.0, -0.0, big]
     mean = RNG.standard_normal(rows).astype(np.float32)
-    scale = np.array(1.7, ml_dtypes.bfloat16)
-    exe = runtime.compile(MIXED_BF16.format(r=rows, c=cols))
+    scale = np.array(1.7, dtype)
+    exe = runtime.compile(MIXED_NARROW.format(r=rows, c=cols, et=et))
     assert f"{vector('float', 32)} " in exe.program.source
-    assert "xla_round_bf16x" in exe.program.source
+    assert f"xla_round_{et}x" in exe.program.source
     got = np.asarray(exe(x, mean, scale)).astype(np.float32)
     xf = x.astype(np.float32)
+
+    def narrow(v: np.ndarray) -> np.ndarray:
+        """``v`` rounded to the narrow type (to nearest even) and widened again, as each of
+        its ops does."""
+        return v.astype(dtype).astype(np.float32)
+
     with np.errstate(all="ignore"):
-        db = _bf16(xf - mean[:, None])
-        q = _bf16(_bf16(db * np.float32(scale)) / xf)
-        want = _bf16(-q + xf)
+        db = narrow(xf - mean[:, None])
+        q = narrow(narrow(db * np.float32(scale)) / xf)
+        want = narrow(-q + xf)
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     keep = ~np.isnan(want)
     np.testing.assert_array_equal(got[keep].view(np.uint32), want[keep].view(np.uint32))
 
 
-def test_f32_to_bf16_convert_rounds_ties_to_even_and_keeps_nan_and_infinities():
+@pytest.mark.parametrize("et, dtype, tie, to_inf", [
+    ("bf16", ml_dtypes.bfloat16, 2.0 ** -8, 3.3961e38), ("f16", np.float16, 2.0 ** -11, 65520.0)],
+    ids=["bf16", "f16"])
+def test_f32_to_narrow_convert_rounds_ties_to_even_and_keeps_nan_and_infinities(
+        et, dtype, tie, to_inf):
     n = 45
-    base = np.float32(1.0) + np.arange(n, dtype=np.float32) * np.float32(2.0 ** -8)
-    x = base.copy()             # odd multiples of 2^-8 are exact ties between bf16 values
-    x[:5] = [np.nan, np.inf, -np.inf, -0.0, np.float32(3.3961e38)]   # the last rounds to inf
+    base = np.float32(1.0) + np.arange(n, dtype=np.float32) * np.float32(tie)
+    x = base.copy()             # odd multiples of ``tie`` are exact ties between narrow values
+    x[:5] = [np.nan, np.inf, -np.inf, -0.0, np.float32(to_inf)]   # the last rounds to inf
+    x[5] = -x[7]
     exe = runtime.compile(f"""HloModule c
     ENTRY e {{
       x = f32[{n}] parameter(0)
-      ROOT y = bf16[{n}] convert(x)
+      ROOT y = {et}[{n}] convert(x)
     }}""")
-    assert "xla_float_to_bf16x" in exe.program.source
+    assert f"xla_float_to_{et}x" in exe.program.source
     got = np.asarray(exe(x))
-    want = x.astype(ml_dtypes.bfloat16)
+    with np.errstate(over="ignore"):
+        want = x.astype(dtype)
     assert np.isnan(got[0].astype(np.float32))
     np.testing.assert_array_equal(got[1:].view(np.uint16), want[1:].view(np.uint16))
+    # a NaN keeps its sign and comes out quiet, as the scalar helpers make it: bf16's
+    # canonical NaN; f16 keeps the payload bits it has room for, the quiet bit set
+    x.view(np.uint32)[:16] = 0xFFA00000      # a signalling NaN: payload bit 21, sign set
+    bits = np.asarray(exe(x)).view(np.uint16)[:16]
+    np.testing.assert_array_equal(bits, 0xFFC0 if et == "bf16" else 0xFF00)
 
 
 QUANTISE = """HloModule quantise

@@ -27,7 +27,7 @@ from ...hlo.dtypes import ElementType
 from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.opcodes import OPCODES
 from ...hlo.shape import ArrayShape
-from .. import cltypes
+from .. import cltypes, templates as E
 from . import epilogue
 from ..elemental import ElementalEmitter, Index, ValueLeaf, element_strides, is_elemental
 from ..kernel import KernelBuilder
@@ -108,18 +108,19 @@ class Accumulation:
 
     def stores_vectors(self, et: ElementType) -> bool:
         """Whether whole vectors of accumulators can be stored as ``et``: they are its stored
-        bits as they are (no rounding, no narrowing), or f32 values stored as bf16 (rounded
-        and narrowed lane by lane as the scalar path does)."""
+        bits as they are (no rounding, no narrowing), or f32 values stored as bf16 or f16
+        (rounded and narrowed lane by lane as the scalar path does)."""
         storage = cltypes.storage_type(et)
         if self.is_float:
-            return storage == self.scalar or (et.name == "bf16" and self.scalar == "float")
+            return storage == self.scalar or (et.name in E.NARROW_FLOAT_VECTORS
+                                              and self.scalar == "float")
         return cltypes.C_BITS[storage] == cltypes.C_BITS[self.scalar]
 
     def store_vector(self, et: ElementType, value: str, ptr: str, offset: str,
                      lanes: int) -> str:
         storage = cltypes.storage_type(et)
-        if et.name == "bf16":
-            bits = f"xla_float_to_bf16x{lanes}(xla_round_bf16x{lanes}({value}))"
+        if et.name in E.NARROW_FLOAT_VECTORS:
+            bits = E.narrow_vector(et, lanes, E.round_vector(et, lanes, value))
         else:
             bits = value if storage == self.scalar else f"as_{storage}{lanes}({value})"
         return f"vstore{lanes}({bits}, 0, {ptr} + {offset});"
