@@ -34,9 +34,12 @@ computes every output's block, then stores each; one with windows among its outp
 whose rows must run along the kernel's.
 
 Values are ``floatL`` (f32, and bf16 or f16 rounded after every inexact operation, bit for
-bit the scalar kernel's), ``intL`` (s32) and ``intL`` lane masks (pred: -1 or 0, as vector
-comparisons give them); a float converted to an integer type is stored converted, or, when
-it is converted back to a float (a quantised value fed on), is one operation on float lanes.
+bit the scalar kernel's), ``intL`` (s32), ``uintL`` (u32, with the operations of a counter-
+based random number generator: add, multiply, logic, shifts, and its bits read as f32: a
+dropout step's threefry rounds over 256x2560 values took 368 us a round element by element,
+176 us on vectors) and ``intL`` lane masks (pred: -1 or 0, as vector comparisons give them,
+stored as 1 or 0); a float converted to an integer type is stored converted, or, when it is
+converted back to a float (a quantised value fed on), is one operation on float lanes.
 Anything else declines to the one-element kernel.
 """
 
@@ -62,8 +65,11 @@ from .registry import LOOP, register
 from .vector_loop import same_shape_outputs, stored_value
 
 # element types a lane value may have, by the OpenCL scalar its vector is made of
-_LANE_SCALAR = {"f32": "float", "bf16": "float", "f16": "float", "s32": "int", "pred": "int"}
+_LANE_SCALAR = {"f32": "float", "bf16": "float", "f16": "float", "s32": "int", "u32": "uint",
+                "pred": "int"}
 _FLOAT = frozenset({"f32", "bf16", "f16"})
+# lane values that kernels store: floats, u32 (random bits) and pred (a dropout mask)
+_STORED = _FLOAT | {"u32", "pred"}
 _SMALLEST = 4
 
 
@@ -77,7 +83,7 @@ def row_vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruc
         return None if found is None else _space_launch(ctx, inst, params, *found)
     outputs = [(stored_value(value, s), index, s) for value, index, s in outputs]
     out = outputs[0][2]
-    if out.rank == 0 or any(value.shape.element_type.name not in _FLOAT
+    if out.rank == 0 or any(value.shape.element_type.name not in _STORED
                             for value, _, _ in outputs):
         return None
     leaves = operand_leaves(ctx, inst, params)
@@ -128,13 +134,15 @@ def lane_emitter(em: ElementalEmitter, inst: HloInstruction, lanes: int, dim: in
 
 
 def store_lanes(em: ElementalEmitter, et: ElementType, ptr: str, offset: str, value: str,
-                lanes: int) -> None:
-    """Store a lane value's ``lanes`` elements of type ``et`` at ``ptr + offset`` onwards
-    (a float value into an integer ``et``: converted as ``convert`` does)."""
+                lanes: int, computed: ElementType | None = None) -> None:
+    """Store a lane value's ``lanes`` elements of type ``et`` at ``ptr + offset`` onwards; a
+    float value (``computed``) into an integer ``et`` is converted as ``convert`` does."""
     if et.name in E.NARROW_FLOAT_VECTORS:
         value = E.narrow_vector(et, lanes, value)
-    elif et.name in E.VECTOR_INTEGERS:
+    elif et.name in E.VECTOR_INTEGERS and computed is not None and computed.is_float:
         value = E.convert_vector("f32", et, value, lanes)
+    elif et.name == "pred":                     # a lane mask (-1 or 0) stored as 1 or 0
+        value = f"convert_uchar{lanes}({value} & (int{lanes})1)"
     em.kb.line(f"vstore{lanes}({value}, 0, {ptr} + {offset});")
 
 
@@ -209,7 +217,9 @@ class _LanePlan:
 
 def _elementwise_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
     ets = {op.shape.element_type.name for op in inst.operands} | {inst.shape.element_type.name}
-    return ets <= _FLOAT and E.vector_lanes(inst.opcode, "f32", 32 * plan.lanes) is not None \
+    compute = "f32" if ets <= _FLOAT else "u32" if ets == {"u32"} else None
+    return compute is not None \
+        and E.vector_lanes(inst.opcode, compute, 32 * plan.lanes) is not None \
         and plan.operands(inst, d, aligned)
 
 
@@ -235,9 +245,10 @@ def _through_integer(inst: HloInstruction) -> HloInstruction | None:
 
 def _compare_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
     et = inst.operands[0].shape.element_type.name
-    kind = inst.attrs.get("type")
-    return et in _FLOAT | {"s32"} and str(kind or "") in ("", "FLOAT", "SIGNED") \
-        and str(inst.direction) in _DIRECTIONS and plan.operands(inst, d, aligned)
+    kind = str(inst.attrs.get("type") or "")
+    compared = (et in _FLOAT and kind in ("", "FLOAT")) or (et == "s32" and kind in ("", "SIGNED")) \
+        or (et == "u32" and kind in ("", "UNSIGNED"))
+    return compared and str(inst.direction) in _DIRECTIONS and plan.operands(inst, d, aligned)
 
 
 def _select_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
@@ -245,7 +256,12 @@ def _select_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool)
 
 
 def _logical_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
-    return inst.shape.element_type.name == "pred" and plan.operands(inst, d, aligned)
+    return inst.shape.element_type.name in ("pred", "u32") and plan.operands(inst, d, aligned)
+
+
+def _bitcast_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
+    pair = (inst.operands[0].shape.element_type.name, inst.shape.element_type.name)
+    return pair in _BITCASTS and plan.operands(inst, d, aligned)
 
 
 def _broadcast_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
@@ -362,7 +378,7 @@ _PLAN_RULES: dict[str, Callable[[_LanePlan, HloInstruction, Lanes, bool], bool]]
     "convert": _convert_plan, "compare": _compare_plan, "select": _select_plan,
     "and": _logical_plan, "or": _logical_plan, "xor": _logical_plan, "not": _logical_plan,
     "broadcast": _broadcast_plan, "reshape": _reshape_plan, "transpose": _transpose_plan,
-    "copy": _identity_plan,
+    "copy": _identity_plan, "bitcast-convert": _bitcast_plan,
 }
 # rules for a lane dimension (their branches and offsets are per dimension)
 _DIMENSION_RULES: dict[str, Callable[[_LanePlan, HloInstruction, int, bool], bool]] = {
@@ -469,7 +485,8 @@ class _RowEmitter(ElementalEmitter):
 def _arithmetic(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     # rank-0 operands (clamp's bounds) are uniform, read at the empty index
     args = [em.value(op, SCALAR if op.shape.rank == 0 else index) for op in inst.operands]
-    expr = arithmetic(inst.opcode, "f32", "f32", args, lanes=em.n)
+    compute = "u32" if inst.shape.element_type.name == "u32" else "f32"
+    expr = arithmetic(inst.opcode, compute, compute, args, lanes=em.n)
     if not E.rounds(inst.opcode):
         return em.kb.let(em.vector_type(inst), expr, "v")
     return em.rounded(inst, expr)
@@ -489,9 +506,23 @@ def _convert(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
 # (from, to) -> the conversion of lane value $x (before bf16 rounding of a bf16 result)
 _CONVERTS = {
     **{(a, b): "$x" for a in _FLOAT for b in _FLOAT},
-    **{("s32", b): "convert_float$n($x)" for b in _FLOAT},
+    **{(a, b): "convert_float$n($x)" for a in ("s32", "u32") for b in _FLOAT},
     **{("pred", b): "select((float$n)0, (float$n)1, $x)" for b in _FLOAT},
+    ("s32", "u32"): "as_uint$n($x)", ("u32", "s32"): "as_int$n($x)",
 }
+
+
+def _bitcast(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
+    pair = (inst.operands[0].shape.element_type.name, inst.shape.element_type.name)
+    x = em.value(inst.operands[0], index)
+    return em.kb.let(em.vector_type(inst), _BITCASTS[pair].replace("$x", x).replace("$n", str(em.n)),
+                     "v")
+
+
+# (from, to) -> the bits of lane value $x read as the other 32-bit type
+_BITCASTS = {("u32", "f32"): "as_float$n($x)", ("f32", "u32"): "as_uint$n($x)",
+             ("s32", "f32"): "as_float$n($x)", ("f32", "s32"): "as_int$n($x)",
+             ("s32", "u32"): "as_uint$n($x)", ("u32", "s32"): "as_int$n($x)"}
 
 
 def _compare(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
@@ -575,7 +606,7 @@ def _dynamic_update_slice(em: _RowEmitter, inst: HloInstruction, index: Index) -
 # reshape, transpose, slice, dynamic-slice, copy, reverse) are the scalar emitter's own: they
 # derive the operand's first-lane index and ask for its value, which is then a lane value
 _EMIT_RULES: dict[str, Callable[[_RowEmitter, HloInstruction, Index], str]] = {
-    "convert": _convert, "compare": _compare, "select": _select,
+    "convert": _convert, "compare": _compare, "select": _select, "bitcast-convert": _bitcast,
     "and": _logical, "or": _logical, "xor": _logical, "not": _logical, "iota": _iota,
     "concatenate": _concatenate, "pad": _pad, "dynamic-update-slice": _dynamic_update_slice,
 }
@@ -592,11 +623,13 @@ def _begin(ctx: LoweringContext, inst: HloInstruction, leaves: dict, plan: _Lane
 
 
 def _store(ctx: LoweringContext, em: _RowEmitter, inst: HloInstruction, value: str,
-           offset: str, index: tuple[int, ...] = ()) -> None:
-    """Store the block's lanes at ``offset`` of output ``index``."""
+           offset: str, index: tuple[int, ...] = (),
+           computed: ElementType | None = None) -> None:
+    """Store the block's lanes (of type ``computed``, where it is not the output's) at
+    ``offset`` of output ``index``."""
     out: ArrayShape = inst.shape if not index else inst.shape.elements[index[0]]  # type: ignore[union-attr,assignment]
     ptr = em.kb.buffer(out.element_type, ctx.ref(inst, index), writable=True, key=("out", index))
-    store_lanes(em, out.element_type, ptr, offset, value, em.n)
+    store_lanes(em, out.element_type, ptr, offset, value, em.n, computed)
 
 
 def _launch(ctx: LoweringContext, inst: HloInstruction, outputs: list, leaves: dict,
@@ -607,8 +640,8 @@ def _launch(ctx: LoweringContext, inst: HloInstruction, outputs: list, leaves: d
     exprs = em.delinearize(base, out.dims, out.minor_to_major, "out")
     index = Index(exprs, (layout_key(out), base))
     values = [em.value(value, index) for value, _, _ in outputs]   # every load before a store
-    for value, (_, out_index, _) in zip(values, outputs):
-        _store(ctx, em, inst, value, base, out_index)
+    for value, (computed, out_index, _) in zip(values, outputs):
+        _store(ctx, em, inst, value, base, out_index, computed.shape.element_type)
     return launch_1d(ctx, em.kb, inst, count)
 
 

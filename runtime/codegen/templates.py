@@ -175,17 +175,28 @@ HELPERS: tuple[Helper, ...] = (
              "      : ((($U)base == minus_one) ? ((exponent & 1) ? ($T)minus_one : ($T)1) : ($T)0);\n"
              "  return ($S)exponent >= 0 ? ($T)acc : negative;\n"
              "}\n"),
-    # shifts: the amount is unsigned; amounts >= the width give 0 (or the sign fill).
-    *_family(_SIGNED_C + _UNSIGNED_C, "xla_shl_$T",
+    # shifts: the amount is unsigned; amounts >= the width give 0 (or the sign fill). The
+    # unsigned ones have vector forms too (``VECTOR_UNSIGNED``).
+    *_family(_SIGNED_C, "xla_shl_$T",
              "$T xla_shl_$T($T a, $T b) {\n"
              "  $U n = ($U)b;\n"
              "  return n >= $bits ? ($T)0 : ($T)(($W)($U)a << n);\n"
              "}\n"),
-    *_family(_SIGNED_C + _UNSIGNED_C, "xla_shrl_$T",
+    *_family(_UNSIGNED_C, "xla_shl_$T",
+             "$T xla_shl_$T($T a, $T b) {\n"
+             "  $U n = ($U)b;\n"
+             "  return n >= $bits ? ($T)0 : ($T)(($W)($U)a << n);\n"
+             "}\n", vector=True),
+    *_family(_SIGNED_C, "xla_shrl_$T",
              "$T xla_shrl_$T($T a, $T b) {\n"
              "  $U n = ($U)b;\n"
              "  return n >= $bits ? ($T)0 : ($T)(($U)a >> n);\n"
              "}\n"),
+    *_family(_UNSIGNED_C, "xla_shrl_$T",
+             "$T xla_shrl_$T($T a, $T b) {\n"
+             "  $U n = ($U)b;\n"
+             "  return n >= $bits ? ($T)0 : ($T)(($U)a >> n);\n"
+             "}\n", vector=True),
     *_family(_SIGNED_C + _UNSIGNED_C, "xla_shra_$T",
              "$T xla_shra_$T($T a, $T b) {\n"
              "  $U n = ($U)b;\n"
@@ -508,13 +519,22 @@ def clamp(et: ElementType | str, lo: str, x: str, hi: str, lanes: int = 1) -> st
     return _subst(template, row, lanes, lo=lo, x=x, hi=hi)
 
 
+# unsigned opcodes whose templates are valid on vectors (operators, ``max``/``min``, the
+# unsigned shift helpers' vector forms): a random number generator's mixing rounds
+VECTOR_UNSIGNED = frozenset({"add", "subtract", "multiply", "maximum", "minimum", "and", "or",
+                             "xor", "shift-left", "shift-right-logical"})
+
+
 def vector_lanes(opcode: str, et: ElementType | str, vector_bits: int) -> int | None:
     """The lanes of ``opcode``'s vector form on ``et`` operands with an ``et`` result, in
     vectors of ``vector_bits`` (the target's), or None where there is none. Every float
     template is an OpenCL builtin, an operator or a helper instantiated for vectors, all
-    overloaded lane by lane; pred results (compare, is-finite), selects and conversions are
-    not."""
+    overloaded lane by lane, and so are u32's ``VECTOR_UNSIGNED``; pred results (compare,
+    is-finite), selects and conversions are not."""
     row = cl_type(et)
+    if row.name == "u32":
+        lanes = vector_bits // 32
+        return lanes if lanes in VECTOR_WIDTHS and opcode in VECTOR_UNSIGNED else None
     lanes = vector_bits // C_BITS[row.compute] if row.family == "float" and row.bits >= 32 \
         else None
     if lanes not in VECTOR_WIDTHS or opcode in _PRED_RESULTS:

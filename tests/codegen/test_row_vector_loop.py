@@ -368,3 +368,52 @@ def test_quantised_rows_stored_as_integers_or_fed_on_as_floats(root, dtype, monk
     scaled = np.rint(x / (m / np.float32(127))[:, None])
     want = np.clip(np.nan_to_num(scaled, nan=0.0), -127, 127).astype(np.int8)
     np.testing.assert_array_equal(np.asarray(got).astype(np.float64), want.astype(dtype).astype(np.float64))
+
+
+# a counter-based generator's round (threefry's mix: add, rotate by a scalar amount, xor) and
+# the uniform floats and keep mask drawn from its bits (bits >> 9 | 1.0's exponent, as f32)
+RANDOM_BITS = """HloModule bits
+ENTRY e {{
+  x0 = u32[4,64] parameter(0)
+  x1 = u32[4,64] parameter(1)
+  r = u32[] parameter(2)
+  w = u32[] constant(32)
+  rr = u32[4,64] broadcast(r), dimensions={{}}
+  ws = u32[4,64] broadcast(w), dimensions={{}}
+  s = u32[4,64] add(x0, x1)
+  l = u32[4,64] shift-left(x1, rr)
+  back = u32[4,64] subtract(ws, rr)
+  h = u32[4,64] shift-right-logical(x1, back)
+  rot = u32[4,64] or(l, h)
+  mixed = u32[4,64] xor(s, rot)
+  nine = u32[] constant(9)
+  nines = u32[4,64] broadcast(nine), dimensions={{}}
+  m = u32[4,64] shift-right-logical(mixed, nines)
+  one = u32[] constant(1065353216)
+  ones = u32[4,64] broadcast(one), dimensions={{}}
+  bits = u32[4,64] or(m, ones)
+  f = f32[4,64] bitcast-convert(bits)
+  p = f32[] constant({p})
+  ps = f32[4,64] broadcast(p), dimensions={{}}
+  keep = pred[4,64] compare(f, ps), direction=LT
+  big = pred[4,64] compare(mixed, x0), direction=GT, type=UNSIGNED
+  ROOT t = (u32[4,64], u32[4,64], pred[4,64], pred[4,64]) tuple(s, mixed, keep, big)
+}}"""
+
+
+@pytest.mark.parametrize("rotation", [13, 0, 32, 40])
+def test_random_bits_rounds_on_u32_lanes_and_a_pred_mask(rotation, monkeypatch):
+    """Shifts by 32 or more give 0, as XLA's do; both forms agree bit for bit."""
+    x0 = RNG.integers(0, 2 ** 32, (4, 64), dtype=np.uint64).astype(np.uint32)
+    x1 = RNG.integers(0, 2 ** 32, (4, 64), dtype=np.uint64).astype(np.uint32)
+    s, mixed, keep, big = check(RANDOM_BITS.format(p=1.9), x0, x1, np.uint32(rotation),
+                                monkeypatch=monkeypatch)
+    a, b = x0.astype(np.uint64), x1.astype(np.uint64)
+    left = (b << rotation) % 2 ** 32 if rotation < 32 else 0
+    right = b >> (32 - rotation) if 1 <= rotation <= 32 else 0    # 32 - r wraps past 31
+    want_mixed = (((a + b) % 2 ** 32) ^ (left | right)).astype(np.uint32)
+    np.testing.assert_array_equal(s, (a + b).astype(np.uint32))
+    np.testing.assert_array_equal(mixed, want_mixed)
+    uniform = ((want_mixed >> 9) | np.uint32(0x3F800000)).view(np.float32)
+    np.testing.assert_array_equal(keep, uniform < np.float32(1.9))
+    np.testing.assert_array_equal(big, want_mixed > x0)
