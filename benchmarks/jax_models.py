@@ -703,6 +703,70 @@ def dropout_mlp():
     mom = jax.tree.map(np.zeros_like, p)
     return step, (p, mom, x, y, key), (0, 1)
 
+def beam_search():
+    """Beam search over a small recurrent decoder: a fori_loop of 24 steps, log-softmax over a
+    4096-token vocabulary, top_k over beams x vocabulary, gathers of the surviving beams'
+    states and histories."""
+    B, K, V, D, S = 4, 8, 4096, 256, 24
+    p = {"emb": normal((V, D), 0.05), "w": normal((D, D), 1/np.sqrt(D)), "out": normal((D, V), 1/np.sqrt(D))}
+    h0 = rng.standard_normal((B, K, D)).astype(np.float32)
+
+    def f(p, h0):
+        def step(i, st):
+            h, score, hist, tok = st
+            h = jnp.tanh(h @ p["w"] + p["emb"][tok])
+            lp = jax.nn.log_softmax(h @ p["out"], -1) + score[..., None]        # [B, K, V]
+            top, idx = lax.top_k(lp.reshape(B, K * V), K)
+            beam, tok = idx // V, (idx % V).astype(jnp.int32)
+            h = jnp.take_along_axis(h, beam[..., None], 1)
+            hist = jnp.take_along_axis(hist, beam[..., None], 1)
+            hist = lax.dynamic_update_slice(hist, tok[..., None], (0, 0, i))
+            return h, top, hist, tok
+        st = (h0, jnp.zeros((B, K)).at[:, 1:].set(-1e9), jnp.zeros((B, K, S), jnp.int32),
+              jnp.zeros((B, K), jnp.int32))
+        h, score, hist, _ = lax.fori_loop(0, S, step, st)
+        return score, hist
+    return f, (p, h0), ()
+
+
+def power_iteration():
+    """Power iteration: a while loop whose trip count is an argument (unknown when compiled;
+    a convergence test would make the count depend on rounding), a matrix-vector product and
+    a norm per step, then a Cholesky solve (LAPACK custom calls) of a shifted system."""
+    N = 512
+    a = rng.standard_normal((N, N)).astype(np.float32)
+    spd = (a @ a.T / N + np.eye(N)).astype(np.float32)
+    b = rng.standard_normal((N, 4)).astype(np.float32)
+    steps = np.int32(120)
+
+    def f(m, b, steps):
+        def cond(st):
+            return st[3] < steps
+
+        def body(st):
+            v, lam, _, k = st
+            w = m @ v
+            return w / jnp.linalg.norm(w), v @ w, lam, k + 1
+        v0 = jnp.ones(N) / np.sqrt(N)
+        v, lam, _, k = lax.while_loop(cond, body, (v0, jnp.float32(1.0), jnp.float32(0.0), 0))
+        c = jnp.linalg.cholesky(m + lam * 0.01 * jnp.eye(N))
+        x = jax.scipy.linalg.cho_solve((c, True), b)
+        return v, lam, k, x
+    return f, (spd, b, steps), ()
+
+
+def fft_conv():
+    """A long 1-D convolution by FFT (rfft, a complex product, irfft) of 16 signals of 8192
+    samples with 16 filters, then a magnitude spectrum."""
+    B, N = 16, 8192
+    x = rng.standard_normal((B, N)).astype(np.float32)
+    k = (rng.standard_normal((B, N)) * np.exp(-np.arange(N) / 64.0)).astype(np.float32)
+
+    def f(x, k):
+        y = jnp.fft.irfft(jnp.fft.rfft(x, 2 * N) * jnp.fft.rfft(k, 2 * N), 2 * N)[:, :N]
+        return y, jnp.abs(jnp.fft.rfft(y))
+    return f, (x, k), ()
+
 MODELS: dict[str, Callable] = {"bert_train_step": bert, "unet_bf16_forward": unet,
                                 "lstm_train_step": lstm, "mobilenet_train_step": mobilenet,
                                 "mixed_bf16_block_train_step": mixed,
@@ -718,7 +782,10 @@ MODELS: dict[str, Callable] = {"bert_train_step": bert, "unet_bf16_forward": une
                                 "llama_gqa_rope_train_step": llama,
                                 "segment_cumsum_sort_forward": segments,
                                 "conv3d_video_train_step": video,
-                                "dropout_f16_mlp_train_step": dropout_mlp}
+                                "dropout_f16_mlp_train_step": dropout_mlp,
+                                "beam_search_decode": beam_search,
+                                "power_iteration_cholesky": power_iteration,
+                                "fft_long_convolution": fft_conv}
 
 
 def _raw(a) -> np.ndarray:

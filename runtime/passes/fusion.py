@@ -53,7 +53,8 @@ from .dce import remove_dead_code
 from ..target import CPU, Target
 from .fusion_cost import (duplicate_reads_no_more, may_evaluate_repeatedly, recompute_sources,
                           row_merge_cost)
-from .fusion_rules import FREE_DUPLICATES, FusionRules, in_place_operands, in_place_roots
+from .fusion_rules import (FREE_DUPLICATES, FusionRules, in_epilogue, in_place_operands,
+                           in_place_roots)
 from .names import FreshNames
 
 MOVE, DUPLICATE = "move", "duplicate"
@@ -219,9 +220,12 @@ class _Planner:
                          and producer.shape.dims == u.shape.dims for u in inside)   # type: ignore[union-attr]
         moves = self._only_reader(group, producer)
         if producer.opcode in rules.heroes:
-            if group.kind != "kLoop" or not moves or not same_index or reused:
+            if group.kind != "kLoop" or not moves or not same_index or reused \
+                    or not all(in_epilogue(m) for m in group.members):
                 return None
             decision = MOVE
+        elif group.kind == "kOutput" and not in_epilogue(producer):
+            return None
         elif moves:
             decision = MOVE
         elif self._duplicable(producer) and (producer.opcode in FREE_DUPLICATES

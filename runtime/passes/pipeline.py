@@ -46,6 +46,7 @@ from .multi_output_fusion import multi_output_fuse_in_place
 from .operand_layouts import match_operand_layouts
 from .simplify import simplify_in_place
 from .split_reductions import split_reductions_in_place
+from .split_topk import split_topk_in_place
 from .transpose_folding import fold_transposes_in_place
 
 Pass = Callable[[HloModule, Target], None]
@@ -54,6 +55,7 @@ OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("inline-calls", inline_calls_in_place, True),
     ("simplify", simplify_in_place, True),
     ("transpose-folding", fold_transposes_in_place, True),
+    ("split-topk", split_topk_in_place, True),
     ("convolution-layout", relayout_convolution_kernels_in_place, True),
     ("contraction-upcast", upcast_narrow_contractions_in_place, True),
     ("fusion", fuse_in_place, True),

@@ -121,3 +121,34 @@ def test_packed_row_groups_are_narrower_where_the_row_operand_is_strided():
     assert tiled.local_size == (1, tiles.pack_strided_row_group, 1)
     same = replace(CPU_AVX2, tiles=replace(tiles, pack_strided_row_group=None))
     assert launches(strided, same)[0].local_size == (1, tiles.pack_row_group, 1)
+
+
+ROW_LOOPS = """HloModule rows
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+less {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT l = pred[] compare(a, b), direction=LT
+}
+ENTRY e {
+  x = f32[4,300] parameter(0)
+  s = f32[4,300] sort(x), dimensions={1}, to_apply=less
+  t = (f32[4,3], s32[4,3]) topk(x), k=3, largest=true
+  z = f32[] constant(-inf)
+  c = f32[4,300] reduce-window(x, z), window={size=1x300 pad=0_0x299_0}, to_apply=max
+  ROOT r = (f32[4,300], (f32[4,3], s32[4,3]), f32[4,300]) tuple(s, t, c)
+}"""
+
+
+def test_kernels_looping_over_whole_rows_are_work_groups_of_one_on_cpus():
+    """A sort, a top-k and a scan give each row's work-item a group of its own on CPUs (PoCL
+    runs a group on one thread), and keep the loop work-group size on GPUs."""
+    from runtime.target import GPU
+    cpu = {s.instruction: s.local_size for s in launches(ROW_LOOPS, CPU)}
+    gpu = {s.instruction: s.local_size for s in launches(ROW_LOOPS, GPU)}
+    assert len(cpu) == 3 and set(cpu.values()) == {(1,)}          # sort, topk, the scan
+    assert gpu.keys() == cpu.keys() and set(gpu.values()) == {(GPU.loop_local_size,)}

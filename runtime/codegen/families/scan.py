@@ -96,4 +96,4 @@ def lower_scan(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
         combine(em, root.to_apply, [acc], [em.value(x, index)])
         offset = em.offset(out, index, ("out", ()))
         kb.line(cltypes.store(out.element_type, ptr, offset, acc))
-    return [launch_1d(ctx, kb, inst, lines)]
+    return [launch_1d(ctx, kb, inst, lines, long_items=True)]

@@ -202,7 +202,7 @@ def lower_sort(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     em = ElementalEmitter(kb, {}, ctx.program.embed)
     row = RowAccess(kb, ptrs, [s for _, s in outputs], dim, gid, ("sort", id(inst)))
     emit_stable_sort(em, inst.to_apply, row)
-    steps.append(launch_1d(ctx, kb, inst, rows))
+    steps.append(launch_1d(ctx, kb, inst, rows, long_items=True))
     return steps
 
 
@@ -253,7 +253,7 @@ def _topk_launch(ctx: LoweringContext, inst: HloInstruction, better) -> list[Ste
             kb.line(cltypes.store(values.element_type, vo, f"{ob} + pos", v) + ";")
             kb.line(f"{io}[{ob} + pos] = (int)i;")
             kb.line(f"if (count < {kk}) ++count;")
-    return [launch_1d(ctx, kb, inst, rows)]
+    return [launch_1d(ctx, kb, inst, rows, long_items=True)]
 
 
 @register("topk")

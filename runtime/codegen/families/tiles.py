@@ -34,6 +34,7 @@ from ..kernel import KernelBuilder
 from ..context import LoweringContext
 from ..plan import Launch, Step
 from ..registry import FUSION, register
+from ...passes.fusion_rules import in_epilogue
 from ...target import Target, TileShape
 
 # (element types that accumulate this way, C scalar type); vectors have the target's lanes
@@ -197,12 +198,6 @@ def rows_for(count: int, tiles: TileShape) -> int:
 
 # --- output fusions -------------------------------------------------------------------------
 
-# ops an epilogue may contain besides elementwise ones: cheap per element, no loops
-_EPILOGUE_OPS = frozenset({"parameter", "constant", "broadcast", "iota", "reshape", "bitcast",
-                           "transpose", "slice", "copy", "reverse", "pad", "concatenate",
-                           "dynamic-slice"})
-
-
 @dataclass
 class Contraction:
     """A dot or convolution as a kernel computes it: ``inst`` (the launch's instruction, a
@@ -265,8 +260,7 @@ def _epilogue_only(comp: HloComputation, op: HloInstruction) -> bool:
     for i in comp.instructions:
         if i is op or id(i) in downstream:
             continue
-        if not (is_elemental(i) or i.opcode == "parameter") or not (
-                OPCODES[i.opcode].elementwise or i.opcode in _EPILOGUE_OPS):
+        if not (is_elemental(i) or i.opcode == "parameter") or not in_epilogue(i):
             return False
     return comp.root is op or id(comp.root) in downstream
 
