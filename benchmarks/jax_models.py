@@ -767,6 +767,93 @@ def fft_conv():
         return y, jnp.abs(jnp.fft.rfft(y))
     return f, (x, k), ()
 
+def gnn():
+    """A graph network train step: messages gathered along 40,000 edges, summed into 4,000
+    nodes by segment_sum (scatter-add), degree normalisation, two layers, SGD."""
+    N, E, F, H = 4000, 40000, 64, 64
+    p = {"w1": normal((F, H), 1/np.sqrt(F)), "w2": normal((H, H), 1/np.sqrt(H)),
+         "out": normal((H, 1), 1/np.sqrt(H))}
+    x = rng.standard_normal((N, F)).astype(np.float32)
+    src = rng.integers(0, N, E).astype(np.int32)
+    dst = rng.integers(0, N, E).astype(np.int32)
+    y = rng.standard_normal((N, 1)).astype(np.float32)
+
+    def loss(p, graph, y):
+        x, src, dst = graph
+        deg = jax.ops.segment_sum(jnp.ones(E), dst, N) + 1.0
+        h = x
+        for w in (p["w1"], p["w2"]):
+            msg = jax.ops.segment_sum(h[src], dst, N) / deg[:, None]
+            h = jax.nn.relu((h + msg) @ w)
+        return jnp.mean((h @ p["out"] - y) ** 2)
+    mom = jax.tree.map(np.zeros_like, p)
+    return momentum_step(loss), (p, mom, (x, src, dst), y), (0, 1)
+
+
+def recsys():
+    """A recommendation model train step: embedding bags (20 ids a sample gathered from a
+    100,000 x 32 table and summed), a dot-interaction MLP, BCE, and the table's sparse
+    gradient scattered back (SGD)."""
+    V, D, B, L = 100000, 32, 512, 20
+    p = {"table": normal((V, D), 0.05), "w1": normal((2 * D, 128), 1/np.sqrt(2 * D)),
+         "w2": normal((128, 1), 1/np.sqrt(128))}
+    ids = rng.integers(0, V, (B, L)).astype(np.int32)
+    dense = rng.standard_normal((B, D)).astype(np.float32)
+    y = (rng.random((B, 1)) < 0.3).astype(np.float32)
+
+    def loss(p, ids, dense, y):
+        bag = p["table"][ids].sum(1)
+        h = jax.nn.relu(jnp.concatenate([bag, dense * bag], -1) @ p["w1"])
+        logit = h @ p["w2"]
+        return jnp.mean(jnp.maximum(logit, 0) - logit * y + jnp.log1p(jnp.exp(-jnp.abs(logit))))
+
+    def step(p, ids, dense, y):
+        l, g = jax.value_and_grad(loss)(p, ids, dense, y)
+        return l, jax.tree.map(lambda p, g: p - 0.1 * g, p, g)
+    return step, (p, ids, dense, y), (0,)
+
+
+def resnext():
+    """A ResNeXt/DeepLab-style forward pass: grouped 3x3 convolutions (32 groups), dilated
+    (atrous) convolutions at rates 2 and 4, average pooling with padding, batch norm folded."""
+    B, Hh, W, C = 4, 32, 32, 128
+    p = {"g": normal((3, 3, C // 32, C), 1/np.sqrt(9 * C // 32)),
+         "d2": normal((3, 3, C, C), 1/np.sqrt(9 * C)), "d4": normal((3, 3, C, C), 1/np.sqrt(9 * C)),
+         "s": np.ones(C, np.float32), "b": np.zeros(C, np.float32)}
+    x = rng.standard_normal((B, Hh, W, C)).astype(np.float32)
+
+    def f(p, x):
+        dn = ("NHWC", "HWIO", "NHWC")
+        h = lax.conv_general_dilated(x, p["g"], (1, 1), "SAME", dimension_numbers=dn,
+                                     feature_group_count=32)
+        h = jax.nn.relu(h * p["s"] + p["b"])
+        a = lax.conv_general_dilated(h, p["d2"], (1, 1), "SAME", rhs_dilation=(2, 2), dimension_numbers=dn)
+        b = lax.conv_general_dilated(h, p["d4"], (1, 1), "SAME", rhs_dilation=(4, 4), dimension_numbers=dn)
+        pooled = lax.reduce_window(h, 0.0, lax.add, (1, 3, 3, 1), (1, 1, 1, 1), "SAME") / 9.0
+        return jax.nn.relu(a + b + pooled + x)
+    return f, (p, x), ()
+
+
+def sampler():
+    """Autoregressive sampling: a fori_loop of 32 steps drawing a token from a categorical
+    over 8,192 logits (Gumbel-max with threefry bits split from a key each step), a GRU-like
+    state update from the sampled token's embedding."""
+    B, V, D, S = 8, 8192, 128, 32
+    p = {"emb": normal((V, D), 0.05), "w": normal((D, D), 1/np.sqrt(D)), "out": normal((D, V), 1/np.sqrt(D))}
+    key = np.array([0, 7], np.uint32)
+
+    def f(p, key):
+        def step(i, st):
+            h, tok, out, key = st
+            key, sub = jax.random.split(key)
+            h = jnp.tanh(h @ p["w"] + p["emb"][tok])
+            tok = jax.random.categorical(sub, h @ p["out"], -1).astype(jnp.int32)
+            return h, tok, out.at[:, i].set(tok), key
+        st = (jnp.zeros((B, D)), jnp.zeros(B, jnp.int32), jnp.zeros((B, S), jnp.int32),
+              jax.random.wrap_key_data(key))
+        return lax.fori_loop(0, S, step, st)[2]
+    return f, (p, key), ()
+
 MODELS: dict[str, Callable] = {"bert_train_step": bert, "unet_bf16_forward": unet,
                                 "lstm_train_step": lstm, "mobilenet_train_step": mobilenet,
                                 "mixed_bf16_block_train_step": mixed,
@@ -785,7 +872,11 @@ MODELS: dict[str, Callable] = {"bert_train_step": bert, "unet_bf16_forward": une
                                 "dropout_f16_mlp_train_step": dropout_mlp,
                                 "beam_search_decode": beam_search,
                                 "power_iteration_cholesky": power_iteration,
-                                "fft_long_convolution": fft_conv}
+                                "fft_long_convolution": fft_conv,
+                                "gnn_segment_sum_train_step": gnn,
+                                "recsys_embedding_bag_train_step": recsys,
+                                "resnext_dilated_forward": resnext,
+                                "categorical_sampling_loop": sampler}
 
 
 def _raw(a) -> np.ndarray:

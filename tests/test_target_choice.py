@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import runtime
+from runtime.codegen.families import reduction
 from runtime.analyzer import analyze_verified
 from runtime.codegen.lower import lower
 from runtime.codegen.plan import Launch
@@ -108,22 +109,27 @@ def test_the_implicit_simd_target_differs_in_reductions_and_inner_products_only(
     assert set(TARGETS) == {"cpu", "cpu-avx2", "cpu-implicit-simd", "gpu"}
 
 
-def row_kernel(target: Target) -> tuple[str, Launch]:
-    program = lower(run(runtime.parse(ROWS), target), target)
+def row_kernel(target: Target, text: str = ROWS) -> tuple[str, Launch]:
+    program = lower(run(runtime.parse(text), target), target)
     [launch] = program.plan
     return program.source, launch
 
 
 def test_row_kernels_follow_the_targets_reduction_shape():
-    source, launch = row_kernel(CPU)
+    many = ROWS.replace("37,300", "300,300").replace("f32[37]", "f32[300]")
+    source, launch = row_kernel(CPU, many)
     assert "+= 16" in source and re.search(r"\blong gid\b", source)
     assert launch.local_size == (8,)
-    source, launch = row_kernel(CPU_IMPLICIT_SIMD)
+    source, launch = row_kernel(CPU_IMPLICIT_SIMD, many)
     assert "+= 16" not in source and re.search(r"\bint gid\b", source)
     assert launch.local_size == (CPU_IMPLICIT_SIMD.reduction.local_size,)
     source, launch = row_kernel(replace(CPU_IMPLICIT_SIMD, reduction=replace(
-        CPU_IMPLICIT_SIMD.reduction, lanes=4, local_size=2)))
+        CPU_IMPLICIT_SIMD.reduction, lanes=4, local_size=2)), many)
     assert "+= 4" in source and launch.local_size == (2,)
+    # few rows spread over work-groups of fewer rows (PoCL runs a group on one thread)
+    assert row_kernel(CPU)[1].local_size == (37 // reduction.MIN_GROUPS,)
+    few = ROWS.replace("37,300", "8,300").replace("f32[37]", "f32[8]")
+    assert row_kernel(CPU, few)[1].local_size == (1,)
 
 
 def test_each_target_has_its_own_cached_program():

@@ -156,12 +156,11 @@ def test_zero_size_reductions_give_init(shape, out, dims, want_shape):
 def test_non_identity_init_is_applied_once():
     x = np.ones((3, 1000), np.float32)
     exe = runtime.compile(reduce_module("f32[3,1000]", "f32[3]", "1", init="5"))
-    assert "+= 16" not in exe.program.source
+    assert "accv" not in exe.program.source        # no partial sums: one accumulator, in order
     np.testing.assert_array_equal(exe(x), np.full(3, 1005, np.float32))
 
 
-def test_argmax_with_a_two_operand_reducer():
-    text = """
+ARGMAX = """
 HloModule argmax
 amax {
   av = f32[] parameter(0)
@@ -186,10 +185,56 @@ ENTRY e {
   ROOT i = s32[11] get-tuple-element(r), index=1
 }
 """
+
+
+def test_argmax_with_a_two_operand_reducer():
     x = RNG.standard_normal((11, 45)).astype(np.float32)
     x[4, 3] = x[4, 30] = 10.0                          # a tie: the lower index wins
-    got = runtime.compile(text)(x)
+    got = runtime.compile(ARGMAX)(x)
     np.testing.assert_array_equal(got, x.argmax(1))
+
+
+# Gumbel-max sampling: the noise (two logs of uniform floats made from random bits) is fused
+# into an argmax whose reducer lets the first NaN win, so only the sequential order is right
+GUMBEL_ARGMAX = ARGMAX.replace("""  x = f32[11,45] parameter(0)
+  idx""", """  logits = f32[11,45] parameter(0)
+  bits = u32[11,45] parameter(1)
+  nine = u32[] constant(9)
+  nines = u32[11,45] broadcast(nine), dimensions={}
+  m = u32[11,45] shift-right-logical(bits, nines)
+  one = u32[] constant(1065353216)
+  ones = u32[11,45] broadcast(one), dimensions={}
+  o = u32[11,45] or(m, ones)
+  f = f32[11,45] bitcast-convert(o)
+  c = f32[] constant(1)
+  cs = f32[11,45] broadcast(c), dimensions={}
+  u = f32[11,45] subtract(f, cs)
+  l1 = f32[11,45] log(u)
+  n1 = f32[11,45] negate(l1)
+  l2 = f32[11,45] log(n1)
+  n2 = f32[11,45] negate(l2)
+  x = f32[11,45] add(n2, logits)
+  idx""").replace("""  gt = pred[] compare(av, bv), direction=GT""", """  g = pred[] compare(av, bv), direction=GT
+  isnan = pred[] compare(av, av), direction=NE
+  gt = pred[] or(g, isnan)""")
+
+
+@pytest.mark.parametrize("n", [45, 48])
+def test_an_argmax_over_expensive_producers_keeps_its_order_with_vector_inputs(n):
+    """The noise is computed on vectors, the reducer runs element by element in order: the
+    first NaN and the lower of tied indices win, as in the element kernel."""
+    text = GUMBEL_ARGMAX.replace(",45]", f",{n}]")
+    logits = RNG.standard_normal((11, n)).astype(np.float32)
+    bits = RNG.integers(0, 2 ** 32, (11, n), dtype=np.uint64).astype(np.uint32)
+    logits[2, 10] = logits[2, 17] = np.nan     # the first NaN wins (17 is in a lower lane)
+    logits[5, 1:] = -np.inf
+    logits[5, 0] = -np.inf                             # all -inf: the init's index
+    exe = runtime.compile(text)
+    assert "block" in exe.program.source and "log(" in exe.program.source
+    got = np.asarray(exe(logits, bits))
+    want = np.asarray(runtime.compile(text, fusion=False)(logits, bits))
+    np.testing.assert_array_equal(got, want)
+    assert got[2] == 10 and got[5] == 0
 
 
 def test_reduction_with_epilogue_computes_each_output_once():
