@@ -341,6 +341,23 @@ def _dynamic_slice_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: 
     return plan.varying(op, plan.along(d), aligned and whole)
 
 
+def _gather_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
+    """Lanes along one of a gather's slice dimensions (a gathered row: an embedding, a graph
+    message): the block's start indices are uniform, read once, and its lanes are the
+    operand's along the slice's dimension."""
+    offset_dims = tuple(inst.attrs["offset_dims"])  # type: ignore[arg-type]
+    if d not in offset_dims:
+        return False
+    operand, indices = inst.operands
+    dropped = set(inst.attrs["collapsed_slice_dims"]) \
+        | set(inst.attrs.get("operand_batching_dims", ()))  # type: ignore[arg-type]
+    window = [k for k in range(operand.shape.rank) if k not in dropped]
+    along = window[offset_dims.index(d)]
+    whole = inst.attrs["slice_sizes"][along] == operand.shape.dims[along]  # type: ignore[index]
+    return plan.make_uniform(indices) and plan.varying(operand, plan.along(along),
+                                                       aligned and whole)
+
+
 def _dynamic_update_slice_plan(plan: _LanePlan, inst: HloInstruction, d: int,
                                aligned: bool) -> bool:
     base, update = inst.operands[:2]
@@ -382,7 +399,7 @@ _PLAN_RULES: dict[str, Callable[[_LanePlan, HloInstruction, Lanes, bool], bool]]
 }
 # rules for a lane dimension (their branches and offsets are per dimension)
 _DIMENSION_RULES: dict[str, Callable[[_LanePlan, HloInstruction, int, bool], bool]] = {
-    "slice": _slice_plan, "dynamic-slice": _dynamic_slice_plan,
+    "slice": _slice_plan, "dynamic-slice": _dynamic_slice_plan, "gather": _gather_plan,
     "dynamic-update-slice": _dynamic_update_slice_plan, "concatenate": _concatenate_plan,
     "pad": _pad_plan, "reverse": _reverse_plan, "iota": _iota_plan,
 }

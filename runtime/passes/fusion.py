@@ -143,6 +143,15 @@ class _Planner:
         return (rules.duplicate_cheap_elementwise and OPCODES[inst.opcode].elementwise
                 and not is_expensive(inst))
 
+    def _materialized(self, inst: HloInstruction) -> bool:
+        """Whether ``inst`` is computed into memory whatever this group does: a reader never
+        takes it into its kernel (a dot or convolution reads its operands from memory; so do
+        ops that root no fusion and join none)."""
+        rules = self.rules
+        return any(u.opcode in rules.heroes
+                   or (u.opcode not in rules.roots and u.opcode not in rules.producers)
+                   for u in self.users[inst])
+
     def _recomputable(self, inst: HloInstruction) -> bool:
         """Duplicable and computed from its operands' elements alone (no data movement)."""
         return self._duplicable(inst) and (OPCODES[inst.opcode].elementwise
@@ -231,7 +240,8 @@ class _Planner:
         elif self._duplicable(producer) and (producer.opcode in FREE_DUPLICATES
                                              or group.duplicates < rules.max_duplicates):
             if producer in self.sources and not duplicate_reads_no_more(
-                    producer, self.sources[producer], group.members.keys() | group.parameters):
+                    producer, self.sources[producer], group.members.keys() | group.parameters,
+                    self._materialized(producer)):
                 return None
             decision = DUPLICATE
         else:

@@ -417,3 +417,30 @@ def test_random_bits_rounds_on_u32_lanes_and_a_pred_mask(rotation, monkeypatch):
     uniform = ((want_mixed >> 9) | np.uint32(0x3F800000)).view(np.float32)
     np.testing.assert_array_equal(keep, uniform < np.float32(1.9))
     np.testing.assert_array_equal(big, want_mixed > x0)
+
+
+# message passing: rows of a node table gathered by edge (indices out of range clamp, as
+# XLA's gather does), scaled, and a window of each row gathered at a start of its own
+GATHER_ROWS = """HloModule gather
+ENTRY e {{
+  table = f32[50,{f}] parameter(0)
+  ids = s32[37] parameter(1)
+  starts = s32[37,2] parameter(2)
+  rows = f32[37,{f}] gather(table, ids), offset_dims={{1}}, collapsed_slice_dims={{0}}, start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,{f}}}
+  two = f32[] constant(2)
+  twos = f32[37,{f}] broadcast(two), dimensions={{}}
+  scaled = f32[37,{f}] multiply(rows, twos)
+  window = f32[37,16] gather(table, starts), offset_dims={{1}}, collapsed_slice_dims={{0}}, start_index_map={{0,1}}, index_vector_dim=1, slice_sizes={{1,16}}
+  ROOT t = (f32[37,{f}], f32[37,16]) tuple(scaled, window)
+}}"""
+
+
+@pytest.mark.parametrize("f", [64, 48])
+def test_gathered_rows_are_vector_loads_at_uniform_starts(f, monkeypatch):
+    table = normal((50, f))
+    ids = RNG.integers(-3, 53, 37).astype(np.int32)
+    starts = np.stack([RNG.integers(0, 50, 37), RNG.integers(-4, f, 37)], 1).astype(np.int32)
+    scaled, window = check(GATHER_ROWS.format(f=f), table, ids, starts, monkeypatch=monkeypatch)
+    np.testing.assert_array_equal(scaled, table[np.clip(ids, 0, 49)] * 2)
+    cols = np.clip(starts[:, 1], 0, f - 16)[:, None] + np.arange(16)
+    np.testing.assert_array_equal(window, table[starts[:, 0][:, None], cols])

@@ -464,3 +464,39 @@ def test_residual_stream_values():
     for g, s in zip(got[:4], sums):
         np.testing.assert_allclose(g, s.sum(axis=1), rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(got[4], sums[-1], rtol=1e-6, atol=1e-6)
+
+
+# A ResNeXt/DeepLab block: a convolution's ReLU feeds two more convolutions (which read it
+# from memory whatever the fusion does) and a pooled branch. Recomputing the ReLU in the
+# pooled branch's kernel would keep the first convolution's output alive beside it.
+MATERIALIZED = """
+HloModule block
+""" + ADD + """
+ENTRY e {
+  x = f32[2,16,16,32] parameter(0)
+  w = f32[3,3,32,32] parameter(1)
+  v = f32[3,3,32,32] parameter(2)
+  c = f32[2,16,16,32] convolution(x, w), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  zero = f32[] constant(0)
+  zeros = f32[2,16,16,32] broadcast(zero), dimensions={}
+  h = f32[2,16,16,32] maximum(c, zeros)
+  a = f32[2,16,16,32] convolution(h, v), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f
+  p = f32[2,16,16,32] reduce-window(h, zero), window={size=1x3x3x1 pad=0_0x1_1x1_1x0_0}, to_apply=add
+  ROOT o = f32[2,16,16,32] add(a, p)
+}
+"""
+
+
+def test_a_value_convolutions_read_anyway_is_not_recomputed_from_a_temp():
+    """The pooled branch reads the ReLU itself: recomputing it from the convolution's output
+    saves no bytes (the ReLU is in memory for the second convolution) and would keep that
+    output live longer; the values are the module's."""
+    module = optimise(runtime.parse(MATERIALIZED))
+    maxima = sum(i.opcode == "maximum" for c in _fused_computations(module) + [module.entry]
+                 for i in c.instructions)
+    assert maxima == 1
+    exe = runtime.compile(MATERIALIZED)
+    x, w, v = _rng_inputs((2, 16, 16, 32), (3, 3, 32, 32), (3, 3, 32, 32))
+    got = np.asarray(exe(x, w, v))
+    want = np.asarray(runtime.compile(MATERIALIZED, fusion=False)(x, w, v))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
