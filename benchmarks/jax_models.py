@@ -854,6 +854,77 @@ def sampler():
         return lax.fori_loop(0, S, step, st)[2]
     return f, (p, key), ()
 
+def swin():
+    """A Swin-style block forward pass: a cyclic shift (roll), window partition into 7x7
+    windows by reshape and transpose, window attention with a relative position bias, the
+    reverse partition and shift, an MLP."""
+    B, Hh, W, C, Hd, w = 2, 28, 28, 96, 3, 7
+    p = {"qkv": normal((C, 3 * C), 1/np.sqrt(C)), "o": normal((C, C), 1/np.sqrt(C)),
+         "bias": normal((Hd, w * w, w * w), 0.02), "fc1": normal((C, 4 * C), 1/np.sqrt(C)),
+         "fc2": normal((4 * C, C), 1/np.sqrt(4 * C)), "g": np.ones(C, np.float32)}
+    x = rng.standard_normal((B, Hh, W, C)).astype(np.float32)
+
+    def f(p, x):
+        h = layer_norm(jnp.roll(x, (-3, -3), (1, 2)), p["g"], 0.0)
+        win = h.reshape(B, Hh // w, w, W // w, w, C).transpose(0, 1, 3, 2, 4, 5).reshape(-1, w * w, C)
+        q, k, v = jnp.split((win @ p["qkv"]).reshape(-1, w * w, 3, Hd, C // Hd), 3, 2)
+        q, k, v = (t[:, :, 0].transpose(0, 2, 1, 3) for t in (q, k, v))
+        a = jax.nn.softmax(q @ k.transpose(0, 1, 3, 2) / np.sqrt(C // Hd) + p["bias"], -1) @ v
+        a = a.transpose(0, 2, 1, 3).reshape(-1, w * w, C) @ p["o"]
+        a = a.reshape(B, Hh // w, W // w, w, w, C).transpose(0, 1, 3, 2, 4, 5).reshape(B, Hh, W, C)
+        x = x + jnp.roll(a, (3, 3), (1, 2))
+        return x + jax.nn.gelu(layer_norm(x, p["g"], 0.0) @ p["fc1"]) @ p["fc2"]
+    return f, (p, x), ()
+
+
+def selective_scan():
+    """A Mamba-style selective state-space layer forward pass: input-dependent step sizes,
+    a discretised diagonal recurrence over 1024 steps by lax.associative_scan (log-depth
+    slices, pads and concatenations), gating."""
+    B, L, D, N = 2, 1024, 64, 16
+    p = {"a": -np.exp(normal((D, N), 0.5)), "wdt": normal((D, D), 1/np.sqrt(D)),
+         "wb": normal((D, N), 1/np.sqrt(D)), "wc": normal((D, N), 1/np.sqrt(D)),
+         "wg": normal((D, D), 1/np.sqrt(D))}
+    x = rng.standard_normal((B, L, D)).astype(np.float32)
+
+    def f(p, x):
+        dt = jax.nn.softplus(x @ p["wdt"])                           # [B, L, D]
+        abar = jnp.exp(dt[..., None] * p["a"])                       # [B, L, D, N]
+        bx = (dt * x)[..., None] * (x @ p["wb"])[:, :, None, :]      # [B, L, D, N]
+
+        def combine(l, r):
+            return l[0] * r[0], r[0] * l[1] + r[1]
+        _, h = lax.associative_scan(combine, (abar, bx), axis=1)
+        y = jnp.einsum("bldn,bln->bld", h, x @ p["wc"])
+        return y * jax.nn.silu(x @ p["wg"])
+    return f, (p, x), ()
+
+
+def many_params_adam():
+    """An Adam step over 96 small parameter tensors of a 24-layer MLP (each layer a weight
+    and a bias, plus norms), as optimisers see deep narrow models: many small kernels."""
+    L, D = 24, 64
+    p = {f"l{i}": {"w": normal((D, D), 1/np.sqrt(D)), "b": np.zeros(D, np.float32),
+                   "g": np.ones(D, np.float32), "s": np.zeros(D, np.float32)} for i in range(L)}
+    x = rng.standard_normal((32, D)).astype(np.float32)
+    y = rng.standard_normal((32, D)).astype(np.float32)
+    m = jax.tree.map(np.zeros_like, p)
+    v = jax.tree.map(np.zeros_like, p)
+
+    def loss(p, x, y):
+        for i in range(L):
+            q = p[f"l{i}"]
+            x = x + jnp.tanh(layer_norm(x, q["g"], q["s"]) @ q["w"] + q["b"])
+        return jnp.mean((x - y) ** 2)
+
+    def step(p, m, v, x, y):
+        l, g = jax.value_and_grad(loss)(p, x, y)
+        m = jax.tree.map(lambda m, g: 0.9 * m + 0.1 * g, m, g)
+        v = jax.tree.map(lambda v, g: 0.999 * v + 0.001 * g * g, v, g)
+        p = jax.tree.map(lambda p, m, v: p - 1e-3 * m / (jnp.sqrt(v) + 1e-8), p, m, v)
+        return l, p, m, v
+    return step, (p, m, v, x, y), (0, 1, 2)
+
 MODELS: dict[str, Callable] = {"bert_train_step": bert, "unet_bf16_forward": unet,
                                 "lstm_train_step": lstm, "mobilenet_train_step": mobilenet,
                                 "mixed_bf16_block_train_step": mixed,
@@ -876,7 +947,10 @@ MODELS: dict[str, Callable] = {"bert_train_step": bert, "unet_bf16_forward": une
                                 "gnn_segment_sum_train_step": gnn,
                                 "recsys_embedding_bag_train_step": recsys,
                                 "resnext_dilated_forward": resnext,
-                                "categorical_sampling_loop": sampler}
+                                "categorical_sampling_loop": sampler,
+                                "swin_window_attention_forward": swin,
+                                "selective_scan_forward": selective_scan,
+                                "many_params_adam_step": many_params_adam}
 
 
 def _raw(a) -> np.ndarray:

@@ -1,11 +1,13 @@
-"""A loop body's independent launches merged into one (XLA's horizontal loop fusion, done on
-the plan).
+"""A computation's independent launches merged into one (XLA's horizontal loop fusion, done
+on the plan): every loop body's, and the entry computation's.
 
 Every launch costs the device a few microseconds of scheduling, whatever its size, and a loop
 body pays that once per iteration for each of its kernels: a scan step's small elementwise
 kernels and the in-place updates that stack its outputs are mostly that cost (an LSTM train
-step: 1,800 launches, 9 ms of the device's time between kernels). Consecutive launches of a
-loop body that touch no bytes another of them writes, each a one-dimensional kernel using no
+step: 1,800 launches, 9 ms of the device's time between kernels). A straight-line program
+pays it once a kernel, and an optimiser step updates each parameter in a kernel of its own
+(an Adam step over 96 small tensors 7.1 -> 5.8 ms; cold compiles within noise, BERT's 12.3
+against 12.5 s). Consecutive launches of a computation that touch no bytes another of them writes, each a one-dimensional kernel using no
 local memory, barriers or work-group ids, become one launch: each kernel becomes a function
 of its work-item id, and a kernel over all their work-items calls each on its own range. The
 merged kernel's first argument is the total work bound, so a launch with it zero (the
@@ -28,7 +30,7 @@ _MAX_ITEMS = 2 ** 31 - 1
 
 
 def merge_launches(ctx: LoweringContext, comp: HloComputation, steps: list[Step]) -> list[Step]:
-    """``steps`` (``comp``'s, a loop body's) with each run of consecutive independent
+    """``steps`` (``comp``'s) with each run of consecutive independent
     mergeable launches replaced by one launch."""
     members = {inst.name: inst for inst in comp.instructions}
     out: list[Step] = []
@@ -50,8 +52,10 @@ def merge_launches(ctx: LoweringContext, comp: HloComputation, steps: list[Step]
         writes, reads = footprint
         assert isinstance(step, Launch)
         items = sum(s.global_size[0] for s, _, _ in run) + step.global_size[0]
-        if items > _MAX_ITEMS or any(_overlap(writes, w + r) or _overlap(reads, w)
-                                     for _, w, r in run):
+        # launches of another work-group size stay apart (a sort's one row a group would
+        # otherwise share one thread with its neighbours)
+        if items > _MAX_ITEMS or (run and run[0][0].local_size != step.local_size) \
+                or any(_overlap(writes, w + r) or _overlap(reads, w) for _, w, r in run):
             close()
         run.append((step, writes, reads))
     close()

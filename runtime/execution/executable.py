@@ -238,9 +238,15 @@ class Executable:
         yield index, shape, value
 
     def _check_clashes(self, args, donate: frozenset[int]) -> None:
-        for i in donate:
-            for j, other in enumerate(args):
-                if j != i and other is args[i] and not isinstance(other, (int, float, bool)):
+        """No donated array is passed twice (in time linear in the arguments: an Adam step
+        over 96 parameters donates 288 of 290 arguments)."""
+        positions: dict[int, list[int]] = {}
+        for j, arg in enumerate(args):
+            if not isinstance(arg, (int, float, bool)):
+                positions.setdefault(id(arg), []).append(j)
+        for i in sorted(donate):
+            for j in positions.get(id(args[i]), ()):
+                if j != i:
                     raise HloArgumentError(
                         f"argument {i} is donated but the same array is also passed as argument "
                         f"{j}; donate it at most once and do not pass it elsewhere in the same run")

@@ -1,12 +1,13 @@
-"""A loop body's independent launches merged into one (``codegen.launch_merging``): a scan
-step's elementwise kernel, its two stacked outputs' in-place updates and a row reduction run
-as one launch with the unmerged plan's bits; a launch reading what another writes stays
-apart."""
+"""Independent launches merged into one (``codegen.launch_merging``): a scan step's
+elementwise kernel, its two stacked outputs' in-place updates and a row reduction run as one
+launch with the unmerged plan's bits, and so do an optimiser step's per-parameter updates in
+the entry computation; a launch reading what another writes stays apart."""
 
 import numpy as np
 
 import runtime
 from runtime import compiler
+from runtime.codegen import lower
 from runtime.codegen.families import control
 from runtime.codegen.plan import HostWhile, Launch
 from runtime.execution import program_cache
@@ -68,6 +69,7 @@ def _compile(text: str, merged: bool, monkeypatch) -> runtime.Executable:
     monkeypatch.setattr(program_cache, "load", lambda key: None)
     if not merged:
         monkeypatch.setattr(control, "merge_launches", lambda ctx, comp, steps: steps)
+        monkeypatch.setattr(lower, "merge_launches", lambda ctx, comp, steps: steps)
     compiler.clear_cache()
     try:
         return runtime.compile(text)
@@ -141,3 +143,44 @@ def test_no_merged_launch_reads_or_writes_what_another_part_writes(monkeypatch, 
                     for w2, r2 in parts[k + 1:]:
                         assert not _overlap(w, w2 + r2) and not _overlap(r, w2)
     assert merges
+
+
+# an optimiser step over three parameters: each update is its own small kernel, none reads
+# what another writes; the loss's reduction reads every update's input
+UPDATES = """HloModule sgd, input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, may-alias), {2}: (2, {}, may-alias) }
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+ENTRY e {
+  w = f32[64,64] parameter(0)
+  b = f32[64] parameter(1)
+  g = f32[64] parameter(2)
+  dw = f32[64,64] parameter(3)
+  db = f32[64] parameter(4)
+  dg = f32[64] parameter(5)
+  lr = f32[] constant(0.1)
+  lw = f32[64,64] broadcast(lr), dimensions={}
+  lv = f32[64] broadcast(lr), dimensions={}
+  sw = f32[64,64] multiply(dw, lw)
+  w2 = f32[64,64] subtract(w, sw)
+  sb = f32[64] multiply(db, lv)
+  b2 = f32[64] subtract(b, sb)
+  sg = f32[64] multiply(dg, lv)
+  g2 = f32[64] subtract(g, sg)
+  ROOT o = (f32[64,64], f32[64], f32[64]) tuple(w2, b2, g2)
+}"""
+
+
+def test_independent_launches_of_the_entry_run_as_one(monkeypatch):
+    merged, apart = _compile(UPDATES, True, monkeypatch), _compile(UPDATES, False, monkeypatch)
+    fewer = [s for s in merged.program.plan if isinstance(s, Launch)]
+    more = [s for s in apart.program.plan if isinstance(s, Launch)]
+    assert len(fewer) == 1 < len(more) == 3
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal(s).astype(np.float32) for s in ((64, 64), (64,), (64,)) * 2]
+    got, want = merged(*args), apart(*args)
+    for g, w, p, d in zip(got, want, args[:3], args[3:]):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+        np.testing.assert_allclose(np.asarray(g), p - np.float32(0.1) * d, rtol=1e-6)

@@ -238,6 +238,11 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
     return accs
 
 
+# input types whose lane values are vectors of their compute type (a pred's lanes are int
+# masks, not its uchar)
+_STORED_LANES = frozenset({"f32", "bf16", "f16", "s32", "u32"})
+
+
 def _in_order_blocks(em: ElementalEmitter, red: HloInstruction, index: Index, order: list[int],
                      accs: list[str], lanes: int) -> bool:
     """The reduction in its sequential order with its inputs computed ``lanes`` at a time on
@@ -251,6 +256,8 @@ def _in_order_blocks(em: ElementalEmitter, red: HloInstruction, index: Index, or
     src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
     lane_dim = order[-1]
     aligned = src.dims[lane_dim] % lanes == 0
+    if any(x.shape.element_type.name not in _STORED_LANES for x in inputs):  # type: ignore[union-attr]
+        return False
     emitters = [lane_emitter(em, x, lanes, lane_dim, aligned) for x in inputs]
     if any(e is None for e in emitters):
         return False
