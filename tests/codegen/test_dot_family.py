@@ -429,6 +429,26 @@ def test_packed_form_attention_scores():
     check(text, [q, k], np.einsum("xmhd,xnhd->xhmn", q.astype(np.float64), k))
 
 
+@pytest.mark.parametrize("windows, seq, k, form", [
+    (2, 49, 32, "packed"), (3, 49, 8, "packed"), (2, 16, 63, "packed"), (2, 17, 3, "packed"),
+    # fewer rows than a packed panel is worth copying for: the inner form
+    (2, 15, 32, "inner"),
+    # a contraction long enough for the inner form's vectors: as before, by the row count
+    (2, 40, 64, "inner"), (2, 48, 64, "packed"),
+])
+def test_short_contractions_of_a_transposed_product_pack(windows, seq, k, form):
+    """A @ B^T over a contraction shorter than ``pack_min_contraction`` (window attention's
+    ``Q K^T`` over 32 head features) takes the packed form from ``pack_min_rows`` rows: the
+    inner form would do a vector step or two and then a lane sum per output."""
+    q, kk = rand(windows, seq, 3, k), rand(windows, seq, 3, k)
+    text = dot_module("f32", f"{windows},{seq},3,{k}", f"{windows},{seq},3,{k}",
+                      f"{windows},3,{seq},{seq}",
+                      "lhs_batch_dims={0,2}, lhs_contracting_dims={3}, rhs_batch_dims={0,2}, "
+                      "rhs_contracting_dims={3}")
+    assert plan_of(text).form == form
+    check(text, [q, kk], np.einsum("xmhd,xnhd->xhmn", q.astype(np.float64), kk))
+
+
 # the inner form's per-element sums and an epilogue with many scalar arguments (each
 # dynamic-slice's start, as JAX's scan reads xs[i]): a local named like an argument (s28)
 # failed to build

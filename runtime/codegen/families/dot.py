@@ -170,7 +170,7 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
                 return all_rows
             if len(rhs_free) == 1 and _packs_over_inner(lhs_free, k, column_bytes, tiles):
                 packed = _packed_plan(acc, tiles, "lhs", lhs_free, rhs_free[0], batch,
-                                      contracting)
+                                      contracting, min_contraction=1)
                 if packed is not None:
                     return packed
             rest = tuple(a for a in contracting if a is not k)
@@ -209,15 +209,19 @@ def _column_axis(c: Contraction, acc: Accumulation, tiles: TileShape, free: dict
 
 
 def _packed_plan(acc: Accumulation, tiles: TileShape, row_side: str, rows, col: DotAxis, outer,
-                 contracting) -> DotPlan | None:
+                 contracting, min_contraction: int | None = None) -> DotPlan | None:
     """The packed form: one contracting axis, long enough that a panel is worth copying
-    (``tiles.pack_min_contraction``), one column axis ``col`` (of the other operand than
+    (``min_contraction``, by default ``tiles.pack_min_contraction``: against the outer form
+    reading contiguous columns in place), one column axis ``col`` (of the other operand than
     ``row_side``) and enough rows (``tiles.pack_min_rows``) to reuse each packed panel. Kernel
-    time, best of 21, GFLOP/s packed / not, AVX2 setting: 256x32x1024 (an LSTM's weight
+    time, best of 21, GFLOP/s packed / outer form, AVX2 setting: 256x32x1024 (an LSTM's weight
     gradient over a batch of 32) 61 / 72, 128x16x1024 43 / 64, 512x32x512 50 / 66, at K=64
-    even (900 / 908 over eight shapes), at K=128 158 / 134."""
+    even (900 / 908 over eight shapes), at K=128 158 / 134. Against the inner form (``A @
+    B^T``) a short contraction packs too: see ``_packs_over_inner``."""
+    if min_contraction is None:
+        min_contraction = tiles.pack_min_contraction
     if len(contracting) != 1 or _extent(rows) < tiles.pack_min_rows \
-            or contracting[0].size < tiles.pack_min_contraction:
+            or contracting[0].size < min_contraction:
         return None
     lanes = lanes_for(acc, col.size, tiles)
     if lanes is None:
@@ -271,8 +275,16 @@ def _packs_over_inner(rows, k: DotAxis, column_bytes: int, tiles: TileShape) -> 
     1024 with 32 rows, N=256 97 / 128 (75 / 82), with 16 rows 43 / 76 (44 / 57), 64x1024x256
     67 / 67 (88 / 88); a GRU's 16x576x192 48 / 82 (62 / 78), 32x768x256 128 / 170 (137 /
     159), 48x192x576 149 / 135 (151 / 130); with a 9.4 MB ``B``, 32x768x3072 118 / 105 (131 /
-    118), 40x768x3072 136 / 110 (134 / 84)."""
+    118), 40x768x3072 136 / 110 (134 / 84). Over a contraction shorter than
+    ``tiles.pack_min_contraction`` the inner form does a few vector steps and then as many
+    lane sums as outputs, so ``tiles.pack_min_rows`` rows pack: wall time of a run, best of
+    30, inner / packed / XLA, AMD EPYC (Zen 5, AVX-512): a Swin window attention's ``Q K^T``
+    (96 batches of 49x49 over 32) 342 / 151 / 245 us, over 16 584 / 213 / 184, over 8 293 /
+    97 / 87; 256 batches of 16x16 over 32 204 / 128 / 136; 32 of 128x128 over 32 705 / 208 /
+    285; 8 of 256x256 over 48 670 / 215 / 290."""
     extent = _extent(rows)
+    if k.size < tiles.pack_min_contraction:
+        return extent >= tiles.pack_min_rows
     if k.size >= tiles.pack_long_contraction:
         return extent >= tiles.pack_long_min_rows
     if column_bytes > tiles.pack_nt_reread_bytes:
