@@ -96,6 +96,30 @@ def test_row_maxima_keep_their_partials_in_one_vector_with_xla_semantics(shape, 
     np.testing.assert_array_equal(got[4:], x.max(axis)[4:])
 
 
+@pytest.mark.parametrize("op, init, np_op, zero", [
+    ("maximum", "-inf", np.max, 0.0), ("minimum", "inf", np.min, -0.0)])
+@pytest.mark.parametrize("lane", [0, 5, 9, 15, 32])
+def test_order_free_row_reductions_combine_their_lanes_as_a_tree(op, init, np_op, zero, lane):
+    """A maximum's or minimum's sixteen partials combine as halves (log2 16 vector steps, not
+    a chain of sixteen), which gives the sequential result exactly: a NaN or the winning
+    signed zero in any lane (either half, or the tail) still wins; a sum keeps its order."""
+    x = np.full((5, 33), -zero, np.float32)
+    x[0, lane] = zero                              # the signed zero that wins
+    x[1, lane] = np.nan
+    x[2] = RNG.standard_normal(33)
+    x[3, lane] = -7.0 if op == "minimum" else 7.0  # the winner in that lane alone
+    x[4] = np.nan
+    exe = runtime.compile(reduce_module("f32[5,33]{1,0}", "f32[5]", "1", op=op, init=init))
+    if Target.for_device(get_device()).reduction.lanes > 1:
+        assert "half" in exe.program.source
+    got = exe(x)
+    assert got[0] == 0 and np.signbit(got[0]) == np.signbit(np.float32(zero))
+    assert np.isnan(got[1]) and np.isnan(got[4])
+    np.testing.assert_array_equal(got[2:4], np_op(x[2:4], axis=1))
+    sums = runtime.compile(reduce_module("f32[5,33]{1,0}", "f32[5]", "1"))
+    assert "half" not in sums.program.source
+
+
 @pytest.mark.parametrize("shape,out,dims,axis,run", [
     # a group norm's statistics over channels-last data: 4 channels of every 32, per image
     ("f32[2,6,5,8,4]{4,3,2,1,0}", "f32[2,8]", "1,2,4", (1, 2, 4), 4),
