@@ -24,7 +24,8 @@ dimension is contiguous in its layout, a gather of ``L`` elements otherwise. A r
 splitting the row into groups shorter than a block (a group norm's channels) spreads the lanes
 over two dimensions, whole groups per block (``Lanes``); a broadcast of per-group values then
 repeats each along its group, and a reshape joining the groups again brings the lanes back to
-one dimension.
+one dimension; a reshape that only inserts or drops dimensions of size 1 carries any lanes part
+by part (per-group values reshaped for their broadcast and computed on first).
 
 A dynamic-update-slice computed in its operand's bytes writes only its update window, in
 blocks along the window's rows (a scan step storing its slice of the stacked outputs). A
@@ -279,6 +280,10 @@ def _reshape_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool
     src, dims = op.shape.dims, inst.shape.dims
     if src == dims:
         return plan.varying(op, d, aligned)
+    kept = _kept_dimensions(src, dims)
+    if kept is not None:
+        return all(dim in kept for dim, _, _ in d) \
+            and plan.varying(op, tuple((kept[dim], div, mod) for dim, div, mod in d), aligned)
     lane = _lane_dimension(d)
     if lane is None:
         return _merging_reshape_plan(plan, inst, d)
@@ -300,6 +305,19 @@ def _reshape_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool
             and plan.whole_blocks(aligned, dims[lane]) and src[src_dims[-2]] % outer == 0 \
             and plan.varying(op, ((src_dims[-2], inner, outer), (src_dims[-1], 1, inner)), True)
     return False
+
+
+def _kept_dimensions(src: tuple[int, ...], dims: tuple[int, ...]) -> dict[int, int] | None:
+    """Where a reshape only inserts or drops dimensions of size 1 (a group norm's statistics
+    ``[B, G]`` made ``[B, 1, 1, G, 1]`` to broadcast over an image), each output dimension of
+    another size and the operand's dimension it is, else None: every lane map follows it part
+    by part, a group's value repeated along its group included (a UNet's group norm and SiLU
+    had taken blocks of one group, 4 lanes, not 16)."""
+    out = [k for k, n in enumerate(dims) if n != 1]
+    kept = [k for k, n in enumerate(src) if n != 1]
+    if [dims[k] for k in out] != [src[k] for k in kept]:
+        return None
+    return dict(zip(out, kept))
 
 
 def _merging_reshape_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes) -> bool:

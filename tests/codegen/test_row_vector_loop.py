@@ -193,6 +193,46 @@ def test_a_group_norm_splitting_channels_into_groups_takes_lanes_across_groups(m
     assert any(f"float{min(LANES, 32)} " in k for k in rows.program.kernel_texts.values())
 
 
+GROUP_SUMS = """HloModule gs
+fused {
+  p0 = bf16[2,4,4,32] parameter(0)
+  p1 = f32[2,$G] parameter(1)
+  x = f32[2,4,4,32] convert(p0)
+  g = f32[2,4,4,$G,$C] reshape(x)
+  sums = f32[2,1,1,$G,1] reshape(p1)
+  n = f32[] constant(16)
+  ns = f32[2,1,1,$G,1] broadcast(n), dimensions={}
+  mean = f32[2,1,1,$G,1] divide(sums, ns)
+  mb = f32[2,4,4,$G,$C] broadcast(mean), dimensions={0,1,2,3,4}
+  c = f32[2,4,4,$G,$C] subtract(g, mb)
+  back = f32[2,4,4,32] reshape(c)
+  ROOT y = bf16[2,4,4,32] convert(back)
+}
+ENTRY e {
+  a = bf16[2,4,4,32] parameter(0)
+  m = f32[2,$G] parameter(1)
+  ROOT f = bf16[2,4,4,32] fusion(a, m), kind=kLoop, calls=fused
+}"""
+
+
+@pytest.mark.parametrize("groups", [4, 8])
+def test_group_statistics_computed_after_a_reshape_adding_unit_dimensions(monkeypatch, groups):
+    """A group norm whose per-group sums are reshaped to ``[B, 1, 1, G, 1]`` and divided by
+    the group's size before their broadcast: the lanes follow the reshape part by part (it
+    only adds dimensions of size 1), so a block still spans whole groups, 16 lanes, each
+    computing its group's mean."""
+    size = 32 // groups
+    text = GROUP_SUMS.replace("$G", str(groups)).replace("$C", str(size))
+    x = normal((2, 4, 4, 32)).astype(ml_dtypes.bfloat16)
+    sums = normal((2, groups))
+    got = check(text, x, sums, monkeypatch=monkeypatch)
+    parts = x.astype(np.float32).reshape(2, 4, 4, groups, size)
+    want = (parts - (sums / np.float32(16)).reshape(2, 1, 1, groups, 1)).reshape(2, 4, 4, 32)
+    np.testing.assert_array_equal(got, want.astype(ml_dtypes.bfloat16))
+    rows, _ = compile_with(text, row_vector_loop.row_vector_loop, True, monkeypatch)
+    assert any(f"float{min(LANES, 32)} " in k for k in rows.program.kernel_texts.values())
+
+
 MOVES = """HloModule moves
 fused {
   p0 = f32[6,48] parameter(0)
