@@ -10,7 +10,8 @@ order, so ``is_stable`` always holds.
 
 top-k: one work-item per row keeps the best k seen so far in the output arrays (values and
 int32 indices), inserting each element after the ones it does not beat: ties keep the lower
-index first, as XLA's TopK does.
+index first, as XLA's TopK does. Once k are kept, a vector of elements none of which beats
+the k-th is passed over whole (f32 and s32 rows, compared by their order keys).
 """
 
 from __future__ import annotations
@@ -206,9 +207,12 @@ def lower_sort(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     return steps
 
 
-def _topk_launch(ctx: LoweringContext, inst: HloInstruction, better) -> list[Step]:
+def _topk_launch(ctx: LoweringContext, inst: HloInstruction, better,
+                 skip: tuple[str, str] | None = None) -> list[Step]:
     """``better(em, x, y, ix, iy) -> C condition``: value x (at index ix) ranks strictly
-    before value y (at index iy)."""
+    before value y (at index iy). ``skip``: where that order is a comparison of integer keys
+    of the values alone, (the key of a vector of them as ``$v``, the comparison ``>`` or
+    ``<`` by which a key ranks before another), for skipping whole vectors of elements."""
     operand = inst.operands[0]
     src: ArrayShape = operand.shape  # type: ignore[assignment]
     values: ArrayShape = inst.shape.elements[0]  # type: ignore[union-attr]
@@ -233,6 +237,9 @@ def _topk_launch(ctx: LoweringContext, inst: HloInstruction, better) -> list[Ste
     ct = cltypes.compute_type(src.element_type)
     kb.line("int count = 0;")
     with em.block(f"for ({t} i = 0; i < {nn}; ++i)"):
+        if skip is not None:
+            _skip_vectors(ctx, kb, em, skip, x, vo, f"{xb} + i", f"{ob} + {kk} - 1",
+                          f"count == {kk} && i + $L <= {nn}", values.element_type)
         v = kb.let(ct, cltypes.load(src.element_type, x, f"{xb} + i"), "v")
         # position: after every kept element that v does not beat
         kb.line("int pos = count;")
@@ -256,6 +263,41 @@ def _topk_launch(ctx: LoweringContext, inst: HloInstruction, better) -> list[Ste
     return [launch_1d(ctx, kb, inst, rows, long_items=True)]
 
 
+def _skip_vectors(ctx: LoweringContext, kb: KernelBuilder, em: ElementalEmitter,
+                  skip: tuple[str, str], x: str, vo: str, at: str, last: str, when: str,
+                  et) -> None:
+    """Once the k best are found, a vector of elements none of which ranks before the k-th
+    is passed over whole: an element that does not beat the k-th is not kept, so this
+    changes nothing but the time. Nearly every element of a long row is such an element: the
+    top 8 of 64 rows of 2,048 normal values (a beam search's chunks) 117 -> 62 us of kernel
+    time (AMD EPYC, Zen 5, AVX-512; 70 us with ``any`` for the lanes' OR)."""
+    key, beats = skip
+    lanes = ctx.target.lanes(32)
+    if lanes == 1:
+        return
+    with em.block(f"if ({when.replace('$L', str(lanes))})"):
+        keys = kb.let(f"int{lanes}", key.replace("$N", str(lanes)).replace(
+            "$v", f"vload{lanes}(0, {x} + {at})"), "keys")
+        kth = kb.let("int", key.replace("$N", "").replace("$v", cltypes.load(et, vo, last)),
+                     "kth")
+        hit = kb.let(f"int{lanes}", f"{keys} {beats} (int{lanes})({kth})", "hit")
+        width = lanes
+        while width > 1:
+            width //= 2
+            hit = kb.let(f"int{width}" if width > 1 else "int", f"{hit}.lo | {hit}.hi", "hit")
+        with em.block(f"if (!{hit})"):
+            kb.line(f"i += {lanes} - 1;")
+            kb.line("continue;")
+
+
+# keys whose signed order is the values' order (``$N``: the vector width, 1 for a scalar):
+# XLA's total order of f32 flips every bit but the sign of a negative float
+_ORDER_KEYS = {
+    "f32": "(as_int$N($v) ^ as_int$N(as_uint$N(as_int$N($v) >> 31) >> 1))",
+    "s32": "($v)",
+}
+
+
 @register("topk")
 def lower_topk(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     et = inst.operands[0].shape.element_type
@@ -265,7 +307,9 @@ def lower_topk(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
 
     def better(em: ElementalEmitter, a: str, b: str, ia: str, ib: str) -> str:
         return E.compare(direction, ctype, et, a, b)
-    return _topk_launch(ctx, inst, better)
+    key = _ORDER_KEYS.get(et.name)
+    skip = None if key is None else (key, ">" if largest else "<")
+    return _topk_launch(ctx, inst, better, skip)
 
 
 def lower_topk_custom_call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
