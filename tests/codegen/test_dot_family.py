@@ -13,7 +13,8 @@ import runtime
 from runtime.codegen.families.dot import plan_dot
 from runtime.codegen.families.tiles import contraction_parts
 from runtime.codegen import registry
-from runtime.target import CPU
+from runtime.execution.device import get_device
+from runtime.target import CPU, Target
 
 RNG = np.random.default_rng(7)
 
@@ -447,6 +448,41 @@ def test_short_contractions_of_a_transposed_product_pack(windows, seq, k, form):
                       "rhs_contracting_dims={3}")
     assert plan_of(text).form == form
     check(text, [q, kk], np.einsum("xmhd,xnhd->xhmn", q.astype(np.float64), kk))
+
+
+@pytest.mark.parametrize("m, n, transposed, groups, local", [
+    # a decoding step's logits: one row block, 2,048 column blocks -> 8 a group (256 groups)
+    (4, 4096, True, 256, (8, 1, 1)),
+    # 1,000 column blocks (ragged): as many a group as keep 16 groups, at most 8
+    (4, 1999, True, 125, (8, 1, 1)),
+    # the outer form: 32-column blocks, 96 of them -> 4 a group, 24 groups
+    (3, 3072, False, 24, (4, 1, 1)),
+    # two row blocks of the inner form: half as many columns a group
+    (8, 4096, True, 512, (4, 2, 1)),
+    # 128 column blocks: 8 a group still leaves 16 groups
+    (4, 256, True, 16, (8, 1, 1)),
+    # fewer than 32 column blocks keep one a group, and the target's row group
+    (4, 32, True, 16, (1, 4, 1)),
+    (4, 768, False, 24, (1, 4, 1)),
+])
+def test_few_row_blocks_spread_column_blocks_over_a_work_group(m, n, transposed, groups, local):
+    """Fewer row blocks than the target's row group (``tiles.row_group``, 4 on CPUs) leave
+    work-items idle; with column blocks enough for ``MIN_COLUMN_GROUPS`` groups or more a
+    work-group takes several of them instead."""
+    from runtime.target import CPU
+    if Target.for_device(get_device()).tiles.row_group != CPU.tiles.row_group:
+        pytest.skip("the shapes below assume the CPU targets' row group of 4")
+    k = 64
+    a, b = rand(m, k), rand(n, k) if transposed else rand(k, n)
+    dims = "lhs_contracting_dims={1}, rhs_contracting_dims={1}" if transposed else NN
+    text = dot_module("f32", f"{m},{k}", f"{n},{k}" if transposed else f"{k},{n}", f"{m},{n}",
+                      dims)
+    exe = runtime.compile(text)
+    [launch] = exe.program.plan
+    assert launch.local_size == local
+    assert launch.global_size[0] // local[0] * launch.global_size[1] // local[1] == groups
+    np.testing.assert_allclose(exe(a, b), matmul(a, b.T if transposed else b), rtol=1e-5,
+                               atol=1e-4)
 
 
 # the inner form's per-element sums and an epilogue with many scalar arguments (each

@@ -423,7 +423,8 @@ class _DotKernel:
 
     def launch(self, col_blocks: int, row_blocks: int) -> Launch:
         return launch_3d(self.ctx, self.kb, self.c.inst, col_blocks, row_blocks,
-                         _extent(self.plan.outer), self.plan.group)
+                         _extent(self.plan.outer), self.plan.group,
+                         spread=self.plan.group is None and self.plan.form != "packed")
 
 
 def _outer_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:

@@ -441,15 +441,36 @@ def begin_tiles(kb: KernelBuilder, col_blocks: int, row_blocks: int) -> tuple[st
     return ids
 
 
+# work-groups a kernel over fewer row blocks than a group spreads its column blocks over at
+# least, where it has that many (PoCL runs a work-group on one thread)
+MIN_COLUMN_GROUPS = 16
+
+
 def launch_3d(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
-              col_blocks: int, row_blocks: int, outer: int, group: int | None = None) -> Launch:
+              col_blocks: int, row_blocks: int, outer: int, group: int | None = None,
+              spread: bool = False) -> Launch:
     """Columns blocks on dimension 0, row blocks (``group`` per work-group, by default the
-    target's ``tiles.row_group``) on 1, the outer (batch-like) index on 2."""
+    target's ``tiles.row_group``) on 1, the outer (batch-like) index on 2. ``spread`` (a
+    kernel whose work-items share nothing): with fewer row blocks than a group (a decoding
+    step's few rows) and column blocks for twice ``MIN_COLUMN_GROUPS`` groups, a work-group
+    takes the row blocks there are and as many column blocks as keep at least that many
+    groups, up to twice the group's work-items, instead of idle row blocks: a 4x256x4096
+    ``A @ B^T`` (a decoder's logits) in 2,048 groups of one working item 154 -> 115-143 us a
+    run, a KV-cache decoding loop 57.6 -> 51.1 ms (AMD EPYC, Zen 5, AVX-512). Fewer column
+    blocks keep their groups: dropping only the idle row blocks made a diffusion sampler's
+    and an LSTM's small dots 2-3% slower."""
     name = ctx.program.add_kernel(kb, inst.name)
     group = group or ctx.target.tiles.row_group
+    columns = 1
+    if spread and row_blocks < group and col_blocks >= 2 * MIN_COLUMN_GROUPS:
+        most = 2 * group // row_blocks
+        while columns * 2 <= most and col_blocks // (columns * 2) >= MIN_COLUMN_GROUPS:
+            columns *= 2
+        group = row_blocks
     rows = -(-row_blocks // group) * group
+    cols = -(-col_blocks // columns) * columns
     return Launch(name, tuple(b.ref for b in kb.buffers), tuple(kb.scalar_arg_values()),
-                  (col_blocks, rows, outer), (1, group, 1), inst.name)
+                  (cols, rows, outer), (columns, group, 1), inst.name)
 
 
 def register_contraction(opcode: str, plan: Callable[[Contraction, Target], object | None],
