@@ -148,10 +148,15 @@ def numpy_runner(fn, args):
 
 def interleaved_times(runners: dict, runs: int, warmup: int = 2) -> dict[str, list[float]]:
     """Seconds of each run of each runner, taking turns run by run, so that a busy moment of
-    a shared machine lands on all of them alike."""
+    a shared machine lands on all of them alike, in an order reversed every other round, so
+    that no runner always runs right after the same one: XLA's thread pool keeps spinning
+    for a while after its run, and our run right after it took 9-19% longer than after our
+    own (a bidirectional GRU, a diffusion sampler; AMD EPYC, 2 cores); the fixed order had
+    put every one of our runs right after XLA's."""
     times: dict[str, list[float]] = {name: [] for name in runners}
+    order = list(runners.items())
     for k in range(warmup + runs):
-        for name, run in runners.items():
+        for name, run in (order if k % 2 == 0 else order[::-1]):
             seconds = run()
             if k >= warmup:
                 times[name].append(seconds)
