@@ -445,7 +445,9 @@ class _RowEmitter(ElementalEmitter):
     def value(self, inst: HloInstruction, index: Index, shape_index: tuple[int, ...] = ()):
         if self._scalar_depth or shape_index:
             return super().value(inst, index, shape_index)
-        key = ("lanes", id(inst), index.exprs)
+        # the lanes' width and map are part of the value: a row kernel's passes read one value
+        # at the same index along other dimensions or widths (``families.reduction``)
+        key = ("lanes", self.n, self.plan.lane.get(id(inst)), id(inst), index.exprs)
         hit = self._lookup(key)
         if hit is not None:
             return hit

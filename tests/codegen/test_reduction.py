@@ -297,6 +297,62 @@ def test_softmax_is_one_row_kernel(kind):
     np.testing.assert_allclose(exe(x), e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
 
 
+def scaled_softmax(n: int, name: str = "softmax") -> str:
+    """Attention's softmax: the scores scaled, then max, exponentials, sum and quotient."""
+    return f"""
+HloModule {name}
+{reducer("mx", "maximum")}
+{reducer("add", "add")}
+ENTRY e {{
+  x = f32[13,{n}]{{1,0}} parameter(0)
+  c = f32[] constant(0.125)
+  cb = f32[13,{n}]{{1,0}} broadcast(c), dimensions={{}}
+  xs = f32[13,{n}]{{1,0}} multiply(x, cb)
+  ninf = f32[] constant(-inf)
+  m = f32[13]{{0}} reduce(xs, ninf), dimensions={{1}}, to_apply=mx
+  mb = f32[13,{n}]{{1,0}} broadcast(m), dimensions={{0}}
+  d = f32[13,{n}]{{1,0}} subtract(xs, mb)
+  ex = f32[13,{n}]{{1,0}} exponential(d)
+  z = f32[] constant(0)
+  s = f32[13]{{0}} reduce(ex, z), dimensions={{1}}, to_apply=add
+  sb = f32[13,{n}]{{1,0}} broadcast(s), dimensions={{0}}
+  ROOT y = f32[13,{n}]{{1,0}} divide(ex, sb)
+}}
+"""
+
+
+@pytest.mark.parametrize("n", [49, 64, 16, 7, 65])
+def test_short_rows_compute_each_fused_value_once_for_all_passes(n):
+    """A softmax over rows of at most ``_UNROLLED_BLOCKS`` vectors is written out block by
+    block: its max, its sum and its outputs read the scores at the same indices, so each
+    exponential and each scaling is computed once (one per block, one per tail element); a
+    longer row loops, each pass computing its own. The bits are the looped kernel's."""
+    x = (RNG.standard_normal((13, n)) * 30).astype(np.float32)
+    exe = runtime.compile(scaled_softmax(n))
+    xs = x.astype(np.float64) * 0.125
+    e = np.exp(xs - xs.max(1, keepdims=True))
+    got = exe(x)
+    np.testing.assert_allclose(got, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    lanes = Target.for_device(get_device()).reduction.lanes
+    if lanes == 1:
+        return
+    width = min(lanes, 1 << (n.bit_length() - 1))
+    if n > reduction._UNROLLED_BLOCKS * width:
+        assert "for (" in exe.program.source
+        return
+    values = n // width + n % width
+    assert exe.program.source.count(" exp(") == values
+    assert exe.program.source.count(" * u") + exe.program.source.count("* s") <= values
+    unrolled = reduction._UNROLLED_BLOCKS
+    try:
+        reduction._UNROLLED_BLOCKS = 0
+        looped = runtime.compile(scaled_softmax(n, "looped"))
+    finally:
+        reduction._UNROLLED_BLOCKS = unrolled
+    assert "for (" in looped.program.source
+    np.testing.assert_array_equal(got.view(np.uint32), looped(x).view(np.uint32))
+
+
 def test_xla_layernorm_fusion_computes_reductions_once_per_row():
     text = f"""
 HloModule xla_ln
