@@ -216,6 +216,7 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
         _close(blocks)
         return accs
     operation = _lane_operation(comp, inputs, lanes)
+    vector = None
     if operation is not None:
         vec = f"{_ctype(comp, 0)}{lanes}"
         vector = kb.declare(vec, "accv", f"({vec})({accs[0]})")
@@ -234,11 +235,25 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
         for k in range(size - size % lanes, size):
             _combine(em, comp, partial[0], [em.value(x, _input_index(red, index, {lane_dim: str(k)}))
                                             for x in inputs])
-        if operation in _ORDER_FREE:
-            partial = [[_halved(em, comp, operation, vector, lanes)]]
-        for lane in partial:
-            _combine(em, comp, accs, lane)
-        return accs
+    else:
+        _lane_loops(em, red, index, variables, lane_dim, lanes, vector_em, operation, vector,
+                    partial)
+    _close(blocks)
+    if operation in _ORDER_FREE:
+        partial = [[_halved(em, comp, operation, vector, lanes)]]
+    for lane in partial:
+        _combine(em, comp, accs, lane)
+    return accs
+
+
+def _lane_loops(em: ElementalEmitter, red: HloInstruction, index: Index, variables: dict,
+                lane_dim: int, lanes: int, vector_em, operation: str | None,
+                vector: str | None, partial: list) -> None:
+    """The contiguous run in blocks of ``lanes`` (on vectors, or element by element into
+    ``lanes`` partial accumulators), then the remainder element by element."""
+    kb = em.kb
+    inputs, _, comp = _parts(red)
+    src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
     j = kb.declare(kb.index_type, "j", "0")
     n = kb.param(src.dims[lane_dim], key=(("reduce", id(red)), "n", lane_dim))
     subtracting = accumulation_subtracts(comp, inputs)
@@ -261,12 +276,6 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
         at = {**variables, lane_dim: j}
         _combine(em, comp, partial[0], [em.value(x, _input_index(red, index, at))
                                         for x in inputs])
-    _close(blocks)
-    if operation in _ORDER_FREE:
-        partial = [[_halved(em, comp, operation, vector, lanes)]]
-    for lane in partial:
-        _combine(em, comp, accs, lane)
-    return accs
 
 
 # vectors a row's run is at most to be written out block by block rather than looped over
