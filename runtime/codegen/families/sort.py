@@ -212,7 +212,8 @@ def _topk_launch(ctx: LoweringContext, inst: HloInstruction, better,
     """``better(em, x, y, ix, iy) -> C condition``: value x (at index ix) ranks strictly
     before value y (at index iy). ``skip``: where that order is a comparison of integer keys
     of the values alone, (the key of a vector of them as ``$v``, the comparison ``>`` or
-    ``<`` by which a key ranks before another), for skipping whole vectors of elements."""
+    ``<`` by which a key ranks before another), for skipping whole vectors of elements
+    (f32 and s32 values only: their C type is their storage type)."""
     operand = inst.operands[0]
     src: ArrayShape = operand.shape  # type: ignore[assignment]
     values: ArrayShape = inst.shape.elements[0]  # type: ignore[union-attr]
@@ -238,8 +239,7 @@ def _topk_launch(ctx: LoweringContext, inst: HloInstruction, better,
     kb.line("int count = 0;")
     with em.block(f"for ({t} i = 0; i < {nn}; ++i)"):
         if skip is not None:
-            _skip_vectors(ctx, kb, em, skip, x, vo, f"{xb} + i", f"{ob} + {kk} - 1",
-                          f"count == {kk} && i + $L <= {nn}", values.element_type)
+            _skip_vectors(ctx, em, skip, ct, x, vo, xb, ob, nn, kk)
         v = kb.let(ct, cltypes.load(src.element_type, x, f"{xb} + i"), "v")
         # position: after every kept element that v does not beat
         kb.line("int pos = count;")
@@ -263,24 +263,25 @@ def _topk_launch(ctx: LoweringContext, inst: HloInstruction, better,
     return [launch_1d(ctx, kb, inst, rows, long_items=True)]
 
 
-def _skip_vectors(ctx: LoweringContext, kb: KernelBuilder, em: ElementalEmitter,
-                  skip: tuple[str, str], x: str, vo: str, at: str, last: str, when: str,
-                  et) -> None:
+def _skip_vectors(ctx: LoweringContext, em: ElementalEmitter, skip: tuple[str, str], ct: str,
+                  x: str, vo: str, xb: str, ob: str, n: str, k: str) -> None:
     """Once the k best are found, a vector of elements none of which ranks before the k-th
     is passed over whole: an element that does not beat the k-th is not kept, so this
     changes nothing but the time. Nearly every element of a long row is such an element: the
     top 8 of 64 rows of 2,048 normal values (a beam search's chunks) 117 -> 62 us of kernel
-    time (AMD EPYC, Zen 5, AVX-512; 70 us with ``any`` for the lanes' OR)."""
+    time (AMD EPYC, Zen 5, AVX-512; 70 us with ``any`` for the lanes' OR). ``ct``: the
+    values' C type (kept values share it); ``xb``/``ob``: the row's first input and output
+    element; ``n``/``k``: the row's length and k."""
     key, beats = skip
+    kb = em.kb
     lanes = ctx.target.lanes(32)
     if lanes == 1:
         return
-    with em.block(f"if ({when.replace('$L', str(lanes))})"):
-        keys = kb.let(f"int{lanes}", key.replace("$N", str(lanes)).replace(
-            "$v", f"vload{lanes}(0, {x} + {at})"), "keys")
-        kth = kb.let("int", key.replace("$N", "").replace("$v", cltypes.load(et, vo, last)),
-                     "kth")
-        hit = kb.let(f"int{lanes}", f"{keys} {beats} (int{lanes})({kth})", "hit")
+    with em.block(f"if (count == {k} && i + {lanes} <= {n})"):
+        xs = kb.let(f"{ct}{lanes}", f"vload{lanes}(0, {x} + {xb} + i)", "xs")
+        kth = kb.let(ct, f"{vo}[{ob} + {k} - 1]", "kth")
+        hit = kb.let(f"int{lanes}", f"{key.replace('$N', str(lanes)).replace('$v', xs)} "
+                     f"{beats} (int{lanes})({key.replace('$N', '').replace('$v', kth)})", "hit")
         width = lanes
         while width > 1:
             width //= 2
