@@ -256,9 +256,7 @@ def _arithmetic(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Val
 
 def _compare(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     a, b = (em.value(o, index) for o in inst.operands)
-    ctype = inst.attrs.get("type")
-    return em.computed(PRED, E.compare(str(inst.direction),
-                                       str(ctype) if ctype is not None else None,
+    return em.computed(PRED, E.compare(str(inst.direction), inst.comparison_type,
                                        inst.operands[0].shape.element_type, a, b))
 
 

@@ -246,7 +246,7 @@ def _through_integer(inst: HloInstruction) -> HloInstruction | None:
 
 def _compare_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
     et = inst.operands[0].shape.element_type.name
-    kind = str(inst.attrs.get("type") or "")
+    kind = inst.comparison_type or ""
     compared = (et in _FLOAT and kind in ("", "FLOAT")) or (et == "s32" and kind in ("", "SIGNED")) \
         or (et == "u32" and kind in ("", "UNSIGNED"))
     return compared and str(inst.direction) in _DIRECTIONS and plan.operands(inst, d, aligned)

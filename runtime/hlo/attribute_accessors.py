@@ -253,6 +253,10 @@ class TypedAttributes:
         return cast("IdentifierList", self.attrs["operand_precision"])
 
     @property
+    def order(self) -> Identifier:
+        return cast("Identifier", self.attrs["order"])
+
+    @property
     def origin(self) -> RawText:
         return cast("RawText", self.attrs["origin"])
 

@@ -54,6 +54,20 @@ class HloInstruction(TypedAttributes):
     def attr(self, name: str, default=None):
         return self.attrs.get(name, default)
 
+    @property
+    def comparison_type(self) -> str | None:
+        """A compare's comparison type (FLOAT, TOTALORDER, SIGNED, UNSIGNED), or None for the
+        element type's default. XLA printed it as ``type=`` until 2026 and now prints
+        ``order=TOTAL`` or ``order=PARTIAL`` instead, which only decides between the two float
+        types (integers always compare in total order)."""
+        written = self.attrs.get("type")
+        if written is not None:
+            return str(written)
+        order = self.attrs.get("order")
+        if order is None or not self.operands or not self.operands[0].shape.element_type.is_float:
+            return None
+        return "TOTALORDER" if str(order) == "TOTAL" else "FLOAT"
+
     def operand_index(self, operand: HloInstruction) -> int:
         for i, op in enumerate(self.operands):
             if op is operand:

@@ -27,7 +27,7 @@ ATTRIBUTE_KINDS: dict[str, str] = {
     "lhs_batch_dims": "int_list", "rhs_batch_dims": "int_list",
     "lhs_ragged_dims": "int_list", "rhs_group_dims": "int_list",
     "operand_precision": "identifier_list", "algorithm": "identifier",
-    "direction": "identifier", "type": "identifier", "kind": "identifier",
+    "direction": "identifier", "type": "identifier", "order": "identifier", "kind": "identifier",
     "distribution": "identifier", "api_version": "identifier", "schedule": "identifier",
     "padding_type": "identifier", "fft_type": "identifier", "transpose_a": "identifier",
     # computations
@@ -68,6 +68,7 @@ ATTRIBUTE_VALUES: dict[str, frozenset[str]] = {
     name: frozenset(words.split()) for name, words in {
         "direction": "EQ NE LT LE GT GE",
         "type": "FLOAT TOTALORDER SIGNED UNSIGNED",
+        "order": "TOTAL PARTIAL",
         "kind": "kLoop kInput kOutput kCustom",
         "api_version": "API_VERSION_ORIGINAL API_VERSION_STATUS_RETURNING "
                        "API_VERSION_STATUS_RETURNING_UNIFIED API_VERSION_TYPED_FFI",
@@ -181,7 +182,7 @@ for _n, _types, _cost in (
         ("mulhi", INTEGER, "cheap")):
     _op(_n, 2, rules.binary, elementwise=True, operand_types=_types, cost=_cost)
 
-_op("compare", 2, rules.compare, ("direction", "type"), ("direction",), elementwise=True)
+_op("compare", 2, rules.compare, ("direction", "type", "order"), ("direction",), elementwise=True)
 _op("select", 3, rules.select, elementwise=True)
 _op("clamp", 3, rules.clamp, elementwise=True)
 
@@ -239,7 +240,9 @@ _op("convolution", 2, rules.convolution,
     ("dim_labels",), cost="expensive")
 _op("sort", (1, None), rules.sort, ("dimensions", "is_stable", "to_apply"),
     ("dimensions", "to_apply"))
-_op("topk", 1, rules.topk, ("k", "largest"), ("k",))
+# XLA prints ``is_stable`` on topk from 2026 (jaxlib 0.11): ties in index order, which the
+# top-k kernel always keeps (the lower index first), so either value is honoured.
+_op("topk", 1, rules.topk, ("k", "largest", "is_stable"), ("k",))
 _op("fft", 1, rules.fft, ("fft_type", "fft_length"), ("fft_type", "fft_length"))
 _op("cholesky", 1, rules.cholesky, ("lower",))
 _op("triangular-solve", 2, rules.triangular_solve,

@@ -171,6 +171,12 @@ def compare(inst: HloInstruction) -> Shape:
         fail(f"compare operands must have the same dimensions: {a.to_text(False)} vs {b.to_text(False)}",
              expected=a.to_text(False), got=b.to_text(False))
     _same_type(a, b, "compare")
+    written, order = inst.attrs.get("type"), inst.attrs.get("order")
+    if written is not None and order is not None and a.element_type.is_float \
+            and (str(written) == "TOTALORDER") != (str(order) == "TOTAL"):
+        fail(f"compare's type={written} and order={order} disagree",
+             expected="TOTALORDER with order=TOTAL, FLOAT with order=PARTIAL",
+             got=f"type={written}, order={order}")
     return _shape(PRED, a.dims, inst.shape)
 
 

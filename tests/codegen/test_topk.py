@@ -14,11 +14,11 @@ from runtime.target import Target
 RNG = np.random.default_rng(11)
 
 
-def topk_module(et: str, rows: int, n: int, k: int, largest: bool) -> str:
+def topk_module(et: str, rows: int, n: int, k: int, largest: bool, extra: str = "") -> str:
     return f"""HloModule tk
 ENTRY e {{
   x = {et}[{rows},{n}]{{1,0}} parameter(0)
-  ROOT t = ({et}[{rows},{k}]{{1,0}}, s32[{rows},{k}]{{1,0}}) topk(x), k={k}, largest={str(largest).lower()}
+  ROOT t = ({et}[{rows},{k}]{{1,0}}, s32[{rows},{k}]{{1,0}}) topk(x), k={k}, largest={str(largest).lower()}{extra}
 }}"""
 
 
@@ -57,3 +57,13 @@ def test_topk_is_a_stable_sort_prefix_by_total_order(et, dtype, skips, largest, 
                                   np.take_along_axis(x, want, 1).view(np.uint8))
     vectors = Target.for_device(get_device()).lanes(32) > 1
     assert ("kth" in exe.program.source) == (skips and vectors)
+
+
+@pytest.mark.parametrize("stable", ["true", "false"])
+def test_topk_accepts_is_stable_and_keeps_ties_in_index_order(stable):
+    """jaxlib 0.11 prints ``is_stable=true`` on topk; ties come lower index first either way."""
+    x = np.array([[1, 3, 3, 0, 3, 2], [5, 5, 5, 5, 5, 5]], np.float32)
+    exe = runtime.compile(topk_module("f32", 2, 6, 3, True, f", is_stable={stable}"))
+    got_values, got_index = exe(x)
+    np.testing.assert_array_equal(got_index, [[1, 2, 4], [0, 1, 2]])
+    np.testing.assert_array_equal(got_values, [[3, 3, 3], [5, 5, 5]])
