@@ -1,12 +1,24 @@
 """Scatters with duplicate indices against the sequential loop XLA's CPU backend runs: every
 update applied in the updates' row-major order (a last-writer-wins ``set`` and a float sum,
 whose order shows in its rounding, give that loop's bits), an update whose window does not
-fit skipped whole."""
+fit skipped whole. Each case runs as the device's target builds it (one work-item on CPUs)
+and as the GPU target shares the output elements out among work-items (as many as it asks
+for, and only 8, so that each owns many), on the default device: the kernels are valid
+OpenCL anywhere (Oclgrind's data-race check runs the GPU strategy on the corpus)."""
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 import runtime
+from runtime.analyzer import analyze_verified
+from runtime.compiler import KernelBuild
+from runtime.execution.device import get_device
+from runtime.execution.executable import Executable
+from runtime.target import GPU
+
+TARGETS = {"device": None, "gpu": GPU, "gpu-8-items": replace(GPU, scatter_work_items=8)}
 
 RNG = np.random.default_rng(5)
 
@@ -32,6 +44,17 @@ ENTRY e {{
 }}"""
 
 
+def compile_on(text: str, target: str) -> Executable:
+    if TARGETS[target] is None:
+        return runtime.compile(text)
+    dev = get_device()
+    analysis = analyze_verified(runtime.parse(text), dev.mem_base_addr_align, True,
+                                TARGETS[target])
+    exe = Executable(runtime.parse(text), analysis, dev, KernelBuild(analysis, dev)).build()
+    assert "own" in exe.program.source                  # the updates are shared out
+    return exe
+
+
 def sequential(x: np.ndarray, starts: list[tuple[int, ...]], windows: list[np.ndarray],
                combine) -> np.ndarray:
     """XLA's loop: each update's window in turn, element by element, skipped where it does
@@ -46,9 +69,10 @@ def sequential(x: np.ndarray, starts: list[tuple[int, ...]], windows: list[np.nd
     return out
 
 
+@pytest.mark.parametrize("target", sorted(TARGETS))
 @pytest.mark.parametrize("combiner", ["add", "set"])
 @pytest.mark.parametrize("width", [40, 64, 3])
-def test_rows_scattered_with_duplicates_keep_the_sequential_order(combiner, width):
+def test_rows_scattered_with_duplicates_keep_the_sequential_order(combiner, width, target):
     """A segment sum (or an embedding gradient): the indices pick a row, each update covers
     all of its columns; duplicates and an out-of-range index among them."""
     rows, n = 30, 200
@@ -59,13 +83,14 @@ def test_rows_scattered_with_duplicates_keep_the_sequential_order(combiner, widt
     text = scatter_module(combiner, (rows, width), f"{n},1", f"{n},{width}",
                           "update_window_dims={1}, inserted_window_dims={0}, "
                           "scatter_dims_to_operand_dims={0}, index_vector_dim=1")
-    got = runtime.compile(text)(x, idx.reshape(n, 1), u)
+    got = compile_on(text, target)(x, idx.reshape(n, 1), u)
     want = sequential(x, [(int(i), 0) for i in idx], [u[k:k + 1] for k in range(n)],
                       COMBINERS[combiner][1])
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
-def test_windows_moved_along_one_dimension_and_fixed_along_another():
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_windows_moved_along_one_dimension_and_fixed_along_another(target):
     """Windows of 3 x 20 whose start the indices give along the first dimension only, so that
     updates overlap in part."""
     rows, width, n = 12, 20, 40
@@ -76,6 +101,41 @@ def test_windows_moved_along_one_dimension_and_fixed_along_another():
     text = scatter_module("add", (rows, width), f"{n},1", f"{n},3,{width}",
                           "update_window_dims={1,2}, inserted_window_dims={}, "
                           "scatter_dims_to_operand_dims={0}, index_vector_dim=1")
-    got = runtime.compile(text)(x, idx.reshape(n, 1), u)
+    got = compile_on(text, target)(x, idx.reshape(n, 1), u)
     want = sequential(x, [(int(i), 0) for i in idx], list(u), COMBINERS["add"][1])
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+@pytest.mark.parametrize("combiner", ["add", "set"])
+def test_elements_scattered_by_sorted_and_repeated_indices(combiner, target):
+    """A histogram-like scatter of scalars (no window: every element is dealt out by its
+    index), indices sorted as segment ids are, long runs of one index."""
+    n_out, n = 50, 600
+    x = RNG.standard_normal(n_out).astype(np.float32)
+    idx = np.sort(RNG.integers(-2, n_out + 2, n)).astype(np.int32)
+    u = (RNG.standard_normal(n) * 1e3).astype(np.float32)
+    text = scatter_module(combiner, (n_out,), f"{n},1", f"{n}",
+                          "update_window_dims={}, inserted_window_dims={0}, "
+                          "scatter_dims_to_operand_dims={0}, index_vector_dim=1")
+    got = compile_on(text, target)(x, idx.reshape(n, 1), u)
+    want = sequential(x, [(int(i),) for i in idx], [u[k:k + 1] for k in range(n)],
+                      COMBINERS[combiner][1])
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_windows_moved_along_both_dimensions_overlap_in_both(target):
+    """2 x 3 windows whose start the indices give along both dimensions: no window dimension
+    can be split, every element is dealt out by its index."""
+    rows, cols, n = 9, 11, 120
+    x = RNG.standard_normal((rows, cols)).astype(np.float32)
+    idx = np.stack([RNG.integers(0, rows - 1, n), RNG.integers(0, cols - 2, n)], 1).astype(np.int32)
+    idx[5] = (rows - 1, cols)                      # does not fit: skipped
+    u = RNG.standard_normal((n, 2, 3)).astype(np.float32)
+    text = scatter_module("add", (rows, cols), f"{n},2", f"{n},2,3",
+                          "update_window_dims={1,2}, inserted_window_dims={}, "
+                          "scatter_dims_to_operand_dims={0,1}, index_vector_dim=1")
+    got = compile_on(text, target)(x, idx, u)
+    want = sequential(x, [tuple(map(int, i)) for i in idx], list(u), COMBINERS["add"][1])
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -6,6 +6,14 @@ apply updates in row-major order of the update operand, so results are determini
 non-commutative combiners (``.at[].set``), the last update wins as on XLA's CPU backend, which
 also runs scatter as one sequential loop. With ``unique_indices=true`` (a promise by the
 producer) every update element gets its own work-item.
+
+Where the target asks for more work-items (``Target.scatter_work_items``: GPUs), the output
+elements are shared out instead, and each work-item walks every update in that same order,
+applying only those to elements it owns; so every element still sees its updates in the
+sequential order, with the same bits. Window dimensions the indices never move (an embedding
+row, a segment sum's features) are split among work-items outright (an element's coordinate
+there is its window position); the other dimensions are dealt out by the element's index
+modulo the number of owners, so that sorted indices (segment ids) spread over all of them.
 """
 
 from __future__ import annotations
@@ -86,9 +94,22 @@ def _update_launch(ctx, inst: HloInstruction, root: HloInstruction, params, outp
     for s in window_sizes:
         n_window *= s
 
+    # window dimensions whose start is always 0 (neither indexed nor batch): shared out
+    split_k = [k for k, od in enumerate(operand_window_dims) if od not in sd2od]
+    n_split = 1
+    for k in split_k:
+        n_split *= window_sizes[k]
+    split_dims = {operand_window_dims[k] for k in split_k}
+    owned_dims = [d for d in range(out0.rank) if d not in split_dims]
+    n_keys = 1
+    for d in owned_dims:
+        n_keys *= out0.dims[d]
+    shared = not unique and ctx.target.scatter_work_items > 1
+    owners = max(1, min(n_keys, -(-ctx.target.scatter_work_items // n_split))) if shared else 1
+
     kb = kernel_builder(out0, upd, idx_shape)
     t = kb.index_type
-    work = n_scatter * n_window if unique else 1
+    work = n_scatter * n_window if unique else (n_split * owners if shared else 1)
     gid = begin_1d(kb, work)
     out_ptrs = [kb.buffer(s.element_type, ctx.ref(inst, idx), writable=True, key=("out", idx))
                 for idx, s in outputs]
@@ -98,6 +119,12 @@ def _update_launch(ctx, inst: HloInstruction, root: HloInstruction, params, outp
     key = ("scatter", id(root))
     nw = kb.param(n_window, key=(key, "nw"))
     with contextlib.ExitStack() as stack:
+        if shared:
+            n_split_p = kb.param(n_split, key=(key, "nsplit"))
+            split_idx = em.delinearize(kb.let(t, f"{gid} % {n_split_p}", "ws"),
+                                       tuple(window_sizes[k] for k in split_k),
+                                       _row_major(len(split_k)), (key, "ws"))
+            owner = kb.let(t, f"{gid} / {n_split_p}", "own")
         if unique:
             g_lin = kb.let(t, f"{gid} / {nw}", "g")
             w_lin = kb.let(t, f"{gid} % {nw}", "w")
@@ -126,10 +153,13 @@ def _update_launch(ctx, inst: HloInstruction, root: HloInstruction, params, outp
                  for d in range(out0.rank)]
         # XLA skips an update whose whole window does not fit; it never clamps
         stack.enter_context(em.block(f"if ({' && '.join(conds) or '1'})"))
-        if not unique:
-            w_lin = kb.fresh("w")
-            stack.enter_context(em.block(f"for ({t} {w_lin} = 0; {w_lin} < {nw}; ++{w_lin})"))
-        w_idx = em.delinearize(w_lin, tuple(window_sizes), _row_major(len(uwd)), (key, "w"))
+        if shared:
+            w_idx = _shared_window_index(kb, em, stack, key, window_sizes, split_k, split_idx)
+        else:
+            if not unique:
+                w_lin = kb.fresh("w")
+                stack.enter_context(em.block(f"for ({t} {w_lin} = 0; {w_lin} < {nw}; ++{w_lin})"))
+            w_idx = em.delinearize(w_lin, tuple(window_sizes), _row_major(len(uwd)), (key, "w"))
         u_exprs = ["0"] * upd.rank
         for d, g in zip(scatter_dims, g_idx):
             u_exprs[d] = g
@@ -139,6 +169,13 @@ def _update_launch(ctx, inst: HloInstruction, root: HloInstruction, params, outp
         for k, od in enumerate(operand_window_dims):
             o_exprs[od] = kb.let(t, f"{starts[od]} + {w_idx[k]}", "o")
         o_index = Index(tuple(o_exprs))
+        if owners > 1:
+            element_key = "0"
+            for d in owned_dims:
+                element_key = f"({element_key}) * {kb.param(out0.dims[d], key=(key, 'dim', d))}" \
+                              f" + {o_exprs[d]}"
+            owners_p = kb.param(owners, key=(key, "owners"))
+            stack.enter_context(em.block(f"if (({element_key}) % {owners_p} == {owner})"))
         current = [em.load(leaf, o_index) for leaf in current_leaves]
         news = [em.value(u, Index(tuple(u_exprs))) for u in updates]
         combined = em.call(root.to_apply, current + news)  # type: ignore[arg-type]
@@ -148,6 +185,30 @@ def _update_launch(ctx, inst: HloInstruction, root: HloInstruction, params, outp
         for (idx, s), ptr, v in zip(outputs, out_ptrs, results):
             kb.line(cltypes.store(s.element_type, ptr, em.offset(s, o_index, ("out", idx)), v) + ";")
     return launch_1d(ctx, kb, inst, work)
+
+
+def _shared_window_index(kb, em: ElementalEmitter, stack: contextlib.ExitStack, key,
+                         window_sizes: list[int], split_k: list[int],
+                         split_idx: list[str]) -> list[str]:
+    """The window index of a shared scatter: this work-item's coordinates along the split
+    window dimensions, a loop over the others (row-major, as the sequential loop)."""
+    looped_k = [k for k in range(len(window_sizes)) if k not in split_k]
+    n_looped = 1
+    for k in looped_k:
+        n_looped *= window_sizes[k]
+    w_idx = [""] * len(window_sizes)
+    for k, value in zip(split_k, split_idx):
+        w_idx[k] = value
+    if looped_k:
+        t = kb.index_type
+        w_lin = kb.fresh("w")
+        bound = kb.param(n_looped, key=(key, "nloop"))
+        stack.enter_context(em.block(f"for ({t} {w_lin} = 0; {w_lin} < {bound}; ++{w_lin})"))
+        looped = em.delinearize(w_lin, tuple(window_sizes[k] for k in looped_k),
+                                _row_major(len(looped_k)), (key, "wl"))
+        for k, value in zip(looped_k, looped):
+            w_idx[k] = value
+    return w_idx
 
 
 def _row_major(rank: int) -> tuple[int, ...]:
