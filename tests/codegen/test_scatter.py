@@ -20,6 +20,8 @@ from runtime.target import GPU
 
 TARGETS = {"device": None, "gpu": GPU, "gpu-8-items": replace(GPU, scatter_work_items=8)}
 
+Case = tuple[str, list[np.ndarray], np.ndarray]     # module text, arguments, expected output
+
 RNG = np.random.default_rng(5)
 
 COMBINERS = {
@@ -69,10 +71,7 @@ def sequential(x: np.ndarray, starts: list[tuple[int, ...]], windows: list[np.nd
     return out
 
 
-@pytest.mark.parametrize("target", sorted(TARGETS))
-@pytest.mark.parametrize("combiner", ["add", "set"])
-@pytest.mark.parametrize("width", [40, 64, 3])
-def test_rows_scattered_with_duplicates_keep_the_sequential_order(combiner, width, target):
+def rows_case(combiner: str, width: int) -> Case:
     """A segment sum (or an embedding gradient): the indices pick a row, each update covers
     all of its columns; duplicates and an out-of-range index among them."""
     rows, n = 30, 200
@@ -83,14 +82,12 @@ def test_rows_scattered_with_duplicates_keep_the_sequential_order(combiner, widt
     text = scatter_module(combiner, (rows, width), f"{n},1", f"{n},{width}",
                           "update_window_dims={1}, inserted_window_dims={0}, "
                           "scatter_dims_to_operand_dims={0}, index_vector_dim=1")
-    got = compile_on(text, target)(x, idx.reshape(n, 1), u)
     want = sequential(x, [(int(i), 0) for i in idx], [u[k:k + 1] for k in range(n)],
                       COMBINERS[combiner][1])
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    return text, [x, idx.reshape(n, 1), u], want
 
 
-@pytest.mark.parametrize("target", sorted(TARGETS))
-def test_windows_moved_along_one_dimension_and_fixed_along_another(target):
+def windows_one_dimension_case() -> Case:
     """Windows of 3 x 20 whose start the indices give along the first dimension only, so that
     updates overlap in part."""
     rows, width, n = 12, 20, 40
@@ -101,14 +98,11 @@ def test_windows_moved_along_one_dimension_and_fixed_along_another(target):
     text = scatter_module("add", (rows, width), f"{n},1", f"{n},3,{width}",
                           "update_window_dims={1,2}, inserted_window_dims={}, "
                           "scatter_dims_to_operand_dims={0}, index_vector_dim=1")
-    got = compile_on(text, target)(x, idx.reshape(n, 1), u)
     want = sequential(x, [(int(i), 0) for i in idx], list(u), COMBINERS["add"][1])
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    return text, [x, idx.reshape(n, 1), u], want
 
 
-@pytest.mark.parametrize("target", sorted(TARGETS))
-@pytest.mark.parametrize("combiner", ["add", "set"])
-def test_elements_scattered_by_sorted_and_repeated_indices(combiner, target):
+def sorted_elements_case(combiner: str) -> Case:
     """A histogram-like scatter of scalars (no window: every element is dealt out by its
     index), indices sorted as segment ids are, long runs of one index."""
     n_out, n = 50, 600
@@ -118,14 +112,12 @@ def test_elements_scattered_by_sorted_and_repeated_indices(combiner, target):
     text = scatter_module(combiner, (n_out,), f"{n},1", f"{n}",
                           "update_window_dims={}, inserted_window_dims={0}, "
                           "scatter_dims_to_operand_dims={0}, index_vector_dim=1")
-    got = compile_on(text, target)(x, idx.reshape(n, 1), u)
     want = sequential(x, [(int(i),) for i in idx], [u[k:k + 1] for k in range(n)],
                       COMBINERS[combiner][1])
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    return text, [x, idx.reshape(n, 1), u], want
 
 
-@pytest.mark.parametrize("target", sorted(TARGETS))
-def test_windows_moved_along_both_dimensions_overlap_in_both(target):
+def windows_both_dimensions_case() -> Case:
     """2 x 3 windows whose start the indices give along both dimensions: no window dimension
     can be split, every element is dealt out by its index."""
     rows, cols, n = 9, 11, 120
@@ -136,6 +128,43 @@ def test_windows_moved_along_both_dimensions_overlap_in_both(target):
     text = scatter_module("add", (rows, cols), f"{n},2", f"{n},2,3",
                           "update_window_dims={1,2}, inserted_window_dims={}, "
                           "scatter_dims_to_operand_dims={0,1}, index_vector_dim=1")
-    got = compile_on(text, target)(x, idx, u)
     want = sequential(x, [tuple(map(int, i)) for i in idx], list(u), COMBINERS["add"][1])
+    return text, [x, idx, u], want
+
+
+def repeated_index_cases() -> dict[str, Case]:
+    """Every case once, by name (``tests.gpu_sim.runner`` runs them under Oclgrind)."""
+    return {"rows add 40": rows_case("add", 40), "rows set 3": rows_case("set", 3),
+            "windows along one dimension": windows_one_dimension_case(),
+            "sorted elements add": sorted_elements_case("add"),
+            "sorted elements set": sorted_elements_case("set"),
+            "windows along both dimensions": windows_both_dimensions_case()}
+
+
+def check(target: str, case: Case) -> None:
+    text, args, want = case
+    got = compile_on(text, target)(*args)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+@pytest.mark.parametrize("combiner", ["add", "set"])
+@pytest.mark.parametrize("width", [40, 64, 3])
+def test_rows_scattered_with_duplicates_keep_the_sequential_order(combiner, width, target):
+    check(target, rows_case(combiner, width))
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_windows_moved_along_one_dimension_and_fixed_along_another(target):
+    check(target, windows_one_dimension_case())
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+@pytest.mark.parametrize("combiner", ["add", "set"])
+def test_elements_scattered_by_sorted_and_repeated_indices(combiner, target):
+    check(target, sorted_elements_case(combiner))
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+def test_windows_moved_along_both_dimensions_overlap_in_both(target):
+    check(target, windows_both_dimensions_case())

@@ -15,6 +15,7 @@ Cases:
 - ``custom-call:opencl``: an OpenCL custom call's launcher between generated kernels.
 - ``rng:xla-golden``: every rng-bit-generator configuration against XLA's bits.
 - ``reruns:rebound-buffers``: released buffers reallocated between runs.
+- ``scatter:repeated-indices``: scatters with repeated indices, shared out among work-items.
 - ``workgroup:dot``, ``workgroup:reduce``: the work-group-tiled dot and the work-group row
   reduction against numpy (``workgroup_cases``); ``workgroup:small-tiles``: both again with
   smaller work-group shapes than the simulator's limits give.
@@ -145,6 +146,24 @@ def run_rebound_buffers() -> list[str]:
             for problem in run_corpus(name, kind, fusion=True)]
 
 
+def run_repeated_scatter() -> list[str]:
+    """Scatters whose indices repeat, their output elements shared out among work-items (each
+    applying its elements' updates in the sequential order), against that loop's bits: the
+    cases of ``tests/codegen/test_scatter``."""
+    from ..codegen.test_scatter import repeated_index_cases
+
+    problems = []
+    for name, (text, args, want) in repeated_index_cases().items():
+        exe = runtime.compile(text)
+        if "own" not in exe.program.source:
+            problems.append(f"{name}: the updates were not shared out among work-items")
+        got = np.asarray(exe(*args))
+        if not np.array_equal(got.view(np.uint32), want.view(np.uint32)):
+            problems.append(f"{name}: {int((got != want).sum())} of {got.size} values differ "
+                            "from the sequential loop's")
+    return problems
+
+
 def _numpy(result):
     if isinstance(result, tuple):
         return tuple(_numpy(r) for r in result)
@@ -155,6 +174,7 @@ _NAMED_CASES = {
     "custom-call:opencl": run_opencl_custom_call,
     "rng:xla-golden": run_rng_golden,
     "reruns:rebound-buffers": run_rebound_buffers,
+    "scatter:repeated-indices": run_repeated_scatter,
     "workgroup:dot": lambda: workgroup_cases.run(workgroup_cases.DOT_CASES),
     "workgroup:reduce": lambda: workgroup_cases.run(workgroup_cases.REDUCE_CASES),
     "workgroup:small-tiles": workgroup_cases.run_small_work_groups,
