@@ -65,3 +65,96 @@ def init_is_identity(reduce: HloInstruction) -> bool:
     value = np.asarray(init.literal.data).reshape(())
     want = np.asarray(IDENTITIES[op](et)).astype(value.dtype)
     return bool(value == want)
+
+
+def argminmax_direction(reduce: HloInstruction) -> str | None:
+    """"GT" or "LT" where ``reduce`` is JAX's argmax or argmin over one dimension (its reducer
+    ``lax.argmax`` emits, float values, s32 indices from an iota along that dimension, a
+    non-NaN initial value), else None.
+
+    Why: such a reduction gives the same result in any order, where the reducer, applied in
+    sequence, keeps the first NaN, else the greatest (least) value and the lowest index among
+    equal ones; that is the element of greatest key (is NaN, value, -index), an associative
+    and commutative choice, whenever each combined element comes after the accumulator (as
+    the iota makes it). The one trace of order left is the sign of a zero result (ties keep
+    the later value): kernels recompute that one (``families.reduction``)."""
+    if len(reduce.operands) != 4 or len(reduce.dimensions) != 1:
+        return None
+    values, indices, init_value, init_index = reduce.operands
+    if not (values.shape.element_type.is_float and indices.shape.element_type.name == "s32"):
+        return None
+    if init_value.opcode != "constant" or init_value.literal is None \
+            or init_value.literal.data is None or init_index.opcode != "constant" \
+            or np.isnan(np.asarray(init_value.literal.data, np.float64)).any():
+        return None
+    if not _iota_along(indices, reduce.dimensions[0]):
+        return None
+    return _argminmax_reducer(reduce.to_apply)
+
+
+def _iota_along(inst: HloInstruction, dim: int) -> bool:
+    """Whether ``inst`` is an iota counting along its dimension ``dim`` (maybe broadcast)."""
+    if inst.opcode == "broadcast":
+        source = inst.operands[0]
+        mapped = list(inst.dimensions)
+        return dim in mapped and _iota_along(source, mapped.index(dim))
+    return inst.opcode == "iota" and inst.attrs.get("iota_dimension") == dim
+
+
+def _argminmax_reducer(comp: HloComputation) -> str | None:
+    """The direction of a reducer ``(v, i, w, j) -> (P ? v : w, P or (v == w and i < j) ? i :
+    j)`` with ``P = v > w or v != v`` ("GT"; ``<``: "LT"), in any operand order of its ``or``s
+    and ``and``, else None."""
+    params = comp.parameters
+    root = comp.root
+    if len(params) != 4 or root is None or root.opcode != "tuple" or len(root.operands) != 2:
+        return None
+    v, i, w, j = params
+    pick_value, pick_index = root.operands
+    if not (_is(pick_value, "select") and pick_value.operands[1:] == [v, w]
+            and _is(pick_index, "select") and pick_index.operands[1:] == [i, j]):
+        return None
+    picked = pick_value.operands[0]
+    direction = _first_or_nan(picked, v, w)
+    if direction is None:
+        return None
+    pair = _pair(pick_index.operands[0], "or")
+    if pair is None or picked not in pair:
+        return None
+    tie = pair[1] if pair[0] is picked else pair[0]
+    tie_parts = _pair(tie, "and")
+    if tie_parts is None:
+        return None
+    equal = any(_compare(p, "EQ", v, w) or _compare(p, "EQ", w, v) for p in tie_parts)
+    earlier = any(_compare(p, "LT", i, j) for p in tie_parts)
+    return direction if equal and earlier else None
+
+
+def _is(inst: HloInstruction, opcode: str) -> bool:
+    return inst.opcode == opcode
+
+
+def _pair(inst: HloInstruction, opcode: str) -> tuple[HloInstruction, HloInstruction] | None:
+    if inst.opcode != opcode or len(inst.operands) != 2:
+        return None
+    return inst.operands[0], inst.operands[1]
+
+
+def _compare(inst: HloInstruction, direction: str, a: HloInstruction,
+             b: HloInstruction) -> bool:
+    """Whether ``inst`` is ``compare(a, b)`` in ``direction`` with IEEE (partial) order."""
+    return inst.opcode == "compare" and str(inst.attrs.get("direction")) == direction \
+        and inst.operands == [a, b] and inst.comparison_type in (None, "FLOAT", "SIGNED")
+
+
+def _first_or_nan(inst: HloInstruction, v: HloInstruction, w: HloInstruction) -> str | None:
+    """"GT"/"LT" where ``inst`` is ``v > w or v != v`` (``<``), in either order, else None."""
+    pair = _pair(inst, "or")
+    if pair is None:
+        return None
+    for ordered, nan in (pair, pair[::-1]):
+        if _compare(nan, "NE", v, v):
+            for direction in ("GT", "LT"):
+                if _compare(ordered, direction, v, w):
+                    return direction
+    return None

@@ -19,9 +19,11 @@ decides the inner loops:
   maximum's or minimum's lanes then combine as a tree of halves (their order does not change
   the result); a sum's lanes combine in order. A row of at most ``_UNROLLED_BLOCKS`` vectors
   is written out block by block, so its passes share each fused value.
-  Reductions that must keep their order (an init that is not the identity; a multi-operand
-  argmax, whose first NaN wins) still compute their inputs on vectors, ``lanes`` at a time,
-  and combine them one by one in order (a categorical sample's Gumbel-max over 8 x 8192
+  JAX's argmax and argmin (a two-operand reduction whose result does not depend on the
+  order, ``reducers.argminmax_direction``) keep their lanes in a value and an index vector.
+  Reductions that must keep their order (an init that is not the identity; another
+  multi-operand reducer) still compute their inputs on vectors, ``lanes`` at a time, and
+  combine them one by one in order (a categorical sample's Gumbel noise over 8 x 8192
   logits 2.6 ms -> 0.29 ms).
 * the contiguous dimension is kept ("column" reductions such as sums over the batch): each
   work-item owns ``column_lanes`` adjacent outputs along it and loops over the reduced
@@ -39,7 +41,7 @@ included), and the reduction order is fixed, so results are deterministic.
 
 from __future__ import annotations
 
-from ...analysis.reducers import init_is_identity
+from ...analysis.reducers import argminmax_direction, init_is_identity
 from ...analysis.rows import RowPlan, plan_rows
 from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.shape import ArrayShape
@@ -208,6 +210,8 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
     if contiguous:
         lanes = _lanes_for_run(lanes, src.dims[order[-1]])
     if lanes == 1 or not contiguous or not init_is_identity(red):
+        if lanes > 1 and contiguous and _argminmax_lanes(em, red, index, order, accs, lanes):
+            return accs
         if lanes > 1 and contiguous and _in_order_blocks(em, red, index, order, accs, lanes):
             return accs
         variables, blocks = _loops(em, red, order)
@@ -358,6 +362,78 @@ def _in_order_blocks(em: ElementalEmitter, red: HloInstruction, index: Index, or
         at = _input_index(red, index, {**variables, lane_dim: j})
         _combine(em, comp, accs, [em.value(x, at) for x in inputs])
     _close(blocks)
+    return True
+
+
+def _argminmax_lanes(em: ElementalEmitter, red: HloInstruction, index: Index, order: list[int],
+                     accs: list[str], lanes: int) -> bool:
+    """JAX's argmax or argmin (``reducers.argminmax_direction``) with ``lanes`` partial
+    accumulators in two vectors (value, index), combined as a tree of halves, then the
+    remainder in order (else False, nothing emitted). Each lane keeps the element of greatest
+    key (is NaN, value, -index), which is the sequential result; a zero result then takes the
+    sign of the last zero in the row, as the sequence's ties would (the rare case reads the
+    row again from its end). In order, every element went through the reducer's chain of
+    compares and selects: an argmax over 8 x 8192 took 341 us a run, now 73; over 64 x 32000
+    (a batch's vocabulary) 4.45 -> 0.24 ms; a categorical sampling loop 18.0 -> 13.6 ms
+    (XLA 18.9; AMD EPYC, Zen 5, AVX-512)."""
+    direction = argminmax_direction(red)
+    inputs, _, comp = _parts(red)
+    src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
+    if direction is None or src.element_type.name != "f32" or lanes not in E.VECTOR_WIDTHS:
+        return False
+    lane_dim = order[-1]
+    aligned = src.dims[lane_dim] % lanes == 0
+    value_em = lane_emitter(em, inputs[0], lanes, lane_dim, aligned)
+    index_em = lane_emitter(em, inputs[1], lanes, lane_dim, aligned)
+    if value_em is None or index_em is None:
+        return False
+    kb = em.kb
+    better = ">" if direction == "GT" else "<"
+    fv, iv = f"float{lanes}", f"int{lanes}"
+    best = kb.declare(fv, "bestv", f"({fv})({accs[0]})")
+    best_index = kb.declare(iv, "besti", f"({iv})({accs[1]})")
+    j = kb.declare(kb.index_type, "j", "0")
+    n = kb.param(src.dims[lane_dim], key=(("reduce", id(red)), "n", lane_dim))
+    with em.block(f"for (; {j} + {lanes} <= {n}; {j} += {lanes})"):
+        at = _input_index(red, index, {lane_dim: j})
+        x = kb.let(fv, value_em.value(inputs[0], at), "x")
+        x_index = kb.let(iv, index_em.value(inputs[1], at), "xi")
+        nan = kb.let(iv, f"isnan({x})", "nan")
+        take = kb.let(iv, f"({nan} & ~isnan({best})) | ({x} {better} {best})", "take")
+        kb.line(f"{best} = select({best}, {x}, {take});")
+        kb.line(f"{best_index} = select({best_index}, {x_index}, {take});")
+    value, position = best, best_index
+    width = lanes
+    while width > 1:
+        width //= 2
+        a, b = f"{value}.lo", f"{value}.hi"
+        ai, bi = f"{position}.lo", f"{position}.hi"
+        if width > 1:
+            a_nan = kb.let(f"int{width}", f"isnan({a})", "nan")
+            b_nan = kb.let(f"int{width}", f"isnan({b})", "nan")
+            tie = f"((({b}) == ({a})) | ({a_nan} & {b_nan}))"
+            take = kb.let(f"int{width}", f"({b_nan} & ~{a_nan}) | ({b} {better} {a}) | "
+                                         f"({tie} & ({bi} < {ai}))", "take")
+            position = kb.let(f"int{width}", f"select({ai}, {bi}, {take})", "besti")
+            value = kb.let(f"float{width}", f"select({a}, {b}, {take})", "bestv")
+        else:
+            tie = f"(({b}) == ({a}) || (isnan({a}) && isnan({b})))"
+            take = kb.let("int", f"(isnan({b}) && !isnan({a})) || ({b} {better} {a}) || "
+                                 f"({tie} && {bi} < {ai})", "take")
+            position = kb.let("int", f"{take} ? {bi} : {ai}", "besti")
+            value = kb.let("float", f"{take} ? {b} : {a}", "bestv")
+    kb.line(f"{accs[0]} = {value};")
+    kb.line(f"{accs[1]} = {position};")
+    with em.block(f"for (; {j} < {n}; ++{j})"):
+        _combine(em, comp, accs, [em.value(x, _input_index(red, index, {lane_dim: j}))
+                                  for x in inputs])
+    with em.block(f"if ({accs[0]} == 0.0f)"):
+        z = kb.declare(kb.index_type, "z", f"{n} - 1")
+        with em.block(f"for (; {z} >= 0; --{z})"):
+            zero = em.value(inputs[0], _input_index(red, index, {lane_dim: z}))
+            with em.block(f"if ({zero} == 0.0f)"):
+                kb.line(f"{accs[0]} = {zero};")
+                kb.line("break;")
     return True
 
 
