@@ -9,8 +9,11 @@ import numpy as np
 import pytest
 
 import runtime
+from runtime.analyzer import analyze_verified
+from runtime.compiler import KernelBuild
 from runtime.execution.device import get_device
-from runtime.target import Target
+from runtime.execution.executable import Executable
+from runtime.target import GPU, Target
 
 RNG = np.random.default_rng(3)
 
@@ -81,9 +84,18 @@ def rows_of(rows: int, n: int) -> np.ndarray:
     return x
 
 
+def compile_for_gpu(text: str) -> Executable:
+    """The GPU target's kernels (a work-group a row) on the default device: valid OpenCL
+    anywhere (Oclgrind runs them as a GPU's in ``tests/gpu_sim``)."""
+    dev = get_device()
+    analysis = analyze_verified(runtime.parse(text), dev.mem_base_addr_align, True, GPU)
+    return Executable(runtime.parse(text), analysis, dev, KernelBuild(analysis, dev)).build()
+
+
 def check(text: str, x: np.ndarray, indices: np.ndarray, direction: str, init: float,
-          index_argument: bool = False, total: bool = False) -> runtime.Executable:
-    exe = runtime.compile(text)
+          index_argument: bool = False, total: bool = False,
+          gpu: bool = False) -> runtime.Executable:
+    exe = compile_for_gpu(text) if gpu else runtime.compile(text)
     args = (x, indices) if index_argument else (x,)
     got_values, got_indices = exe(*args)
     want_values, want_indices = sequential(x, indices, direction, init, total)
@@ -105,7 +117,19 @@ def test_argminmax_matches_the_sequential_reducer(direction, n):
 
 
 @pytest.mark.parametrize("direction", ["GT", "LT"])
-def test_a_zero_initial_value_and_zero_rows(direction):
+@pytest.mark.parametrize("n", [8192, 1000, 40, 32])
+def test_argminmax_by_work_groups_matches_the_sequential_reducer(direction, n):
+    """The GPU target's work-group a row: strided partials in order, a tree of keys."""
+    rows = 8
+    x = rows_of(rows, n)
+    indices = np.broadcast_to(np.arange(n, dtype=np.int32), (rows, n))
+    exe = check(argminmax_module(rows, n, direction), x, indices, direction, -np.inf, gpu=True)
+    assert "barrier(CLK_LOCAL_MEM_FENCE)" in exe.program.source
+
+
+@pytest.mark.parametrize("gpu", [False, True])
+@pytest.mark.parametrize("direction", ["GT", "LT"])
+def test_a_zero_initial_value_and_zero_rows(direction, gpu):
     """Rows whose result is the initial value's +0 unless a -0 comes later."""
     rows, n = 6, 100
     x = -np.abs(RNG.standard_normal((rows, n))).astype(np.float32) - 1
@@ -113,7 +137,7 @@ def test_a_zero_initial_value_and_zero_rows(direction):
         x = -x
     x[1, 40], x[2, [10, 90]], x[3, 99] = -0.0, [-0.0, 0.0], -0.0
     indices = np.broadcast_to(np.arange(n, dtype=np.int32), (rows, n))
-    check(argminmax_module(rows, n, direction, init="0"), x, indices, direction, 0.0)
+    check(argminmax_module(rows, n, direction, init="0"), x, indices, direction, 0.0, gpu=gpu)
 
 
 def test_reductions_that_are_not_order_free_keep_the_sequential_loop():

@@ -16,6 +16,7 @@ Cases:
 - ``rng:xla-golden``: every rng-bit-generator configuration against XLA's bits.
 - ``reruns:rebound-buffers``: released buffers reallocated between runs.
 - ``scatter:repeated-indices``: scatters with repeated indices, shared out among work-items.
+- ``workgroup:argminmax``: JAX's argmax and argmin as a work-group a row.
 - ``workgroup:dot``, ``workgroup:reduce``: the work-group-tiled dot and the work-group row
   reduction against numpy (``workgroup_cases``); ``workgroup:small-tiles``: both again with
   smaller work-group shapes than the simulator's limits give.
@@ -164,6 +165,28 @@ def run_repeated_scatter() -> list[str]:
     return problems
 
 
+def run_argminmax() -> list[str]:
+    """JAX's argmax and argmin as a work-group a row (a tree of keys in local memory) against
+    the reducer applied in sequence, both outputs bit for bit: the rows of
+    ``tests/codegen/test_argminmax`` (NaNs, ties, signed zeros, rows of -inf)."""
+    from ..codegen.test_argminmax import argminmax_module, rows_of, sequential
+
+    problems = []
+    for direction in ("GT", "LT"):
+        for n in (1000, 40):
+            x = rows_of(8, n)
+            exe = runtime.compile(argminmax_module(8, n, direction))
+            if "barrier(CLK_LOCAL_MEM_FENCE)" not in exe.program.source:
+                problems.append(f"{direction} over {n}: a work-group kernel was not generated")
+            got_values, got_indices = (np.asarray(r) for r in exe(x))
+            want_values, want_indices = sequential(
+                x, np.broadcast_to(np.arange(n, dtype=np.int32), x.shape), direction, -np.inf)
+            if not (np.array_equal(got_indices, want_indices)
+                    and np.array_equal(got_values.view(np.uint32), want_values.view(np.uint32))):
+                problems.append(f"{direction} over {n}: got {got_indices}, want {want_indices}")
+    return problems
+
+
 def _numpy(result):
     if isinstance(result, tuple):
         return tuple(_numpy(r) for r in result)
@@ -175,6 +198,7 @@ _NAMED_CASES = {
     "rng:xla-golden": run_rng_golden,
     "reruns:rebound-buffers": run_rebound_buffers,
     "scatter:repeated-indices": run_repeated_scatter,
+    "workgroup:argminmax": run_argminmax,
     "workgroup:dot": lambda: workgroup_cases.run(workgroup_cases.DOT_CASES),
     "workgroup:reduce": lambda: workgroup_cases.run(workgroup_cases.REDUCE_CASES),
     "workgroup:small-tiles": workgroup_cases.run_small_work_groups,

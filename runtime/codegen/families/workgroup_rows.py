@@ -13,15 +13,19 @@ over the work-items like the loads, or, without columns, by work-item 0.
 
 The tree changes the order of the reduction, so it is used only where the reducer may be
 reordered and started from its identity (``init_is_identity``: one input, a constant init
-that is the reducer's identity), and where the contiguous dimension is reduced; anything else
-declines to the common row kernel. ``G`` is the largest power of two up to
+that is the reducer's identity) or is JAX's argmax or argmin (``argminmax_direction``: each
+work-item's elements come in index order, and the tree keeps the element of greatest key, as
+the sequence does; it carries each work-item's last zero along, for the sign of a zero
+result), and where the contiguous dimension is reduced; anything else declines to the
+common row kernel. A categorical sample's argmax over 8 rows of 8192 had taken 1.7 ms a
+step on an H200, one work-item a row. ``G`` is the largest power of two up to
 ``Target.work_groups.reduce_group`` (from the device's limits) that the shortest contiguous
 reduced run fills, at least ``MIN_GROUP``.
 """
 
 from __future__ import annotations
 
-from ...analysis.reducers import init_is_identity
+from ...analysis.reducers import argminmax_direction, init_is_identity
 from ...analysis.rows import RowPlan, plan_rows
 from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
@@ -66,13 +70,17 @@ def _group_size(plan: RowPlan, largest: int) -> int | None:
     contiguous reduced run fills, if that is at least ``MIN_GROUP`` (or ``largest``); None
     where some reduction cannot be reordered or has no contiguous reduced run."""
     reduces = [v for v in plan.hoisted if v.opcode == "reduce"]
-    if not reduces or not all(init_is_identity(r) for r in reduces):
+    if not reduces or not all(init_is_identity(r) or _argminmax_f32(r) for r in reduces):
         return None
     length = min(_contiguous_length(r) for r in reduces)
     group = largest
     while group > length:
         group //= 2
     return group if group >= min(MIN_GROUP, largest) and group > 0 else None
+
+
+def _argminmax_f32(red: HloInstruction) -> bool:
+    return bool(argminmax_direction(red)) and red.operands[0].shape.element_type.name == "f32"
 
 
 def _contiguous_length(red: HloInstruction) -> int:
@@ -106,16 +114,21 @@ def _group_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
     reduces = [v for v in plan.hoisted if v.opcode == "reduce"]
     scratch = {}
     for red in reduces:
-        ctype = cltypes.compute_type(red.shape.element_type)  # type: ignore[union-attr]
-        scratch[id(red)] = kb.fresh("partials")
-        kb.line(f"__local {ctype} {scratch[id(red)]}[{group}];")
+        types = [cltypes.compute_type(s.element_type) for _, s in red.shape.leaves()]
+        if _argminmax_f32(red):
+            types.append("int")                 # each work-item's last zero's index
+        scratch[id(red)] = [kb.fresh("partials") for _ in types]
+        for ctype, name in zip(types, scratch[id(red)]):
+            kb.line(f"__local {ctype} {name}[{group}];")
     outputs = _output_pointers(ctx, kb, inst)
     em = ElementalEmitter(kb, operand_leaves(ctx, inst, params), ctx.program.embed)
     row = em.delinearize(gid, out.dims, tuple(reversed(plan.row_dims)), "row")
     for value in plan.hoisted:
         index = Index(tuple(row[k] if k is not None else "0" for k in plan.index_of[value]))
-        if value.opcode == "reduce":
-            _bind(em, value, [_tree_reduce(em, value, index, lid, group, scratch[id(value)])])
+        if value.opcode == "reduce" and _argminmax_f32(value):
+            _bind(em, value, _tree_argminmax(em, value, index, lid, group, scratch[id(value)]))
+        elif value.opcode == "reduce":
+            _bind(em, value, [_tree_reduce(em, value, index, lid, group, scratch[id(value)][0])])
         else:
             _bind(em, value, [em.value(value, index)])
     columns: dict[int, str] = {}
@@ -165,3 +178,49 @@ def _tree_reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lid: s
             kb.line(f"{partials}[{lid}] = {mine};")
         kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
     return kb.let(ctype, f"{partials}[0]", "reduced")
+
+
+def _tree_argminmax(em: ElementalEmitter, red: HloInstruction, index: Index, lid: str,
+                    group: int, partials: list[str]) -> list[str]:
+    """JAX's argmax or argmin of ``red`` at ``index`` by the whole work-group: each work-item
+    applies the reducer to its strided elements in order (tracking its last zero), then the
+    tree keeps the element of greatest key (is NaN, value, -index); a zero result takes the
+    value of the row's last zero, as the sequence's ties do."""
+    kb, t = em.kb, em.kb.index_type
+    inputs, inits, comp = _parts(red)
+    src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
+    lane_dim = [d for d in reversed(src.minor_to_major) if d in red.dimensions][-1]
+    better = ">" if argminmax_direction(red) == "GT" else "<"
+    acc = _accumulators(em, inits)
+    last_zero = kb.declare("int", "zero", "-1")
+    j = kb.fresh("j")
+    n = kb.param(src.dims[lane_dim], key=(("reduce", id(red)), "n", lane_dim))
+    with em.block(f"for ({t} {j} = {lid}; {j} < {n}; {j} += {group})"):
+        xs = [em.value(x, _input_index(red, index, {lane_dim: j})) for x in inputs]
+        with em.block(f"if ({xs[0]} == 0.0f)"):
+            kb.line(f"{last_zero} = {xs[1]};")
+        _combine(em, comp, acc, xs)
+    values, positions, zeros = partials
+    kb.line(f"{values}[{lid}] = {acc[0]};")
+    kb.line(f"{positions}[{lid}] = {acc[1]};")
+    kb.line(f"{zeros}[{lid}] = {last_zero};")
+    kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
+    half = kb.fresh("half")
+    with em.block(f"for ({t} {half} = {group // 2}; {half} > 0; {half} >>= 1)"):
+        with em.block(f"if ({lid} < {half})"):
+            a = kb.let("float", f"{values}[{lid}]", "a")
+            b = kb.let("float", f"{values}[{lid} + {half}]", "b")
+            ai = kb.let("int", f"{positions}[{lid}]", "ai")
+            bi = kb.let("int", f"{positions}[{lid} + {half}]", "bi")
+            tie = f"({b} == {a} || (isnan({a}) && isnan({b})))"
+            take = kb.let("int", f"(isnan({b}) && !isnan({a})) || ({b} {better} {a}) || "
+                                 f"({tie} && {bi} < {ai})", "take")
+            kb.line(f"if ({take}) {{ {values}[{lid}] = {b}; {positions}[{lid}] = {bi}; }}")
+            kb.line(f"{zeros}[{lid}] = max({zeros}[{lid}], {zeros}[{lid} + {half}]);")
+        kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
+    value = kb.declare("float", "reduced", f"{values}[0]")
+    position = kb.let("int", f"{positions}[0]", "reduced")
+    zero = kb.let("int", f"{zeros}[0]", "zero")
+    with em.block(f"if ({value} == 0.0f && {zero} >= 0)"):
+        kb.line(f"{value} = {em.value(inputs[0], _input_index(red, index, {lane_dim: zero}))};")
+    return [value, position]
