@@ -535,3 +535,49 @@ ENTRY e {{
     c = x - x.mean(1, keepdims=True)
     want = c / np.sqrt((c * c).mean(1, keepdims=True) + 1e-5) * g
     np.testing.assert_allclose(exe(x, g), want, rtol=1e-4, atol=1e-5)
+
+
+GROUP_NORM = """
+HloModule group_norm
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+fused {
+  p = f32[2,16,16,32] parameter(0)
+  x = f32[2,16,16,8,4] reshape(p)
+  z = f32[] constant(0)
+  s = f32[2,8] reduce(x, z), dimensions={1,2,4}, to_apply=add
+  n = f32[] constant(1024)
+  nb = f32[2,8] broadcast(n), dimensions={}
+  mean = f32[2,8] divide(s, nb)
+  m5 = f32[2,1,1,8,1] reshape(mean)
+  mb = f32[2,16,16,8,4] broadcast(m5), dimensions={0,1,2,3,4}
+  d = f32[2,16,16,8,4] subtract(x, mb)
+  q = f32[2,16,16,8,4] multiply(d, d)
+  v = f32[2,8] reduce(q, z), dimensions={1,2,4}, to_apply=add
+  v5 = f32[2,1,1,8,1] reshape(v)
+  ROOT r = f32[2,1,1,8,1] rsqrt(v5)
+}
+ENTRY e {
+  a = f32[2,16,16,32] parameter(0)
+  ROOT f = f32[2,1,1,8,1] fusion(a), kind=kInput, calls=fused
+}
+"""
+
+
+@pytest.mark.parametrize("kind", sorted(TARGETS))
+def test_group_norm_statistics_over_short_channel_runs(kind):
+    """Reductions over (H, W, channels of a group) of channels-last data: runs of 4 contiguous
+    elements. The GPU target gives each (batch, group) row a work-group striding over all its
+    reduced elements, and its output [2,1,1,8,1] has a column dimension of one element: its
+    work-items must not write past it (a loop ``for (c = lid; c < 1; c += G)`` did on PoCL)."""
+    x = (RNG.standard_normal((2, 16, 16, 32)) + 3).astype(np.float32)
+    exe = compile_for(GROUP_NORM, kind)
+    g = x.reshape(2, 16, 16, 8, 4).astype(np.float64)
+    mean = g.mean((1, 2, 4), keepdims=True)
+    want = 1 / np.sqrt(((g - mean) ** 2).sum((1, 2, 4), keepdims=True))
+    np.testing.assert_allclose(np.asarray(exe(x)), want, rtol=1e-4)
+    if kind == "gpu":
+        assert "barrier(CLK_LOCAL_MEM_FENCE)" in exe.program.source

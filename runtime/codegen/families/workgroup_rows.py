@@ -72,7 +72,7 @@ def _group_size(plan: RowPlan, largest: int) -> int | None:
     reduces = [v for v in plan.hoisted if v.opcode == "reduce"]
     if not reduces or not all(init_is_identity(r) or _argminmax_f32(r) for r in reduces):
         return None
-    length = min(_contiguous_length(r) for r in reduces)
+    length = min(_strided_length(r)[0] for r in reduces)
     group = largest
     while group > length:
         group //= 2
@@ -81,6 +81,23 @@ def _group_size(plan: RowPlan, largest: int) -> int | None:
 
 def _argminmax_f32(red: HloInstruction) -> bool:
     return bool(argminmax_direction(red)) and red.operands[0].shape.element_type.name == "f32"
+
+
+def _strided_length(red: HloInstruction) -> tuple[int, bool]:
+    """(the elements a group's work-items stride over, whether that is the contiguous reduced
+    run, with loops over the other reduced dimensions around it). A run shorter than
+    ``MIN_GROUP``, or none (the contiguous dimension kept: batch statistics over channels), is
+    replaced by all the reduced elements in memory order: a group norm over channels-last data
+    (runs of 4 to 8 channels) or a batch norm's sums over 64 channels had one work-item a
+    row, 1 and 7 ms a launch on an H200."""
+    run = _contiguous_length(red)
+    if run >= MIN_GROUP:
+        return run, True
+    src: ArrayShape = red.operands[0].shape  # type: ignore[assignment]
+    total = 1
+    for d in red.dimensions:
+        total *= src.dims[d]
+    return total, False
 
 
 def _contiguous_length(red: HloInstruction) -> int:
@@ -136,10 +153,19 @@ def _group_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
     for pos, d in enumerate(plan.column_dims):
         var = kb.fresh("c")
         n = kb.param(out.dims[d], key=("column", d))
-        innermost = pos == len(plan.column_dims) - 1
-        start, step = (lid, group) if innermost else ("0", 1)
-        blocks.append(em.block(f"for ({t} {var} = {start}; {var} < {n}; {var} += {step})"))
-        blocks[-1].__enter__()
+        if pos < len(plan.column_dims) - 1:
+            blocks.append(em.block(f"for ({t} {var} = 0; {var} < {n}; ++{var})"))
+            blocks[-1].__enter__()
+        else:
+            # the innermost strided over the group, by a loop whose bounds are the group's
+            # (``for (c = lid; c < n; c += G)`` wrote past the output on PoCL's CPU device,
+            # where the tests run these kernels, when n was under G: a group norm's [2,1,1,8,1])
+            base = kb.fresh("base")
+            blocks.append(em.block(f"for ({t} {base} = 0; {base} < {n}; {base} += {group})"))
+            blocks[-1].__enter__()
+            kb.line(f"{t} {var} = {base} + {lid};")
+            blocks.append(em.block(f"if ({var} < {n})"))
+            blocks[-1].__enter__()
         columns[d] = var
     if not plan.column_dims:
         blocks.append(em.block(f"if ({lid} == 0)"))
@@ -159,14 +185,25 @@ def _tree_reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lid: s
     src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
     order = [d for d in reversed(src.minor_to_major) if d in red.dimensions]
     acc = _accumulators(em, inits)
-    variables, blocks = _loops(em, red, order[:-1])
-    lane_dim = order[-1]
-    j = kb.fresh("j")
-    n = kb.param(src.dims[lane_dim], key=(("reduce", id(red)), "n", lane_dim))
-    with em.block(f"for ({t} {j} = {lid}; {j} < {n}; {j} += {group})"):
-        at = {**variables, lane_dim: j}
-        _combine(em, comp, acc, [em.value(x, _input_index(red, index, at)) for x in inputs])
-    _close(blocks)
+    length, contiguous = _strided_length(red)
+    if contiguous:
+        variables, blocks = _loops(em, red, order[:-1])
+        lane_dim = order[-1]
+        j = kb.fresh("j")
+        n = kb.param(src.dims[lane_dim], key=(("reduce", id(red)), "n", lane_dim))
+        with em.block(f"for ({t} {j} = {lid}; {j} < {n}; {j} += {group})"):
+            at = {**variables, lane_dim: j}
+            _combine(em, comp, acc, [em.value(x, _input_index(red, index, at)) for x in inputs])
+        _close(blocks)
+    else:
+        r = kb.fresh("r")
+        total = kb.param(length, key=(("reduce", id(red)), "total"))
+        with em.block(f"for ({t} {r} = {lid}; {r} < {total}; {r} += {group})"):
+            position = em.delinearize(r, tuple(src.dims[d] for d in order),
+                                      tuple(range(len(order) - 1, -1, -1)),
+                                      (("reduce", id(red)), "flat"))
+            at = dict(zip(order, position))
+            _combine(em, comp, acc, [em.value(x, _input_index(red, index, at)) for x in inputs])
     kb.line(f"{partials}[{lid}] = {acc[0]};")
     kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
     half = kb.fresh("half")
