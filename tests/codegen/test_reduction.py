@@ -68,7 +68,7 @@ def test_sums_match_numpy(kind, shape, out, dims, axis):
 
 
 def test_row_sums_use_vector_lanes_and_one_work_item_per_row():
-    exe = runtime.compile(reduce_module("f32[37,300]{1,0}", "f32[37]", "1"))
+    exe = compile_for(reduce_module("f32[37,300]{1,0}", "f32[37]", "1"), "cpu")
     assert "+= 16" in exe.program.source
     [launch] = exe.program.plan
     assert launch.scalars[0] == 37
@@ -110,14 +110,16 @@ def test_order_free_row_reductions_combine_their_lanes_as_a_tree(op, init, np_op
     x[3, lane] = -7.0 if op == "minimum" else 7.0  # the winner in that lane alone
     x[4] = np.nan
     exe = runtime.compile(reduce_module("f32[5,33]{1,0}", "f32[5]", "1", op=op, init=init))
-    if Target.for_device(get_device()).reduction.lanes > 1:
+    lanes = Target.for_device(get_device()).reduction.lanes > 1
+    if lanes:
         assert "half" in exe.program.source
     got = exe(x)
     assert got[0] == 0 and np.signbit(got[0]) == np.signbit(np.float32(zero))
     assert np.isnan(got[1]) and np.isnan(got[4])
     np.testing.assert_array_equal(got[2:4], np_op(x[2:4], axis=1))
     sums = runtime.compile(reduce_module("f32[5,33]{1,0}", "f32[5]", "1"))
-    assert "half" not in sums.program.source
+    if lanes:                                      # (a GPU's work-group tree has halves)
+        assert "half" not in sums.program.source
 
 
 @pytest.mark.parametrize("shape,out,dims,axis,run", [
@@ -135,7 +137,7 @@ def test_short_contiguous_runs_take_as_many_lanes_as_fit(shape, out, dims, axis,
 
 
 def test_column_sums_give_each_work_item_adjacent_outputs():
-    exe = runtime.compile(reduce_module("f32[300,37]{1,0}", "f32[37]", "0"))
+    exe = compile_for(reduce_module("f32[300,37]{1,0}", "f32[37]", "0"), "cpu")
     [launch] = exe.program.plan
     assert launch.scalars[0] == 3          # ceil(37 / 16) blocks of adjacent outputs
 
@@ -254,7 +256,8 @@ def test_an_argmax_over_expensive_producers_keeps_its_order_with_vector_inputs(n
     logits[5, 1:] = -np.inf
     logits[5, 0] = -np.inf                             # all -inf: the init's index
     exe = runtime.compile(text)
-    assert "block" in exe.program.source and "log(" in exe.program.source
+    if Target.for_device(get_device()).reduction.lanes > 1:
+        assert "block" in exe.program.source and "log(" in exe.program.source
     got = np.asarray(exe(logits, bits))
     want = np.asarray(runtime.compile(text, fusion=False)(logits, bits))
     np.testing.assert_array_equal(got, want)
