@@ -111,8 +111,8 @@ def _argminmax_reducer(comp: HloComputation) -> str | None:
         return None
     v, i, w, j = params
     pick_value, pick_index = root.operands
-    if not (_is(pick_value, "select") and pick_value.operands[1:] == [v, w]
-            and _is(pick_index, "select") and pick_index.operands[1:] == [i, j]):
+    if not (pick_value.opcode == "select" and pick_value.operands[1:] == [v, w]
+            and pick_index.opcode == "select" and pick_index.operands[1:] == [i, j]):
         return None
     picked = pick_value.operands[0]
     direction = _first_or_nan(picked, v, w)
@@ -128,10 +128,6 @@ def _argminmax_reducer(comp: HloComputation) -> str | None:
     equal = any(_compare(p, "EQ", v, w) or _compare(p, "EQ", w, v) for p in tie_parts)
     earlier = any(_compare(p, "LT", i, j) for p in tie_parts)
     return direction if equal and earlier else None
-
-
-def _is(inst: HloInstruction, opcode: str) -> bool:
-    return inst.opcode == opcode
 
 
 def _pair(inst: HloInstruction, opcode: str) -> tuple[HloInstruction, HloInstruction] | None:

@@ -417,9 +417,7 @@ def _argminmax_lanes(em: ElementalEmitter, red: HloInstruction, index: Index, or
             position = kb.let(f"int{width}", f"select({ai}, {bi}, {take})", "besti")
             value = kb.let(f"float{width}", f"select({a}, {b}, {take})", "bestv")
         else:
-            tie = f"(({b}) == ({a}) || (isnan({a}) && isnan({b})))"
-            take = kb.let("int", f"(isnan({b}) && !isnan({a})) || ({b} {better} {a}) || "
-                                 f"({tie} && {bi} < {ai})", "take")
+            take = kb.let("int", _greater_key(better, a, ai, b, bi), "take")
             position = kb.let("int", f"{take} ? {bi} : {ai}", "besti")
             value = kb.let("float", f"{take} ? {b} : {a}", "bestv")
     kb.line(f"{accs[0]} = {value};")
@@ -435,6 +433,13 @@ def _argminmax_lanes(em: ElementalEmitter, red: HloInstruction, index: Index, or
                 kb.line(f"{accs[0]} = {zero};")
                 kb.line("break;")
     return True
+
+
+def _greater_key(better: str, a: str, ai: str, b: str, bi: str) -> str:
+    """Whether scalar ``(b, bi)`` has a greater argmax/argmin key (is NaN, value by
+    ``better``, -index) than ``(a, ai)``: combining by it is associative and commutative."""
+    tie = f"(({b}) == ({a}) || (isnan({a}) && isnan({b})))"
+    return f"(isnan({b}) && !isnan({a})) || ({b} {better} {a}) || ({tie} && {bi} < {ai})"
 
 
 def _lanes_for_run(lanes: int, run: int) -> int:

@@ -6,7 +6,10 @@ most lanes idle when rows are few and reads memory with a stride of one row betw
 neighbouring work-items. Here the ``G`` work-items of a group share one row: for each
 reduction of the row plan, work-item ``l`` accumulates the elements ``l, l + G, ...`` of the
 contiguous reduced dimension (consecutive work-items read consecutive addresses; other
-reduced dimensions are loops around it), then the group combines the ``G`` partials in
+reduced dimensions are loops around it), or, where that run is shorter than ``MIN_GROUP`` or
+the contiguous dimension is kept, of all the row's reduced elements in memory order (a group
+norm over channels-last data, batch statistics over channels: one work-item a row had taken
+1 and 7 ms a launch on an H200), then the group combines the ``G`` partials in
 ``__local`` memory as a tree (halving, a barrier per level), and every work-item reads the
 result. The row's outputs are then written by the group: the innermost column loop strided
 over the work-items like the loads, or, without columns, by work-item 0.
@@ -16,11 +19,10 @@ reordered and started from its identity (``init_is_identity``: one input, a cons
 that is the reducer's identity) or is JAX's argmax or argmin (``argminmax_direction``: each
 work-item's elements come in index order, and the tree keeps the element of greatest key, as
 the sequence does; it carries each work-item's last zero along, for the sign of a zero
-result), and where the contiguous dimension is reduced; anything else declines to the
-common row kernel. A categorical sample's argmax over 8 rows of 8192 had taken 1.7 ms a
-step on an H200, one work-item a row. ``G`` is the largest power of two up to
-``Target.work_groups.reduce_group`` (from the device's limits) that the shortest contiguous
-reduced run fills, at least ``MIN_GROUP``.
+result); anything else declines to the common row kernel. A categorical sample's argmax
+over 8 rows of 8192 had taken 1.7 ms a step on an H200, one work-item a row. ``G`` is the
+largest power of two up to ``Target.work_groups.reduce_group`` (from the device's limits)
+that every reduction's strided elements fill, at least ``MIN_GROUP``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ from ..loop import fused_parts, operand_leaves
 from ..plan import Launch, Step
 from ..registry import FUSION, register
 from .reduction import (_accumulators, _bind, _close, _combine, _count, _first_leaf,
-                        _input_index, _loops, _output_pointers, _parts, _shapes, _store)
+                        _greater_key, _input_index, _loops, _output_pointers, _parts, _shapes,
+                        _store)
 
 # rows whose contiguous reduced run is shorter keep one work-item each (the common row
 # kernel): a group narrower than a GPU's SIMD width (32 on most) would idle most of it
@@ -66,9 +69,9 @@ def lower_group_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] |
 
 
 def _group_size(plan: RowPlan, largest: int) -> int | None:
-    """Work-items per row: the largest power of two up to ``largest`` that the shortest
-    contiguous reduced run fills, if that is at least ``MIN_GROUP`` (or ``largest``); None
-    where some reduction cannot be reordered or has no contiguous reduced run."""
+    """Work-items per row: the largest power of two up to ``largest`` that every reduction's
+    strided elements (``_strided_length``) fill, if that is at least ``MIN_GROUP`` (or
+    ``largest``); None where some reduction cannot be reordered."""
     reduces = [v for v in plan.hoisted if v.opcode == "reduce"]
     if not reduces or not all(init_is_identity(r) or _argminmax_f32(r) for r in reduces):
         return None
@@ -88,8 +91,7 @@ def _strided_length(red: HloInstruction) -> tuple[int, bool]:
     run, with loops over the other reduced dimensions around it). A run shorter than
     ``MIN_GROUP``, or none (the contiguous dimension kept: batch statistics over channels), is
     replaced by all the reduced elements in memory order: a group norm over channels-last data
-    (runs of 4 to 8 channels) or a batch norm's sums over 64 channels had one work-item a
-    row, 1 and 7 ms a launch on an H200."""
+    (runs of 4 to 8 channels), a batch norm's sums over 64 channels."""
     run = _contiguous_length(red)
     if run >= MIN_GROUP:
         return run, True
@@ -249,9 +251,7 @@ def _tree_argminmax(em: ElementalEmitter, red: HloInstruction, index: Index, lid
             b = kb.let("float", f"{values}[{lid} + {half}]", "b")
             ai = kb.let("int", f"{positions}[{lid}]", "ai")
             bi = kb.let("int", f"{positions}[{lid} + {half}]", "bi")
-            tie = f"({b} == {a} || (isnan({a}) && isnan({b})))"
-            take = kb.let("int", f"(isnan({b}) && !isnan({a})) || ({b} {better} {a}) || "
-                                 f"({tie} && {bi} < {ai})", "take")
+            take = kb.let("int", _greater_key(better, a, ai, b, bi), "take")
             kb.line(f"if ({take}) {{ {values}[{lid}] = {b}; {positions}[{lid}] = {bi}; }}")
             kb.line(f"{zeros}[{lid}] = max({zeros}[{lid}], {zeros}[{lid} + {half}]);")
         kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
