@@ -214,8 +214,12 @@ CPU = Target(
     # 512 bits (float16, double8): what PoCL's CPU device prefers (opencl-notes §1)
     vector_bits=512,
     # packed panels of 128 KiB (in a 1 MiB second-level cache): GPT-2's logits dot
-    # (128x768x50257, A @ B^T) 172 GFLOP/s with 32 KiB, 184 with 128 KiB, XLA 185-188
-    tiles=TileShape(rows=8, vectors=2, row_group=4, min_lanes=4, inner_rows=4, inner_cols=2,
+    # (128x768x50257, A @ B^T) 172 GFLOP/s with 32 KiB, 184 with 128 KiB, XLA 185-188.
+    # The inner form computes 4 x 4 outputs a work-item (16 accumulators and 8 loads of 32
+    # registers; 4 x 2 before): an LSTM step's 32x128 over 1024 106-108 -> 91-92 us a run,
+    # 32x1024 over 128 78-80 -> 64-66, 16x1024 over 4096 616-660 -> 583-622 (XLA 1,040);
+    # other shapes within noise, the same bits (AMD EPYC, Zen 5, best of 80, three runs)
+    tiles=TileShape(rows=8, vectors=2, row_group=4, min_lanes=4, inner_rows=4, inner_cols=4,
                     pack_panel_bytes=128 * 1024),
     transpose_block=16,
 )
@@ -248,7 +252,9 @@ CPU = Target(
 CPU_AVX2 = replace(
     CPU,
     name="cpu-avx2",
-    tiles=replace(CPU.tiles, rows=4, vectors=3, pack_row_group=32, pack_strided_row_group=16,
+    # inner form 4 x 2: 4 x 4 spills (32x128 over 1024 120 -> 152 us, 16x192 over 576 78 -> 123)
+    tiles=replace(CPU.tiles, rows=4, vectors=3, inner_cols=2, pack_row_group=32,
+                  pack_strided_row_group=16,
                   pack_panel_bytes=64 * 1024, pack_contiguous=True, vector_bits=256,
                   pack_cached_bytes=512 * 1024, all_rows_bytes=1024 * 1024,
                   all_rows_inner_cols=3),

@@ -451,18 +451,19 @@ def test_short_contractions_of_a_transposed_product_pack(windows, seq, k, form):
 
 
 @pytest.mark.parametrize("m, n, transposed, groups, local", [
-    # a decoding step's logits: one row block, 2,048 column blocks -> 8 a group (256 groups)
-    (4, 4096, True, 256, (8, 1, 1)),
-    # 1,000 column blocks (ragged): as many a group as keep 16 groups, at most 8
-    (4, 1999, True, 125, (8, 1, 1)),
+    # a decoding step's logits: one row block, 1,024 column blocks of the inner form's 4
+    # columns -> 8 a group (128 groups)
+    (4, 4096, True, 128, (8, 1, 1)),
+    # 500 column blocks (ragged): as many a group as keep 16 groups, at most 8
+    (4, 1999, True, 63, (8, 1, 1)),
     # the outer form: 32-column blocks, 96 of them -> 4 a group, 24 groups
     (3, 3072, False, 24, (4, 1, 1)),
     # two row blocks of the inner form: half as many columns a group
-    (8, 4096, True, 512, (4, 2, 1)),
-    # 128 column blocks: 8 a group still leaves 16 groups
-    (4, 256, True, 16, (8, 1, 1)),
+    (8, 4096, True, 256, (4, 2, 1)),
+    # 64 column blocks: 4 a group keeps 16 groups
+    (4, 256, True, 16, (4, 1, 1)),
     # fewer than 32 column blocks keep one a group, and the target's row group
-    (4, 32, True, 16, (1, 4, 1)),
+    (4, 32, True, 8, (1, 4, 1)),
     (4, 768, False, 24, (1, 4, 1)),
 ])
 def test_few_row_blocks_spread_column_blocks_over_a_work_group(m, n, transposed, groups, local):

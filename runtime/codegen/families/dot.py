@@ -11,8 +11,9 @@ forms cover every layout in which some axis is contiguous where it must be:
   columns over the contiguous axis, and the work-item's third id over batch axes and the
   vector operand's remaining free axes.
 * inner-product form: both operands are contiguous along one contracting axis (``A @ B^T``,
-  attention's ``Q K^T``, matrix-vector); each work-item accumulates a 4x2 block of output
-  elements in vectors along that axis, sums each vector's lanes in a fixed order, and
+  attention's ``Q K^T``, matrix-vector); each work-item accumulates a block of output
+  elements (``tiles.inner_rows`` x ``tiles.inner_cols``: 4x4 with AVX-512's 32 registers,
+  4x2 on AVX2) in vectors along that axis, sums each vector's lanes in a fixed order, and
   finishes the remainder of the axis with scalars. ``A @ B^T`` with a ``B`` too large for
   the caches and an ``A`` that fits the second-level one (a language model's logits) takes
   it in work-groups holding every row, 4x6 blocks: ``B`` is read once, with no panel copy.
@@ -22,7 +23,7 @@ forms cover every layout in which some axis is contiguous where it must be:
   when one packed work-group's tiles cover every row): each
   work-group copies the column operand's part for its column block into a local-memory panel laid out ``[k][column]`` and runs outer-form tiles on it
   (the inner form's per-element lane sums cost as much as the products when the contraction
-  is short, and its 4x2 blocks reload both operands every step; on AVX2 the outer form's
+  is short, and its small blocks reload both operands every step; on AVX2 the outer form's
   column panel no longer stays in the first-level cache).
 
 Batch, free and contracting axes beyond these are index math; the only copy is the packed
