@@ -215,6 +215,44 @@ def test_compile_cache_hit_is_reported():
     assert again.program is first.program
 
 
+def test_copies_from_cache_hits_keep_the_buffers_their_kernels_point_at():
+    """The copies a cache hit returns share the built kernels, whose arguments point at the
+    executable's own buffers once set (the temp arena, the embedded constants): a copy that
+    ran and was dropped must not take those buffers with it (a later copy's kernels then read
+    freed memory: the notebook's second run of a cell crashed PoCL)."""
+    import gc
+    text = """HloModule cache_hit_buffers
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+ENTRY e {
+  x = f32[64] parameter(0)
+  c = f32[64] constant({%s})
+  y = f32[64] add(x, c)
+  t = f32[64] tanh(y)
+  zero = f32[] constant(0)
+  s = f32[] reduce(t, zero), dimensions={0}, to_apply=add
+  sb = f32[64] broadcast(s), dimensions={}
+  ROOT r = f32[64] multiply(t, sb)
+}""" % ", ".join(str(float(v)) for v in range(64))
+    x = np.linspace(-1, 1, 64, dtype=np.float32)
+    t = np.tanh(x + np.arange(64, dtype=np.float32))
+    want = t * t.sum()
+    runtime.compile(text)
+    for _ in range(3):
+        copy = runtime.compile(text)
+        assert copy.cache_hit
+        np.testing.assert_allclose(np.asarray(copy(x)), want, rtol=1e-5)
+        del copy
+        gc.collect()
+        # the freed memory handed out again, and overwritten
+        litter = [runtime.device_put(np.full(n, np.nan, np.float32))
+                  for n in (16, 32, 64, 128, 256, 512) for _ in range(4)]
+        del litter
+
+
 def test_a_module_larger_than_device_memory_fails_before_allocating():
     text = """HloModule huge
     ENTRY e {

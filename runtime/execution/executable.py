@@ -79,9 +79,7 @@ class Executable:
         self.cache_hit = cache_hit
         self.name = module.name
         self.last_run: RunRecord | None = None
-        self._arena = None
-        self._constants: dict[int, Any] = {}
-        self._embedded = None
+        self._resident = _Resident()
         self._entry_params = list(assignment.module.entry.parameters)
         self._param_allocations = self._index_parameter_allocations()
         self._recycler = OutputRecycler()
@@ -342,41 +340,38 @@ class Executable:
 
     def _arena_buffer(self, alloc, arena_size: int):
         """One arena per executable; temp allocations are laid end to end inside it."""
-        if self._arena is None:
-            self._arena = {}
-            self._arena_base = allocate_buffer(self.device, arena_size, "the temp arena")
+        resident = self._resident
+        if resident.arena is None:
+            resident.arena = {}
+            base = resident.arena_base = allocate_buffer(self.device, arena_size,
+                                                         "the temp arena")
             offset = 0
             align = self.device.mem_base_addr_align
             for a in self.buffer_assignment.allocations:
                 if a.kind == "temp":
-                    self._arena[a.index] = self._sub_buffer(offset, a.size)
+                    resident.arena[a.index] = _sub_buffer(base, offset, a.size)
                     offset += -(-a.size // align) * align
-        return self._arena[alloc.index]
-
-    def _sub_buffer(self, offset: int, size: int):
-        cl = opencl()
-        if offset == 0 and size == self._arena_base.size:
-            return self._arena_base
-        return self._arena_base.get_sub_region(offset, max(size, 1), cl.mem_flags.READ_WRITE)
+        return resident.arena[alloc.index]
 
     def _constant_buffer(self, alloc):
-        buf = self._constants.get(alloc.index)
+        buf = self._resident.constants.get(alloc.index)
         if buf is None:
             inst = alloc.constant
             data = np.asarray(inst.literal.data, dtype=inst.shape.element_type.numpy)
             buf = upload(self.device, data, inst.shape, f"constant {inst.name}")
-            self._constants[alloc.index] = buf
+            self._resident.constants[alloc.index] = buf
         return buf
 
     def _embedded_buffer(self):
-        if self._embedded is None:
+        resident = self._resident
+        if resident.embedded is None:
             cl = opencl()
             blob = self.program.embedded
-            self._embedded = allocate_buffer(self.device, len(blob), "embedded constants")
+            resident.embedded = allocate_buffer(self.device, len(blob), "embedded constants")
             if blob:
-                cl.enqueue_copy(self.device.queue, self._embedded,
+                cl.enqueue_copy(self.device.queue, resident.embedded,
                                 np.frombuffer(blob, dtype=np.uint8), is_blocking=True)
-        return self._embedded
+        return resident.embedded
 
     # --- the plan ---------------------------------------------------------------------------
     def _buffer(self, bindings, ref):
@@ -549,6 +544,27 @@ _STEP_RUNNERS = {
     "HostWhile": Executable._while, "HostConditional": Executable._conditional,
     "HostCall": Executable._host_call,
 }
+
+
+@dataclass
+class _Resident:
+    """The device buffers an executable keeps between runs, which its launch steps' kernel
+    objects point at once their arguments are set (``_bind_arguments``): the temp arena (its
+    allocations as sub-buffers), the constants, the embedded blob. The copies a cache hit
+    returns share the kernel objects, so they share these too (one holder, created lazily by
+    whichever runs first); with buffers of their own, a copy that ran and was dropped freed
+    what the others' kernels still read."""
+
+    arena: dict[int, Any] | None = None
+    arena_base: Any = None
+    constants: dict[int, Any] = field(default_factory=dict)
+    embedded: Any = None
+
+
+def _sub_buffer(base, offset: int, size: int):
+    if offset == 0 and size == base.size:
+        return base
+    return base.get_sub_region(offset, max(size, 1), opencl().mem_flags.READ_WRITE)
 
 
 def _to_numpy(outputs):
