@@ -38,3 +38,24 @@ def corpus_hlo_files() -> list[Path]:
 @pytest.fixture(scope="session")
 def corpus() -> Path:
     return corpus_dir()
+
+
+@pytest.fixture
+def unchained():
+    """Launch chaining off (``codegen.launch_chaining``), for tests that count the launches
+    a pass or another plan transformation leaves: every device's target gets
+    ``chain_max_work=0`` (part of the program cache's key, so no chained program is loaded),
+    and each kernel keeps its own launch. Its own patch, which a test's ``monkeypatch.undo()``
+    leaves in place."""
+    from dataclasses import replace
+
+    from runtime import compiler
+    from runtime.target import Target
+
+    chosen = Target.for_device
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Target, "for_device",
+                      staticmethod(lambda device: replace(chosen(device), chain_max_work=0)))
+        compiler.clear_cache()
+        yield
+    compiler.clear_cache()

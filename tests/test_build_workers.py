@@ -43,7 +43,9 @@ def cold_build_with_workers() -> None:
     """Run in a fresh process (PoCL reads its cache directory once per process, so a process
     that built kernels before would not build cold): a cold build shares the variants with a
     worker, gives the same values, reports every kernel, and the detached saver writes the
-    program binary."""
+    program binary. Launch chaining is off: the five kernels stay five launches to share."""
+    from runtime.codegen import lower
+    lower.chain_launches = lambda ctx, comp, steps: steps    # type: ignore[assignment]
     compiler.VARIANTS_PER_WORKER = 1
     from_workers: list[str] = []
     original = build_workers.Workers.finish

@@ -322,11 +322,12 @@ ENTRY e {
 }"""
 
 
-def test_steps_sharing_a_kernel_set_their_scalars_once_and_compute_their_own_sizes(monkeypatch):
+def test_steps_sharing_a_kernel_set_their_scalars_once_and_compute_their_own_sizes(
+        monkeypatch, unchained):
     """Each launch step has its own kernel object: the loop's two sine steps share one
     generated kernel, and neither sets every argument again at each of its launches, nor any
     argument again within a run. (The two steps are independent, so the loop body's launch
-    merging would make them one launch: it is off here.)"""
+    merging would make them one launch, and chaining too: both are off here.)"""
     from runtime import compiler
     from runtime.codegen.families import control
     from runtime.execution import program_cache

@@ -20,12 +20,11 @@ import numpy as np
 
 from ..hlo.ir import HloComputation, HloInstruction
 from .context import LoweringContext
+from .launch_chaining import WORK_GROUP_BOUND
 from .plan import Launch, Step
 
-# what a kernel may not use to be called on a share of another launch's work-items
-_WORK_GROUP_BOUND = ("barrier", "__local", "get_local_id", "get_group_id", "get_local_size",
-                     "get_num_groups", "get_global_size", "get_global_id(1)",
-                     "get_global_id(2)")
+# a merged launch is one-dimensional: its parts must be too
+_WORK_GROUP_BOUND = (*WORK_GROUP_BOUND, "get_global_id(1)", "get_global_id(2)")
 _MAX_ITEMS = 2 ** 31 - 1
 
 
@@ -109,8 +108,8 @@ def _merged(ctx: LoweringContext, run: list[Launch]) -> Launch:
         end += step.global_size[0]
         ends.append(end)
         function = program.add_function(step.kernel)
-        calls.append(f"  if (mg < mg_end{k}) {{ {function}({', '.join(names)}, mg - {start}); "
-                     "return; }")
+        calls.append(f"  if (mg < mg_end{k}) {{ {function}({', '.join(names)}, "
+                     f"mg - {start}, 0, 0); return; }}")
     bounds = ["int mg_count"] + [f"int mg_end{k}" for k in range(len(run))]
     lines = ["__kernel void __KERNEL__(" + ", ".join(buffer_params + bounds + scalar_params)
              + ") {",

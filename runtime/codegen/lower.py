@@ -17,6 +17,7 @@ from ..target import CPU, Target
 from . import families  # noqa: F401  (registers every lowering rule)
 from .context import LoweringContext
 from .copy_batching import batch_copies
+from .launch_chaining import chain_launches
 from .launch_merging import merge_launches
 from .predication import predicate
 from .program import Program, ProgramBuilder
@@ -28,6 +29,6 @@ def lower(assignment: BufferAssignment, target: Target = CPU, alignment: int = 1
     ctx = LoweringContext(assignment, target, builder)
     entry = assignment.module.entry
     assert entry is not None
-    plan = predicate(ctx, batch_copies(ctx, merge_launches(ctx, entry,
-                                                           ctx.lower_computation(entry))))
+    merged = merge_launches(ctx, entry, ctx.lower_computation(entry))
+    plan = predicate(ctx, batch_copies(ctx, chain_launches(ctx, entry, merged)))
     return builder.finish(plan)

@@ -50,6 +50,7 @@ class ProgramBuilder:
         self.embedded = bytearray()
         self._embedded_at: dict[int, int] = {}
         self._zeros_at: dict[int, int] = {}
+        self._blocks_at: dict[bytes, int] = {}
         self.kernel_instructions: dict[str, list[str]] = {}
         self._functions: dict[str, str] = {}     # kernel name -> the kernel as a function
 
@@ -79,14 +80,17 @@ class ProgramBuilder:
         return header[header.index("(") + 1:header.rindex(")")].split(", ")
 
     def add_function(self, kernel: str) -> str:
-        """The kernel as a function of its arguments and a work-item id (``launch_merging``):
-        ``get_global_id(0)`` is that id."""
+        """The kernel as a function of its arguments and its work-item's global ids
+        (``launch_merging``, ``launch_chaining``): ``get_global_id(d)`` is the function's
+        ``mg_id<d>``."""
         function = f"{kernel}_part"
         if kernel not in self._functions:
             header, body = self.kernel_text(kernel).split("\n", 1)
             params = header[header.index("(") + 1:header.rindex(")")]
-            self._functions[kernel] = (f"void {function}({params}, long mg_item) {{\n"
-                                       + body.replace("get_global_id(0)", "mg_item"))
+            for d in range(3):
+                body = body.replace(f"get_global_id({d})", f"mg_id{d}")
+            self._functions[kernel] = (f"void {function}({params}, long mg_id0, long mg_id1, "
+                                       f"long mg_id2) {{\n" + body)
         return function
 
     def add_guarded(self, kernel: str, buffers: int, pred: bool, instructions: list[str]) -> str:
@@ -126,6 +130,17 @@ class ProgramBuilder:
             self._embedded_at[id(inst)] = len(self.embedded)
             self.embedded.extend(physical.tobytes())
         return BufferRef(EMBEDDED, self._embedded_at[id(inst)])
+
+    def embed_bytes(self, data: bytes) -> BufferRef:
+        """``data`` in the embedded blob (once however often it is asked for): a chained
+        launch's block of arguments (``launch_chaining``)."""
+        key = hashlib.sha256(data).digest()
+        if key not in self._blocks_at:
+            pad = (-len(self.embedded)) % self.alignment
+            self.embedded.extend(b"\0" * pad)
+            self._blocks_at[key] = len(self.embedded)
+            self.embedded.extend(data)
+        return BufferRef(EMBEDDED, self._blocks_at[key])
 
     def zeros(self, nbytes: int) -> BufferRef:
         """At least ``nbytes`` zero bytes in the embedded blob (one region per power-of-two

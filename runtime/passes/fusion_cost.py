@@ -117,6 +117,33 @@ def work_per_element(inst: HloInstruction) -> float:
     return 0.0
 
 
+# in-place updates: (the operand written into, not read whole; the update computed)
+_IN_PLACE = {"dynamic-update-slice": (0, 1), "scatter": (0, -1)}
+
+
+def kernel_work(inst: HloInstruction) -> float:
+    """What a kernel computing ``inst`` costs, in the fusion model's units: every element
+    computed (``work_per_element``, at least one operation each), every byte read from
+    memory and every result byte written. An in-place update (``dynamic-update-slice``,
+    ``scatter``) computes its update's elements and leaves the rest of the buffer it writes
+    into alone. What tells a kernel of microseconds from a longer one
+    (``codegen.launch_chaining``)."""
+    fused = inst.opcode == "fusion"
+    members = inst.calls.instructions if fused else [inst]
+    root = inst.calls.root if fused else inst
+    untouched = {id(m.operands[_IN_PLACE[m.opcode][0]]) for m in members
+                 if m.opcode in _IN_PLACE}
+    reads = [m for m in members if m.opcode == "parameter"] if fused else inst.operands
+    work = sum(_bytes(r.shape) for r in reads if id(r) not in untouched) * BYTE_COST
+    for m in members:
+        if m.opcode in _IN_PLACE:
+            work += _count(m.operands[_IN_PLACE[m.opcode][1]].shape) * OP_COST
+        elif m.opcode != "parameter":
+            work += _count(m.shape) * max(work_per_element(m), 1.0) * OP_COST
+    written = root.operands[_IN_PLACE[root.opcode][1]] if root.opcode in _IN_PLACE else root
+    return work + _bytes(written.shape) * BYTE_COST
+
+
 @dataclass(frozen=True)
 class FusionCost:
     """What a fusion decision trades: bytes no longer moved against element operations

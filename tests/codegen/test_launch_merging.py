@@ -83,7 +83,7 @@ def _body_launches(exe) -> list[Launch]:
     return [s for s in loop.body if isinstance(s, Launch)]
 
 
-def test_independent_launches_of_a_loop_body_run_as_one(monkeypatch):
+def test_independent_launches_of_a_loop_body_run_as_one(monkeypatch, unchained):
     merged, apart = _compile(SCAN, True, monkeypatch), _compile(SCAN, False, monkeypatch)
     fewer, more = _body_launches(merged), _body_launches(apart)
     assert len(fewer) < len(more)
@@ -118,7 +118,7 @@ def _overlap(a, b):
     return any(x[0] == y[0] and x[1] < y[2] and y[1] < x[2] for x in a for y in b)
 
 
-def test_no_merged_launch_reads_or_writes_what_another_part_writes(monkeypatch, corpus):
+def test_no_merged_launch_reads_or_writes_what_another_part_writes(monkeypatch, corpus, unchained):
     """Over this scan step and the corpus' loop programs (their values are the corpus
     tests'): the parts of every merged launch are independent."""
     texts = [SCAN] + [(corpus / f"{name}{kind}.hlo").read_text()
@@ -173,7 +173,7 @@ ENTRY e {
 }"""
 
 
-def test_independent_launches_of_the_entry_run_as_one(monkeypatch):
+def test_independent_launches_of_the_entry_run_as_one(monkeypatch, unchained):
     merged, apart = _compile(UPDATES, True, monkeypatch), _compile(UPDATES, False, monkeypatch)
     fewer = [s for s in merged.program.plan if isinstance(s, Launch)]
     more = [s for s in apart.program.plan if isinstance(s, Launch)]

@@ -16,6 +16,8 @@ Cases:
 - ``rng:xla-golden``: every rng-bit-generator configuration against XLA's bits.
 - ``reruns:rebound-buffers``: released buffers reallocated between runs.
 - ``scatter:repeated-indices``: scatters with repeated indices, shared out among work-items.
+- ``chain:work-groups``: chained launches of small kernels, one work-group running the
+  stages with barriers between them.
 - ``workgroup:argminmax``: JAX's argmax and argmin as a work-group a row.
 - ``workgroup:dot``, ``workgroup:reduce``: the work-group-tiled dot and the work-group row
   reduction against numpy (``workgroup_cases``); ``workgroup:small-tiles``: both again with
@@ -188,6 +190,27 @@ def run_argminmax() -> list[str]:
     return problems
 
 
+def run_chains() -> list[str]:
+    """Chained launches (``codegen.launch_chaining``) of the CPU target's kernels, in
+    work-groups of one work-item and of sixteen (where the barriers between stages matter),
+    against the same kernels launched one by one: the cases of
+    ``tests/codegen/test_launch_chaining``."""
+    from ..codegen.test_launch_chaining import chain_cases, chained_launches, run_chained
+
+    problems = []
+    for name in chain_cases():
+        _, want = run_chained(name, "unchained")
+        for variant in ("chained", "chained-16-items"):
+            exe, got = run_chained(name, variant)
+            if not chained_launches(exe):
+                problems.append(f"{name} {variant}: no launches were chained")
+            for g, w in zip(got, want):
+                if g.tobytes() != w.tobytes():
+                    problems.append(f"{name} {variant}: {int((g != w).sum())} of {g.size} "
+                                    "values differ from the unchained launches'")
+    return problems
+
+
 def _numpy(result):
     if isinstance(result, tuple):
         return tuple(_numpy(r) for r in result)
@@ -199,6 +222,7 @@ _NAMED_CASES = {
     "rng:xla-golden": run_rng_golden,
     "reruns:rebound-buffers": run_rebound_buffers,
     "scatter:repeated-indices": run_repeated_scatter,
+    "chain:work-groups": run_chains,
     "workgroup:argminmax": run_argminmax,
     "workgroup:dot": lambda: workgroup_cases.run(workgroup_cases.DOT_CASES),
     "workgroup:reduce": lambda: workgroup_cases.run(workgroup_cases.REDUCE_CASES),

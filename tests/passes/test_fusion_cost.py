@@ -500,3 +500,41 @@ def test_a_value_convolutions_read_anyway_is_not_recomputed_from_a_temp():
     got = np.asarray(exe(x, w, v))
     want = np.asarray(runtime.compile(MATERIALIZED, fusion=False)(x, w, v))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+KERNEL_WORK = """
+HloModule kernel_work
+""" + ADD + """
+fused_update {
+  buf = f32[64,256] parameter(0)
+  row = f32[1,256] parameter(1)
+  i = s32[] parameter(2)
+  t = f32[1,256] tanh(row)
+  zero = s32[] constant(0)
+  ROOT u = f32[64,256] dynamic-update-slice(buf, t, i, zero)
+}
+ENTRY e {
+  a = f32[32,64] parameter(0)
+  b = f32[64,48] parameter(1)
+  d = f32[32,48] dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  buf = f32[64,256] parameter(2)
+  row = f32[1,256] parameter(3)
+  i = s32[] parameter(4)
+  u = f32[64,256] fusion(buf, row, i), kind=kLoop, calls=fused_update
+  ROOT r = (f32[32,48], f32[64,256]) tuple(d, u)
+}"""
+
+
+def test_kernel_work_counts_operations_and_bytes_and_an_updates_own_elements():
+    """``kernel_work`` (what chaining launches compares with a target's limit): a dot costs
+    its contraction per output element plus the bytes it reads and writes; an in-place
+    update computes and writes its update, not the buffer it writes into."""
+    from runtime.passes.fusion_cost import kernel_work
+    module = runtime.parse(KERNEL_WORK)
+    insts = {i.name: i for i in module.entry.instructions}
+    assert kernel_work(insts["d"]) == 32 * 48 * 64 + 4 * (32 * 64 + 64 * 48) + 4 * 32 * 48
+    # reads: the row and the index (the buffer is not read); computes: the row's tanh
+    # (a transcendental), the zero constant and the update; writes: the row
+    tanh_ops = 256 * work_per_element(next(i for i in insts["u"].calls.instructions
+                                           if i.opcode == "tanh"))
+    assert kernel_work(insts["u"]) == (4 * 256 + 4) + tanh_ops + 1 + 256 + 4 * 256

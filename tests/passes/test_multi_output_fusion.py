@@ -57,7 +57,7 @@ def test_a_cell_becomes_one_kernel_writing_every_kept_value():
     runtime.parse(module.to_text())                 # valid HLO, re-parsed and verified
 
 
-def test_the_merged_kernel_computes_what_three_kernels_did(monkeypatch):
+def test_the_merged_kernel_computes_what_three_kernels_did(monkeypatch, unchained):
     x = RNG.standard_normal((16, 192)).astype(np.float32)
     h = RNG.standard_normal((16, 192)).astype(np.float32)
     compiler.clear_cache()

@@ -84,7 +84,7 @@ def test_a_scan_step_is_one_kernel_writing_its_windows():
 
 
 @pytest.mark.parametrize("dims,reverse", [("4,64", False), ("4,64", True), ("3,7", False)])
-def test_window_kernels_compute_what_separate_kernels_did(monkeypatch, dims, reverse):
+def test_window_kernels_compute_what_separate_kernels_did(monkeypatch, dims, reverse, unchained):
     """Rows of 64: the row vector loop stores each window as vectors; rows of 7: the
     one-element loop kernel over the same space; a reverse scan's row is computed."""
     trips = 5
@@ -124,7 +124,7 @@ def test_a_window_in_another_memory_order_stays_a_kernel_of_its_own():
         np.testing.assert_allclose(a, want, rtol=1e-5, atol=1e-6)
 
 
-def test_a_window_across_its_operands_rows_is_stored_element_by_element():
+def test_a_window_across_its_operands_rows_is_stored_element_by_element(unchained):
     """Stacking along the minor dimension: the window fits the step's space, but its rows
     are strided in the stacked array, so the one-element kernel stores it."""
     trips = 6
@@ -153,7 +153,7 @@ def test_a_window_across_its_operands_rows_is_stored_element_by_element():
     np.testing.assert_allclose(got_h, h, rtol=1e-5, atol=1e-6)
 
 
-def test_a_kernel_reading_what_the_window_overwrites_stays_apart():
+def test_a_kernel_reading_what_the_window_overwrites_stays_apart(unchained):
     """The step reads the stacked array it would write into: one kernel would read rows
     other work-items overwrite."""
     text = scan("4,64", 4).replace(
@@ -177,7 +177,7 @@ def test_a_kernel_reading_what_the_window_overwrites_stays_apart():
     np.testing.assert_allclose(gs, want_gs, rtol=1e-5, atol=1e-6)
 
 
-def test_a_window_joins_a_kernel_read_before_it_at_that_kernels_place():
+def test_a_window_joins_a_kernel_read_before_it_at_that_kernels_place(unchained):
     """The projection reads the step's concatenation before the window stacking it: the
     merged kernel goes to the concatenation's place, the stacked array's
     get-tuple-element moving up with it."""
@@ -212,7 +212,7 @@ def test_a_window_joins_a_kernel_read_before_it_at_that_kernels_place():
     np.testing.assert_allclose(got_h, h, rtol=1e-4, atol=1e-5)
 
 
-def test_a_kernel_left_with_windows_only_writes_just_the_windows():
+def test_a_kernel_left_with_windows_only_writes_just_the_windows(unchained):
     """A value computed only to be stacked twice: both windows join its kernel, whose own
     output then has no reader and leaves it; the kernel still writes only the two windows."""
     trips = 5

@@ -14,6 +14,7 @@ from ...errors import HloUnsupportedError
 from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.shape import ArrayShape
 from ..context import LoweringContext
+from ..launch_chaining import chain_launches
 from ..launch_merging import merge_launches
 from ..plan import CopyBytes, HostConditional, HostWhile, Step
 from ..registry import add, register
@@ -52,7 +53,7 @@ def _call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
 def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     cond: HloComputation = inst.condition
     body: HloComputation = inst.body
-    steps = merge_launches(ctx, body, ctx.lower_computation(body))
+    steps = chain_launches(ctx, body, merge_launches(ctx, body, ctx.lower_computation(body)))
     values = counter_values(inst)
     if values is not None:
         members = {i.name: i for i in body.instructions}

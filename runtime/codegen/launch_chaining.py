@@ -1,0 +1,181 @@
+"""Consecutive launches of small kernels chained into one launch of one work-group, whether or
+not they depend on each other.
+
+A launch costs a few microseconds of host and device time whatever its size (PoCL: 1.6 to 5
+us, growing with its arguments), and many programs are chains of kernels smaller than that:
+a deep narrow network's layers one after another (an Adam step over 24 layers of 32 x 64:
+335 launches of 0.3 to 4 us each, 0.57 ms of kernel time in a 2.7 ms run), a scan step's
+elementwise gates. Merging independent launches (``launch_merging``) cannot shorten a chain
+whose every kernel reads the one before.
+
+A chain is one work-group that runs its stages in plan order: each stage is a kernel made a
+function of its work-item ids (``ProgramBuilder.add_function``); the work-group's items share
+out the stage's items (a multi-dimensional launch's ids are recovered from a flat index), and
+a barrier separates the stages, so each stage sees everything the ones before it wrote, as
+consecutive launches on an in-order queue do. Only kernels that do not use local memory,
+barriers, work-group ids or sizes are stages, and only launches whose estimated cost
+(``fusion_cost.kernel_work``) is at most the target's ``chain_max_work``, or that are one
+work-group anyway: one work-group runs on one core (a GPU's one compute unit), so a chain
+must be made of kernels too small to gain from the others (where the host enqueues slower
+than such kernels run, the device waits on it anyway). The chained kernel's text names no size
+or offset: each stage's arguments other than buffers (offsets, sizes, scalars) are read from a
+block of 8-byte slots in the embedded constants, so the chains of identical layers share one
+kernel (a long run is cut into chains of whole periods where it repeats, ``_chunks``), and its
+arguments are the distinct buffers the stages use (each at offset 0: the stages' offsets are
+in the block), that block and the work bound (0: the warm-up launch touches nothing).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..hlo.ir import HloComputation, HloInstruction
+from ..passes.fusion_cost import kernel_work
+from .context import LoweringContext
+from .kernel import SCALAR_DTYPES, BufferRef
+from .plan import Launch, Step
+
+# what a kernel may not use to be called on a share of another launch's work-items (a stage
+# of a chain, a part of a merged launch): it could not share a work-group with other kernels'
+# work-items, or would see that launch's sizes instead of its own
+WORK_GROUP_BOUND = ("barrier", "__local", "get_local_id", "get_group_id", "get_local_size",
+                    "get_num_groups", "get_global_size", "get_global_offset")
+_SLOT = 8   # bytes per argument in a chain's block
+# the most stages a chain takes: its kernel's source grows with them, and so its build time
+_MAX_STAGES = 16
+_MIN_PERIODIC = 4
+
+
+def chain_launches(ctx: LoweringContext, comp: HloComputation, steps: list[Step]) -> list[Step]:
+    """``steps`` (``comp``'s) with each run of two or more consecutive small launches replaced
+    by one chained launch."""
+    limit = ctx.target.chain_max_work
+    if limit <= 0:
+        return steps
+    members = {inst.name: inst for inst in comp.instructions}
+    out: list[Step] = []
+    run: list[Launch] = []
+
+    def close() -> None:
+        for chunk in _chunks(run):
+            out.append(_chained(ctx, chunk) if len(chunk) > 1 else chunk[0])
+        run.clear()
+
+    for step in steps:
+        if not _is_stage(ctx, members, step, limit):
+            close()
+            out.append(step)
+            continue
+        assert isinstance(step, Launch)
+        run.append(step)
+    close()
+    return out
+
+
+def _chunks(run: list[Launch]) -> list[list[Launch]]:
+    """``run`` cut into chains of at most ``_MAX_STAGES`` that repeat where the run repeats
+    (a network's layers): a chunk starting where the run turns periodic covers whole periods,
+    and one before that ends there, so the layers' chains have one text, built once."""
+    keys = [(step.kernel, len(step.global_size)) for step in run]
+    out = []
+    i = 0
+    while i < len(run):
+        length = _periodic_length(keys, i) or next(
+            (j - i for j in range(i + 1, min(i + _MAX_STAGES, len(run)))
+             if _periodic_length(keys, j)), _MAX_STAGES)
+        out.append(run[i:i + length])
+        i += length
+    return out
+
+
+def _periodic_length(keys: list[tuple], i: int) -> int:
+    """The longest chunk from ``i`` made of whole repeats of a period that repeats at least
+    twice, covering at least ``_MIN_PERIODIC`` stages (0: none): two equal kernels in a row
+    are not yet a pattern."""
+    best = 0
+    for p in range(1, min(_MAX_STAGES, (len(keys) - i) // 2) + 1):
+        fit = _MAX_STAGES // p          # whole periods a chain holds
+        repeats = 1
+        while repeats < max(fit, 2) \
+                and keys[i + repeats * p:i + (repeats + 1) * p] == keys[i:i + p]:
+            repeats += 1
+        length = p * min(repeats, fit)
+        if repeats >= 2 and length >= _MIN_PERIODIC and length > best:
+            best = length
+    return best
+
+
+def _is_stage(ctx: LoweringContext, members: dict[str, HloInstruction], step: Step,
+              limit: int) -> bool:
+    """Whether ``step`` is a launch of ``comp``'s whose kernel may run as a stage and gains
+    nothing from more than one core: cheap, or one work-group anyway."""
+    if not isinstance(step, Launch):
+        return False
+    insts = [members.get(name) for name in step.instruction.split("+")]
+    if any(inst is None for inst in insts):
+        return False
+    groups = math.prod(g // w for g, w in zip(step.global_size, step.local_size))
+    if groups > 1 and sum(kernel_work(inst) for inst in insts) > limit:  # type: ignore[arg-type]
+        return False
+    text = ctx.program.kernel_text(step.kernel)
+    return not any(word in text for word in WORK_GROUP_BOUND)
+
+
+def _chained(ctx: LoweringContext, run: list[Launch]) -> Launch:
+    """One launch running ``run``'s kernels as stages, in order."""
+    program = ctx.program
+    bases: dict[int, int] = {}           # allocation -> its buffer argument
+    slots: list[bytes] = []
+    body: list[str] = []
+    for k, step in enumerate(run):
+        params = program.kernel_params(step.kernel)
+        assert len(params) == 2 * len(step.buffers) + len(step.scalars), (step.kernel, params)
+        first = len(slots)
+        g0, g1 = (*step.global_size[:2], 1, 1)[:2]
+        values: list[np.generic] = [np.int32(math.prod(step.global_size)), np.int32(g0),
+                                    np.int32(g1)]
+        args = []
+        for ref in step.buffers:
+            j = bases.setdefault(ref.allocation, len(bases))
+            args.append(f"ch_b{j}")
+            args.append(_load("ulong", first + len(values)))
+            values.append(np.uint64(ref.offset))
+        for param, value in zip(params[2 * len(step.buffers):], step.scalars):
+            kind = param.rpartition(" ")[0]
+            assert np.dtype(type(value)) == SCALAR_DTYPES[kind], (step.kernel, param, value)
+            args.append(_load(kind, first + len(values)))
+            values.append(value)
+        slots.extend(np.asarray(v).tobytes().ljust(_SLOT, b"\0") for v in values)
+        ids = {1: "i, 0, 0", 2: "i % g0, i / g0, 0",
+               3: "i % g0, (i / g0) % g1, i / (g0 * g1)"}[len(step.global_size)]
+        function = program.add_function(step.kernel)
+        if k:
+            body.append("  barrier(CLK_GLOBAL_MEM_FENCE);")
+        body += ["  {",
+                 f"    const long n = {_load('int', first)}, g0 = {_load('int', first + 1)}, "
+                 f"g1 = {_load('int', first + 2)};",
+                 # uniform loop bounds: PoCL miscompiled a loop started at the local id
+                 "    for (long c = 0; c < n; c += ch_items) {",
+                 "      const long i = c + ch_lid;",
+                 f"      if (i < n) {function}({', '.join(args)}, {ids});",
+                 "    }", "  }"]
+    block = ctx.program.embed_bytes(b"".join(slots))
+    params = [f"__global uchar* ch_b{j}, ulong ch_b{j}_off" for j in range(len(bases))]
+    lines = ["__kernel void __KERNEL__(" + ", ".join(
+                 [*params, "__global uchar* ch_blk_base, ulong ch_blk_off", "int ch_count"])
+             + ") {",
+             "  if (ch_count == 0) return;",
+             "  __global const uchar* ch_blk = ch_blk_base + ch_blk_off;",
+             "  const long ch_lid = get_local_id(0), ch_items = get_local_size(0);",
+             *body, "}"]
+    name = program.add_text("\n".join(lines), [step.instruction for step in run])
+    buffers = tuple(BufferRef(allocation, 0) for allocation in bases) + (block,)
+    items = ctx.target.chain_local_size
+    return Launch(name, buffers, (np.int32(1),), (items,), (items,),
+                  "+".join(step.instruction for step in run))
+
+
+def _load(kind: str, slot: int) -> str:
+    return f"*(__global const {kind}*)(ch_blk + {slot * _SLOT})"
