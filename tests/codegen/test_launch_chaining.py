@@ -163,6 +163,17 @@ def run_chained(name: str, variant: str) -> tuple[Executable, list[np.ndarray]]:
     return exe, [np.asarray(r) for r in (result if isinstance(result, tuple) else (result,))]
 
 
+def same_as_unchained(got: np.ndarray, want: np.ndarray, variant: str) -> None:
+    """The unchained launches' bits, where each work-item's code is compiled alone: a compiler
+    that vectorises across work-items (Intel's runtime, ``cpu-implicit-simd``) compiles a
+    stage run by sixteen work-items another way than one run by one (a few ulps apart); a
+    missing barrier is further off than that."""
+    if variant == "chained" or base_target().name != "cpu-implicit-simd":
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("variant", ["chained", "chained-16-items"])
 def test_a_deep_narrow_network_runs_in_few_launches_with_the_same_bits(variant):
     chained, got = run_chained("deep-narrow", variant)
@@ -173,7 +184,7 @@ def test_a_deep_narrow_network_runs_in_few_launches_with_the_same_bits(variant):
     assert found and sum(s.instruction.count("+") + 1 for s in found) >= 2 * 6
     source = chained.program.source
     assert "i / (g0 * g1)" in source           # a stage launched over three dimensions
-    np.testing.assert_array_equal(got[0].view(np.uint32), want[0].view(np.uint32))
+    same_as_unchained(got[0], want[0], variant)
     np.testing.assert_allclose(got[0], deep_narrow_reference(6, *deep_narrow_args()),
                                rtol=1e-4, atol=1e-5)
 
@@ -193,7 +204,7 @@ def test_a_loop_decided_on_the_device_runs_its_chained_body_guarded(variant):
         assert all("_gbase" in chained.program.kernel_texts[s.kernel] for s in guarded)
     n, x = data_loop_reference(chain_cases()["data-loop"][1][0])
     assert int(got[0]) == int(want[0]) == n
-    np.testing.assert_array_equal(got[1].view(np.uint32), want[1].view(np.uint32))
+    same_as_unchained(got[1], want[1], variant)
     np.testing.assert_allclose(got[1], x, rtol=1e-4, atol=1e-4)
 
 
