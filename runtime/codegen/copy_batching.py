@@ -20,8 +20,11 @@ from ..hlo.dtypes import element_type
 from .context import LoweringContext
 from .kernel import KernelBuilder
 from .plan import CopyBytes, HostConditional, HostWhile, Launch, Step
+from .program import MAX_PARAMETER_BYTES
 
 SMALL = 16 * 1024
+# a copy's arguments in the batched kernel: two buffers (pointer and offset) and its size
+_ARGUMENT_BYTES = 2 * 16 + 4
 _BYTES = element_type("u8")
 
 
@@ -37,6 +40,8 @@ def batch_copies(ctx: LoweringContext, steps: list[Step]) -> list[Step]:
 
     for step in steps:
         if isinstance(step, CopyBytes) and 0 < step.nbytes <= SMALL:
+            if _ARGUMENT_BYTES * (len(run) + 1) + 4 > MAX_PARAMETER_BYTES:
+                close()
             run.append(step)
             continue
         close()

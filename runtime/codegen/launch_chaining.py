@@ -36,6 +36,7 @@ from ..passes.fusion_cost import kernel_work
 from .context import LoweringContext
 from .kernel import SCALAR_DTYPES, BufferRef
 from .plan import Launch, Step
+from .program import MAX_PARAMETER_BYTES
 
 # what a kernel may not use to be called on a share of another launch's work-items (a stage
 # of a chain, a part of a merged launch): it could not share a work-group with other kernels'
@@ -59,7 +60,7 @@ def chain_launches(ctx: LoweringContext, comp: HloComputation, steps: list[Step]
     run: list[Launch] = []
 
     def close() -> None:
-        for chunk in _chunks(run):
+        for chunk in (piece for chunk in _chunks(run) for piece in _within_arguments(chunk)):
             out.append(_chained(ctx, chunk) if len(chunk) > 1 else chunk[0])
         run.clear()
 
@@ -88,6 +89,22 @@ def _chunks(run: list[Launch]) -> list[list[Launch]]:
         out.append(run[i:i + length])
         i += length
     return out
+
+
+def _within_arguments(chunk: list[Launch]) -> list[list[Launch]]:
+    """``chunk`` cut where its chain's arguments would pass ``MAX_PARAMETER_BYTES``: 16 bytes
+    a distinct buffer (and the block's), 4 the work bound."""
+    pieces: list[list[Launch]] = [[]]
+    seen: set[int] = set()
+    for step in chunk:
+        new = {ref.allocation for ref in step.buffers} - seen
+        if pieces[-1] and 16 * (len(seen) + len(new) + 1) + 4 > MAX_PARAMETER_BYTES:
+            pieces.append([])
+            seen = set()
+            new = {ref.allocation for ref in step.buffers}
+        pieces[-1].append(step)
+        seen |= new
+    return pieces
 
 
 def _periodic_length(keys: list[tuple], i: int) -> int:

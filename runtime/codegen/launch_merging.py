@@ -22,6 +22,7 @@ from ..hlo.ir import HloComputation, HloInstruction
 from .context import LoweringContext
 from .launch_chaining import WORK_GROUP_BOUND
 from .plan import Launch, Step
+from .program import MAX_PARAMETER_BYTES
 
 # a merged launch is one-dimensional: its parts must be too
 _WORK_GROUP_BOUND = (*WORK_GROUP_BOUND, "get_global_id(1)", "get_global_id(2)")
@@ -51,9 +52,14 @@ def merge_launches(ctx: LoweringContext, comp: HloComputation, steps: list[Step]
         writes, reads = footprint
         assert isinstance(step, Launch)
         items = sum(s.global_size[0] for s, _, _ in run) + step.global_size[0]
+        # the merged kernel's arguments: the parts' and an int bound for each (8 bytes a part
+        # with padding), and the count
+        arguments = sum(ctx.program.parameter_bytes(s.kernel) + 8 for s, _, _ in run) \
+            + ctx.program.parameter_bytes(step.kernel) + 16
         # launches of another work-group size stay apart (a sort's one row a group would
         # otherwise share one thread with its neighbours)
-        if items > _MAX_ITEMS or (run and run[0][0].local_size != step.local_size) \
+        if items > _MAX_ITEMS or arguments > MAX_PARAMETER_BYTES \
+                or (run and run[0][0].local_size != step.local_size) \
                 or any(_overlap(writes, w + r) or _overlap(reads, w) for _, w, r in run):
             close()
         run.append((step, writes, reads))

@@ -17,10 +17,14 @@ import numpy as np
 from ..hlo.ir import HloInstruction
 from ..hlo.shape import ArrayShape
 from . import cltypes, templates
-from .kernel import EMBEDDED, BufferRef, KernelBuilder
+from .kernel import EMBEDDED, SCALAR_DTYPES, BufferRef, KernelBuilder
 from .plan import Step, iter_launches
 
 _PLACEHOLDER = "__KERNEL__"
+# the argument bytes every OpenCL device takes (CL_DEVICE_MAX_PARAMETER_SIZE is at least 1024;
+# PoCL reports 1024, NVIDIA 4352): launches merged or chained into one stay within it, less
+# what predication's guard adds (a selector buffer and two ints)
+MAX_PARAMETER_BYTES = 1024 - 32
 _IDENT = re.compile(r"[^A-Za-z0-9_]")
 
 
@@ -37,6 +41,21 @@ class Program:
     @property
     def source_hash(self) -> str:
         return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+
+def parameter_bytes(kernel_text: str) -> int:
+    """The bytes of a kernel's arguments (its source's first line), each aligned to its size."""
+    total = 0
+    for param in _params(kernel_text):
+        kind = param.rpartition(" ")[0]
+        size = 8 if kind.endswith("*") else SCALAR_DTYPES[kind].itemsize
+        total = -(-total // size) * size + size
+    return total
+
+
+def _params(kernel_text: str) -> list[str]:
+    header = kernel_text.split("\n", 1)[0]
+    return header[header.index("(") + 1:header.rindex(")")].split(", ")
 
 
 class ProgramBuilder:
@@ -76,8 +95,10 @@ class ProgramBuilder:
 
     def kernel_params(self, name: str) -> list[str]:
         """The kernel's parameter declarations, in order."""
-        header = self.kernel_text(name).split("\n", 1)[0]
-        return header[header.index("(") + 1:header.rindex(")")].split(", ")
+        return _params(self.kernel_text(name))
+
+    def parameter_bytes(self, kernel: str) -> int:
+        return parameter_bytes(self.kernel_text(kernel))
 
     def add_function(self, kernel: str) -> str:
         """The kernel as a function of its arguments and its work-item's global ids

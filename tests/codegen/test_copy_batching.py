@@ -103,3 +103,26 @@ def test_copies_above_the_limit_stay_copy_commands(monkeypatch):
     a, b, c, u, v = args = _inputs(n)
     for g, e in zip(exe(*args), [b, c, a, v, u]):
         np.testing.assert_array_equal(np.asarray(g), e)
+
+
+def test_a_long_run_of_copies_keeps_within_the_arguments_every_device_takes():
+    """Forty small copies in a row would pass the 1,024 bytes of kernel arguments OpenCL
+    promises (two buffers and a size a copy): they batch into launches within it."""
+    from runtime.codegen.program import MAX_PARAMETER_BYTES
+
+    from .test_launch_merging import kernel_argument_bytes
+    n = 40
+    text = ("HloModule copies\nENTRY e {\n"
+            + "\n".join(f"  p{k} = f32[{k + 1}] parameter({k})\n"
+                        f"  c{k} = f32[{k + 1}] copy(p{k})" for k in range(n))
+            + f"\n  ROOT o = ({', '.join(f'f32[{k + 1}]' for k in range(n))}) "
+            f"tuple({', '.join(f'c{k}' for k in range(n))})\n}}")
+    exe = runtime.compile(text)
+    batches = [s for s in exe.program.plan
+               if isinstance(s, Launch) and s.instruction.startswith("c")]
+    assert sum(s.instruction.count("+") + 1 for s in batches) == n and len(batches) >= 2
+    assert all(kernel_argument_bytes(exe.program, s.kernel) <= MAX_PARAMETER_BYTES
+               for s in batches)
+    args = [np.arange(k + 1, dtype=np.float32) * (k + 1) for k in range(n)]
+    for got, want in zip(exe(*args), args):
+        np.testing.assert_array_equal(np.asarray(got), want)

@@ -279,3 +279,42 @@ def test_a_run_is_cut_where_it_turns_periodic_and_into_whole_periods():
     # two equal kernels in a row are not a pattern; a launch's dimensions are part of its key
     pair = [_launch("a"), _launch("a"), _launch("b"), _launch("c", 2), _launch("c")]
     assert [len(c) for c in _chunks(pair)] == [5]
+
+
+def many_buffers(layers: int) -> str:
+    """``layers`` dots, each with an epilogue reading three parameters of its own: a chain of
+    them uses four new buffers a stage."""
+    lines = ["HloModule many_buffers", "ENTRY e {", "  h0 = f32[4,8] parameter(0)"]
+    for k in range(1, layers + 1):
+        p = 1 + 4 * (k - 1)
+        lines += [f"  w{k} = f32[8,8] parameter({p})",
+                  *(f"  {n}{k} = f32[4,8] parameter({p + j})" for j, n in enumerate("abc", 1)),
+                  f"  d{k} = f32[4,8] dot(h{k - 1}, w{k}), lhs_contracting_dims={{1}}, "
+                  "rhs_contracting_dims={0}",
+                  f"  e{k} = f32[4,8] multiply(d{k}, a{k})",
+                  f"  f{k} = f32[4,8] add(e{k}, b{k})",
+                  f"  {'ROOT ' if k == layers else ''}h{k} = f32[4,8] subtract(f{k}, c{k})"]
+    return "\n".join(lines + ["}"])
+
+
+def test_a_chain_keeps_within_the_arguments_every_device_takes():
+    """Sixteen such stages would take 64 buffers, past the 1,024 bytes of kernel arguments
+    OpenCL promises: the chains are cut before that."""
+    from runtime.codegen.program import MAX_PARAMETER_BYTES
+
+    from .test_launch_merging import kernel_argument_bytes
+    exe = compile_for(many_buffers(24), TARGETS["chained"](base_target()))
+    found = chained_launches(exe)
+    assert len(found) > 24 // 16 + 1
+    assert all(kernel_argument_bytes(exe.program, s.kernel) <= MAX_PARAMETER_BYTES
+               for s in iter_launches(exe.program.plan))
+    rng = np.random.default_rng(8)
+    args = [rng.standard_normal((4, 8)).astype(np.float32)]
+    h = args[0].astype(np.float64)
+    for _ in range(24):
+        w, a, b, c = (rng.standard_normal(shape).astype(np.float32) * scale
+                      for shape, scale in (((8, 8), 0.3), ((4, 8), 1), ((4, 8), 0.1),
+                                           ((4, 8), 0.1)))
+        args += [w, a, b, c]
+        h = (h @ w) * a + b - c
+    np.testing.assert_allclose(np.asarray(exe(*args)), h, rtol=1e-4, atol=1e-5)

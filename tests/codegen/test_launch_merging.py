@@ -184,3 +184,37 @@ def test_independent_launches_of_the_entry_run_as_one(monkeypatch, unchained):
     for g, w, p, d in zip(got, want, args[:3], args[3:]):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
         np.testing.assert_allclose(np.asarray(g), p - np.float32(0.1) * d, rtol=1e-6)
+
+
+def kernel_argument_bytes(program, kernel: str) -> int:
+    from runtime.codegen.program import parameter_bytes
+    return parameter_bytes(program.kernel_texts[kernel])
+
+
+def sgd_over(n: int) -> str:
+    """An SGD step over ``n`` independent parameters: ``n`` small kernels none of which reads
+    what another writes."""
+    params = [f"  p{k} = f32[{16 + k}] parameter({2 * k})\n  g{k} = f32[{16 + k}] parameter("
+              f"{2 * k + 1})\n  lr{k} = f32[{16 + k}] broadcast(lr), dimensions={{}}\n"
+              f"  s{k} = f32[{16 + k}] multiply(g{k}, lr{k})\n"
+              f"  u{k} = f32[{16 + k}] subtract(p{k}, s{k})" for k in range(n)]
+    shapes = ", ".join(f"f32[{16 + k}]" for k in range(n))
+    return (f"HloModule sgd_many\nENTRY e {{\n  lr = f32[] constant(0.25)\n" + "\n".join(params)
+            + f"\n  ROOT o = ({shapes}) tuple({', '.join(f'u{k}' for k in range(n))})\n}}")
+
+
+def test_merged_launches_keep_within_the_arguments_every_device_takes(unchained):
+    """Eighty independent updates: merging them all would pass 1,024 bytes of kernel
+    arguments (what OpenCL promises; PoCL does not check, other drivers refuse the launch),
+    so they merge into several launches, each within it."""
+    from runtime.codegen.program import MAX_PARAMETER_BYTES
+    exe = runtime.compile(sgd_over(80))
+    launches = [s for s in exe.program.plan if isinstance(s, Launch)]
+    assert 1 < len(launches) < 20
+    assert all(kernel_argument_bytes(exe.program, s.kernel) <= MAX_PARAMETER_BYTES
+               for s in launches)
+    rng = np.random.default_rng(1)
+    args = [rng.standard_normal(16 + k // 2).astype(np.float32) for k in range(160)]
+    for k, got in enumerate(exe(*args)):
+        np.testing.assert_allclose(np.asarray(got), args[2 * k] - 0.25 * args[2 * k + 1],
+                                   rtol=1e-6)
