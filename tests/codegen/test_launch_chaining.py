@@ -318,3 +318,46 @@ def test_a_chain_keeps_within_the_arguments_every_device_takes():
         args += [w, a, b, c]
         h = (h @ w) * a + b - c
     np.testing.assert_allclose(np.asarray(exe(*args)), h, rtol=1e-4, atol=1e-5)
+
+
+# a conditional whose branches are chains of small kernels (dots do not fuse with each other)
+BRANCHES = """HloModule branches
+on_true {
+  p = (f32[4,16], f32[16,16]) parameter(0)
+  x = f32[4,16] get-tuple-element(p), index=0
+  w = f32[16,16] get-tuple-element(p), index=1
+  a = f32[4,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[4,16] tanh(a)
+  b = f32[4,16] dot(t, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT c = f32[4,16] dot(b, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+on_false {
+  p = (f32[4,16], f32[16,16]) parameter(0)
+  x = f32[4,16] get-tuple-element(p), index=0
+  w = f32[16,16] get-tuple-element(p), index=1
+  a = f32[4,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  n = f32[4,16] negate(a)
+  ROOT b = f32[4,16] dot(n, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+ENTRY e {
+  s = pred[] parameter(0)
+  x = f32[4,16] parameter(1)
+  w = f32[16,16] parameter(2)
+  t = (f32[4,16], f32[16,16]) tuple(x, w)
+  ROOT r = f32[4,16] conditional(s, t, t), true_computation=on_true, false_computation=on_false
+}"""
+
+
+def test_each_branch_of_a_conditional_runs_its_chain():
+    from runtime.codegen.plan import HostConditional
+    exe = compile_for(BRANCHES, TARGETS["chained"](base_target()))
+    [cond] = [s for s in exe.program.plan if isinstance(s, HostConditional)]
+    assert [len(b) for b in cond.branches] == [1, 1]
+    assert all("ch_count" in exe.program.kernel_texts[b[0].kernel] for b in cond.branches)
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((4, 16)).astype(np.float32)
+    w = (rng.standard_normal((16, 16)) / 4).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(exe(np.bool_(True), x, w)),
+                               np.tanh(x @ w) @ w @ w, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(exe(np.bool_(False), x, w)), -(x @ w) @ w,
+                               rtol=1e-4, atol=1e-5)

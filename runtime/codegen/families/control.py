@@ -53,7 +53,7 @@ def _call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
 def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     cond: HloComputation = inst.condition
     body: HloComputation = inst.body
-    steps = chain_launches(ctx, body, merge_launches(ctx, body, ctx.lower_computation(body)))
+    steps = _combined(ctx, body)
     values = counter_values(inst)
     if values is not None:
         members = {i.name: i for i in body.instructions}
@@ -65,6 +65,12 @@ def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
                       body=steps, instruction=inst.name, counter_values=values)]
 
 
+def _combined(ctx: LoweringContext, comp: HloComputation) -> list[Step]:
+    """A loop body's or a branch's steps, its launches merged and chained (``launch_merging``,
+    ``launch_chaining``): they run once an iteration or a pick, where a launch costs most."""
+    return chain_launches(ctx, comp, merge_launches(ctx, comp, ctx.lower_computation(comp)))
+
+
 @register("conditional")
 def _conditional(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     if "branch_computations" in inst.attrs:
@@ -74,7 +80,7 @@ def _conditional(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
         branches = [inst.true_computation, inst.false_computation]
         is_pred = True
     return [HostConditional(selector=ctx.ref(inst.operands[0]), selector_is_pred=is_pred,
-                            branches=[ctx.lower_computation(b) for b in branches],
+                            branches=[_combined(ctx, b) for b in branches],
                             instruction=inst.name)]
 
 
