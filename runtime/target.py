@@ -141,6 +141,12 @@ class TileShape:
     # step of a tile then reads a new cache line of it): None is ``pack_row_group``
     pack_strided_row_group: int | None = None
     vector_bits: int | None = None  # the tiles' vector width, where not the target's
+    # outer form over at most ``stream_rows`` rows (a decoding step's few tokens): the
+    # contraction runs in steps of ``stream_k`` and each step sweeps ``stream_vectors``
+    # vectors of columns before the next (0: the plain order, one column block's every step)
+    stream_rows: int = 0
+    stream_vectors: int = 8
+    stream_k: int = 8
 
 
 @dataclass(frozen=True)
@@ -226,7 +232,7 @@ CPU = Target(
     # 32x1024 over 128 78-80 -> 64-66, 16x1024 over 4096 616-660 -> 583-622 (XLA 1,040);
     # other shapes within noise, the same bits (AMD EPYC, Zen 5, best of 80, three runs)
     tiles=TileShape(rows=8, vectors=2, row_group=4, min_lanes=4, inner_rows=4, inner_cols=4,
-                    pack_panel_bytes=128 * 1024),
+                    pack_panel_bytes=128 * 1024, stream_rows=4),
     transpose_block=16,
     # consecutive launches of kernels costing at most 2^18 (``fusion_cost.kernel_work``: a
     # 32x64x64 dot with its epilogue, 3 us on two threads) chain into one launch: an Adam step
@@ -269,7 +275,9 @@ CPU_AVX2 = replace(
     CPU,
     name="cpu-avx2",
     # inner form 4 x 2: 4 x 4 spills (32x128 over 1024 120 -> 152 us, 16x192 over 576 78 -> 123)
-    tiles=replace(CPU.tiles, rows=4, vectors=3, inner_cols=2, pack_row_group=32,
+    # the streamed order off: 8 vectors of 4 rows spill AVX2's 16 registers, and the KV-cache
+    # decoder measured the same either way (36.2 / 36.5 ms)
+    tiles=replace(CPU.tiles, rows=4, vectors=3, inner_cols=2, pack_row_group=32, stream_rows=0,
                   pack_strided_row_group=16,
                   pack_panel_bytes=64 * 1024, pack_contiguous=True, vector_bits=256,
                   pack_cached_bytes=512 * 1024, all_rows_bytes=1024 * 1024,

@@ -457,14 +457,17 @@ def test_short_contractions_of_a_transposed_product_pack(windows, seq, k, form):
     # 500 column blocks (ragged): as many a group as keep 16 groups, at most 8
     (4, 1999, True, 63, (8, 1, 1)),
     # the outer form: 32-column blocks, 96 of them -> 4 a group, 24 groups
-    (3, 3072, False, 24, (4, 1, 1)),
+    (6, 3072, False, 24, (4, 1, 1)),
+    # ... over 4 rows or fewer the streamed order's 128-column blocks: 24, one a group
+    (3, 3072, False, 24, (1, 4, 1)),
     # two row blocks of the inner form: half as many columns a group
     (8, 4096, True, 256, (4, 2, 1)),
     # 64 column blocks: 4 a group keeps 16 groups
     (4, 256, True, 16, (4, 1, 1)),
     # fewer than 32 column blocks keep one a group, and the target's row group
     (4, 32, True, 8, (1, 4, 1)),
-    (4, 768, False, 24, (1, 4, 1)),
+    (6, 768, False, 24, (1, 4, 1)),
+    (4, 768, False, 6, (1, 4, 1)),
 ])
 def test_few_row_blocks_spread_column_blocks_over_a_work_group(m, n, transposed, groups, local):
     """Fewer row blocks than the target's row group (``tiles.row_group``, 4 on CPUs) leave
@@ -600,3 +603,56 @@ def test_packing_contiguous_columns_needs_more_rows_than_an_outer_work_group(m, 
     text = dot_module("f32", f"{m},768", "768,576", f"{m},576", NN)
     plan = plan_dot(contraction_parts(entry_root(text), "dot"), CPU_AVX2)
     assert plan.form == form
+
+
+def _compiled_for(text: str, target: Target):
+    from runtime.analyzer import analyze_verified
+    from runtime.compiler import KernelBuild
+    from runtime.execution.executable import Executable
+    dev = get_device()
+    analysis = analyze_verified(runtime.parse(text), dev.mem_base_addr_align, True, target)
+    return Executable(runtime.parse(text), analysis, dev, KernelBuild(analysis, dev)).build()
+
+
+@pytest.mark.parametrize("lhs, rhs, out, dims, streamed", [
+    ("f32[4,256]", "f32[256,1024]", "f32[4,1024]", NN, True),     # a decoding step's dot
+    ("f32[1,100]", "f32[100,200]", "f32[1,200]", NN, True),
+    ("f32[4,16]", "f32[16,128]", "f32[4,128]", NN, True),         # two steps exactly
+    ("f32[8,256]", "f32[256,1024]", "f32[8,1024]", NN, False),    # more rows than that
+    ("f32[4,15]", "f32[15,1024]", "f32[4,1024]", NN, False),      # a contraction of one step
+    ("f32[4,256]", "f32[256,100]", "f32[4,100]", NN, False),      # fewer columns than a tile
+])
+def test_few_rows_stream_the_contraction(lhs, rhs, out, dims, streamed):
+    plan = plan_of(dot_module("f32", lhs[4:-1], rhs[4:-1], out[4:-1], dims))
+    assert plan.form == "outer"
+    assert (plan.stream_k is not None) == streamed
+
+
+@pytest.mark.parametrize("m, k, n, epilogue", [
+    (4, 256, 1024, False), (1, 100, 200, False), (3, 37, 130, True), (2, 16, 128, True),
+    (4, 64, 1000, True)])
+def test_the_streamed_order_gives_the_plain_orders_bits(m, k, n, epilogue):
+    """Few rows through a wide operand: steps of ``stream_k`` sweeping the tile's vectors in
+    turn (a tail of the contraction after them, a last tile overlapping the one before it, a
+    fused bias and tanh) give each output the plain order's bits: its sum still runs over the
+    contraction in order."""
+    from dataclasses import replace
+    root = (f"  d = f32[{m},{n}] dot(a, b), {NN}\n"
+            f"  c = f32[{n}] parameter(2)\n"
+            f"  cb = f32[{m},{n}] broadcast(c), dimensions={{1}}\n"
+            f"  s = f32[{m},{n}] add(d, cb)\n"
+            f"  ROOT t = f32[{m},{n}] tanh(s)") if epilogue else \
+        f"  ROOT d = f32[{m},{n}] dot(a, b), {NN}"
+    text = (f"HloModule streamed\nENTRY e {{\n  a = f32[{m},{k}] parameter(0)\n"
+            f"  b = f32[{k},{n}] parameter(1)\n{root}\n}}")
+    a, b, c = rand(m, k), rand(k, n), rand(n)
+    args = (a, b, c) if epilogue else (a, b)
+    streamed = _compiled_for(text, CPU)
+    plain = _compiled_for(text, replace(CPU, tiles=replace(CPU.tiles, stream_rows=0)))
+    assert "+= 8)" in streamed.program.source and "+= 8)" not in plain.program.source
+    got, want = np.asarray(streamed(*args)), np.asarray(plain(*args))
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    ref = a.astype(np.float64) @ b
+    if epilogue:
+        ref = np.tanh(ref + c)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

@@ -84,6 +84,9 @@ class DotPlan:
     vectors: int                    # outer form: vectors per tile row; inner: output columns
     tile_rows: int
     group: int | None = None        # row blocks a work-group (None: the target's row_group)
+    # outer form: the contraction in steps of this many, each sweeping every vector of the
+    # tile before the next (None: each step loads all the tile's vectors)
+    stream_k: int | None = None
 
     @property
     def col_side(self) -> str:
@@ -157,6 +160,10 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
         assert lanes is not None
         rows = free[other]
         count = _extent(rows)
+        if _streams(count, v, contracting, lanes, tiles):
+            return DotPlan("outer", acc, other, rows, (v,), outer, contracting, None, lanes,
+                           tiles.stream_vectors, rows_for(count, tiles),
+                           stream_k=tiles.stream_k)
         return DotPlan("outer", acc, other, rows, (v,), outer, contracting, None,
                        lanes, vectors_for(v.size, lanes, tiles),
                        rows_for(count, tiles))
@@ -179,6 +186,19 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
                            lanes_for(acc, k.size, tiles) or acc.lanes, tiles.inner_cols,
                            min(tiles.inner_rows, rows_for(_extent(lhs_free), tiles)))
     return None
+
+
+def _streams(rows: int, col: DotAxis, contracting, lanes: int, tiles: TileShape) -> bool:
+    """Whether the outer form takes the streamed order: few rows (a decoding step's tokens),
+    one contracting axis of several steps, columns for a whole streamed tile. The plain order
+    reads each contraction step's row of the column operand a tile's width at a time, one
+    page of memory after another when the rows are long (a step of 4 tokens through a
+    256 x 1024 f32 weight: 128 bytes of each 4 KiB row), which the prefetchers do not follow;
+    the streamed order reads ``stream_vectors`` vectors of ``stream_k`` rows in turn, and
+    keeps each output's sum in contraction order (the same bits)."""
+    return (0 < rows <= tiles.stream_rows and len(contracting) == 1
+            and contracting[0].size >= 2 * tiles.stream_k
+            and col.size >= tiles.stream_vectors * lanes)
 
 
 def _column_axis(c: Contraction, acc: Accumulation, tiles: TileShape, free: dict,
@@ -446,19 +466,50 @@ def _outer_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
                                                          x_et, x_buf)
     y_base = pointer(kb, y_et, y_buf, f"{y_z} + {col0}", "y")
     tile.declare()
-    vec = p.acc.vector(p.lanes)
-    with contextlib.ExitStack() as loops:
-        ks = k.contraction_loops(loops, p.contracting)
-        kx = kb.let(t, k.offset(ks, p.contracting, p.row_side), "kx")
-        ky = kb.let(t, k.offset(ks, p.contracting, p.col_side), "ky")
-        ys = [kb.let(vec, p.acc.load_vector(y_et, y_base, f"{ky} + {j * p.lanes}", p.lanes, None),
-                     "yv") for j in range(p.vectors)]
-        for r in range(rows):
-            x = kb.let(vec, f"({vec})({p.acc.load_scalar(x_et, x_rows[r], kx)})", "xv")
-            for j in range(p.vectors):
-                tile.update(r, j, x, ys[j])
+    if p.stream_k is None:
+        with contextlib.ExitStack() as loops:
+            ks = k.contraction_loops(loops, p.contracting)
+            _outer_step(k, tile, ks, range(p.vectors), x_rows, x_et, y_base, y_et)
+    else:
+        _streamed_steps(k, tile, x_rows, x_et, y_base, y_et)
     _store_columns(k, tile, zi, row_indices, col0, skip, rb, nrows)
     return k.launch(col_blocks, row_blocks)
+
+
+def _outer_step(k: _DotKernel, tile: Tile, ks: list[str], vectors, x_rows, x_et, y_base: str,
+                y_et) -> None:
+    """One contraction step of the outer form over the tile's ``vectors``: load them from the
+    column operand, broadcast each row's element of the row operand, accumulate."""
+    p, kb, t = k.plan, k.kb, k.t
+    vec = p.acc.vector(p.lanes)
+    kx = kb.let(t, k.offset(ks, p.contracting, p.row_side), "kx")
+    ky = kb.let(t, k.offset(ks, p.contracting, p.col_side), "ky")
+    ys = {j: kb.let(vec, p.acc.load_vector(y_et, y_base, f"{ky} + {j * p.lanes}", p.lanes, None),
+                    "yv") for j in vectors}
+    for r in range(tile.rows):
+        x = kb.let(vec, f"({vec})({p.acc.load_scalar(x_et, x_rows[r], kx)})", "xv")
+        for j in vectors:
+            tile.update(r, j, x, ys[j])
+
+
+def _streamed_steps(k: _DotKernel, tile: Tile, x_rows, x_et, y_base: str, y_et) -> None:
+    """The streamed order (``_streams``): steps of ``stream_k``, in each every vector's
+    steps in turn; a last partial step of the contraction after them. Each accumulator
+    still takes the contraction in order."""
+    p, kb, t, em = k.plan, k.kb, k.t, k.em
+    [axis] = p.contracting
+    n = kb.param(axis.size, key=("k", axis.lhs))
+    step = p.stream_k
+    k0 = kb.fresh("k")
+    whole = kb.let(t, f"{n} - {n} % {step}", "kw")
+    with em.block(f"for ({t} {k0} = 0; {k0} < {whole}; {k0} += {step})"):
+        for j in range(p.vectors):
+            ki = kb.fresh("k")
+            with em.block(f"for ({t} {ki} = {k0}; {ki} < {k0} + {step}; ++{ki})"):
+                _outer_step(k, tile, [ki], [j], x_rows, x_et, y_base, y_et)
+    ki = kb.fresh("k")
+    with em.block(f"for ({t} {ki} = {whole}; {ki} < {n}; ++{ki})"):
+        _outer_step(k, tile, [ki], range(p.vectors), x_rows, x_et, y_base, y_et)
 
 
 def _store_columns(k: _DotKernel, tile: Tile, zi, row_indices, col0: str, skip: str, rb: str,
