@@ -9,7 +9,9 @@ forms cover every layout in which some axis is contiguous where it must be:
   output, and per contraction step loads ``V`` vectors of that operand and broadcasts one
   element of the other operand per row. Rows run over the other operand's free axes,
   columns over the contiguous axis, and the work-item's third id over batch axes and the
-  vector operand's remaining free axes.
+  vector operand's remaining free axes. Over a few rows (``tiles.stream_rows``) the tile is
+  wider and the contraction runs in steps, each sweeping the tile's vectors in turn
+  (``_streams``).
 * inner-product form: both operands are contiguous along one contracting axis (``A @ B^T``,
   attention's ``Q K^T``, matrix-vector); each work-item accumulates a block of output
   elements (``tiles.inner_rows`` x ``tiles.inner_cols``: 4x4 with AVX-512's 32 registers,
