@@ -233,6 +233,10 @@ CPU = Target(
     # other shapes within noise, the same bits (AMD EPYC, Zen 5, best of 80, three runs)
     tiles=TileShape(rows=8, vectors=2, row_group=4, min_lanes=4, inner_rows=4, inner_cols=4,
                     pack_panel_bytes=128 * 1024, stream_rows=4),
+    # the streamed order over at most 4 rows (``dot._streams``), plain -> streamed, best of 25
+    # interleaved over weights rotating through 24 MB: 4x256x1024 62 -> 50 us, 4x768x768 99
+    # -> 78, 2x768x3072 282 -> 193, 4x4096x1024 439 -> 302, 1x1024x4096 551 -> 349,
+    # 1x4096x16384 15.0 -> 7.7 ms; the KV-cache decoder 29.4 -> 26.4 ms (XLA 29.9)
     transpose_block=16,
     # consecutive launches of kernels costing at most 2^18 (``fusion_cost.kernel_work``: a
     # 32x64x64 dot with its epilogue, 3 us on two threads) chain into one launch: an Adam step
@@ -275,8 +279,10 @@ CPU_AVX2 = replace(
     CPU,
     name="cpu-avx2",
     # inner form 4 x 2: 4 x 4 spills (32x128 over 1024 120 -> 152 us, 16x192 over 576 78 -> 123)
-    # the streamed order off: 8 vectors of 4 rows spill AVX2's 16 registers, and the KV-cache
-    # decoder measured the same either way (36.2 / 36.5 ms)
+    # the streamed order off: 8 vectors of 4 rows spill AVX2's 16 registers; weights read
+    # from memory gained (1x1024x4096 394 -> 255 us, 4x4096x1024 482 -> 381), weights the
+    # caches hold lost (4x768x768 103 -> 128, 4x256x1024 60 -> 63; 4 vectors alike), and the
+    # KV-cache decoder measured the same either way (36.2 / 36.5 ms)
     tiles=replace(CPU.tiles, rows=4, vectors=3, inner_cols=2, pack_row_group=32, stream_rows=0,
                   pack_strided_row_group=16,
                   pack_panel_bytes=64 * 1024, pack_contiguous=True, vector_bits=256,
