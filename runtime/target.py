@@ -142,11 +142,14 @@ class TileShape:
     pack_strided_row_group: int | None = None
     vector_bits: int | None = None  # the tiles' vector width, where not the target's
     # outer form over at most ``stream_rows`` rows (a decoding step's few tokens): the
-    # contraction runs in steps of ``stream_k`` and each step sweeps ``stream_vectors``
-    # vectors of columns before the next (0: the plain order, one column block's every step)
+    # contraction runs in steps of ``stream_k`` and each step sweeps the tile's vectors before
+    # the next (0: the plain order, one column block's every step); the tile has
+    # ``stream_vectors`` vectors a row, fewer where its rows would hold more than
+    # ``stream_accumulators``
     stream_rows: int = 0
     stream_vectors: int = 8
     stream_k: int = 8
+    stream_accumulators: int = 32
 
 
 @dataclass(frozen=True)
@@ -232,11 +235,13 @@ CPU = Target(
     # 32x1024 over 128 78-80 -> 64-66, 16x1024 over 4096 616-660 -> 583-622 (XLA 1,040);
     # other shapes within noise, the same bits (AMD EPYC, Zen 5, best of 80, three runs)
     tiles=TileShape(rows=8, vectors=2, row_group=4, min_lanes=4, inner_rows=4, inner_cols=4,
-                    pack_panel_bytes=128 * 1024, stream_rows=4),
-    # the streamed order over at most 4 rows (``dot._streams``), plain -> streamed, best of 25
+                    pack_panel_bytes=128 * 1024, stream_rows=8),
+    # the streamed order over at most 8 rows (``dot._streams``), plain -> streamed, best of 25
     # interleaved over weights rotating through 24 MB: 4x256x1024 62 -> 50 us, 4x768x768 99
     # -> 78, 2x768x3072 282 -> 193, 4x4096x1024 439 -> 302, 1x1024x4096 551 -> 349,
-    # 1x4096x16384 15.0 -> 7.7 ms; the KV-cache decoder 29.4 -> 26.4 ms (XLA 29.9)
+    # 1x4096x16384 15.0 -> 7.7 ms; 8 rows in tiles of 4 vectors: 8x768x768 114 -> 95,
+    # 8x768x3072 256 -> 219, 8x4096x1024 363 -> 288; the KV-cache decoder 29.4 -> 26.4 ms
+    # (XLA 29.9)
     transpose_block=16,
     # consecutive launches of kernels costing at most 2^18 (``fusion_cost.kernel_work``: a
     # 32x64x64 dot with its epilogue, 3 us on two threads) chain into one launch: an Adam step

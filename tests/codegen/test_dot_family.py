@@ -456,8 +456,8 @@ def test_short_contractions_of_a_transposed_product_pack(windows, seq, k, form):
     (4, 4096, True, 128, (8, 1, 1)),
     # 500 column blocks (ragged): as many a group as keep 16 groups, at most 8
     (4, 1999, True, 63, (8, 1, 1)),
-    # the outer form: 32-column blocks, 96 of them -> 4 a group, 24 groups
-    (6, 3072, False, 24, (4, 1, 1)),
+    # the outer form over two row blocks: 32-column blocks, 96 of them -> 4 a group, 24 groups
+    (12, 3072, False, 24, (4, 2, 1)),
     # ... over 4 rows or fewer the streamed order's 128-column blocks: 24, one a group
     (3, 3072, False, 24, (1, 4, 1)),
     # two row blocks of the inner form: half as many columns a group
@@ -466,7 +466,7 @@ def test_short_contractions_of_a_transposed_product_pack(windows, seq, k, form):
     (4, 256, True, 16, (4, 1, 1)),
     # fewer than 32 column blocks keep one a group, and the target's row group
     (4, 32, True, 8, (1, 4, 1)),
-    (6, 768, False, 24, (1, 4, 1)),
+    (12, 768, False, 24, (1, 4, 1)),
     (4, 768, False, 6, (1, 4, 1)),
 ])
 def test_few_row_blocks_spread_column_blocks_over_a_work_group(m, n, transposed, groups, local):
@@ -618,7 +618,8 @@ def _compiled_for(text: str, target: Target):
     ("f32[4,256]", "f32[256,1024]", "f32[4,1024]", NN, True),     # a decoding step's dot
     ("f32[1,100]", "f32[100,200]", "f32[1,200]", NN, True),
     ("f32[4,16]", "f32[16,128]", "f32[4,128]", NN, True),         # two steps exactly
-    ("f32[8,256]", "f32[256,1024]", "f32[8,1024]", NN, False),    # more rows than that
+    ("f32[8,256]", "f32[256,1024]", "f32[8,1024]", NN, True),     # 8 rows: 4 vectors a row
+    ("f32[16,256]", "f32[256,1024]", "f32[16,1024]", NN, False),  # more rows than that
     ("f32[4,15]", "f32[15,1024]", "f32[4,1024]", NN, False),      # a contraction of one step
     ("f32[4,256]", "f32[256,100]", "f32[4,100]", NN, False),      # fewer columns than a tile
 ])
@@ -626,11 +627,13 @@ def test_few_rows_stream_the_contraction(lhs, rhs, out, dims, streamed):
     plan = plan_of(dot_module("f32", lhs[4:-1], rhs[4:-1], out[4:-1], dims))
     assert plan.form == "outer"
     assert (plan.stream_k is not None) == streamed
+    if streamed:                         # a tile of at most 32 accumulators
+        assert plan.tile_rows * plan.vectors == min(32, 8 * plan.tile_rows)
 
 
 @pytest.mark.parametrize("m, k, n, epilogue", [
     (4, 256, 1024, False), (1, 100, 200, False), (3, 37, 130, True), (2, 16, 128, True),
-    (4, 64, 1000, True)])
+    (4, 64, 1000, True), (8, 45, 300, True), (6, 64, 64, False)])
 def test_the_streamed_order_gives_the_plain_orders_bits(m, k, n, epilogue):
     """Few rows through a wide operand: steps of ``stream_k`` sweeping the tile's vectors in
     turn (a tail of the contraction after them, a last tile overlapping the one before it, a

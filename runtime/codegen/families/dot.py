@@ -162,10 +162,11 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
         assert lanes is not None
         rows = free[other]
         count = _extent(rows)
-        if _streams(count, v, contracting, lanes, tiles):
+        tile_rows = rows_for(count, tiles)
+        vectors = min(tiles.stream_vectors, tiles.stream_accumulators // tile_rows)
+        if _streams(count, v, contracting, lanes * vectors, tiles):
             return DotPlan("outer", acc, other, rows, (v,), outer, contracting, None, lanes,
-                           tiles.stream_vectors, rows_for(count, tiles),
-                           stream_k=tiles.stream_k)
+                           vectors, tile_rows, stream_k=tiles.stream_k)
         return DotPlan("outer", acc, other, rows, (v,), outer, contracting, None,
                        lanes, vectors_for(v.size, lanes, tiles),
                        rows_for(count, tiles))
@@ -190,17 +191,16 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
     return None
 
 
-def _streams(rows: int, col: DotAxis, contracting, lanes: int, tiles: TileShape) -> bool:
+def _streams(rows: int, col: DotAxis, contracting, width: int, tiles: TileShape) -> bool:
     """Whether the outer form takes the streamed order: few rows (a decoding step's tokens),
     one contracting axis of several steps, columns for a whole streamed tile. The plain order
     reads each contraction step's row of the column operand a tile's width at a time, one
     page of memory after another when the rows are long (a step of 4 tokens through a
     256 x 1024 f32 weight: 128 bytes of each 4 KiB row), which the prefetchers do not follow;
-    the streamed order reads ``stream_vectors`` vectors of ``stream_k`` rows in turn, and
+    the streamed order reads a tile's ``width`` columns of ``stream_k`` rows in turn, and
     keeps each output's sum in contraction order (the same bits)."""
     return (0 < rows <= tiles.stream_rows and len(contracting) == 1
-            and contracting[0].size >= 2 * tiles.stream_k
-            and col.size >= tiles.stream_vectors * lanes)
+            and contracting[0].size >= 2 * tiles.stream_k and col.size >= width)
 
 
 def _column_axis(c: Contraction, acc: Accumulation, tiles: TileShape, free: dict,
