@@ -237,7 +237,8 @@ CPU = Target(
     tiles=TileShape(rows=8, vectors=2, row_group=4, min_lanes=4, inner_rows=4, inner_cols=4,
                     pack_panel_bytes=128 * 1024, stream_rows=8),
     # the streamed order over at most 8 rows (``dot._streams``), plain -> streamed, best of 25
-    # interleaved over weights rotating through 24 MB: 4x256x1024 62 -> 50 us, 4x768x768 99
+    # interleaved over weights rotating through 24 MB (AMD EPYC, Zen 5, AVX-512, PoCL 3.1):
+    # 4x256x1024 62 -> 50 us, 4x768x768 99
     # -> 78, 2x768x3072 282 -> 193, 4x4096x1024 439 -> 302, 1x1024x4096 551 -> 349,
     # 1x4096x16384 15.0 -> 7.7 ms; 8 rows in tiles of 4 vectors: 8x768x768 114 -> 95,
     # 8x768x3072 256 -> 219, 8x4096x1024 363 -> 288; the KV-cache decoder 29.4 -> 26.4 ms
@@ -245,7 +246,8 @@ CPU = Target(
     transpose_block=16,
     # consecutive launches of kernels costing at most 2^18 (``fusion_cost.kernel_work``: a
     # 32x64x64 dot with its epilogue, 3 us on two threads) chain into one launch: an Adam step
-    # over 24 layers of 32 x 64, 335 -> 26 launches, 2.17 -> 1.09 ms (XLA 1.34), a diffusion
+    # over 24 layers of 32 x 64, 335 -> 26 launches (30 since merged and chained launches keep
+    # within ``MAX_PARAMETER_BYTES``: the same time), 2.17 -> 1.09 ms (XLA 1.34), a diffusion
     # sampler 4.62 -> 4.01 ms, categorical sampling 13.5 -> 12.4, the other models within
     # noise (AMD EPYC, Zen 5, PoCL 3.1, best of 20 interleaved; Intel's runtime: the Adam step
     # 2.47 -> 1.92 ms). With 2^15 the Adam step's dots stayed apart (2.26 ms against 1.48 in
@@ -284,7 +286,8 @@ CPU_AVX2 = replace(
     CPU,
     name="cpu-avx2",
     # inner form 4 x 2: 4 x 4 spills (32x128 over 1024 120 -> 152 us, 16x192 over 576 78 -> 123)
-    # the streamed order off: 8 vectors of 4 rows spill AVX2's 16 registers; weights read
+    # the streamed order off (measured on the EPYC with PoCL's AVX2 kernel library): 8 vectors
+    # of 4 rows spill AVX2's 16 registers; weights read
     # from memory gained (1x1024x4096 394 -> 255 us, 4x4096x1024 482 -> 381), weights the
     # caches hold lost (4x768x768 103 -> 128, 4x256x1024 60 -> 63; 4 vectors alike), and the
     # KV-cache decoder measured the same either way (36.2 / 36.5 ms)

@@ -4,10 +4,12 @@ The entry computation's schedule is walked in order; each instruction is lowered
 the registry (``codegen.registry``) holds for its opcode on the target (the kernel families in
 ``codegen.families`` register them; importing that package registers them all). Instructions
 that only forward values produce no steps; control flow becomes host steps over the callee
-computations' own schedules; everything else is a kernel launch. Then runs of small copies
-become one launch each (``copy_batching``), and conditionals and loops that depend on data
-are decided on the device where that costs less than reading their selector back
-(``predication``).
+computations' own schedules; everything else is a kernel launch. Consecutive independent
+launches merge into one (``launch_merging``) and, on CPUs, consecutive small ones chain into
+one work-group's launch (``launch_chaining``), in the entry as in loop bodies and branches;
+then runs of small copies become one launch each (``copy_batching``), and conditionals and
+loops that depend on data are decided on the device where that costs less than reading their
+selector back (``predication``).
 """
 
 from __future__ import annotations

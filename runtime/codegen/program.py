@@ -106,8 +106,9 @@ class ProgramBuilder:
         ``mg_id<d>``."""
         function = f"{kernel}_part"
         if kernel not in self._functions:
-            header, body = self.kernel_text(kernel).split("\n", 1)
-            params = header[header.index("(") + 1:header.rindex(")")]
+            text = self.kernel_text(kernel)
+            body = text.split("\n", 1)[1]
+            params = ", ".join(_params(text))
             for d in range(3):
                 body = body.replace(f"get_global_id({d})", f"mg_id{d}")
             self._functions[kernel] = (f"void {function}({params}, long mg_id0, long mg_id1, "
@@ -122,8 +123,9 @@ class ProgramBuilder:
         added to a guarded kernel is tested before the ones it has. A launch with the
         work bound (the first scalar) 0 reads no selector either: the warm-up binds a
         one-byte scratch buffer to every buffer argument."""
-        header, body = self.kernel_text(kernel).split("\n", 1)
-        params = header[header.index("(") + 1:header.rindex(")")].split(", ")
+        text = self.kernel_text(kernel)
+        body = text.split("\n", 1)[1]
+        params = _params(text)
         bound = params[2 * buffers].rpartition(" ")[2]
         g = f"gd{sum(p.endswith('_gbase') for p in params)}"
         scalars = [f"int {g}_want"] + ([] if pred else [f"int {g}_count"])
