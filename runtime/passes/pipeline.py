@@ -37,6 +37,7 @@ from .apply_schedule import schedule_in_place
 from .call_layouts import match_call_layouts
 from .convolution_layout import relayout_convolution_kernels_in_place
 from .copy_insertion import copy_insertion
+from .cse import cse_in_place
 from .dce import remove_dead_code
 from .contraction_upcast import upcast_narrow_contractions_in_place
 from .flatten_call_graph import flatten_in_place
@@ -59,6 +60,7 @@ OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("convolution-layout", relayout_convolution_kernels_in_place, True),
     ("contraction-upcast", upcast_narrow_contractions_in_place, True),
     ("fusion", fuse_in_place, True),
+    ("cse", cse_in_place, True),
     ("multi-output-fusion", multi_output_fuse_in_place, True),
     ("split-reductions", split_reductions_in_place, True),
 ]
