@@ -37,10 +37,29 @@ ENTRY e {
 
 
 def fake(kind: str, width: int, name: str = "Some CPU", platform: str = "Some OpenCL",
-         isa: str = "avx512", local_mem: int = 1 << 20):
+         isa: str = "avx512", local_mem: int = 1 << 20, pairs: bool = False):
     return SimpleNamespace(kind=kind, preferred_vector_width_float=width, name=name,
                            platform=platform, vendor=platform, local_mem_bytes=local_mem,
-                           max_work_group_size=256, vector_isa=isa)
+                           max_work_group_size=256, vector_isa=isa, pair_multiply_add=pairs)
+
+
+@pytest.mark.parametrize("name, short, pairs", [
+    ("pthread-skylake-avx512-AMD EPYC", "pocl", True),
+    ("pthread-haswell-AMD EPYC", "pocl", True),
+    ("pthread-knl-Intel(R) Xeon Phi", "pocl", False),     # AVX-512 F without BW
+    ("pthread-x86-64-AMD EPYC", "pocl", False),           # SSE2 only
+    ("cpu-x86-64-AMD EPYC", "pocl", False),               # PoCL 3.0: no CPU named
+    ("pthread-haswell-AMD EPYC", "intel", False),
+])
+def test_integer_pair_multiply_adds_only_where_pocls_clang_targets_avx2_or_avx512_bw(
+        name, short, pairs):
+    device = SimpleNamespace(name=name, kind="cpu", platform_short=short,
+                             is_pocl=short == "pocl")
+    assert device_probe.pair_multiply_add(device) is pairs
+    for isa, base in (("avx512", CPU), ("avx2", CPU_AVX2)):
+        target = Target.for_device(fake("cpu", 16, isa=isa, pairs=pairs))
+        assert target.tiles.pair_madd is pairs
+        assert replace(target, tiles=replace(target.tiles, pair_madd=False)) == base
 
 
 def test_the_target_follows_the_preferred_vector_width_not_the_name():
@@ -94,6 +113,9 @@ def test_every_installed_device_gets_the_target_of_its_properties():
             "cpu-implicit-simd" if dev.preferred_vector_width_float == 1
             else "cpu-avx2" if dev.vector_isa in ("avx2", "baseline") else "cpu")
         assert Target.for_device(dev).name == want
+        assert Target.for_device(dev).tiles.pair_madd is (
+            dev.platform_short == "pocl" and dev.kind == "cpu"
+            and dev.vector_isa in ("avx2", "avx512"))
         assert dev.preferred_vector_width_float >= 1
 
 

@@ -241,6 +241,20 @@ HELPERS: tuple[Helper, ...] = (
            "  return isnan(x) ? canonical_nan : xla_bf16_to_float(xla_float_to_bf16(x));\n"
            "}\n",
            ("xla_bf16_to_float", "xla_float_to_bf16")),
+    # x86's vpmaddwd on lanes holding pairs of 16-bit integers (the low half the earlier
+    # contraction step): each 32-bit lane gets the sum of its two products, exactly (the
+    # one sum past 2^31, (-2^15)^2 * 2, wraps as XLA's s32 sum does). PoCL's clang only
+    # (``TileShape.pair_madd``); 512 bits need AVX512BW, 256 bits AVX2.
+    Helper("xla_pair_madd8",
+           "uint8 xla_pair_madd8(uint8 x, uint8 y) {\n"
+           "  return as_uint8(__builtin_ia32_pmaddwd256(as_short16(x), as_short16(y)));\n"
+           "}\n"),
+    Helper("xla_pair_madd16",
+           "typedef short xla_short32 __attribute__((ext_vector_type(32)));\n"
+           "uint16 xla_pair_madd16(uint16 x, uint16 y) {\n"
+           "  return as_uint16(__builtin_ia32_pmaddwd512(__builtin_astype(x, xla_short32),\n"
+           "                                             __builtin_astype(y, xla_short32)));\n"
+           "}\n"),
 )
 
 # Modules whose HELPERS tuples make up the prelude, in emission order.

@@ -113,6 +113,12 @@ class Device:
         return device_probe.target_isa(self)
 
     @property
+    def pair_multiply_add(self) -> bool:
+        """Whether its kernels may multiply-add 16-bit pairs with x86's ``vpmaddwd``
+        (``device_probe.pair_multiply_add``)."""
+        return device_probe.pair_multiply_add(self)
+
+    @property
     def identity(self) -> str:
         """What compiled code depends on, for cache keys."""
         return f"{self.platform} {self.platform_version} | {self.name} | {self.driver_version}"

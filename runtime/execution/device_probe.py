@@ -86,6 +86,19 @@ def llvm_cpu(device: Device) -> str | None:
     return name if name in _LLVM_CPU_ISA else None
 
 
+# LLVM CPUs with AVX-512 F but not BW (Xeon Phi): no 512-bit operations on 16-bit integers
+_AVX512_WITHOUT_BW = frozenset({"knl", "knm"})
+
+
+def pair_multiply_add(device: Device) -> bool:
+    """Whether kernels for ``device`` may call x86's ``vpmaddwd`` as clang's target builtins
+    (``TileShape.pair_madd``): PoCL compiling for an LLVM CPU with AVX2, or AVX-512 with BW
+    for the 512-bit form. Intel's runtime compiles through SPIR, without them."""
+    cpu = llvm_cpu(device)
+    return cpu is not None and _LLVM_CPU_ISA[cpu] in ("avx2", "avx512") \
+        and cpu not in _AVX512_WITHOUT_BW
+
+
 def target_isa(device: Device) -> str:
     """The vector ISA ``device`` compiles kernels for: an ``ISA_LEVELS`` key or "unknown"."""
     if device.kind != "cpu":

@@ -22,8 +22,10 @@ comes near s32's wrap-around). Only the first operand (the one broadcast a row a
 an f32 copy; the second, the weights of a quantised layer, stays 8-bit in memory and the
 kernels widen it at the load (``families/tiles``: float accumulations take integer operands
 their type holds exactly). PoCL has no 8-bit dot instruction to offer the integer kernel,
-whose 32-bit vector multiplies run at half the FMAs' rate: an int8-quantised MLP's 256x512x2048
-s8 dots took 5.1 ms as integers and 2.4 ms this way; converting the weights too was no
+whose 32-bit vector multiplies ran at half the FMAs' rate: an int8-quantised MLP's
+256x512x2048 s8 dots took 5.1 ms as integers and 2.4 ms this way (x86's 16-bit pair
+multiply-add, ``TileShape.pair_madd``, closes most of that gap for the dots too deep for f32:
+a 256x2048x512 s8 dot 1,256 us in pairs, 1,108 us this way, AVX-512); converting the weights too was no
 faster (24.4 against 23.7 ms for the MLP) and cost their f32 copies (1.27x XLA's bytes).
 
 Only contractions worth the converts change: at least ``MIN_MULTIPLY_ADDS`` multiply-adds,

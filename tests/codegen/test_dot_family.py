@@ -282,6 +282,72 @@ def test_integer_dots_wrap_like_twos_complement():
     np.testing.assert_array_equal(got, u.astype(np.int64) @ v.astype(np.int64))
 
 
+def pairs_target(base: Target) -> Target:
+    from dataclasses import replace
+    return replace(base, tiles=replace(base.tiles, pair_madd=True))
+
+
+@pytest.mark.parametrize("a_et, b_et, out_et, m, pairs", [
+    ("s8", "s8", "s32", 64, True),
+    ("u8", "s8", "s32", 64, True),
+    ("s16", "s16", "s32", 64, True),
+    ("u8", "u8", "u32", 64, True),
+    ("s8", "s8", "s32", 3, True),       # few rows: pairs, not the streamed order
+    ("u16", "s8", "s32", 64, False),    # 65535 does not fit a signed 16-bit lane
+    ("s8", "s8", "s64", 64, False),
+    ("s32", "s32", "s32", 64, False),
+])
+def test_integer_dots_take_steps_in_pairs_where_the_target_multiplies_pairs(a_et, b_et, out_et,
+                                                                             m, pairs):
+    text = f"""HloModule d
+    ENTRY e {{
+      a = {a_et}[{m},300]{{1,0}} parameter(0)
+      b = {b_et}[300,64]{{1,0}} parameter(1)
+      ROOT d = {out_et}[{m},64]{{1,0}} dot(a, b), {NN}
+    }}"""
+    c = contraction_parts(entry_root(text), "dot")
+    plan = plan_dot(c, pairs_target(CPU))
+    assert plan.pairs is pairs and plan.stream_k is None if pairs else plan.pairs is pairs
+    assert not plan_dot(c, CPU).pairs
+
+
+def test_packed_integer_dots_take_pairs_too():
+    from runtime.target import CPU_AVX2
+    text = dot_module("s8", "300,1536", "1536,1024", "300,1024", NN, out_et="s32")
+    plan = plan_dot(contraction_parts(entry_root(text), "dot"), pairs_target(CPU_AVX2))
+    assert (plan.form, plan.pairs, plan.lanes) == ("packed", True, 8)
+
+
+@pytest.mark.parametrize("a_et, b_et, m, k, n, lhs_layout", [
+    ("s8", "s8", 9, 300, 33, "1,0"),
+    ("s8", "s8", 37, 2, 50, "1,0"),
+    ("s8", "s8", 64, 7, 96, "1,0"),
+    ("s8", "s8", 64, 301, 96, "0,1"),      # the row operand strided along the contraction
+    ("u8", "s8", 17, 255, 40, "1,0"),
+    ("s16", "s16", 8, 64, 48, "1,0"),
+    ("s8", "s8", 300, 1536, 1024, "1,0"),  # packed
+    ("s8", "s8", 300, 1535, 1024, "0,1"),  # packed, odd, strided
+])
+def test_pair_steps_give_the_exact_sums(a_et, b_et, m, k, n, lhs_layout):
+    """Odd contractions (a last step paired with zeros), both forms, strided rows; s16 at
+    its extremes: each lane's pair sum reaches 2^31 and wraps as XLA's s32 sum does."""
+    info = {t: np.iinfo(t) for t in (np.int8, np.uint8, np.int16)}
+    dtype = {"s8": np.int8, "u8": np.uint8, "s16": np.int16}
+    a = RNG.integers(info[dtype[a_et]].min, int(info[dtype[a_et]].max) + 1, (m, k)).astype(dtype[a_et])
+    b = RNG.integers(info[dtype[b_et]].min, int(info[dtype[b_et]].max) + 1, (k, n)).astype(dtype[b_et])
+    if a_et == "s16":
+        a[0, :] = b[:, 0] = -32768
+    text = dot_module("", f"{m},{k}", f"{k},{n}", f"{m},{n}", NN, out_et="s32",
+                      layouts=(lhs_layout, "1,0", "1,0")).replace(
+        "a = [", f"a = {a_et}[").replace("b = [", f"b = {b_et}[")
+    exe = runtime.compile(text)
+    upcast = m * n * k >= 1 << 20 and k <= 1024      # computed exactly in f32 instead
+    if Target.for_device(get_device()).tiles.pair_madd and k > 1 and not upcast:
+        assert "xla_pair_madd" in exe.program.source
+    want = (a.astype(np.int64) @ b.astype(np.int64) + 2 ** 31) % 2 ** 32 - 2 ** 31
+    np.testing.assert_array_equal(exe(a, b), want)
+
+
 def test_zero_sizes():
     a, b = np.zeros((5, 0), np.float32), np.zeros((0, 18), np.float32)
     np.testing.assert_array_equal(

@@ -28,6 +28,11 @@ forms cover every layout in which some axis is contiguous where it must be:
   is short, and its small blocks reload both operands every step; on AVX2 the outer form's
   column panel no longer stays in the first-level cache).
 
+On x86 CPUs under PoCL (``TileShape.pair_madd``) the outer and packed forms of integer dots
+of 8- or 16-bit operands into 32 bits take two contraction steps at a time: both steps'
+elements as 16-bit halves of 32-bit lanes, multiplied and pair-summed by ``vpmaddwd``
+(``DotPlan.pairs``).
+
 Batch, free and contracting axes beyond these are index math; the only copy is the packed
 form's panel in local memory, so buffer assignment sees exactly the module's buffers. Anything else (a GPU
 device, mixed float/integer operands, an operand wider than the result, pred) declines to
@@ -38,7 +43,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ...hlo.dtypes import ElementType
 from ...hlo.ir import HloInstruction
@@ -89,6 +94,10 @@ class DotPlan:
     # outer form: the contraction in steps of this many, each sweeping every vector of the
     # tile before the next (None: each step loads all the tile's vectors)
     stream_k: int | None = None
+    # outer and packed forms of integer dots: two contraction steps at a time, as 16-bit
+    # pairs multiplied and summed by ``xla_pair_madd<lanes>`` (``TileShape.pair_madd``); the
+    # packed form's panel then holds the pairs (``_fill_pair_panel``)
+    pairs: bool = False
 
     @property
     def col_side(self) -> str:
@@ -157,19 +166,20 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
         packed = (_packed_plan(acc, tiles, other, free[other], v, outer, contracting)
                   if packs else None)
         if packed is not None:
-            return packed
+            return replace(packed, pairs=_pairs(c, acc, tiles, contracting, packed.lanes))
         lanes = lanes_for(acc, v.size, tiles)
         assert lanes is not None
         rows = free[other]
         count = _extent(rows)
         tile_rows = rows_for(count, tiles)
         vectors = min(tiles.stream_vectors, tiles.stream_accumulators // tile_rows)
-        if _streams(count, v, contracting, lanes * vectors, tiles):
+        pairs = _pairs(c, acc, tiles, contracting, lanes)
+        if not pairs and _streams(count, v, contracting, lanes * vectors, tiles):
             return DotPlan("outer", acc, other, rows, (v,), outer, contracting, None, lanes,
                            vectors, tile_rows, stream_k=tiles.stream_k)
         return DotPlan("outer", acc, other, rows, (v,), outer, contracting, None,
                        lanes, vectors_for(v.size, lanes, tiles),
-                       rows_for(count, tiles))
+                       rows_for(count, tiles), pairs=pairs)
     for k in contracting:
         if unit(k, "lhs") and unit(k, "rhs"):
             bits = rhs.element_type.bits  # type: ignore[union-attr]
@@ -189,6 +199,22 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
                            lanes_for(acc, k.size, tiles) or acc.lanes, tiles.inner_cols,
                            min(tiles.inner_rows, rows_for(_extent(lhs_free), tiles)))
     return None
+
+
+# operand types whose values 16-bit lanes hold exactly, for ``xla_pair_madd``
+_PAIR_OPERANDS = frozenset({"s8", "u8", "s16"})
+
+
+def _pairs(c: Contraction, acc: Accumulation, tiles: TileShape, contracting,
+           lanes: int) -> bool:
+    """Whether an integer dot into 32 bits takes contraction steps in pairs (x86's
+    ``vpmaddwd``): its operands are 8-bit or s16 (u16 does not fit a signed 16-bit lane), one
+    contracting axis, a vector width the helpers cover. Each lane's two products are summed
+    in 32 bits and added to its accumulator, which wraps as before: the same bits as one
+    step at a time. An int8-quantised MLP's 256x2048x512 s8 dot: see ``TileShape.pair_madd``."""
+    return (tiles.pair_madd and acc.scalar == "uint" and lanes in _PAIR_LANES
+            and c.op.shape.element_type.name in ("s32", "u32") and len(contracting) == 1
+            and all(o.shape.element_type.name in _PAIR_OPERANDS for o in c.operands))
 
 
 def _streams(rows: int, col: DotAxis, contracting, width: int, tiles: TileShape) -> bool:
@@ -468,7 +494,9 @@ def _outer_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
                                                          x_et, x_buf)
     y_base = pointer(kb, y_et, y_buf, f"{y_z} + {col0}", "y")
     tile.declare()
-    if p.stream_k is None:
+    if p.pairs:
+        _pair_steps(k, tile, x_rows, x_et, y_base, y_et)
+    elif p.stream_k is None:
         with contextlib.ExitStack() as loops:
             ks = k.contraction_loops(loops, p.contracting)
             _outer_step(k, tile, ks, range(p.vectors), x_rows, x_et, y_base, y_et)
@@ -492,6 +520,57 @@ def _outer_step(k: _DotKernel, tile: Tile, ks: list[str], vectors, x_rows, x_et,
         x = kb.let(vec, f"({vec})({p.acc.load_scalar(x_et, x_rows[r], kx)})", "xv")
         for j in vectors:
             tile.update(r, j, x, ys[j])
+
+
+def _pair_steps(k: _DotKernel, tile: Tile, x_rows, x_et, y_base: str, y_et) -> None:
+    """The outer form two contraction steps at a time (``DotPlan.pairs``); an odd last step
+    pairs with zeros."""
+    p, kb, t, em = k.plan, k.kb, k.t, k.em
+    [axis] = p.contracting
+    n = kb.param(axis.size, key=("k", axis.lhs))
+    even = kb.let(t, f"{n} & ~({t})1", "ke")
+    k0 = kb.fresh("k")
+    with em.block(f"for ({t} {k0} = 0; {k0} < {even}; {k0} += 2)"):
+        _pair_step(k, tile, k0, f"({k0} + 1)", x_rows, x_et, y_base, y_et)
+    with em.block(f"if ({even} < {n})"):
+        _pair_step(k, tile, even, None, x_rows, x_et, y_base, y_et)
+
+
+def _pair_step(k: _DotKernel, tile: Tile, first: str, second: str | None, x_rows, x_et,
+               y_base: str, y_et) -> None:
+    """Steps ``first`` and ``second`` (None: a zero step) of every tile vector: the column
+    operand's two rows interleaved as 16-bit pairs in 32-bit lanes, each row's two elements
+    as one broadcast pair."""
+    p, kb, t = k.plan, k.kb, k.t
+    lanes, uvec, [axis] = p.lanes, f"uint{p.lanes}", p.contracting
+    steps = [s for s in (first, second) if s is not None]
+    ky = [kb.let(t, k.offset((s,), p.contracting, p.col_side), "ky") for s in steps]
+    kx = [kb.let(t, k.offset((s,), p.contracting, p.row_side), "kx") for s in steps]
+    ys = []
+    for j in range(p.vectors):
+        halves = [f"as_{uvec}(convert_int{lanes}(vload{lanes}(0, {y_base} + {o} + {j * lanes})))"
+                  for o in ky]
+        ys.append(kb.let(uvec, _pair_of(halves, f"({uvec})"), "yp"))
+    adjacent = second is not None and k.strides[p.row_side][axis.dim(p.row_side)] == 1
+    for r in range(tile.rows):
+        if adjacent:    # both elements in one load, widened to 16 bits each
+            pair = f"as_uint(convert_short2(vload2(0, {x_rows[r]} + {kx[0]})))"
+        else:
+            pair = _pair_of([f"(uint)({cltypes.load(x_et, x_rows[r], o)})" for o in kx], "")
+        x = kb.let(uvec, f"({uvec})({pair})", "xp")
+        for j, y in enumerate(ys):
+            c = tile.names[r][j]
+            kb.line(f"{c} += {_PAIR_LANES[lanes]}({x}, {y});")
+
+
+def _pair_of(halves: list[str], cast: str) -> str:
+    """Two 16-bit values in one 32-bit lane, the first in the low half; one: a zero high."""
+    low = f"({halves[0]} & {cast}0xFFFFu)"
+    return low if len(halves) == 1 else f"({low} | ({halves[1]} << {cast}16u))"
+
+
+# vector lanes -> the helper multiplying and pair-summing 16-bit pairs in 32-bit lanes
+_PAIR_LANES = {8: "xla_pair_madd8", 16: "xla_pair_madd16"}
 
 
 def _streamed_steps(k: _DotKernel, tile: Tile, x_rows, x_et, y_base: str, y_et) -> None:
@@ -548,8 +627,12 @@ def _packed_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
     shape = ctx.target.tiles
     group = min(_row_group(k, shape), row_blocks)
     chunk = min(kaxis.size, shape.pack_panel_bytes // (width * _SCALAR_BYTES[acc.scalar]))
+    entries = chunk
+    if p.pairs:     # whole pairs a chunk, each pair one panel element
+        chunk = max(2, chunk - chunk % 2)
+        entries = chunk // 2
     panel = kb.fresh("panel")
-    kb.line(f"__local {acc.scalar} {panel}[{chunk * width}];")
+    kb.line(f"__local {acc.scalar} {panel}[{entries * width}];")
     cb, rb, zb = "cb", "rb", "zb"
     for dim, name in enumerate((cb, rb, zb)):
         kb.line(f"{t} {name} = ({t})get_global_id({dim});")
@@ -570,20 +653,81 @@ def _packed_kernel(ctx: LoweringContext, c: Contraction, p: DotPlan) -> Launch:
     with k.em.block(f"for ({t} {k0} = 0; {k0} < {kn}; {k0} += {chunk})"):
         n_k = kb.let(t, f"min(({t}){chunk}, {kn} - {k0})", "kc")
         kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
-        _fill_panel(k, panel, width, group, lid, y_et, y_buf, y_z, col0, k0, n_k)
+        if p.pairs:
+            _fill_pair_panel(k, panel, width, group, lid, y_et, y_buf, y_z, col0, k0, n_k)
+        else:
+            _fill_panel(k, panel, width, group, lid, y_et, y_buf, y_z, col0, k0, n_k)
         kb.line("barrier(CLK_LOCAL_MEM_FENCE);")
         with k.em.block(f"if ({rb} < {nrb})"):
-            with k.em.block(f"for ({t} {i} = 0; {i} < {n_k}; ++{i})"):
-                kx = kb.let(t, k.offset((f"({k0} + {i})",), (kaxis,), p.row_side), "kx")
-                ys = [kb.let(vec, f"vload{p.lanes}(0, {panel} + {i} * {width} + {v * p.lanes})",
-                             "yv") for v in range(p.vectors)]
-                for r in range(rows):
-                    x = kb.let(vec, f"({vec})({acc.load_scalar(x_et, x_rows[r], kx)})", "xv")
-                    for v in range(p.vectors):
-                        tile.update(r, v, x, ys[v])
+            if p.pairs:
+                _panel_pair_steps(k, tile, panel, width, x_rows, x_et, k0, n_k, kn)
+            else:
+                with k.em.block(f"for ({t} {i} = 0; {i} < {n_k}; ++{i})"):
+                    kx = kb.let(t, k.offset((f"({k0} + {i})",), (kaxis,), p.row_side), "kx")
+                    ys = [kb.let(vec, f"vload{p.lanes}(0, {panel} + {i} * {width} + "
+                                      f"{v * p.lanes})", "yv") for v in range(p.vectors)]
+                    for r in range(rows):
+                        x = kb.let(vec, f"({vec})({acc.load_scalar(x_et, x_rows[r], kx)})",
+                                   "xv")
+                        for v in range(p.vectors):
+                            tile.update(r, v, x, ys[v])
     with k.em.block(f"if ({rb} < {nrb})"):
         _store_columns(k, tile, zi, row_indices, col0, skip, rb, nrows)
     return launch_3d(ctx, kb, c.inst, col_blocks, row_blocks, _extent(p.outer), group)
+
+
+def _fill_pair_panel(k: _DotKernel, panel: str, width: int, group: int, lid: str, y_et,
+                     y_buf: str, y_z: str, col0: str, k0: str, n_k: str) -> None:
+    """``_fill_panel`` for ``DotPlan.pairs`` from contiguous columns: panel row ``i`` holds
+    the chunk's steps ``2i`` and ``2i + 1`` as 16-bit pairs (a zero high half past the
+    chunk's end)."""
+    p, kb, t = k.plan, k.kb, k.t
+    n, kaxis, lanes = p.cols[0], p.vector_k, p.lanes
+    assert kaxis is not None and k.strides[p.col_side][n.dim(p.col_side)] == 1  # type: ignore[index]
+    uvec, i = f"uint{lanes}", kb.fresh("k")
+    rows = kb.let(t, f"({n_k} + 1) / 2", "np")
+    share = kb.let(t, f"({rows} + {group - 1}) / {group}", "share")
+    with k.em.block(f"for ({t} {i} = {lid} * {share}; {i} < min(({lid} + 1) * {share}, "
+                    f"{rows}); ++{i})"):
+        ys = [pointer(kb, y_et, y_buf, f"{y_z} + "
+                      f"{k.offset((f'({k0} + 2 * {i} + {h})',), (kaxis,), p.col_side)} + {col0}",
+                      "y") for h in (0, 1)]
+        has_high = kb.let(t, f"2 * {i} + 1 < {n_k}", "hi")
+        for v in range(width // lanes):
+            halves = [f"as_{uvec}(convert_int{lanes}(vload{lanes}(0, {y} + {v * lanes})))"
+                      for y in ys]
+            high = f"({has_high} ? {halves[1]} : ({uvec})(0))"
+            kb.line(f"vstore{lanes}({_pair_of([halves[0], high], f'({uvec})')}, 0, "
+                    f"{panel} + {i} * {width} + {v * lanes});")
+
+
+def _panel_pair_steps(k: _DotKernel, tile: Tile, panel: str, width: int, x_rows, x_et,
+                      k0: str, n_k: str, kn: str) -> None:
+    """The packed form's steps over a panel of pairs: each row's two elements as one pair (the
+    second read at the last step where the chunk ends on an odd step: the panel's zero high
+    half cancels it)."""
+    p, kb, t = k.plan, k.kb, k.t
+    kaxis, lanes, uvec = p.vector_k, p.lanes, f"uint{p.lanes}"
+    assert kaxis is not None
+    adjacent = kaxis.size % 2 == 0 and k.strides[p.row_side][kaxis.dim(p.row_side)] == 1  # type: ignore[index]
+    i = kb.fresh("k")
+    with k.em.block(f"for ({t} {i} = 0; {i} < ({n_k} + 1) / 2; ++{i})"):
+        first = f"({k0} + 2 * {i})"
+        kx = kb.let(t, k.offset((first,), (kaxis,), p.row_side), "kx")
+        if not adjacent:
+            second = kb.let(t, f"min({first} + 1, {kn} - 1)", "k")
+            kx2 = kb.let(t, k.offset((second,), (kaxis,), p.row_side), "kx")
+        ys = [kb.let(uvec, f"vload{lanes}(0, {panel} + {i} * {width} + {v * lanes})", "yv")
+              for v in range(p.vectors)]
+        for r in range(tile.rows):
+            if adjacent:
+                pair = f"as_uint(convert_short2(vload2(0, {x_rows[r]} + {kx})))"
+            else:
+                pair = _pair_of([f"(uint)({cltypes.load(x_et, x_rows[r], o)})"
+                                 for o in (kx, kx2)], "")
+            x = kb.let(uvec, f"({uvec})({pair})", "xp")
+            for v, y in enumerate(ys):
+                kb.line(f"{tile.names[r][v]} += {_PAIR_LANES[lanes]}({x}, {y});")
 
 
 def _row_group(k: _DotKernel, tiles: TileShape) -> int:
