@@ -367,3 +367,20 @@ def test_steps_sharing_a_kernel_set_their_scalars_once_and_compute_their_own_siz
         # a run binds each step's arguments once, not again at each of the 5 iterations
         assert len(bound) <= len(launches)
     assert len(calls) <= len(launches)
+
+
+def test_a_device_array_meets_a_parameter_laid_out_column_major():
+    """device_put stores row-major; a {0,1} parameter gets the array in its own order."""
+    text = """HloModule m, input_output_alias={ {}: (0, {}, may-alias) }
+    ENTRY e {
+      x = f32[3,4]{0,1} parameter(0)
+      ROOT y = f32[3,4]{0,1} negate(x)
+    }"""
+    exe = runtime.compile(text)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    kept = runtime.device_put(x)
+    np.testing.assert_array_equal(np.asarray(exe.run(kept)), -x)
+    np.testing.assert_array_equal(np.asarray(kept), x)
+    donated = runtime.device_put(x)
+    np.testing.assert_array_equal(np.asarray(exe.run(donated, donate=0)), -x)
+    assert donated.is_deleted()

@@ -25,7 +25,7 @@ import numpy as np
 from ..buffers.donation_spec import resolve_donation
 from ..errors import DeviceError, HloArgumentError
 from ..hlo.dtypes import ElementType, from_numpy
-from ..hlo.shape import ArrayShape, Shape, TupleShape
+from ..hlo.shape import ArrayShape, Shape, TupleShape, physical_order
 from .arrays import DeviceArray, upload
 from .device import allocate_buffer, opencl
 from .output_buffers import OutputRecycler
@@ -233,6 +233,9 @@ class Executable:
             raise HloArgumentError(
                 f"{where} ({self._entry_params[i].name}) must be {shape.to_text(False)}, but got "
                 f"{got_et.name}{list(got_dims)}; {self.name} expects {self.signature()}")
+        if isinstance(value, DeviceArray) and \
+                physical_order(value.hlo_shape) != physical_order(shape):
+            value = np.asarray(value)   # its bytes are in another order: upload them in this one
         yield index, shape, value
 
     def _check_clashes(self, args, donate: frozenset[int]) -> None:

@@ -108,6 +108,8 @@ class _Planner:
             if inst.control_predecessors:
                 self.pinned.add(inst)
                 self.pinned.update(inst.control_predecessors)
+            if _complex_bitcast(inst):
+                self.pinned.add(inst)
         self.owner: dict[HloInstruction, _Group] = {}
         self.groups: list[_Group] = []
         self.dead: set[HloInstruction] = set()        # every user has its own copy
@@ -316,6 +318,14 @@ def _indexings(group: _Group, producer: HloInstruction, inside: list[HloInstruct
     shared = max((group.indexings[u] for u in inside if same_index(u)), default=0)
     return shared + sum(group.indexings[u] * sum(op is producer for op in u.operands)
                         for u in inside if not same_index(u))
+
+
+def _complex_bitcast(inst: HloInstruction) -> bool:
+    """A bitcast between a complex value and its pair form (``complex_lowering``): it only
+    renames a buffer, and no kernel can read the complex side."""
+    return inst.opcode == "bitcast" and any(
+        isinstance(s, ArrayShape) and s.element_type.is_complex
+        for s in (inst.shape, inst.operands[0].shape))
 
 
 def _small_if_constant(inst: HloInstruction) -> bool:

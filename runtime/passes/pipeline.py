@@ -3,7 +3,8 @@
 1. Optimisation passes (``OPTIMISATION``), on a copy of the module, given the device's
    ``Target``: they change what is computed and how. Each entry is (name, pass, whether it
    belongs to fusion): ``fusion=False`` skips the fusion passes, which gives one kernel per
-   instruction (the reference behaviour tests compare against).
+   instruction (the reference behaviour tests compare against). The complex lowering always
+   runs: kernels have no complex type (complex values become pairs of reals, FFTs dots).
 2. Pre-assignment passes (``PREPARATION``), on another copy: dead-code elimination, the
    donation plan (which aliases and donors apply), call-graph flattening, call layouts,
    scheduling (the lowest simulated peak among post-order, the list scheduler and the
@@ -35,6 +36,7 @@ from ..hlo.verifier import verify
 from ..target import CPU, Target
 from .apply_schedule import schedule_in_place
 from .call_layouts import match_call_layouts
+from .complex_lowering import lower_complex_in_place
 from .convolution_layout import relayout_convolution_kernels_in_place
 from .copy_insertion import copy_insertion
 from .cse import cse_in_place
@@ -53,6 +55,7 @@ from .transpose_folding import fold_transposes_in_place
 Pass = Callable[[HloModule, Target], None]
 
 OPTIMISATION: list[tuple[str, Pass, bool]] = [
+    ("complex-lowering", lower_complex_in_place, False),
     ("inline-calls", inline_calls_in_place, True),
     ("simplify", simplify_in_place, True),
     ("transpose-folding", fold_transposes_in_place, True),

@@ -20,7 +20,7 @@ ENTRY e {
 
 def test_the_lists_name_the_stages_in_order():
     assert [name for name, *_ in pipeline.OPTIMISATION] == [
-        "inline-calls", "simplify", "transpose-folding", "split-topk", "convolution-layout",
+        "complex-lowering", "inline-calls", "simplify", "transpose-folding", "split-topk", "convolution-layout",
         "contraction-upcast", "fusion", "cse", "multi-output-fusion", "split-reductions"]
     assert [name for name, _ in pipeline.PREPARATION] == [
         "dce", "apply-donation", "flatten-call-graph", "call-layouts", "operand-layouts",

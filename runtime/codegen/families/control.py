@@ -105,8 +105,8 @@ UNSUPPORTED: dict[str, str] = {
                      "ragged-all-to-all", "collective-broadcast", "all-to-all",
                      "collective-permute", "reduce-scatter", "all-gather", "all-reduce"),
                     _COLLECTIVE),
-    "fft": "FFTs are not implemented by the OpenCL backend (XLA's CPU backend calls a "
-           "library for them)",
+    "fft": "kernels never see FFTs: the complex lowering pass writes them as dots against DFT "
+           "matrices (passes/fft_lowering), and this one was not rewritten",
     "cholesky": "JAX lowers it to the lapack_?potrf_ffi custom call on CPU, which this "
                 "runtime implements; use that form",
     "triangular-solve": "JAX lowers it to the lapack_?trsm_ffi custom call on CPU, which this "

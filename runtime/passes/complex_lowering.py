@@ -1,0 +1,684 @@
+"""Complex numbers computed as pairs of reals: every c64 (c128) value becomes an f32 (f64)
+array with a trailing dimension of two, real part first.
+
+That is the same bytes as the complex array (numpy, XLA and OpenCL all store a complex number
+as its real part followed by its imaginary part), so nothing below this pass (fusion, buffer
+assignment, the kernel families) needs a complex type: a complex multiply is four real
+multiplies and two adds that fusion puts in one kernel, a complex dot four real dots, an FFT
+a few dots against constant DFT matrices (``fft_lowering``). The entry computation keeps its
+complex parameters and result, so the interface (argument checks, donation, outputs) is
+unchanged: a ``bitcast`` to and from the pair form, which reads the same buffer, stands
+between them and the arithmetic. Custom calls (LAPACK's complex routines) read and write
+complex buffers the same way.
+
+The arithmetic takes the numerically careful forms: multiply ``(ac - bd, ad + bc)``, divide
+by Smith's algorithm, abs as ``max * sqrt(1 + (min/max)^2)``, expm1 and log1p exact near 0,
+the principal square root and logarithm. A module whose complex values only pass through (parameters, tuples, custom calls)
+is left as written. Complex operations with no rule here (sorting, the inverse
+trigonometric functions, reductions and windows other than sums and products, scatters other
+than adds and overwrites) raise ``HloUnsupportedError`` naming the instruction.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from ..errors import HloUnsupportedError
+from ..hlo.attributes import SliceDim, SliceSpec, Window, WindowDim
+from ..hlo.dtypes import ElementType, complex_component
+from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.literal import Literal
+from ..hlo.shape import ArrayShape, Layout, Shape, TupleShape, default_layout
+from ..target import CPU, Target
+from .fft_lowering import lower_fft
+from .names import FreshNames
+from .part_builder import PartBuilder, array, dims_of, type_of
+
+Parts = tuple[HloInstruction, HloInstruction]
+
+
+def lower_complex_in_place(module: HloModule, target: Target = CPU) -> None:
+    if not any(_involves_complex(i) and i.opcode not in _PASS_THROUGH
+               for i in module.instructions()):
+        return
+    _unfuse_complex_fusions(module)
+    names = FreshNames(module)
+    reducers: dict[tuple[str, str], HloComputation] = {}
+    # what each computation reduces with, read before the callees are lowered
+    kinds = {comp: _reducer(comp) for comp in module.computations}
+    for comp in list(module.computations):
+        if any(_involves_complex(i) for i in comp.instructions):
+            _Lowering(module, comp, names, reducers, kinds).run()
+
+
+def _unfuse_complex_fusions(module: HloModule) -> None:
+    """XLA's fusions holding complex values (a module printed after XLA's passes) become
+    calls: their bodies are lowered like any computation, inlined, and fused again by this
+    pipeline (a fused complex dot is four dots, which no single kernel family computes)."""
+    for inst in module.instructions():
+        if inst.opcode == "fusion" and (_involves_complex(inst) or any(
+                _involves_complex(i) for i in inst.attrs["calls"].instructions)):  # type: ignore[union-attr]
+            inst.opcode = "call"
+            inst.attrs = {"to_apply": inst.attrs["calls"],
+                          **{k: v for k, v in inst.attrs.items() if k == "metadata"}}
+
+
+def _has_complex(shape: Shape) -> bool:
+    return any(leaf.element_type.is_complex for _, leaf in shape.leaves())
+
+
+def _involves_complex(inst: HloInstruction) -> bool:
+    return _has_complex(inst.shape) or any(_has_complex(o.shape) for o in inst.operands)
+
+
+def pair_shape(shape: Shape) -> Shape:
+    """The pair form of ``shape``: complex leaves get a trailing dimension of 2, the most minor."""
+    if isinstance(shape, TupleShape):
+        return TupleShape(tuple(pair_shape(s) for s in shape.elements))
+    assert isinstance(shape, ArrayShape)
+    if not shape.element_type.is_complex:
+        return shape
+    layout = default_layout(shape.rank + 1)
+    if shape.layout is not None and shape.layout.minor_to_major != \
+            default_layout(shape.rank).minor_to_major:
+        layout = Layout((shape.rank,) + tuple(shape.layout.minor_to_major))
+    return ArrayShape(complex_component(shape.element_type), shape.dims + (2,), layout=layout)
+
+
+# complex values only passing through: a module holding nothing else is left alone
+_PASS_THROUGH = frozenset({"parameter", "tuple", "get-tuple-element", "custom-call",
+                           "opt-barrier", "bitcast"})
+
+
+class _Lowering:
+    """Rebuilds one computation's instruction list with every complex value in pair form."""
+
+    def __init__(self, module: HloModule, comp: HloComputation, names: FreshNames,
+                 reducers: dict[tuple[str, str], HloComputation],
+                 kinds: dict[HloComputation, str | None]) -> None:
+        self.module = module
+        self.comp = comp
+        self.out: list[HloInstruction] = []
+        self.b = PartBuilder(comp, self.out, names)
+        self.names = names
+        self.reducers = reducers
+        self.kinds = kinds
+        self.new: dict[HloInstruction, HloInstruction] = {}
+        self.complex_of: dict[HloInstruction, HloInstruction] = {}   # pair form -> complex
+        # shapes as written (rules change kept instructions' shapes in place)
+        self.written = {inst: inst.shape for inst in comp.instructions}
+        self.involved = {inst for inst in comp.instructions if _involves_complex(inst)}
+
+    def run(self) -> None:
+        comp = self.comp
+        for inst in list(comp.instructions):
+            self.b.of = inst
+            operands = [self.new.get(o, o) for o in inst.operands]
+            if inst not in self.involved:
+                self._keep(inst, operands)
+            elif inst.opcode == "parameter":
+                self._parameter(inst)
+            else:
+                rule = RULES.get(inst.opcode)
+                if rule is None:
+                    raise HloUnsupportedError(
+                        f"{inst.opcode} on complex values is not supported",
+                        location=inst.location, instruction=inst.name)
+                start = len(self.out)
+                result = rule(self, inst, operands)
+                result = self.laid_out(result, pair_shape(self.written[inst]))
+                added = self.out[start:]
+                if any(r is result for r in added) and not any(r is inst for r in added):
+                    result.name = inst.name     # the replacement answers to the user's name
+                self.new[inst] = result
+        root = self.new.get(comp.root, comp.root)
+        if comp.is_entry and _has_complex(self.written[comp.root]):
+            self.b.of = comp.root
+            root = self.to_complex(root, self.written[comp.root])
+        comp.instructions = self.out
+        comp.root = root
+        comp.signature = None       # the shapes written for it were complex
+
+    def _keep(self, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+        inst.operands = operands
+        preds = inst.attrs.get("control-predecessors")
+        if preds:
+            inst.attrs["control-predecessors"] = tuple(self.new.get(p, p) for p in preds)
+        self.out.append(inst)
+        return inst
+
+    def _parameter(self, inst: HloInstruction) -> None:
+        self.out.append(inst)
+        if self.comp.is_entry:
+            self.new[inst] = self.to_pair(inst)
+        else:
+            inst.shape = pair_shape(inst.shape)
+
+    # --- between the forms ------------------------------------------------------------------
+    def to_pair(self, value: HloInstruction) -> HloInstruction:
+        """``value`` (complex, or a tuple holding complex leaves) in pair form: bitcasts."""
+        shape = value.shape
+        if isinstance(shape, TupleShape):
+            leaves = [self.to_pair(self.b.add("get-tuple-element", s, [value], index=i))
+                      for i, s in enumerate(shape.elements)]
+            pair = self.b.add("tuple", pair_shape(shape), leaves)
+        elif shape.element_type.is_complex:
+            pair = self.b.add("bitcast", pair_shape(shape), [value])
+        else:
+            return value
+        self.complex_of[pair] = value
+        return pair
+
+    def to_complex(self, pair: HloInstruction, shape: Shape) -> HloInstruction:
+        """The complex form (``shape``) of pair-form ``pair``: the value ``to_pair`` started
+        from, or bitcasts."""
+        known = self.complex_of.get(pair)
+        if known is not None:
+            return known
+        if isinstance(shape, TupleShape):
+            leaves = [self.to_complex(self.b.add("get-tuple-element", pair_shape(s), [pair],
+                                                 index=i), s)
+                      for i, s in enumerate(shape.elements)]
+            return self.b.add("tuple", shape, leaves)
+        if _has_complex(shape):
+            return self.b.add("bitcast", shape, [self.laid_out(pair, pair_shape(shape))])
+        return pair
+
+    def laid_out(self, value: HloInstruction, shape: Shape) -> HloInstruction:
+        """``value`` in ``shape``'s layout: the one the user wrote for the value it replaces
+        (the rules build in the default layout), copied where they differ."""
+        if not isinstance(shape, ArrayShape) or not isinstance(value.shape, ArrayShape) \
+                or shape.layout is None or value.shape.layout is None \
+                or shape.layout.minor_to_major == value.shape.layout.minor_to_major:
+            return value
+        return self.b.add("copy", shape, [value])
+
+    # --- parts ------------------------------------------------------------------------------
+    def parts(self, pair: HloInstruction) -> Parts:
+        d = dims_of(pair)[:-1]
+        return (self.b.reshape(self.b.slice(pair, len(d), 0, 1), d),
+                self.b.reshape(self.b.slice(pair, len(d), 1, 2), d))
+
+    def join(self, re: HloInstruction, im: HloInstruction) -> HloInstruction:
+        d = dims_of(re)
+        return self.b.concatenate([self.b.reshape(re, d + (1,)), self.b.reshape(im, d + (1,))],
+                                  len(d))
+
+    def scalar_computation(self, et: ElementType, kind: str) -> HloComputation:
+        """A reducer over ``et``: "add" or "assign" (two scalars: their sum, the second), or
+        "complex-add" / "complex-multiply" of two complex numbers given as their parts
+        ``(ar, ai, br, bi) -> (re, im)``."""
+        comp = self.reducers.get((et.name, kind))
+        if comp is None:
+            comp = HloComputation(self.names.fresh(f"{kind}_{et.name}"))
+            scalar = array(et, ())
+            count = 4 if kind.startswith("complex") else 2
+            params = [HloInstruction(self.names.fresh("p"), "parameter", scalar,
+                                     parameter_number=k, parent=comp) for k in range(count)]
+            comp.instructions = list(params)
+            b = PartBuilder(comp, comp.instructions, self.names)
+            if kind == "add":
+                comp.root = b.binary("add", *params)
+            elif kind == "assign":
+                comp.root = params[1]
+            else:
+                x, y = (params[0], params[1]), (params[2], params[3])
+                re, im = _multiply(b, x, y) if kind == "complex-multiply" else \
+                    (b.binary("add", x[0], y[0]), b.binary("add", x[1], y[1]))
+                comp.root = b.add("tuple", TupleShape((scalar, scalar)), [re, im])
+            self.module.computations.insert(0, comp)
+            self.reducers[(et.name, kind)] = comp
+        return comp
+
+
+# --- rules: (lowering, instruction, operands in pair form) -> the replacement ---------------
+
+Rule = Callable[[_Lowering, HloInstruction, list[HloInstruction]], HloInstruction]
+
+
+def _reshaped(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    """Same opcode and attributes, pair-form shape: ops that act on each part alike."""
+    inst.shape = pair_shape(inst.shape)
+    return lo._keep(inst, operands)
+
+
+def _with_attr(name: str, extend: Callable[[HloInstruction], object]) -> Rule:
+    def rule(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+        value = extend(inst)
+        inst.attrs[name] = value
+        return _reshaped(lo, inst, operands)
+    return rule
+
+
+def _rank(inst: HloInstruction) -> int:
+    assert isinstance(inst.shape, ArrayShape)
+    return inst.shape.rank
+
+
+def _constant(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    shape = pair_shape(inst.shape)
+    assert isinstance(shape, ArrayShape) and inst.literal is not None
+    if inst.literal.elided:
+        inst.literal = Literal(shape, None, elided=True)
+    else:
+        data = np.ascontiguousarray(inst.literal.data)
+        inst.literal = Literal(shape, data.view(shape.element_type.numpy).reshape(shape.dims))
+    return _reshaped(lo, inst, operands)
+
+
+def _select(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    p, a, b = operands
+    pd = dims_of(p)
+    if pd:
+        operands = [lo.b.broadcast(p, dims_of(a), range(len(pd))), a, b]
+    return _reshaped(lo, inst, operands)
+
+
+def _index_zero(lo: _Lowering, like: HloInstruction) -> HloInstruction:
+    return lo.b.constant(np.array(0), type_of(like))
+
+
+def _dynamic_slice(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    inst.attrs["dynamic_slice_sizes"] = tuple(inst.attrs["dynamic_slice_sizes"]) + (2,)  # type: ignore[arg-type]
+    return _reshaped(lo, inst, operands + [_index_zero(lo, operands[1])])
+
+
+def _dynamic_update_slice(lo: _Lowering, inst: HloInstruction,
+                          operands: list[HloInstruction]) -> HloInstruction:
+    return _reshaped(lo, inst, operands + [_index_zero(lo, operands[2])])
+
+
+def _pad(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    x, value = operands
+    config = inst.attrs["padding"]
+    out = []
+    for part_x, part_v in zip(lo.parts(x), lo.parts(value)):
+        out.append(lo.b.add("pad", array(type_of(part_x), dims_of(inst)), [part_x, part_v],
+                            padding=config))
+    return lo.join(*out)
+
+
+def _elementwise(fn: Callable[..., Parts]) -> Rule:
+    """A rule from ``fn(builder, *operand parts) -> result parts``."""
+    def rule(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+        return lo.join(*fn(lo.b, *(lo.parts(o) for o in operands)))
+    return rule
+
+
+def _to_real(fn: Callable[..., HloInstruction]) -> Rule:
+    """A rule whose result is real: ``fn(builder, *operand parts) -> instruction``."""
+    def rule(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+        return fn(lo.b, *(lo.parts(o) for o in operands))
+    return rule
+
+
+def _multiply(b: PartBuilder, x: Parts, y: Parts) -> Parts:
+    return b.complex_multiply(x, y)
+
+
+def _divide(b: PartBuilder, x: Parts, y: Parts) -> Parts:
+    """Smith's algorithm: divide by the larger of the divisor's parts, which keeps the
+    intermediate products in range."""
+    (ar, ai), (br, bi) = x, y
+    mul, add, sub, div = (lambda p, q, o=o: b.binary(o, p, q)
+                          for o in ("multiply", "add", "subtract", "divide"))
+    real_larger = b.compare(b.unary("abs", br), b.unary("abs", bi), "GE")
+    # |br| >= |bi|: r = bi/br, d = br + bi r, ((ar + ai r)/d, (ai - ar r)/d)
+    r1 = div(bi, br)
+    d1 = add(br, mul(bi, r1))
+    re1, im1 = div(add(ar, mul(ai, r1)), d1), div(sub(ai, mul(ar, r1)), d1)
+    # otherwise: r = br/bi, d = bi + br r, ((ar r + ai)/d, (ai r - ar)/d)
+    r2 = div(br, bi)
+    d2 = add(bi, mul(br, r2))
+    re2, im2 = div(add(mul(ar, r2), ai), d2), div(sub(mul(ai, r2), ar), d2)
+    return b.select(real_larger, re1, re2), b.select(real_larger, im1, im2)
+
+
+def _abs(b: PartBuilder, x: Parts) -> HloInstruction:
+    """``max * sqrt(1 + (min/max)^2)``: no overflow where ``re^2 + im^2`` would; 0 for 0,
+    infinity when either part is infinite (even with the other NaN)."""
+    re, im = (b.unary("abs", p) for p in x)
+    et, d = type_of(re), dims_of(re)
+    big, small = b.binary("maximum", re, im), b.binary("minimum", re, im)
+    q = b.binary("divide", small, big)
+    one = b.full(1.0, et, d)
+    out = b.binary("multiply", big, b.unary("sqrt", b.binary("add", one, b.binary("multiply", q, q))))
+    zero = b.full(0.0, et, d)
+    out = b.select(b.compare(big, zero, "EQ"), zero, out)
+    inf = b.full(np.inf, et, d)
+    return b.select(b.compare(big, inf, "EQ"), inf, out)
+
+
+def _sign(b: PartBuilder, x: Parts) -> Parts:
+    """``z / |z|``, and 0 for 0."""
+    magnitude = _abs(b, x)
+    zero = b.full(0.0, type_of(magnitude), dims_of(magnitude))
+    is_zero = b.compare(magnitude, zero, "EQ")
+    return tuple(b.select(is_zero, zero, b.binary("divide", p, magnitude)) for p in x)  # type: ignore[return-value]
+
+
+def _exp(b: PartBuilder, x: Parts) -> Parts:
+    re, im = x
+    scale = b.unary("exponential", re)
+    return (b.binary("multiply", scale, b.unary("cosine", im)),
+            b.binary("multiply", scale, b.unary("sine", im)))
+
+
+def _log(b: PartBuilder, x: Parts) -> Parts:
+    re, im = x
+    return b.unary("log", _abs(b, x)), b.binary("atan2", im, re)
+
+
+def _sqrt(b: PartBuilder, x: Parts) -> Parts:
+    """The principal root: ``t = sqrt((|z| + |re|) / 2)``; ``(t, im / 2t)`` for ``re >= 0``,
+    else ``(|im| / 2t, copysign(t, im))``; ``(0, im)`` at 0."""
+    re, im = x
+    et, d = type_of(re), dims_of(re)
+    t = b.unary("sqrt", b.scaled(b.binary("add", _abs(b, x), b.unary("abs", re)), 0.5))
+    two_t = b.scaled(t, 2.0)
+    zero = b.full(0.0, et, d)
+    nonnegative = b.compare(re, zero, "GE")
+    out_re = b.select(nonnegative, t, b.binary("divide", b.unary("abs", im), two_t))
+    signed_t = b.select(b.compare(im, zero, "LT"), b.unary("negate", t), t)
+    out_im = b.select(nonnegative, b.binary("divide", im, two_t), signed_t)
+    is_zero = b.compare(t, zero, "EQ")
+    return b.select(is_zero, zero, out_re), b.select(is_zero, im, out_im)
+
+
+def _rsqrt(b: PartBuilder, x: Parts) -> Parts:
+    root = _sqrt(b, x)
+    one = b.full(1.0, type_of(root[0]), dims_of(root[0]))
+    return _divide(b, (one, b.full(0.0, type_of(one), dims_of(one))), root)
+
+
+def _power(b: PartBuilder, x: Parts, y: Parts) -> Parts:
+    """``exp(y log x)``; ``0^y`` is 1 for ``y == 0`` and 0 otherwise."""
+    re, im = _exp(b, _multiply(b, y, _log(b, x)))
+    et, d = type_of(re), dims_of(re)
+    zero, one = b.full(0.0, et, d), b.full(1.0, et, d)
+    base_zero = b.binary("and", b.compare(x[0], zero, "EQ"), b.compare(x[1], zero, "EQ"))
+    exponent_zero = b.binary("and", b.compare(y[0], zero, "EQ"), b.compare(y[1], zero, "EQ"))
+    zero_re = b.select(exponent_zero, one, zero)
+    return b.select(base_zero, zero_re, re), b.select(base_zero, zero, im)
+
+
+def _sine(b: PartBuilder, x: Parts) -> Parts:
+    """``(sin re cosh im, cos re sinh im)``."""
+    re, im = x
+    cosh, sinh = _cosh_sinh(b, im)
+    return (b.binary("multiply", b.unary("sine", re), cosh),
+            b.binary("multiply", b.unary("cosine", re), sinh))
+
+
+def _cosine(b: PartBuilder, x: Parts) -> Parts:
+    """``(cos re cosh im, -sin re sinh im)``."""
+    re, im = x
+    cosh, sinh = _cosh_sinh(b, im)
+    return (b.binary("multiply", b.unary("cosine", re), cosh),
+            b.unary("negate", b.binary("multiply", b.unary("sine", re), sinh)))
+
+
+def _cosh_sinh(b: PartBuilder, x: HloInstruction) -> Parts:
+    return b.unary("cosh", x), b.unary("sinh", x)
+
+
+def _sinh(b: PartBuilder, x: Parts) -> Parts:
+    """``(sinh re cos im, cosh re sin im)``."""
+    re, im = x
+    cosh, sinh = _cosh_sinh(b, re)
+    return (b.binary("multiply", sinh, b.unary("cosine", im)),
+            b.binary("multiply", cosh, b.unary("sine", im)))
+
+
+def _cosh(b: PartBuilder, x: Parts) -> Parts:
+    """``(cosh re cos im, sinh re sin im)``."""
+    re, im = x
+    cosh, sinh = _cosh_sinh(b, re)
+    return (b.binary("multiply", cosh, b.unary("cosine", im)),
+            b.binary("multiply", sinh, b.unary("sine", im)))
+
+
+def _tanh(b: PartBuilder, x: Parts) -> Parts:
+    """``(tanh re + i tan im) / (1 + i tanh re tan im)``: finite for any real part."""
+    re, im = x
+    t, u = b.unary("tanh", re), b.unary("tan", im)
+    return _divide(b, (t, u), (b.full(1.0, type_of(re), dims_of(re)), b.binary("multiply", t, u)))
+
+
+def _tan(b: PartBuilder, x: Parts) -> Parts:
+    """``tan z = -i tanh(i z)``."""
+    re, im = _tanh(b, (b.unary("negate", x[1]), x[0]))
+    return im, b.unary("negate", re)
+
+
+def _expm1(b: PartBuilder, x: Parts) -> Parts:
+    """``(expm1(re) cos im - 2 sin^2(im/2), e^re sin im)``: exact near 0."""
+    re, im = x
+    half = b.unary("sine", b.scaled(im, 0.5))
+    cos_minus_one = b.scaled(b.binary("multiply", half, half), -2.0)
+    out_re = b.binary("add", b.binary("multiply", b.unary("exponential-minus-one", re),
+                                      b.unary("cosine", im)), cos_minus_one)
+    return out_re, b.binary("multiply", b.unary("exponential", re), b.unary("sine", im))
+
+
+def _log1p(b: PartBuilder, x: Parts) -> Parts:
+    """``(log1p(2 re + re^2 + im^2) / 2, atan2(im, 1 + re))``: exact near 0."""
+    re, im = x
+    one = b.full(1.0, type_of(re), dims_of(re))
+    grown = b.binary("add", b.scaled(re, 2.0), b.binary(
+        "add", b.binary("multiply", re, re), b.binary("multiply", im, im)))
+    return b.scaled(b.unary("log-plus-one", grown), 0.5), b.binary("atan2", im, b.binary("add", one, re))
+
+
+def _negate(b: PartBuilder, x: Parts) -> Parts:
+    return b.unary("negate", x[0]), b.unary("negate", x[1])
+
+
+def _complex(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    return lo.join(*operands)
+
+
+def _real(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    return lo.parts(operands[0])[0]
+
+
+def _imag(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    return lo.parts(operands[0])[1]
+
+
+def _convert(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    (x,) = operands
+    pair = pair_shape(inst.shape)
+    assert isinstance(pair, ArrayShape)
+    if not _has_complex(inst.operands[0].shape):       # real -> complex: an imaginary part of 0
+        re = lo.b.add("convert", array(pair.element_type, dims_of(x)), [x])
+        return lo.join(re, lo.b.full(0.0, pair.element_type, dims_of(x)))
+    if type_of(x) == pair.element_type:
+        return x
+    return lo.b.add("convert", pair, [x])
+
+
+def _compare(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    direction = str(inst.attrs.get("direction"))
+    if direction not in ("EQ", "NE"):
+        raise HloUnsupportedError(f"compare direction {direction} is not defined for complex "
+                                  f"values (only EQ and NE are)", location=inst.location,
+                                  instruction=inst.name)
+    (ar, ai), (br, bi) = (lo.parts(o) for o in operands)
+    both = lo.b.compare(ar, br, direction), lo.b.compare(ai, bi, direction)
+    return lo.b.binary("and" if direction == "EQ" else "or", *both)
+
+
+def _dot(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    (ar, ai), (br, bi) = (lo.parts(o) for o in operands)
+    pair = pair_shape(inst.shape)
+    assert isinstance(pair, ArrayShape)
+    shape = array(pair.element_type, pair.dims[:-1])
+    attrs = {k: v for k, v in inst.attrs.items() if k.endswith("_dims")}
+
+    def dot(x: HloInstruction, y: HloInstruction) -> HloInstruction:
+        return lo.b.add("dot", shape, [x, y], **attrs)
+    re = lo.b.binary("subtract", dot(ar, br), dot(ai, bi))
+    im = lo.b.binary("add", dot(ar, bi), dot(ai, br))
+    return lo.join(re, im)
+
+
+def _reduce(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    kind = lo.kinds.get(inst.attrs["to_apply"]) if len(operands) == 2 else None  # type: ignore[call-overload]
+    if kind not in ("add", "multiply"):
+        raise HloUnsupportedError("a reduce over complex values must be a single sum or product "
+                                  "(its to_apply an add or multiply of its two parameters)",
+                                  location=inst.location, instruction=inst.name)
+    x, init = operands
+    pair = pair_shape(inst.shape)
+    assert isinstance(pair, ArrayShape)
+    et = pair.element_type
+    if kind == "multiply":
+        return _over_parts(lo, inst, operands, "reduce", "complex-multiply",
+                           dimensions=inst.attrs["dimensions"])
+    summed = lo.b.add("reduce", pair, [x, lo.b.full(0.0, et, ())],
+                      dimensions=inst.attrs["dimensions"], to_apply=lo.scalar_computation(et, "add"))
+    if _is_zero_constant(init):
+        return summed
+    return lo.b.binary("add", summed, lo.b.broadcast(init, pair.dims, (len(pair.dims) - 1,)))
+
+
+def _over_parts(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction],
+                opcode: str, kind: str, **attrs) -> HloInstruction:
+    """``opcode`` (reduce, reduce-window) over both parts at once: a variadic form whose
+    reducer combines two complex numbers given as parts (``kind``)."""
+    x, init = operands
+    written = lo.written[inst]
+    assert isinstance(written, ArrayShape)
+    et = complex_component(written.element_type)
+    part = array(et, written.dims)
+    both = lo.b.add(opcode, TupleShape((part, part)), [*lo.parts(x), *lo.parts(init)],
+                    to_apply=lo.scalar_computation(et, kind), **attrs)
+    re, im = (lo.b.add("get-tuple-element", part, [both], index=k) for k in range(2))
+    return lo.join(re, im)
+
+
+def _reduce_window(lo: _Lowering, inst: HloInstruction,
+                   operands: list[HloInstruction]) -> HloInstruction:
+    """A sum from a constant zero is one reduce-window of the pair form (the scan family's
+    cumulative sums); other sums and products combine both parts in a variadic one."""
+    kind = lo.kinds.get(inst.attrs["to_apply"]) if len(operands) == 2 else None  # type: ignore[call-overload]
+    if kind not in ("add", "multiply"):
+        raise HloUnsupportedError("a reduce-window over complex values must be a sum or a "
+                                  "product (its to_apply an add or multiply of its two "
+                                  "parameters)", location=inst.location, instruction=inst.name)
+    window = inst.attrs["window"]
+    assert isinstance(window, Window)
+    if kind == "multiply" or not _is_zero_constant(inst.operands[1]):
+        return _over_parts(lo, inst, operands, "reduce-window", f"complex-{kind}",
+                           window=window)
+    pair = pair_shape(inst.shape)
+    assert isinstance(pair, ArrayShape)
+    return lo.b.add("reduce-window", pair, [operands[0], lo.b.full(0.0, pair.element_type, ())],
+                    window=Window(window.dims + (WindowDim(1),)),
+                    to_apply=lo.scalar_computation(pair.element_type, "add"))
+
+
+def _reducer(comp: HloComputation) -> str | None:
+    """"add" or "multiply" where ``comp`` is just that of its two parameters, "assign" where
+    it returns its second (a scatter that overwrites)."""
+    root = comp.root
+    if root is None or len(comp.parameters) != 2:
+        return None
+    if root is comp.parameter(1):
+        return "assign"
+    if root.opcode not in ("add", "multiply") \
+            or {id(o) for o in root.operands} != {id(p) for p in comp.parameters}:
+        return None
+    return root.opcode
+
+
+def _gather(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    """Both parts of each element: the pair dimension is one more offset dimension, the last."""
+    inst.attrs["offset_dims"] = tuple(inst.attrs["offset_dims"]) + (_rank(inst),)  # type: ignore[arg-type]
+    inst.attrs["slice_sizes"] = tuple(inst.attrs["slice_sizes"]) + (2,)  # type: ignore[arg-type]
+    return _reshaped(lo, inst, operands)
+
+
+def _scatter(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    """A scatter of one complex array that adds or overwrites: the pair dimension is one more
+    window dimension of the updates, the last, and the combiner acts on each part."""
+    kind = lo.kinds.get(inst.attrs["to_apply"]) if len(operands) == 3 else None  # type: ignore[call-overload]
+    if kind not in ("add", "assign"):
+        raise HloUnsupportedError("a scatter of complex values must add or overwrite one array "
+                                  "(its to_apply an add of its parameters, or its second)",
+                                  location=inst.location, instruction=inst.name)
+    updates_rank = len(lo.written[inst.operands[2]].dims)  # type: ignore[union-attr]
+    inst.attrs["update_window_dims"] = tuple(inst.attrs["update_window_dims"]) + (updates_rank,)  # type: ignore[arg-type]
+    et = complex_component(lo.written[inst].element_type)   # type: ignore[union-attr]
+    inst.attrs["to_apply"] = lo.scalar_computation(et, kind)
+    return _reshaped(lo, inst, operands)
+
+
+def _is_zero_constant(inst: HloInstruction) -> bool:
+    return inst.opcode == "constant" and inst.literal is not None and \
+        inst.literal.data is not None and not np.any(inst.literal.data)
+
+
+def _fft(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    kind = str(inst.attrs["fft_type"])
+    lengths = tuple(inst.attrs["fft_length"])  # type: ignore[arg-type]
+    (x,) = operands
+    parts = (x, None) if kind == "RFFT" else lo.parts(x)
+    re, im = lower_fft(lo.b, kind, lengths, parts)
+    return re if kind == "IRFFT" else lo.join(re, im)
+
+
+def _custom_call(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    """Custom calls keep their complex buffers: operands and results cross by bitcast."""
+    inst.operands = [lo.to_complex(p, lo.written.get(o, o.shape))
+                     for p, o in zip(operands, inst.operands)]
+    lo.out.append(inst)
+    return lo.to_pair(inst)
+
+
+RULES: dict[str, Rule] = {
+    **{op: _reshaped for op in ("tuple", "get-tuple-element", "while", "call", "conditional",
+                                "opt-barrier", "copy", "add", "subtract", "negate", "reverse",
+                                "concatenate", "reshape", "bitcast", "add-dependency", "domain")},
+    "transpose": _with_attr("dimensions", lambda i: tuple(i.attrs["dimensions"]) + (_rank(i),)),  # type: ignore[arg-type]
+    "broadcast": _with_attr("dimensions", lambda i: tuple(i.attrs["dimensions"]) + (_rank(i),)),  # type: ignore[arg-type]
+    "slice": _with_attr("slice", lambda i: SliceSpec(i.attrs["slice"].dims + (SliceDim(0, 2, 1),))),  # type: ignore[union-attr]
+    "constant": _constant,
+    "select": _select,
+    "dynamic-slice": _dynamic_slice,
+    "dynamic-update-slice": _dynamic_update_slice,
+    "pad": _pad,
+    "multiply": _elementwise(_multiply),
+    "divide": _elementwise(_divide),
+    "sign": _elementwise(_sign),
+    "exponential": _elementwise(_exp),
+    "log": _elementwise(_log),
+    "sqrt": _elementwise(_sqrt),
+    "rsqrt": _elementwise(_rsqrt),
+    "power": _elementwise(_power),
+    "sine": _elementwise(_sine),
+    "cosine": _elementwise(_cosine),
+    "sinh": _elementwise(_sinh),
+    "cosh": _elementwise(_cosh),
+    "tanh": _elementwise(_tanh),
+    "tan": _elementwise(_tan),
+    "exponential-minus-one": _elementwise(_expm1),
+    "log-plus-one": _elementwise(_log1p),
+    "abs": _to_real(_abs),
+    "complex": _complex,
+    "real": _real,
+    "imag": _imag,
+    "convert": _convert,
+    "compare": _compare,
+    "dot": _dot,
+    "reduce": _reduce,
+    "reduce-window": _reduce_window,
+    "fft": _fft,
+    "custom-call": _custom_call,
+    "gather": _gather,
+    "scatter": _scatter,
+}
+
