@@ -50,7 +50,8 @@ def test_fft_and_ifft_of_one_axis(n):
         _close(got, want.astype(np.complex64), 2e-6)
 
 
-@pytest.mark.parametrize("n", [1, 2, 7, 8, 15, 100, 1031])
+# 2062: a split with a Bluestein part; 16384: two 128-point passes
+@pytest.mark.parametrize("n", [1, 2, 4, 7, 8, 15, 100, 1031, 2062, 16384])
 def test_rfft_and_irfft_of_one_axis(n):
     x = RNG.standard_normal((2, 3, n)).astype(np.float32)
     half = n // 2 + 1
