@@ -41,6 +41,7 @@ from .convolution_layout import relayout_convolution_kernels_in_place
 from .copy_insertion import copy_insertion
 from .cse import cse_in_place
 from .dce import remove_dead_code
+from .dot_operand_layouts import relayout_dot_operands_in_place
 from .contraction_upcast import upcast_narrow_contractions_in_place
 from .flatten_call_graph import flatten_in_place
 from .fusion import fuse_in_place
@@ -59,6 +60,7 @@ OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("inline-calls", inline_calls_in_place, True),
     ("simplify", simplify_in_place, True),
     ("transpose-folding", fold_transposes_in_place, True),
+    ("dot-operand-layouts", relayout_dot_operands_in_place, True),
     ("split-topk", split_topk_in_place, True),
     ("convolution-layout", relayout_convolution_kernels_in_place, True),
     ("contraction-upcast", upcast_narrow_contractions_in_place, True),
