@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..hlo.dtypes import ElementType
+from ..hlo.dtypes import BYTE_FLOATS, ElementType
 from ..hlo.ir import HloComputation, HloInstruction
 
 
@@ -65,6 +65,18 @@ def init_is_identity(reduce: HloInstruction) -> bool:
     value = np.asarray(init.literal.data).reshape(())
     want = np.asarray(IDENTITIES[op](et)).astype(value.dtype)
     return bool(value == want)
+
+
+def reorderable(reduce: HloInstruction) -> bool:
+    """Whether kernels may regroup ``reduce``'s steps (partial accumulators, work-group trees,
+    split rows): it starts from its reducer's identity, and the reducer is not a sum or
+    product rounded to an 8-bit float at every step, whose result depends on the order
+    (``passes/tree_reductions`` gives those XLA's order, which the kernels then keep)."""
+    if not init_is_identity(reduce):
+        return False
+    op = reducer_opcode(reduce.to_apply)
+    return not (op in ("add", "multiply")
+                and reduce.operands[1].shape.element_type.name in BYTE_FLOATS)  # type: ignore[union-attr]
 
 
 def argminmax_direction(reduce: HloInstruction) -> str | None:

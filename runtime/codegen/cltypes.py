@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from .template_fill import fill
 from typing import Iterable
 
+import ml_dtypes
 import numpy as np
 
 from ..errors import HloUnsupportedError
-from ..hlo.dtypes import ELEMENT_TYPES, ElementType
+from ..hlo.dtypes import BYTE_FLOATS, ELEMENT_TYPES, ElementType
 
 FP64_PRAGMA = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable"
 
@@ -76,6 +77,18 @@ def _half_like(name: str) -> ClType:
                   f"$ptr[$index] = xla_float_to_{name}($value);", f"xla_round_{name}($x)")
 
 
+def _byte_float(name: str) -> ClType:
+    return ClType(name, "float", 8, "uchar", "float", f"xla_{name}_to_float($ptr[$index])",
+                  f"$ptr[$index] = xla_float_to_{name}($value);",
+                  f"xla_round_{name}(xla_round_f16($x))")
+
+
+# the 8-bit floats (ml_dtypes' formats, which are XLA's; ``dtypes.BYTE_FLOATS``): stored as
+# their byte, computed in f32 (every value is exact there). XLA's CPU backend computes their
+# arithmetic in f16 and converts the result, so a result is rounded to f16 and then to the
+# format (f32's 24 bits make f16's correctly rounded +, -, *, / from f32's); a convert rounds
+# once (``templates.convert``), as XLA's does.
+
 CL_TYPES: dict[str, ClType] = {t.name: t for t in (
     ClType("pred", "pred", 8, "uchar", "uchar", "$ptr[$index]",
            "$ptr[$index] = (uchar)(($value) != 0);"),
@@ -91,6 +104,7 @@ CL_TYPES: dict[str, ClType] = {t.name: t for t in (
     _half_like("bf16"),
     _plain("f32", "float", 32, "float"),
     _plain("f64", "float", 64, "double"),
+    *(_byte_float(name) for name in BYTE_FLOATS),
 )}
 
 _PACKED = ("sub-byte integers are stored packed, two or more per byte, which one-element-per-"
@@ -100,7 +114,8 @@ _UNSUPPORTED_REASONS = {
     "uint": _PACKED,
     "complex": "kernels compute complex values as pairs of reals (passes/complex_lowering), "
                "and this one was not rewritten",
-    "float": "this narrow float format is not implemented by the OpenCL backend",
+    "float": "the OpenCL backend implements the floats of 16 bits and more and the 8-bit "
+             "ones with a sign, exponent and mantissa (not f8e8m0fnu, f6 or f4)",
 }
 
 
@@ -196,7 +211,58 @@ def _float_literal(value: float, c_type: str, bits: int) -> str:
     return f"({text})" if value < 0 else text
 
 
+def _byte_float_helpers(name: str) -> tuple[Helper, ...]:
+    """Decoding by a table of the 256 values' f32 bits (from ml_dtypes: exact, NaN signs
+    kept); encoding by rounding the f32 bits to nearest even: below the smallest normal a
+    scaled ``rint`` (subnormals, and the smallest normal itself when a value rounds up to
+    it), above it the mantissa's low bits added with the tie going to even and the exponent
+    rebiased. A code past the largest finite one is the format's overflow (infinity where it
+    has one, else NaN); NaN keeps its sign where the format has one; formats without negative
+    zero ("fnuz", whose 0x80 is NaN) give +0."""
+    et = ELEMENT_TYPES[name]
+    info = ml_dtypes.finfo(et.numpy)
+
+    def code(value: float) -> int:
+        return int(np.array(value, np.float32).astype(et.numpy).view(np.uint8))
+    bits = np.arange(256, dtype=np.uint8).view(et.numpy).astype(np.float32).view(np.uint32)
+    rows = [" ".join(f"0x{b:08x}u," for b in bits[k:k + 8]) for k in range(0, 256, 8)]
+    table = "\n  " + "\n  ".join(rows).rstrip(",")
+    mantissa = int(info.nmant)
+    bias = 1 - int(np.log2(float(info.smallest_normal)))
+    shift = 23 - mantissa
+    smallest_normal = float(np.float32(info.smallest_normal))
+    min_normal = _float_literal(smallest_normal, "float", int(np.float32(smallest_normal).view(np.uint32)))
+    scale = _float_literal(2.0 ** (bias - 1 + mantissa), "float",
+                           int(np.float32(2.0 ** (bias - 1 + mantissa)).view(np.uint32)))
+    unsigned_zero = code(-0.0) == 0
+    return (
+        Helper(f"xla_{name}_bits", f"__constant uint xla_{name}_bits[256] = {{{table}\n}};\n"),
+        Helper(f"xla_{name}_to_float",
+               f"float xla_{name}_to_float(uchar h) {{\n"
+               f"  return as_float(xla_{name}_bits[h]);\n"
+               "}\n", (f"xla_{name}_bits",)),
+        Helper(f"xla_float_to_{name}",
+               f"uchar xla_float_to_{name}(float x) {{\n"
+               "  uint sign = (as_uint(x) >> 24) & 0x80u;\n"
+               f"  if (isnan(x)) return (uchar)(0x{code(np.nan):02x}u | sign);\n"
+               "  float a = fabs(x);\n"
+               "  uint u = as_uint(a);\n"
+               f"  uint code = a < {min_normal} ? (uint)rint(a * {scale})\n"
+               f"      : ((u + 0x{(1 << (shift - 1)) - 1:x}u + ((u >> {shift}) & 1u)) >> {shift})"
+               f" - 0x{(127 - bias) << mantissa:x}u;\n"
+               f"  code = code > 0x{code(float(info.max)):02x}u ? 0x{code(np.inf):02x}u : code;\n"
+               + ("  return (uchar)(code == 0u ? 0u : (code | sign));\n" if unsigned_zero
+                  else "  return (uchar)(code | sign);\n")
+               + "}\n"),
+        Helper(f"xla_round_{name}",
+               f"float xla_round_{name}(float x) {{\n"
+               f"  return xla_{name}_to_float(xla_float_to_{name}(x));\n"
+               "}\n", (f"xla_{name}_to_float", f"xla_float_to_{name}")),
+    )
+
+
 HELPERS: tuple[Helper, ...] = (
+    *(h for name in BYTE_FLOATS for h in _byte_float_helpers(name)),
     # f16 goes through the core vload_half / vstore_half_rte (no cl_khr_fp16 needed). Loads
     # and stores move NaNs bit for bit (a copy keeps signalling NaNs, as in XLA); rounding a
     # computed value quiets a NaN and truncates its payload, as x86's F16C does for XLA.

@@ -26,7 +26,7 @@ from .template_fill import fill
 from typing import Sequence
 
 from ..errors import HloUnsupportedError
-from ..hlo.dtypes import ElementType
+from ..hlo.dtypes import BYTE_FLOATS, ElementType
 from .cltypes import C_BITS, C_SIGNED, C_UNSIGNED, ClType, Helper, cl_type, round_to_storage
 
 FP_CONTRACT_OFF = "#pragma OPENCL FP_CONTRACT OFF"
@@ -565,7 +565,10 @@ def convert(et_from: ElementType | str, et_to: ElementType | str, x: str) -> str
         return f"(({dst.compute})({x}))"
     if dst.compute == "double":
         return f"((double)({x}))"
-    return round_to_storage(dst, x if src.compute == "float" else f"((float)({x}))")
+    value = x if src.compute == "float" else f"((float)({x}))"
+    if dst.name in BYTE_FLOATS:
+        return f"xla_round_{dst.name}({value})"       # once, not through f16 (``cltypes``)
+    return round_to_storage(dst, value)
 
 
 # integer types a float vector converts into with one OpenCL builtin (``convert_vector``)
@@ -590,11 +593,14 @@ _FROM_BITS = {"f32": "as_float((uint)($x))", "f64": "as_double((ulong)($x))",
 
 
 def _to_bits(row: ClType, x: str) -> str:
-    return fill(_TO_BITS.get(row.name, "(($U)($x))"), U=row.unsigned, x=x)
+    template = _TO_BITS.get(row.name, f"xla_float_to_{row.name}($x)" if row.name in BYTE_FLOATS
+                            else "(($U)($x))")
+    return fill(template, U=row.unsigned, x=x)
 
 
 def _from_bits(row: ClType, bits: str) -> str:
-    template = _FROM_BITS.get(row.name, "(($T)($U)($x))")
+    template = _FROM_BITS.get(row.name, f"xla_{row.name}_to_float((uchar)($x))"
+                              if row.name in BYTE_FLOATS else "(($T)($U)($x))")
     return fill(template, T=row.compute, U=row.unsigned, x=bits)
 
 

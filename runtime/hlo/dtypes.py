@@ -92,6 +92,11 @@ ELEMENT_TYPES: dict[str, ElementType] = {
     name: ElementType(name, bits, kind, np_name) for name, bits, kind, np_name in _ROWS
 }
 
+# the 8-bit floats with a sign, an exponent and a mantissa (f8e8m0fnu, an unsigned exponent,
+# is not one): the backend stores them as their byte and computes in f32 (codegen.cltypes)
+BYTE_FLOATS = ("f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz", "f8e4m3",
+               "f8e3m4")
+
 PRED = ELEMENT_TYPES["pred"]
 S32 = ELEMENT_TYPES["s32"]
 U32 = ELEMENT_TYPES["u32"]

@@ -37,15 +37,16 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from ..hlo.dtypes import ELEMENT_TYPES
+from ..hlo.dtypes import BYTE_FLOATS, ELEMENT_TYPES
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.shape import ArrayShape
 from ..target import CPU, Target
 from .names import FreshNames
 
-NARROW_FLOATS = frozenset({"bf16", "f16"})
+NARROW_FLOATS = frozenset({"bf16", "f16"}) | frozenset(BYTE_FLOATS)
 MIN_MULTIPLY_ADDS = 1 << 20
 F32 = ELEMENT_TYPES["f32"]
+F16 = ELEMENT_TYPES["f16"]
 
 
 def upcast_narrow_contractions_in_place(module: HloModule, target: Target = CPU) -> None:
@@ -120,10 +121,19 @@ def _upcast(comp: HloComputation, contraction: HloInstruction, operands: tuple[i
     if out.element_type.name == "f32":   # type: ignore[union-attr]
         return
     contraction.shape = _as_f32(out)
+    result = contraction
+    if out.element_type.name in BYTE_FLOATS:      # type: ignore[union-attr]
+        # XLA rounds an 8-bit float contraction's f32 result to f16 first
+        result = HloInstruction(names.fresh(f"{contraction.name}.f16"), "convert",
+                                ArrayShape(F16, out.dims, out.dynamic, out.layout),  # type: ignore[union-attr]
+                                [contraction], parent=comp)
+        comp.instructions.insert(at + 1, result)
+        at += 1
     narrow = HloInstruction(names.fresh(f"{contraction.name}.{out.element_type.name}"), "convert",  # type: ignore[union-attr]
-                            out, [contraction], parent=comp)
+                            out, [result], parent=comp)
     for inst in comp.instructions:
-        inst.operands = [narrow if op is contraction else op for op in inst.operands]
+        if inst is not result:
+            inst.operands = [narrow if op is contraction else op for op in inst.operands]
     comp.instructions.insert(at + 1, narrow)
     if comp.root is contraction:
         comp.root = narrow

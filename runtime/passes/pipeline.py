@@ -52,6 +52,7 @@ from .simplify import simplify_in_place
 from .split_reductions import split_reductions_in_place
 from .split_topk import split_topk_in_place
 from .transpose_folding import fold_transposes_in_place
+from .tree_reductions import tree_reductions_in_place
 
 Pass = Callable[[HloModule, Target], None]
 
@@ -64,6 +65,7 @@ OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("split-topk", split_topk_in_place, True),
     ("convolution-layout", relayout_convolution_kernels_in_place, True),
     ("contraction-upcast", upcast_narrow_contractions_in_place, True),
+    ("tree-reductions", tree_reductions_in_place, False),
     ("fusion", fuse_in_place, True),
     ("cse", cse_in_place, True),
     ("multi-output-fusion", multi_output_fuse_in_place, True),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..analysis.reducers import init_is_identity
+from ..analysis.reducers import reorderable
 from ..hlo.attributes import PadDim, PaddingConfig
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
@@ -93,7 +93,7 @@ def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRule
 
 def _chunks(red: HloInstruction, rules: SplitRules) -> int | None:
     """How many chunks each output's reduction splits into, or None to leave it alone."""
-    if len(red.operands) != 2 or not init_is_identity(red):
+    if len(red.operands) != 2 or not reorderable(red):
         return None
     src = red.operands[0].shape
     if not isinstance(src, ArrayShape) or src.minor_to_major != tuple(range(src.rank - 1, -1, -1)):

@@ -9,6 +9,7 @@ import pytest
 from runtime.codegen import cltypes as ct
 from runtime.codegen import templates as ew
 from runtime.errors import HloUnsupportedError
+from runtime.hlo.dtypes import BYTE_FLOATS
 from tests.clharness import run_cases
 from tests.codegen.golden_cases import numpy_type
 
@@ -21,6 +22,7 @@ def test_storage_and_compute_types():
         "u16": ("ushort", "ushort"), "u32": ("uint", "uint"), "u64": ("ulong", "ulong"),
         "f16": ("ushort", "float"), "bf16": ("ushort", "float"), "f32": ("float", "float"),
         "f64": ("double", "double"),
+        **{name: ("uchar", "float") for name in BYTE_FLOATS},
     }
     assert ct.needs_fp64("f64") and not ct.needs_fp64("f32")
 
@@ -32,10 +34,13 @@ def test_load_store_round_text():
     assert ct.store("bf16", "q", "i", "v") == "q[i] = xla_float_to_bf16(v);"
     assert ct.round_to_storage("f32", "x") == "x"
     assert ct.round_to_storage("f16", "x") == "xla_round_f16(x)"
+    assert ct.load("f8e5m2", "p", "i") == "xla_f8e5m2_to_float(p[i])"
+    assert ct.round_to_storage("f8e4m3fn", "x") == "xla_round_f8e4m3fn(xla_round_f16(x))"
 
 
 @pytest.mark.parametrize("name, reason", [
-    ("s4", "packed"), ("u2", "packed"), ("c64", "complex"), ("f8e4m3fn", "narrow float"),
+    ("s4", "packed"), ("u2", "packed"), ("c64", "complex"), ("f8e8m0fnu", "not f8e8m0fnu"),
+    ("f4e2m1fn", "f6 or f4"),
     ("token", "not an array element type"), ("f99", "not an HLO element type"),
 ])
 def test_unsupported_element_types_raise_naming_the_type(name, reason):

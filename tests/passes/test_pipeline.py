@@ -22,7 +22,7 @@ def test_the_lists_name_the_stages_in_order():
     assert [name for name, *_ in pipeline.OPTIMISATION] == [
         "complex-lowering", "inline-calls", "simplify", "transpose-folding", "dot-operand-layouts",
         "split-topk", "convolution-layout",
-        "contraction-upcast", "fusion", "cse", "multi-output-fusion", "split-reductions"]
+        "contraction-upcast", "tree-reductions", "fusion", "cse", "multi-output-fusion", "split-reductions"]
     assert [name for name, _ in pipeline.PREPARATION] == [
         "dce", "apply-donation", "flatten-call-graph", "call-layouts", "operand-layouts",
         "schedule", "copy-insertion"]

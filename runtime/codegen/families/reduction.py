@@ -41,7 +41,7 @@ included), and the reduction order is fixed, so results are deterministic.
 
 from __future__ import annotations
 
-from ...analysis.reducers import argminmax_direction, init_is_identity
+from ...analysis.reducers import argminmax_direction, reorderable
 from ...analysis.rows import RowPlan, plan_rows
 from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.shape import ArrayShape
@@ -209,7 +209,7 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
     contiguous = bool(order) and src.minor_to_major[0] == order[-1]
     if contiguous:
         lanes = _lanes_for_run(lanes, src.dims[order[-1]])
-    if lanes == 1 or not contiguous or not init_is_identity(red):
+    if lanes == 1 or not contiguous or not reorderable(red):
         if lanes > 1 and contiguous and _argminmax_lanes(em, red, index, order, accs, lanes):
             return accs
         if lanes > 1 and contiguous and _in_order_blocks(em, red, index, order, accs, lanes):

@@ -15,8 +15,8 @@ result. The row's outputs are then written by the group: the innermost column lo
 over the work-items like the loads, or, without columns, by work-item 0.
 
 The tree changes the order of the reduction, so it is used only where the reducer may be
-reordered and started from its identity (``init_is_identity``: one input, a constant init
-that is the reducer's identity) or is JAX's argmax or argmin (``argminmax_direction``: each
+reordered and started from its identity (``reorderable``: one input, a constant init that is
+the reducer's identity, not an 8-bit float sum) or is JAX's argmax or argmin (``argminmax_direction``: each
 work-item's elements come in index order, and the tree keeps the element of greatest key, as
 the sequence does; it carries each work-item's last zero along, for the sign of a zero
 result); anything else declines to the common row kernel. A categorical sample's argmax
@@ -27,7 +27,7 @@ that every reduction's strided elements fill, at least ``MIN_GROUP``.
 
 from __future__ import annotations
 
-from ...analysis.reducers import argminmax_direction, init_is_identity
+from ...analysis.reducers import argminmax_direction, reorderable
 from ...analysis.rows import RowPlan, plan_rows
 from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
@@ -73,7 +73,7 @@ def _group_size(plan: RowPlan, largest: int) -> int | None:
     strided elements (``_strided_length``) fill, if that is at least ``MIN_GROUP`` (or
     ``largest``); None where some reduction cannot be reordered."""
     reduces = [v for v in plan.hoisted if v.opcode == "reduce"]
-    if not reduces or not all(init_is_identity(r) or _argminmax_f32(r) for r in reduces):
+    if not reduces or not all(reorderable(r) or _argminmax_f32(r) for r in reduces):
         return None
     length = min(_strided_length(r)[0] for r in reduces)
     group = largest
