@@ -591,8 +591,11 @@ def _iota(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
         return em.splat(inst, em.scalar(inst, index))
     steps = ", ".join(str(j) for j in range(em.n))
     ints = f"((int{em.n})({index.exprs[d]}) + (int{em.n})({steps}))"
-    if inst.shape.element_type.name == "s32":
+    name = inst.shape.element_type.name
+    if name == "s32":
         return em.kb.let(em.vector_type(inst), ints, "v")
+    if name == "u32":       # a u32 iota's lanes are uints (JAX builds diagonal masks from them)
+        return em.kb.let(em.vector_type(inst), f"as_uint{em.n}({ints})", "v")
     return em.rounded(inst, f"convert_float{em.n}({ints})")
 
 

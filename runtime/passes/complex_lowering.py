@@ -117,7 +117,7 @@ class _Lowering:
             self.b.of = inst
             operands = [self.new.get(o, o) for o in inst.operands]
             if inst not in self.involved:
-                self._keep(inst, operands)
+                self.keep(inst, operands)
             elif inst.opcode == "parameter":
                 self._parameter(inst)
             else:
@@ -141,7 +141,7 @@ class _Lowering:
         comp.root = root
         comp.signature = None       # the shapes written for it were complex
 
-    def _keep(self, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
+    def keep(self, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
         inst.operands = operands
         preds = inst.attrs.get("control-predecessors")
         if preds:
@@ -241,7 +241,7 @@ Rule = Callable[[_Lowering, HloInstruction, list[HloInstruction]], HloInstructio
 def _reshaped(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
     """Same opcode and attributes, pair-form shape: ops that act on each part alike."""
     inst.shape = pair_shape(inst.shape)
-    return lo._keep(inst, operands)
+    return lo.keep(inst, operands)
 
 
 def _with_attr(name: str, extend: Callable[[HloInstruction], object]) -> Rule:

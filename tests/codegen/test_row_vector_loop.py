@@ -153,6 +153,27 @@ def test_a_causal_mask_from_iotas_with_pred_logic_and_a_scalar_select(monkeypatc
         np.testing.assert_array_equal(got, want)
 
 
+# JAX's einsum("ii->i") masks the diagonal with u32 iotas
+DIAGONAL_MASK = """HloModule diag
+ENTRY e {
+  x = f32[6,64] parameter(0)
+  rows = u32[6,64] iota(), iota_dimension=0
+  cols = u32[6,64] iota(), iota_dimension=1
+  eq = pred[6,64] compare(rows, cols), direction=EQ
+  zero = f32[] constant(0)
+  zeros = f32[6,64] broadcast(zero), dimensions={}
+  kept = f32[6,64] select(eq, x, zeros)
+  ROOT t = (f32[6,64], u32[6,64]) tuple(kept, cols)
+}"""
+
+
+def test_u32_iotas_are_uint_lanes(monkeypatch):
+    x = normal((6, 64))
+    kept, cols = check(DIAGONAL_MASK, x, monkeypatch=monkeypatch)
+    np.testing.assert_array_equal(kept, np.where(np.eye(6, 64, dtype=bool), x, 0))
+    np.testing.assert_array_equal(cols, np.broadcast_to(np.arange(64, dtype=np.uint32), (6, 64)))
+
+
 GROUP_NORM = """HloModule gn
 fused {
   p0 = bf16[2,4,4,32] parameter(0)
