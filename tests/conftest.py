@@ -59,3 +59,22 @@ def unchained():
         compiler.clear_cache()
         yield
     compiler.clear_cache()
+
+
+@pytest.fixture
+def host_loops():
+    """Device loops off (``codegen.device_loops``), for tests of how the host runs a while
+    loop (its reads of the predicate, its trip count): every device's target gets
+    ``loop_max_work=0`` (part of the program cache's key)."""
+    from dataclasses import replace
+
+    from runtime import compiler
+    from runtime.target import Target
+
+    chosen = Target.for_device
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Target, "for_device",
+                      staticmethod(lambda device: replace(chosen(device), loop_max_work=0)))
+        compiler.clear_cache()
+        yield
+    compiler.clear_cache()

@@ -65,7 +65,7 @@ def chain_launches(ctx: LoweringContext, comp: HloComputation, steps: list[Step]
         run.clear()
 
     for step in steps:
-        if not _is_stage(ctx, members, step, limit):
+        if not is_stage(ctx, members, step, limit):
             close()
             out.append(step)
             continue
@@ -124,7 +124,7 @@ def _periodic_length(keys: list[tuple], i: int) -> int:
     return best
 
 
-def _is_stage(ctx: LoweringContext, members: dict[str, HloInstruction], step: Step,
+def is_stage(ctx: LoweringContext, members: dict[str, HloInstruction], step: Step,
               limit: int) -> bool:
     """Whether ``step`` is a launch of ``comp``'s whose kernel may run as a stage and gains
     nothing from more than one core: cheap, or one work-group anyway."""
@@ -142,56 +142,77 @@ def _is_stage(ctx: LoweringContext, members: dict[str, HloInstruction], step: St
 
 def _chained(ctx: LoweringContext, run: list[Launch]) -> Launch:
     """One launch running ``run``'s kernels as stages, in order."""
-    program = ctx.program
-    bases: dict[int, int] = {}           # allocation -> its buffer argument
-    slots: list[bytes] = []
-    body: list[str] = []
-    for k, step in enumerate(run):
-        params = program.kernel_params(step.kernel)
-        assert len(params) == 2 * len(step.buffers) + len(step.scalars), (step.kernel, params)
-        first = len(slots)
-        g0, g1 = (*step.global_size[:2], 1, 1)[:2]
-        values: list[np.generic] = [np.int32(math.prod(step.global_size)), np.int32(g0),
-                                    np.int32(g1)]
-        args = []
-        for ref in step.buffers:
-            j = bases.setdefault(ref.allocation, len(bases))
-            args.append(f"ch_b{j}")
-            args.append(_load("ulong", first + len(values)))
-            values.append(np.uint64(ref.offset))
-        for param, value in zip(params[2 * len(step.buffers):], step.scalars):
-            kind = param.rpartition(" ")[0]
-            assert np.dtype(type(value)) == SCALAR_DTYPES[kind], (step.kernel, param, value)
-            args.append(_load(kind, first + len(values)))
-            values.append(value)
-        slots.extend(np.asarray(v).tobytes().ljust(_SLOT, b"\0") for v in values)
-        ids = {1: "i, 0, 0", 2: "i % g0, i / g0, 0",
-               3: "i % g0, (i / g0) % g1, i / (g0 * g1)"}[len(step.global_size)]
-        function = program.add_function(step.kernel)
-        if k:
-            body.append("  barrier(CLK_GLOBAL_MEM_FENCE);")
-        body += ["  {",
-                 f"    const long n = {_load('int', first)}, g0 = {_load('int', first + 1)}, "
-                 f"g1 = {_load('int', first + 2)};",
-                 # uniform loop bounds: PoCL miscompiled a loop started at the local id
-                 "    for (long c = 0; c < n; c += ch_items) {",
-                 "      const long i = c + ch_lid;",
-                 f"      if (i < n) {function}({', '.join(args)}, {ids});",
-                 "    }", "  }"]
-    block = ctx.program.embed_bytes(b"".join(slots))
-    params = [f"__global uchar* ch_b{j}, ulong ch_b{j}_off" for j in range(len(bases))]
-    lines = ["__kernel void __KERNEL__(" + ", ".join(
-                 [*params, "__global uchar* ch_blk_base, ulong ch_blk_off", "int ch_count"])
-             + ") {",
-             "  if (ch_count == 0) return;",
-             "  __global const uchar* ch_blk = ch_blk_base + ch_blk_off;",
-             "  const long ch_lid = get_local_id(0), ch_items = get_local_size(0);",
-             *body, "}"]
-    name = program.add_text("\n".join(lines), [step.instruction for step in run])
-    buffers = tuple(BufferRef(allocation, 0) for allocation in bases) + (block,)
-    items = ctx.target.chain_local_size
-    return Launch(name, buffers, (np.int32(1),), (items,), (items,),
-                  "+".join(step.instruction for step in run))
+    stages = Stages(ctx)
+    return stages.launch(stages.code(run), "+".join(step.instruction for step in run))
+
+
+class Stages:
+    """The text and arguments of kernels run as stages of one work-group's kernel: each
+    stage's buffers become the kernel's (each distinct allocation once), its offsets, sizes
+    and scalars slots of the block (``_load``)."""
+
+    def __init__(self, ctx: LoweringContext) -> None:
+        self.ctx = ctx
+        self.bases: dict[int, int] = {}           # allocation -> its buffer argument
+        self.slots: list[bytes] = []
+
+    def buffer(self, ref: BufferRef) -> tuple[str, str]:
+        """The argument expressions (base, offset) of ``ref`` inside the kernel."""
+        j = self.bases.setdefault(ref.allocation, len(self.bases))
+        self.slots.append(np.uint64(ref.offset).tobytes())
+        return f"ch_b{j}", _load("ulong", len(self.slots) - 1)
+
+    def code(self, run: list[Launch]) -> list[str]:
+        """``run``'s stages in order, a barrier between consecutive ones."""
+        program = self.ctx.program
+        body: list[str] = []
+        for k, step in enumerate(run):
+            params = program.kernel_params(step.kernel)
+            assert len(params) == 2 * len(step.buffers) + len(step.scalars), (step.kernel, params)
+            first = len(self.slots)
+            g0, g1 = (*step.global_size[:2], 1, 1)[:2]
+            values: list[np.generic] = [np.int32(math.prod(step.global_size)), np.int32(g0),
+                                        np.int32(g1)]
+            self.slots.extend(np.asarray(v).tobytes() for v in values)
+            args = []
+            for ref in step.buffers:
+                args.extend(self.buffer(ref))
+            for param, value in zip(params[2 * len(step.buffers):], step.scalars):
+                kind = param.rpartition(" ")[0]
+                assert np.dtype(type(value)) == SCALAR_DTYPES[kind], (step.kernel, param, value)
+                args.append(_load(kind, len(self.slots)))
+                self.slots.append(np.asarray(value).tobytes())
+            ids = {1: "i, 0, 0", 2: "i % g0, i / g0, 0",
+                   3: "i % g0, (i / g0) % g1, i / (g0 * g1)"}[len(step.global_size)]
+            function = program.add_function(step.kernel)
+            if k:
+                body.append("  barrier(CLK_GLOBAL_MEM_FENCE);")
+            body += ["  {",
+                     f"    const long n = {_load('int', first)}, g0 = {_load('int', first + 1)}, "
+                     f"g1 = {_load('int', first + 2)};",
+                     # uniform loop bounds: PoCL miscompiled a loop started at the local id
+                     "    for (long c = 0; c < n; c += ch_items) {",
+                     "      const long i = c + ch_lid;",
+                     f"      if (i < n) {function}({', '.join(args)}, {ids});",
+                     "    }", "  }"]
+        return body
+
+    def launch(self, body: list[str], instruction: str) -> Launch:
+        """One launch of one work-group running ``body``."""
+        program = self.ctx.program
+        block = program.embed_bytes(b"".join(slot.ljust(_SLOT, b"\0") for slot in self.slots))
+        params = [f"__global uchar* ch_b{j}, ulong ch_b{j}_off" for j in range(len(self.bases))]
+        lines = ["__kernel void __KERNEL__(" + ", ".join(
+                     [*params, "__global uchar* ch_blk_base, ulong ch_blk_off", "int ch_count"])
+                 + ") {",
+                 "  if (ch_count == 0) return;",
+                 "  __global const uchar* ch_blk = ch_blk_base + ch_blk_off;",
+                 "  const long ch_lid = get_local_id(0), ch_items = get_local_size(0);",
+                 *body, "}"]
+        name = program.add_text("\n".join(lines), instruction.split("+"))
+        buffers = tuple(BufferRef(allocation, 0) for allocation in self.bases) + (block,)
+        items = self.ctx.target.chain_local_size
+        return Launch(name, buffers, (np.int32(1),), (items,), (items,), instruction)
 
 
 def _load(kind: str, slot: int) -> str:

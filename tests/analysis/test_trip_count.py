@@ -84,7 +84,7 @@ def test_a_condition_reading_other_state_is_unknown():
     assert trip_count(_while(runtime.parse(text))) is None
 
 
-def test_a_counted_loop_runs_without_reading_its_predicate(monkeypatch):
+def test_a_counted_loop_runs_without_reading_its_predicate(monkeypatch, host_loops):
     exe = runtime.compile(loop())
     [step] = [s for s in exe.program.plan if type(s).__name__ == "HostWhile"]
     assert step.trip_count == 7

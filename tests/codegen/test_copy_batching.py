@@ -75,7 +75,7 @@ def _inputs(n: int) -> list[np.ndarray]:
             rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)]
 
 
-def test_a_rotation_through_a_temporary_copies_in_one_launch(monkeypatch):
+def test_a_rotation_through_a_temporary_copies_in_one_launch(monkeypatch, host_loops):
     text = _rotate(16)
     batched, single = _compile(text, True, monkeypatch), _compile(text, False, monkeypatch)
     assert sum(isinstance(s, CopyBytes) for s in _body(single)) >= 4

@@ -134,9 +134,12 @@ def base_target() -> Target:
 
 # kernels of these sizes are chained whatever the target's limit (the tests are about what a
 # chain computes; where the limit falls is measured, see ``Target``)
-TARGETS = {"unchained": lambda t: replace(t, chain_max_work=0),
-           "chained": lambda t: replace(t, chain_max_work=1 << 20),
-           "chained-16-items": lambda t: replace(t, chain_max_work=1 << 20, chain_local_size=16)}
+# (loops stay the host's: their bodies' chains are what these tests check; device loops are
+# ``test_device_loops``'s)
+TARGETS = {"unchained": lambda t: replace(t, chain_max_work=0, loop_max_work=0),
+           "chained": lambda t: replace(t, chain_max_work=1 << 20, loop_max_work=0),
+           "chained-16-items": lambda t: replace(t, chain_max_work=1 << 20, chain_local_size=16,
+                                                 loop_max_work=0)}
 
 
 def compile_for(text: str, target: Target) -> Executable:

@@ -271,7 +271,8 @@ def _collatz(n: int) -> int:
 
 
 @pytest.mark.parametrize("n", [1, 2, 6, 27, 97])
-def test_a_data_dependent_loop_reads_its_predicate_once_a_chunk(monkeypatch, reads, n):
+def test_a_data_dependent_loop_reads_its_predicate_once_a_chunk(monkeypatch, reads, n,
+                                                                 host_loops):
     exe = _compile(COLLATZ, monkeypatch)
     [loop] = _steps(exe, HostWhile)
     assert loop.chunk >= 8
@@ -290,7 +291,8 @@ def test_a_data_dependent_loop_reads_its_predicate_once_a_chunk(monkeypatch, rea
         assert reads[0] == 11                             # against 119
 
 
-def test_a_loop_whose_condition_is_a_state_element_reads_it_every_iteration(monkeypatch, reads):
+def test_a_loop_whose_condition_is_a_state_element_reads_it_every_iteration(monkeypatch, reads,
+                                                                           host_loops):
     exe = _compile(FLAG, monkeypatch)
     [loop] = _steps(exe, HostWhile)
     assert loop.chunk == 1

@@ -17,7 +17,7 @@ Cases:
 - ``reruns:rebound-buffers``: released buffers reallocated between runs.
 - ``scatter:repeated-indices``: scatters with repeated indices, shared out among work-items.
 - ``chain:work-groups``: chained launches of small kernels, one work-group running the
-  stages with barriers between them.
+  stages with barriers between them, and while loops run on the device the same way.
 - ``workgroup:argminmax``: JAX's argmax and argmin as a work-group a row.
 - ``workgroup:dot``, ``workgroup:reduce``: the work-group-tiled dot and the work-group row
   reduction against numpy (``workgroup_cases``); ``workgroup:small-tiles``: both again with
@@ -194,10 +194,21 @@ def run_chains() -> list[str]:
     """Chained launches (``codegen.launch_chaining``) of the CPU target's kernels, in
     work-groups of one work-item and of sixteen (where the barriers between stages matter),
     against the same kernels launched one by one: the cases of
-    ``tests/codegen/test_launch_chaining``."""
+    ``tests/codegen/test_launch_chaining``; and loops run on the device
+    (``codegen.device_loops``) against the host's, the cases of
+    ``tests/codegen/test_device_loops``."""
+    from ..codegen.test_device_loops import CASES as LOOP_CASES
+    from ..codegen.test_device_loops import _run as run_loop
     from ..codegen.test_launch_chaining import chain_cases, chained_launches, run_chained
 
     problems = []
+    for name in LOOP_CASES:           # loops on the device (``codegen.device_loops``)
+        _, want = run_loop(name, "host")
+        for variant in ("device", "device-16-items"):
+            _, got = run_loop(name, variant)
+            for g, w in zip(got, want):
+                if g.tobytes() != w.tobytes():
+                    problems.append(f"loop {name} {variant}: values differ from the host loop's")
     for name in chain_cases():
         _, want = run_chained(name, "unchained")
         for variant in ("chained", "chained-16-items"):

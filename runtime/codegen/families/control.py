@@ -14,6 +14,7 @@ from ...errors import HloUnsupportedError
 from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.shape import ArrayShape
 from ..context import LoweringContext
+from ..device_loops import device_loop
 from ..launch_chaining import chain_launches
 from ..launch_merging import merge_launches
 from ..plan import CopyBytes, HostConditional, HostWhile, Step
@@ -51,6 +52,9 @@ def _call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
 
 @register("while")
 def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+    looped = device_loop(ctx, inst)
+    if looped is not None:
+        return [looped]
     cond: HloComputation = inst.condition
     body: HloComputation = inst.body
     steps = _combined(ctx, body)

@@ -1,0 +1,145 @@
+"""While loops run as one launch that loops on the device (``codegen.device_loops``): which
+loops qualify, and the same values as the host's loop, with one work-item and with sixteen
+(where the barriers around the predicate matter; Oclgrind's race check runs these loops
+through ``tests/codegen/test_launch_chaining``'s data loop)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from runtime.codegen.plan import HostWhile, Launch, iter_launches
+from tests.analysis.test_trip_count import loop as counted_loop
+from tests.codegen.test_launch_chaining import DATA_LOOP, base_target, compile_for
+from tests.codegen.test_predication import COLLATZ, FLAG
+
+VARIANTS = {"host": lambda t: replace(t, loop_max_work=0),
+            "device": lambda t: replace(t, loop_max_work=1 << 15, chain_max_work=1 << 18),
+            "device-16-items": lambda t: replace(t, loop_max_work=1 << 15,
+                                                 chain_max_work=1 << 18, chain_local_size=16)}
+
+NESTED = """HloModule nested
+inner_cond {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  k = s32[] constant(3)
+  ROOT c = pred[] compare(i, k), direction=LT
+}
+inner_body {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[4] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  h = f32[] constant(1.5)
+  hb = f32[4] broadcast(h), dimensions={}
+  y = f32[4] add(x, hb)
+  ROOT out = (s32[], f32[4]) tuple(j, y)
+}
+outer_cond {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  k = s32[] constant(5)
+  ROOT c = pred[] compare(i, k), direction=LT
+}
+outer_body {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[4] get-tuple-element(s), index=1
+  z = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(z, x)
+  w = (s32[], f32[4]) while(init), condition=inner_cond, body=inner_body
+  y = f32[4] get-tuple-element(w), index=1
+  two = f32[] constant(0.5)
+  tb = f32[4] broadcast(two), dimensions={}
+  y2 = f32[4] multiply(y, tb)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT out = (s32[], f32[4]) tuple(j, y2)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  z = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(z, x)
+  w = (s32[], f32[4]) while(init), condition=outer_cond, body=outer_body
+  ROOT r = f32[4] get-tuple-element(w), index=1
+}"""
+
+# the condition sums what every work-item of the body's last stage wrote
+SUMMED = """HloModule summed
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+cond {
+  x = f32[64] parameter(0)
+  z = f32[] constant(0)
+  s = f32[] reduce(x, z), dimensions={0}, to_apply=add
+  k = f32[] constant(1000)
+  ROOT c = pred[] compare(s, k), direction=LT
+}
+body {
+  x = f32[64] parameter(0)
+  h = f32[] constant(1.25)
+  hb = f32[64] broadcast(h), dimensions={}
+  ROOT y = f32[64] multiply(x, hb)
+}
+ENTRY e {
+  x = f32[64] parameter(0)
+  ROOT w = f32[64] while(x), condition=cond, body=body
+}"""
+
+CASES = {
+    "data-dependent": (DATA_LOOP, lambda: [np.random.default_rng(4).standard_normal(
+        (8, 32)).astype(np.float32)]),
+    "collatz": (COLLATZ, lambda: [np.int32(27)]),
+    "counted": (counted_loop(), lambda: [np.arange(4, dtype=np.float32), np.int32(0)]),
+    "state-flag": (FLAG, lambda: [np.int32(9)]),
+    "nested": (NESTED, lambda: [np.arange(4, dtype=np.float32)]),
+    "summed": (SUMMED, lambda: [np.linspace(0.5, 1.5, 64, dtype=np.float32)]),
+}
+
+
+def _run(name: str, variant: str):
+    text, args = CASES[name]
+    exe = compile_for(text, VARIANTS[variant](base_target()))
+    result = exe(*args())
+    return exe, [np.asarray(r) for r in (result if isinstance(result, tuple) else (result,))]
+
+
+def _host_whiles(steps) -> int:
+    count = 0
+    for step in steps:
+        if isinstance(step, HostWhile):
+            count += 1 + _host_whiles(step.body) + _host_whiles(step.condition)
+    return count
+
+
+@pytest.mark.parametrize("variant", ["device", "device-16-items"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_loops_on_the_device_give_the_host_loops_values(name, variant):
+    exe, got = _run(name, variant)
+    _, want = _run(name, "host")
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.atleast_1d(g).view(np.uint8),
+                                      np.atleast_1d(w).view(np.uint8))
+    plan = exe.program.plan
+    if name == "nested":            # the inner loop on the device, the outer on the host
+        assert _host_whiles(plan) == 1
+        [outer] = [s for s in plan if isinstance(s, HostWhile)]
+        assert [s for s in outer.body if isinstance(s, Launch) and "for (;;)"
+                in exe.program.kernel_texts[s.kernel]]
+    else:
+        assert _host_whiles(plan) == 0
+        assert len([s for s in iter_launches(plan)
+                    if "for (;;)" in exe.program.kernel_texts[s.kernel]]) == 1
+
+
+def test_a_body_doing_more_work_than_the_limit_stays_a_host_loop():
+    text, args = CASES["data-dependent"]
+    target = replace(VARIANTS["device"](base_target()), loop_max_work=64)
+    exe = compile_for(text, target)
+    assert _host_whiles(exe.program.plan) == 1
