@@ -269,11 +269,12 @@ CPU = Target(
     # matrix-vector products over 256 KB of cache (16 us apart on two threads, 23 us chained).
     # A work-group of one item: 64 measured the same on PoCL and on Intel's runtime.
     chain_max_work=1 << 18,
-    # while loops whose iterations do at most 2^15 units run on the device (``device_loops``):
-    # in-process A/B against host loops, best of 15 (same EPYC and PoCL): a vmapped Collatz
-    # loop 3.35 -> 0.72 ms, JAX's special functions (series loops) 2.79 -> 0.39, discrete
-    # sampling 3.42 -> 1.54, gamma sampling 4.59 -> 3.10, categorical sampling 14.6 -> 13.0,
-    # the f16 dropout MLP 32.7 -> 27.4; a LAPACK program within noise (1.52 / 1.59)
+    # while loops whose iterations do at most 2^15 units run on the device (``device_loops``),
+    # nested ones inline: in-process A/B against host loops, best of 15 (same EPYC and PoCL):
+    # a vmapped Collatz loop 3.22 -> 0.67 ms, JAX's special functions (series loops) 4.32 ->
+    # 0.38, discrete sampling 2.64 -> 0.28, gamma sampling 4.30 -> 2.35; the categorical
+    # sampler 4-10% faster over four runs, the f16 dropout MLP and a LAPACK program within
+    # noise
     loop_max_work=1 << 15,
 )
 

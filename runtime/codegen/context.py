@@ -23,6 +23,9 @@ class LoweringContext:
     assignment: BufferAssignment
     target: Target
     program: ProgramBuilder
+    # while a loop is tried as a device loop, nested loops are left for it to inline
+    # (``device_loops``): their rule returns a ``NestedLoop`` marker instead of lowering them
+    deferring_loops: bool = False
 
     def ref(self, inst: HloInstruction, index: tuple[int, ...] = ()) -> BufferRef:
         s = self.assignment.slice(inst, index)

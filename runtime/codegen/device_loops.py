@@ -10,13 +10,16 @@ most ``Target.loop_max_work`` (``fusion_cost.kernel_work``: one work-group, one 
 it all),
 the loop is one launch of one work-group: the condition's stages, a barrier, the predicate
 read from its buffer (the same value for every work-item), then the body's stages and a
-barrier, until the predicate is false. Buffers and loop state are the plan's, as the host
+barrier, until the predicate is false; a loop inside is the same code inline (JAX's
+threefry and rejection loops nest: discrete sampling 2.64 -> 0.28 ms with them inline). Buffers and loop state are the plan's, as the host
 loop's kernels read and write them; copies of loop state the host would enqueue become
 kernels of a work-item a byte. Anything else (a nested loop or conditional, a custom call, a
 bigger body) keeps the host loop (``HostWhile``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from ..hlo.dtypes import ELEMENT_TYPES
 from ..hlo.ir import HloInstruction
@@ -28,33 +31,62 @@ from .plan import CopyBytes, Launch, Step
 from .program import MAX_PARAMETER_BYTES
 
 
+@dataclass
+class NestedLoop:
+    """A loop inside a loop being tried as a device loop, not lowered yet: the outer loop's
+    kernel runs it inline, or the outer loop is lowered again without deferring."""
+
+    instruction: HloInstruction
+
+
 def device_loop(ctx: LoweringContext, loop: HloInstruction) -> Launch | None:
     """``loop`` as one launch that iterates on the device, or None where it cannot be."""
     if ctx.target.loop_max_work <= 0 or ctx.target.chain_max_work <= 0:
         return None
-    cond, body = loop.condition, loop.body
-    members = {i.name: i for c in (cond, body) for i in c.instructions}
-    cond_steps, body_steps = (
-        [_copy_stage(ctx, s) if isinstance(s, CopyBytes) else s for s in ctx.lower_computation(c)]
-        for c in (cond, body))
-    steps = cond_steps + body_steps
-    if not body_steps or not all(is_stage(ctx, members, s, ctx.target.chain_max_work)
-                                 for s in steps):
-        return None
-    work = sum(kernel_work(members[name]) for s in steps
-               for name in s.instruction.split("+"))                # type: ignore[union-attr]
-    if work > ctx.target.loop_max_work:
-        return None
     stages = Stages(ctx)
-    base, offset = stages.buffer(ctx.ref(cond.root))
-    lines = ["  for (;;) {", *stages.code(cond_steps),            # type: ignore[arg-type]
-             "  barrier(CLK_GLOBAL_MEM_FENCE);",
-             f"  if (*(__global const uchar*)({base} + {offset}) == 0) break;",
-             *stages.code(body_steps),                              # type: ignore[arg-type]
-             "  barrier(CLK_GLOBAL_MEM_FENCE);", "  }"]
-    if 16 * (len(stages.bases) + 1) + 4 > MAX_PARAMETER_BYTES:
+    lines = _loop_lines(ctx, stages, loop)
+    if lines is None or 16 * (len(stages.bases) + 1) + 4 > MAX_PARAMETER_BYTES:
         return None
     return stages.launch(lines, loop.name)
+
+
+def _loop_lines(ctx: LoweringContext, stages: Stages, loop: HloInstruction) -> list[str] | None:
+    """The kernel lines running ``loop`` (and the loops inside it), or None."""
+    cond, body = loop.condition, loop.body
+    members = {i.name: i for c in (cond, body) for i in c.instructions}
+    deferring, ctx.deferring_loops = ctx.deferring_loops, True
+    try:
+        cond_steps, body_steps = ctx.lower_computation(cond), ctx.lower_computation(body)
+    finally:
+        ctx.deferring_loops = deferring
+    launches = [s for s in cond_steps + body_steps if isinstance(s, Launch)]
+    if not body_steps or any(not isinstance(s, (Launch, CopyBytes, NestedLoop))
+                             for s in cond_steps + body_steps) \
+            or not all(is_stage(ctx, members, s, ctx.target.chain_max_work) for s in launches):
+        return None
+    work = sum(kernel_work(members[name]) for s in cond_steps + body_steps
+               if not isinstance(s, NestedLoop) for name in s.instruction.split("+"))
+    if work > ctx.target.loop_max_work:
+        return None
+    code = []
+    for steps in (cond_steps, body_steps):
+        part: list[str] = []
+        run: list[Launch] = []
+        for step in steps:
+            if isinstance(step, NestedLoop):
+                inner = _loop_lines(ctx, stages, step.instruction)
+                if inner is None:
+                    return None
+                part += [*stages.code(run), "  barrier(CLK_GLOBAL_MEM_FENCE);", *inner,
+                         "  barrier(CLK_GLOBAL_MEM_FENCE);"]
+                run = []
+            else:
+                run.append(_copy_stage(ctx, step) if isinstance(step, CopyBytes) else step)
+        code.append(part + stages.code(run))
+    base, offset = stages.buffer(ctx.ref(cond.root))
+    return ["  for (;;) {", *code[0], "  barrier(CLK_GLOBAL_MEM_FENCE);",
+            f"  if (*(__global const uchar*)({base} + {offset}) == 0) break;",
+            *code[1], "  barrier(CLK_GLOBAL_MEM_FENCE);", "  }"]
 
 
 _BYTES = ELEMENT_TYPES["u8"]

@@ -92,6 +92,24 @@ ENTRY e {
   ROOT w = f32[64] while(x), condition=cond, body=body
 }"""
 
+# the outer body's conditional keeps the outer loop on the host; the inner one runs on the
+# device
+BRANCHED = NESTED.replace("""outer_body {""", """halve {
+  h = f32[4] parameter(0)
+  k = f32[] constant(0.5)
+  kb = f32[4] broadcast(k), dimensions={}
+  ROOT r = f32[4] multiply(h, kb)
+}
+double {
+  d = f32[4] parameter(0)
+  ROOT r = f32[4] add(d, d)
+}
+outer_body {""").replace("""  two = f32[] constant(0.5)
+  tb = f32[4] broadcast(two), dimensions={}
+  y2 = f32[4] multiply(y, tb)""", """  two = s32[] constant(2)
+  early = pred[] compare(i, two), direction=LT
+  y2 = f32[4] conditional(early, y, y), true_computation=halve, false_computation=double""")
+
 CASES = {
     "data-dependent": (DATA_LOOP, lambda: [np.random.default_rng(4).standard_normal(
         (8, 32)).astype(np.float32)]),
@@ -99,6 +117,7 @@ CASES = {
     "counted": (counted_loop(), lambda: [np.arange(4, dtype=np.float32), np.int32(0)]),
     "state-flag": (FLAG, lambda: [np.int32(9)]),
     "nested": (NESTED, lambda: [np.arange(4, dtype=np.float32)]),
+    "branched": (BRANCHED, lambda: [np.arange(4, dtype=np.float32)]),
     "summed": (SUMMED, lambda: [np.linspace(0.5, 1.5, 64, dtype=np.float32)]),
 }
 
@@ -127,7 +146,7 @@ def test_loops_on_the_device_give_the_host_loops_values(name, variant):
         np.testing.assert_array_equal(np.atleast_1d(g).view(np.uint8),
                                       np.atleast_1d(w).view(np.uint8))
     plan = exe.program.plan
-    if name == "nested":            # the inner loop on the device, the outer on the host
+    if name == "branched":          # the inner loop on the device, the outer on the host
         assert _host_whiles(plan) == 1
         [outer] = [s for s in plan if isinstance(s, HostWhile)]
         assert [s for s in outer.body if isinstance(s, Launch) and "for (;;)"

@@ -14,7 +14,7 @@ from ...errors import HloUnsupportedError
 from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.shape import ArrayShape
 from ..context import LoweringContext
-from ..device_loops import device_loop
+from ..device_loops import NestedLoop, device_loop
 from ..launch_chaining import chain_launches
 from ..launch_merging import merge_launches
 from ..plan import CopyBytes, HostConditional, HostWhile, Step
@@ -52,6 +52,8 @@ def _call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
 
 @register("while")
 def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
+    if ctx.deferring_loops:
+        return [NestedLoop(inst)]      # type: ignore[list-item]
     looped = device_loop(ctx, inst)
     if looped is not None:
         return [looped]
