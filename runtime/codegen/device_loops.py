@@ -7,14 +7,13 @@ iteration, about 6 us of host time on PoCL however little the kernels do: a vmap
 Where every kernel of the condition and the body can be a stage of a chain
 (``launch_chaining``: no local memory or barriers of its own) and an iteration's work is at
 most ``Target.loop_max_work`` (``fusion_cost.kernel_work``: one work-group, one core, does
-it all),
-the loop is one launch of one work-group: the condition's stages, a barrier, the predicate
-read from its buffer (the same value for every work-item), then the body's stages and a
-barrier, until the predicate is false; a loop inside is the same code inline (JAX's
-threefry and rejection loops nest: discrete sampling 2.64 -> 0.28 ms with them inline). Buffers and loop state are the plan's, as the host
+it all), the loop is one launch of one work-group: the condition's stages, a barrier, the
+predicate read from its buffer (the same value for every work-item), then the body's stages
+and a barrier, until the predicate is false. A loop inside is the same code inline (JAX's
+threefry and rejection loops nest: discrete sampling 2.64 -> 0.28 ms). Buffers and loop state are the plan's, as the host
 loop's kernels read and write them; copies of loop state the host would enqueue become
-kernels of a work-item a byte. Anything else (a nested loop or conditional, a custom call, a
-bigger body) keeps the host loop (``HostWhile``).
+kernels of a work-item a byte. Anything else (a conditional, a custom call, a bigger body)
+keeps the host loop (``HostWhile``), whose inner loops may still run on the device.
 """
 
 from __future__ import annotations
