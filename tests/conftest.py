@@ -40,13 +40,10 @@ def corpus() -> Path:
     return corpus_dir()
 
 
-@pytest.fixture
-def unchained():
-    """Launch chaining off (``codegen.launch_chaining``), for tests that count the launches
-    a pass or another plan transformation leaves: every device's target gets
-    ``chain_max_work=0`` (part of the program cache's key, so no chained program is loaded),
-    and each kernel keeps its own launch. Its own patch, which a test's ``monkeypatch.undo()``
-    leaves in place."""
+def _targets_with(**settings):
+    """Every device's target with ``settings`` replaced (part of the program cache's key),
+    the compile caches cleared around it. Its own patch, which a test's
+    ``monkeypatch.undo()`` leaves in place."""
     from dataclasses import replace
 
     from runtime import compiler
@@ -55,26 +52,22 @@ def unchained():
     chosen = Target.for_device
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(Target, "for_device",
-                      staticmethod(lambda device: replace(chosen(device), chain_max_work=0)))
+                      staticmethod(lambda device: replace(chosen(device), **settings)))
         compiler.clear_cache()
         yield
     compiler.clear_cache()
+
+
+@pytest.fixture
+def unchained():
+    """Launch chaining off (``codegen.launch_chaining``), for tests that count the launches
+    a pass or another plan transformation leaves: ``chain_max_work=0``, each kernel keeps
+    its own launch."""
+    yield from _targets_with(chain_max_work=0)
 
 
 @pytest.fixture
 def host_loops():
     """Device loops off (``codegen.device_loops``), for tests of how the host runs a while
-    loop (its reads of the predicate, its trip count): every device's target gets
-    ``loop_max_work=0`` (part of the program cache's key)."""
-    from dataclasses import replace
-
-    from runtime import compiler
-    from runtime.target import Target
-
-    chosen = Target.for_device
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Target, "for_device",
-                      staticmethod(lambda device: replace(chosen(device), loop_max_work=0)))
-        compiler.clear_cache()
-        yield
-    compiler.clear_cache()
+    loop (its reads of the predicate, its trip count): ``loop_max_work=0``."""
+    yield from _targets_with(loop_max_work=0)

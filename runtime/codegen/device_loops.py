@@ -24,10 +24,9 @@ from ..hlo.dtypes import ELEMENT_TYPES
 from ..hlo.ir import HloInstruction
 from ..passes.fusion_cost import kernel_work
 from .context import LoweringContext
-from .launch_chaining import Stages, is_stage
+from .launch_chaining import Stages, fits_arguments, is_stage
 from .kernel import KernelBuilder
 from .plan import CopyBytes, Launch, Step
-from .program import MAX_PARAMETER_BYTES
 
 
 @dataclass
@@ -44,7 +43,7 @@ def device_loop(ctx: LoweringContext, loop: HloInstruction) -> Launch | None:
         return None
     stages = Stages(ctx)
     lines = _loop_lines(ctx, stages, loop)
-    if lines is None or 16 * (len(stages.bases) + 1) + 4 > MAX_PARAMETER_BYTES:
+    if lines is None or not fits_arguments(len(stages.bases)):
         return None
     return stages.launch(lines, loop.name)
 

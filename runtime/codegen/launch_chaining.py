@@ -98,13 +98,19 @@ def _within_arguments(chunk: list[Launch]) -> list[list[Launch]]:
     seen: set[int] = set()
     for step in chunk:
         new = {ref.allocation for ref in step.buffers} - seen
-        if pieces[-1] and 16 * (len(seen) + len(new) + 1) + 4 > MAX_PARAMETER_BYTES:
+        if pieces[-1] and not fits_arguments(len(seen) + len(new)):
             pieces.append([])
             seen = set()
             new = {ref.allocation for ref in step.buffers}
         pieces[-1].append(step)
         seen |= new
     return pieces
+
+
+def fits_arguments(buffers: int) -> bool:
+    """Whether a one-work-group kernel of ``buffers`` distinct buffers keeps within
+    ``MAX_PARAMETER_BYTES``: 16 bytes a buffer and its block's, 4 the work bound."""
+    return 16 * (buffers + 1) + 4 <= MAX_PARAMETER_BYTES
 
 
 def _periodic_length(keys: list[tuple], i: int) -> int:

@@ -225,7 +225,7 @@ class _Lowering:
                 comp.root = params[1]
             else:
                 x, y = (params[0], params[1]), (params[2], params[3])
-                re, im = _multiply(b, x, y) if kind == "complex-multiply" else \
+                re, im = b.complex_multiply(x, y) if kind == "complex-multiply" else \
                     (b.binary("add", x[0], y[0]), b.binary("add", x[1], y[1]))
                 comp.root = b.add("tuple", TupleShape((scalar, scalar)), [re, im])
             self.module.computations.insert(0, comp)
@@ -314,10 +314,6 @@ def _to_real(fn: Callable[..., HloInstruction]) -> Rule:
     return rule
 
 
-def _multiply(b: PartBuilder, x: Parts, y: Parts) -> Parts:
-    return b.complex_multiply(x, y)
-
-
 def _divide(b: PartBuilder, x: Parts, y: Parts) -> Parts:
     """Smith's algorithm: divide by the larger of the divisor's parts, which keeps the
     intermediate products in range."""
@@ -395,7 +391,7 @@ def _rsqrt(b: PartBuilder, x: Parts) -> Parts:
 
 def _power(b: PartBuilder, x: Parts, y: Parts) -> Parts:
     """``exp(y log x)``; ``0^y`` is 1 for ``y == 0`` and 0 otherwise."""
-    re, im = _exp(b, _multiply(b, y, _log(b, x)))
+    re, im = _exp(b, b.complex_multiply(y, _log(b, x)))
     et, d = type_of(re), dims_of(re)
     zero, one = b.full(0.0, et, d), b.full(1.0, et, d)
     base_zero = b.binary("and", b.compare(x[0], zero, "EQ"), b.compare(x[1], zero, "EQ"))
@@ -651,7 +647,7 @@ RULES: dict[str, Rule] = {
     "dynamic-slice": _dynamic_slice,
     "dynamic-update-slice": _dynamic_update_slice,
     "pad": _pad,
-    "multiply": _elementwise(_multiply),
+    "multiply": _elementwise(PartBuilder.complex_multiply),
     "divide": _elementwise(_divide),
     "sign": _elementwise(_sign),
     "exponential": _elementwise(_exp),
