@@ -34,9 +34,26 @@ def _top_k(inst: HloInstruction) -> list[tuple[int, Layout | None]]:
     return [(0, default_layout(operand.rank))]
 
 
+def _in_place(inst: HloInstruction) -> list[tuple[int, Layout | None]]:
+    """A dynamic-update-slice or scatter writes its result over its in-place operands'
+    bytes, so each must be laid out as its result (XLA's layout assignment asks the same)."""
+    results = [shape for _, shape in inst.shape.leaves()]
+    return [(k, result.layout) for k, result in enumerate(results)]
+
+
+def _tuple(inst: HloInstruction) -> list[tuple[int, Layout | None]]:
+    """A tuple forwards its operands' bytes, which its shape says are in its elements'
+    layouts (a root tuple's shape is the entry's result layout)."""
+    return [(k, shape.layout) for k, shape in enumerate(inst.shape.elements)  # type: ignore[union-attr]
+            if isinstance(shape, ArrayShape)]
+
+
 LAYOUT_RULES: dict[str, LayoutRule] = {
     "sort": _sort,
     "topk": _top_k,
+    "dynamic-update-slice": _in_place,
+    "scatter": _in_place,
+    "tuple": _tuple,
 }
 
 

@@ -55,3 +55,47 @@ def test_sort_and_top_k_of_a_transposed_matrix_match_numpy():
     want = np.argsort(-m.T, axis=1, kind="stable")[:, :2]
     np.testing.assert_array_equal(index, want)
     np.testing.assert_array_equal(top, np.take_along_axis(m.T, want, 1))
+
+
+# found by the layout fuzzer (tests/fuzz): a dynamic-update-slice wrote its result over
+# operand bytes laid out otherwise, and a root tuple handed out bytes in its operand's layout
+# where its shape (the entry's result layout) names another: both read back permuted
+UPDATE = """HloModule update
+ENTRY e {
+  x = f32[5,4,2]{1,0,2} parameter(0)
+  u = f32[2,2,1]{2,1,0} parameter(1)
+  i = s32[] parameter(2)
+  j = s32[] parameter(3)
+  k = s32[] parameter(4)
+  ROOT d = f32[5,4,2]{2,1,0} dynamic-update-slice(x, u, i, j, k)
+}"""
+
+ROOT_TUPLE = """HloModule root_tuple
+ENTRY e {
+  x = f32[5,8]{1,0} parameter(0)
+  b = f32[5,8,3]{2,1,0} broadcast(x), dimensions={0,1}
+  n = f32[5,8,3]{2,1,0} negate(b)
+  ROOT t = (f32[5,8,3]{0,1,2}, f32[5,8,3]{1,2,0}) tuple(n, b)
+}"""
+
+
+def test_in_place_operands_and_tuple_elements_take_their_results_layouts():
+    [copy] = _copies(UPDATE)
+    assert copy.shape.minor_to_major == (2, 1, 0) and copy.operands[0].opcode == "parameter"
+    assert [c.shape.minor_to_major for c in _copies(ROOT_TUPLE)] == [(0, 1, 2), (1, 2, 0)]
+    assert _copies(UPDATE.replace("{1,0,2} parameter", "{2,1,0} parameter")) == []
+
+
+def test_an_update_and_a_root_tuple_in_other_layouts_match_numpy():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((5, 4, 2)).astype(np.float32)
+    u = rng.standard_normal((2, 2, 1)).astype(np.float32)
+    for fusion in (True, False):
+        got = runtime.compile(UPDATE, fusion=fusion)(x, u, *map(np.int32, (1, 2, 1)))
+        want = x.copy()
+        want[1:3, 2:4, 1:2] = u
+        np.testing.assert_array_equal(got, want)
+        m = rng.standard_normal((5, 8)).astype(np.float32)
+        n, b = runtime.compile(ROOT_TUPLE, fusion=fusion)(m)
+        np.testing.assert_array_equal(b, np.broadcast_to(m[:, :, None], (5, 8, 3)))
+        np.testing.assert_array_equal(n, -b)

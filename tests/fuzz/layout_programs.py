@@ -1,0 +1,398 @@
+"""Random HLO modules with random layouts, for differential testing against XLA's CPU backend.
+
+A layout changes where an element lives, never its value, so a module whose parameters,
+intermediates and root carry random non-default layouts must compute exactly what XLA
+computes. Each module holds several independent *cases* (a few random steps from fresh
+parameters), so one OpenCL build checks many of them; a failing case is re-emitted alone
+(``Case.module_text``) to shrink it.
+
+The steps cover what the passes rewrite around layouts: elementwise chains (fused), dots
+with random dimension numbers, convolutions with random dimension labels, reductions,
+transposes, reshapes, broadcasts, slices, pads, reverses, concatenates, iotas,
+dynamic-(update-)slices with out-of-range indices, converts and copies. Shapes include
+size-1 and odd dimensions. Kept free of pytest so ``benchmarks/fuzz_layouts.py`` imports it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+import numpy as np
+
+_DIMS = (1, 1, 2, 3, 4, 5, 7, 8, 16)
+_MAX_ELEMENTS = 2048
+_FLOAT_UNARY = ("negate", "abs", "tanh", "sine", "floor", "sign")
+_BINARY = ("add", "subtract", "multiply", "maximum", "minimum")
+
+
+@dataclass
+class Value:
+    name: str
+    dims: tuple[int, ...]
+    etype: str = "f32"
+
+
+@dataclass
+class Param:
+    value: Value
+    layout: tuple[int, ...]
+    data: np.ndarray
+
+
+@dataclass
+class Case:
+    """One independent random computation: its parameters, instructions and outputs."""
+    params: list[Param] = field(default_factory=list)
+    lines: list[str] = field(default_factory=list)
+    outputs: list[tuple[Value, tuple[int, ...]]] = field(default_factory=list)
+
+    def module_text(self) -> str:
+        return module_text([self])
+
+
+def shape_text(v: Value, layout: tuple[int, ...]) -> str:
+    dims = f"{v.etype}[{','.join(map(str, v.dims))}]"
+    return dims + f"{{{','.join(map(str, layout))}}}" if v.dims else dims
+
+
+class _Builder:
+    def __init__(self, rng: np.random.Generator, prefix: str):
+        self.rng = rng
+        self.prefix = prefix
+        self.count = itertools.count()
+        self.case = Case()
+
+    def name(self, what: str) -> str:
+        return f"{self.prefix}{what}.{next(self.count)}"
+
+    def layout(self, rank: int) -> tuple[int, ...]:
+        """Row-major half the time, otherwise a random minor-to-major order."""
+        if self.rng.random() < 0.5:
+            return tuple(range(rank - 1, -1, -1))
+        return tuple(int(d) for d in self.rng.permutation(rank))
+
+    def dims(self, rank: int) -> tuple[int, ...]:
+        while True:
+            dims = tuple(int(self.rng.choice(_DIMS)) for _ in range(rank))
+            if int(np.prod(dims, dtype=np.int64)) <= _MAX_ELEMENTS:
+                return dims
+
+    def param(self, dims: tuple[int, ...], etype: str = "f32") -> Value:
+        v = Value(self.name("p"), dims, etype)
+        if etype == "f32":
+            data = self.rng.standard_normal(dims).astype(np.float32)
+        else:
+            data = self.rng.integers(-40, 40, size=dims).astype(np.dtype(_NUMPY[etype]))
+        self.case.params.append(Param(v, self.layout(len(dims)), data))
+        return v
+
+    def emit(self, dims: tuple[int, ...], expr: str, etype: str = "f32") -> Value:
+        v = Value(self.name("v"), dims, etype)
+        self.case.lines.append(f"  {v.name} = {shape_text(v, self.layout(len(dims)))} {expr}")
+        return v
+
+    def same_shape(self, x: Value) -> Value:
+        """Another value of ``x``'s shape: a fresh parameter or a broadcast of one."""
+        if self.rng.random() < 0.5 or not x.dims:
+            return self.param(x.dims, x.etype)
+        kept = sorted(int(d) for d in self.rng.choice(len(x.dims), size=int(
+            self.rng.integers(0, len(x.dims) + 1)), replace=False))
+        small = self.param(tuple(x.dims[d] for d in kept), x.etype)
+        return self.emit(x.dims, f"broadcast({small.name}), dimensions={{{_csv(kept)}}}",
+                         x.etype)
+
+
+_NUMPY = {"f32": np.float32, "s32": np.int32}
+
+
+def _csv(xs) -> str:
+    return ",".join(str(int(x)) for x in xs)
+
+
+def _unary(b: _Builder, x: Value) -> Value:
+    if x.etype != "f32":
+        return b.emit(x.dims, f"negate({x.name})", x.etype)
+    op = str(b.rng.choice(_FLOAT_UNARY))
+    return b.emit(x.dims, f"{op}({x.name})")
+
+
+def _binary(b: _Builder, x: Value) -> Value:
+    y = b.same_shape(x)
+    op = str(b.rng.choice(_BINARY))
+    a, c = (x, y) if b.rng.random() < 0.5 else (y, x)
+    return b.emit(x.dims, f"{op}({a.name}, {c.name})", x.etype)
+
+
+def _select(b: _Builder, x: Value) -> Value:
+    y = b.same_shape(x)
+    pred = Value(b.name("c"), x.dims, "pred")
+    direction = str(b.rng.choice(["GT", "LT", "GE", "EQ"]))
+    b.case.lines.append(f"  {pred.name} = {shape_text(pred, b.layout(len(x.dims)))} "
+                        f"compare({x.name}, {y.name}), direction={direction}")
+    return b.emit(x.dims, f"select({pred.name}, {x.name}, {y.name})", x.etype)
+
+
+def _transpose(b: _Builder, x: Value) -> Value:
+    perm = [int(d) for d in b.rng.permutation(len(x.dims))]
+    return b.emit(tuple(x.dims[d] for d in perm),
+                  f"transpose({x.name}), dimensions={{{_csv(perm)}}}", x.etype)
+
+
+def _reshape(b: _Builder, x: Value) -> Value:
+    dims = list(x.dims)
+    choice = b.rng.integers(0, 4)
+    if choice == 0 and len(dims) >= 2:
+        i = int(b.rng.integers(0, len(dims) - 1))
+        dims[i:i + 2] = [dims[i] * dims[i + 1]]
+    elif choice == 1 and any(d > 1 and d % 2 == 0 for d in dims):
+        i = next(i for i, d in enumerate(dims) if d > 1 and d % 2 == 0)
+        dims[i:i + 1] = [2, dims[i] // 2]
+    elif choice == 2 and 1 in dims:
+        dims.remove(1)
+    elif len(dims) < 5:
+        dims.insert(int(b.rng.integers(0, len(dims) + 1)), 1)
+    return b.emit(tuple(dims), f"reshape({x.name})", x.etype)
+
+
+def _broadcast(b: _Builder, x: Value) -> Value:
+    if len(x.dims) >= 4:
+        return _reduce(b, x)
+    size = int(b.rng.choice((1, 2, 3, 4)))
+    at = int(b.rng.integers(0, len(x.dims) + 1))
+    dims = x.dims[:at] + (size,) + x.dims[at:]
+    if np.prod(dims) > _MAX_ELEMENTS:
+        return _reduce(b, x)
+    mapping = [d if d < at else d + 1 for d in range(len(x.dims))]
+    return b.emit(dims, f"broadcast({x.name}), dimensions={{{_csv(mapping)}}}", x.etype)
+
+
+def _reduce(b: _Builder, x: Value) -> Value:
+    if not x.dims:
+        return _unary(b, x)
+    count = int(b.rng.integers(1, len(x.dims) + 1))
+    reduced = sorted(int(d) for d in b.rng.choice(len(x.dims), size=count, replace=False))
+    kind = "max" if b.rng.random() < 0.3 else "add"
+    init = b.emit((), "constant(0)" if kind == "add" else "constant(-1000)", x.etype)
+    dims = tuple(d for i, d in enumerate(x.dims) if i not in reduced)
+    return b.emit(dims, f"reduce({x.name}, {init.name}), dimensions={{{_csv(reduced)}}}, "
+                  f"to_apply={kind}_{x.etype}", x.etype)
+
+
+def _dot(b: _Builder, x: Value) -> Value:
+    """A dot of ``x`` with a fresh operand under random dimension numbers: ``x``'s
+    batch and contracting dimensions drawn at random, the other operand's order shuffled."""
+    if x.etype != "f32" or not x.dims:
+        return _binary(b, x)
+    rank = len(x.dims)
+    order = [int(d) for d in b.rng.permutation(rank)]
+    n_contract = int(b.rng.integers(0 if rank > 1 else 1, min(rank, 2) + 1))
+    n_batch = int(b.rng.integers(0, min(rank - n_contract, 1) + 1)) if rank > n_contract else 0
+    contract = order[:n_contract]
+    batch = order[n_contract:n_contract + n_batch]
+    lhs_free = [d for d in range(rank) if d not in contract and d not in batch]
+    free_sizes = b.dims(int(b.rng.integers(0, 3)))
+    out_dims = (tuple(x.dims[d] for d in batch) + tuple(x.dims[d] for d in lhs_free)
+                + free_sizes)
+    if np.prod(out_dims, dtype=np.int64) > _MAX_ELEMENTS:
+        free_sizes = ()
+        out_dims = tuple(x.dims[d] for d in batch) + tuple(x.dims[d] for d in lhs_free)
+    rhs_logical = ([("b", i) for i in range(len(batch))] + [("c", i) for i in range(len(contract))]
+                   + [("f", i) for i in range(len(free_sizes))])
+    perm = [int(p) for p in b.rng.permutation(len(rhs_logical))]
+    rhs_axes = [rhs_logical[p] for p in perm]
+    size_of = {"b": [x.dims[d] for d in batch], "c": [x.dims[d] for d in contract],
+               "f": list(free_sizes)}
+    y = b.param(tuple(size_of[k][i] for k, i in rhs_axes))
+    # the rhs free dimensions appear in the output in the rhs operand's order
+    rhs_free_order = [i for k, i in rhs_axes if k == "f"]
+    out_dims = out_dims[:len(out_dims) - len(free_sizes)] + tuple(free_sizes[i] for i in rhs_free_order)
+    rhs_batch = [rhs_axes.index(("b", i)) for i in range(len(batch))]
+    rhs_contract = [rhs_axes.index(("c", i)) for i in range(len(contract))]
+    swap = b.rng.random() < 0.3 and not batch
+    attrs = []
+    if batch:
+        attrs.append(f"lhs_batch_dims={{{_csv(batch)}}}, rhs_batch_dims={{{_csv(rhs_batch)}}}")
+    if swap:
+        attrs.append(f"lhs_contracting_dims={{{_csv(rhs_contract)}}}, "
+                     f"rhs_contracting_dims={{{_csv(contract)}}}")
+        rhs_free = [i for i in range(len(rhs_axes)) if rhs_axes[i][0] == "f"]
+        dims = tuple(y.dims[d] for d in rhs_free) + tuple(x.dims[d] for d in lhs_free)
+        return b.emit(dims, f"dot({y.name}, {x.name}), {', '.join(attrs)}")
+    attrs.append(f"lhs_contracting_dims={{{_csv(contract)}}}, "
+                 f"rhs_contracting_dims={{{_csv(rhs_contract)}}}")
+    return b.emit(out_dims, f"dot({x.name}, {y.name}), {', '.join(attrs)}")
+
+
+def _convolution(b: _Builder, x: Value) -> Value:
+    """A 1-D or 2-D convolution of a fresh input and kernel under random dimension labels,
+    then added to ``x`` where the shapes allow (else a new chain starts from it)."""
+    spatial = int(b.rng.integers(1, 3))
+    rank = spatial + 2
+    batch, fin, fout = int(b.rng.choice((1, 2, 3))), int(b.rng.choice((1, 2, 4))), \
+        int(b.rng.choice((1, 3, 4)))
+    sizes = [int(b.rng.choice((3, 4, 5, 8))) for _ in range(spatial)]
+    window = [int(b.rng.choice((1, 2, 3))) for _ in range(spatial)]
+    letters = [str(i) for i in range(spatial)]
+
+    def labels(first: str, second: str) -> list[str]:
+        order = [first, second] + letters
+        return [order[int(p)] for p in b.rng.permutation(rank)]
+
+    lhs_l, rhs_l, out_l = labels("b", "f"), labels("i", "o"), labels("b", "f")
+    lhs_size = {"b": batch, "f": fin, **dict(zip(letters, sizes))}
+    rhs_size = {"i": fin, "o": fout, **dict(zip(letters, window))}
+    out_size = {"b": batch, "f": fout,
+                **{c: s - w + 1 for c, s, w in zip(letters, sizes, window)}}
+    lhs = b.param(tuple(lhs_size[c] for c in lhs_l))
+    rhs = b.param(tuple(rhs_size[c] for c in rhs_l))
+    dims = tuple(out_size[c] for c in out_l)
+    win = " ".join([f"size={'x'.join(map(str, window))}"])
+    conv = b.emit(dims, f"convolution({lhs.name}, {rhs.name}), window={{{win}}}, "
+                  f"dim_labels={''.join(lhs_l)}_{''.join(rhs_l)}->{''.join(out_l)}")
+    return conv
+
+
+def _slice(b: _Builder, x: Value) -> Value:
+    if not x.dims:
+        return _unary(b, x)
+    parts, dims = [], []
+    for d in x.dims:
+        start = int(b.rng.integers(0, d))
+        limit = int(b.rng.integers(start + 1, d + 1))
+        stride = int(b.rng.choice((1, 1, 2)))
+        parts.append(f"[{start}:{limit}:{stride}]")
+        dims.append((limit - start + stride - 1) // stride)
+    return b.emit(tuple(dims), f"slice({x.name}), slice={{{','.join(parts)}}}", x.etype)
+
+
+def _pad(b: _Builder, x: Value) -> Value:
+    if not x.dims:
+        return _unary(b, x)
+    value = b.emit((), "constant(0)", x.etype)
+    parts, dims = [], []
+    for d in x.dims:
+        lo, hi = int(b.rng.integers(-1 if d > 2 else 0, 3)), int(b.rng.integers(0, 3))
+        interior = int(b.rng.choice((0, 0, 1)))
+        parts.append(f"{lo}_{hi}" + (f"_{interior}" if interior else ""))
+        dims.append(lo + hi + d + max(d - 1, 0) * interior)
+    if np.prod(dims) > _MAX_ELEMENTS or min(dims) < 1:
+        return _unary(b, x)
+    return b.emit(tuple(dims), f"pad({x.name}, {value.name}), padding={'x'.join(parts)}",
+                  x.etype)
+
+
+def _reverse(b: _Builder, x: Value) -> Value:
+    if not x.dims:
+        return _unary(b, x)
+    dims = sorted(int(d) for d in b.rng.choice(len(x.dims), size=int(
+        b.rng.integers(1, len(x.dims) + 1)), replace=False))
+    return b.emit(x.dims, f"reverse({x.name}), dimensions={{{_csv(dims)}}}", x.etype)
+
+
+def _concatenate(b: _Builder, x: Value) -> Value:
+    if not x.dims or 2 * np.prod(x.dims) > _MAX_ELEMENTS:
+        return _unary(b, x)
+    axis = int(b.rng.integers(0, len(x.dims)))
+    other = b.param(x.dims[:axis] + (int(b.rng.choice((1, 2, 3))),) + x.dims[axis + 1:], x.etype)
+    dims = x.dims[:axis] + (x.dims[axis] + other.dims[axis],) + x.dims[axis + 1:]
+    operands = (x, other) if b.rng.random() < 0.5 else (other, x)
+    return b.emit(dims, f"concatenate({operands[0].name}, {operands[1].name}), "
+                  f"dimensions={{{axis}}}", x.etype)
+
+
+def _iota(b: _Builder, x: Value) -> Value:
+    if not x.dims:
+        return _unary(b, x)
+    axis = int(b.rng.integers(0, len(x.dims)))
+    iota = b.emit(x.dims, f"iota(), iota_dimension={axis}", x.etype)
+    return b.emit(x.dims, f"add({x.name}, {iota.name})", x.etype)
+
+
+def _index(b: _Builder) -> Value:
+    """An s32 scalar index, often out of range (XLA clamps the window into the operand)."""
+    v = Value(b.name("i"), (), "s32")
+    value = int(b.rng.choice((-3, -1, 0, 1, 2, 5, 100)))
+    b.case.params.append(Param(v, (), np.array(value, np.int32)))
+    return v
+
+
+def _dynamic_slice(b: _Builder, x: Value) -> Value:
+    if not x.dims:
+        return _unary(b, x)
+    sizes = [int(b.rng.integers(1, d + 1)) for d in x.dims]
+    starts = [_index(b).name for _ in x.dims]
+    return b.emit(tuple(sizes), f"dynamic-slice({x.name}, {', '.join(starts)}), "
+                  f"dynamic_slice_sizes={{{_csv(sizes)}}}", x.etype)
+
+
+def _dynamic_update_slice(b: _Builder, x: Value) -> Value:
+    if not x.dims:
+        return _unary(b, x)
+    update = b.param(tuple(int(b.rng.integers(1, d + 1)) for d in x.dims), x.etype)
+    starts = [_index(b).name for _ in x.dims]
+    return b.emit(x.dims, f"dynamic-update-slice({x.name}, {update.name}, "
+                  f"{', '.join(starts)})", x.etype)
+
+
+def _convert(b: _Builder, x: Value) -> Value:
+    to = "s32" if x.etype == "f32" else "f32"
+    return b.emit(x.dims, f"convert({x.name})", to)
+
+
+def _copy(b: _Builder, x: Value) -> Value:
+    return b.emit(x.dims, f"copy({x.name})", x.etype)
+
+
+_STEPS = ((_unary, 2), (_binary, 4), (_select, 1), (_transpose, 4), (_reshape, 2),
+          (_broadcast, 2), (_reduce, 2), (_dot, 4), (_slice, 1), (_pad, 1), (_reverse, 1),
+          (_concatenate, 1), (_iota, 1), (_dynamic_slice, 1), (_dynamic_update_slice, 1),
+          (_convert, 1), (_copy, 1), (_convolution, 1))
+_WEIGHTS = np.array([w for _, w in _STEPS], float) / sum(w for _, w in _STEPS)
+
+
+def random_case(rng: np.random.Generator, prefix: str) -> Case:
+    b = _Builder(rng, prefix)
+    x = b.param(b.dims(int(rng.integers(1, 4))))
+    values = [x]
+    for _ in range(int(rng.integers(2, 9))):
+        step = _STEPS[int(rng.choice(len(_STEPS), p=_WEIGHTS))][0]
+        x = step(b, x)
+        values.append(x)
+    outs = [x] + ([values[int(rng.integers(1, len(values) - 1))]]
+                  if len(values) > 2 and rng.random() < 0.4 else [])
+    b.case.outputs = [(v, b.layout(len(v.dims))) for v in outs]
+    return b.case
+
+
+def random_cases(seed: int, count: int) -> list[Case]:
+    rng = np.random.default_rng(seed)
+    return [random_case(rng, f"k{seed}_{i}_") for i in range(count)]
+
+
+def module_text(cases: list[Case]) -> str:
+    """One module computing every case; its root is the tuple of all cases' outputs."""
+    params = [p for c in cases for p in c.params]
+    outs = [o for c in cases for o in c.outputs]
+    lines = ["HloModule fuzz", ""]
+    for kind, etype in itertools.product(("add", "max"), ("f32", "s32")):
+        op = "add" if kind == "add" else "maximum"
+        lines += [f"{kind}_{etype} {{", f"  a = {etype}[] parameter(0)",
+                  f"  b = {etype}[] parameter(1)", f"  ROOT r = {etype}[] {op}(a, b)", "}", ""]
+    lines.append("ENTRY main {")
+    for i, p in enumerate(params):
+        lines.append(f"  {p.value.name} = {shape_text(p.value, p.layout)} parameter({i})")
+    for c in cases:
+        lines.extend(c.lines)
+    root_shape = ", ".join(shape_text(v, layout) for v, layout in outs)
+    lines.append(f"  ROOT out = ({root_shape}) tuple({', '.join(v.name for v, _ in outs)})")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def arguments(cases: list[Case]) -> list[np.ndarray]:
+    return [p.data for c in cases for p in c.params]
+
+
+def output_counts(cases: list[Case]) -> list[int]:
+    return [len(c.outputs) for c in cases]
