@@ -15,6 +15,7 @@ in ``templates.py``. Every size, stride and offset enters the text via ``KernelB
 from __future__ import annotations
 
 import contextlib
+import re
 from dataclasses import dataclass
 from typing import Callable, Union
 
@@ -58,6 +59,15 @@ class ValueLeaf:
 
 
 Leaf = Union[BufferLeaf, ValueLeaf]
+
+
+_ATOM = re.compile(r"[A-Za-z_][A-Za-z_0-9]*|[0-9]+")
+
+
+def factor(expr: str) -> str:
+    """``expr`` safe as a factor of a product: index expressions arrive compound (a tile's
+    ``col + 8``), and ``col + 8 * stride`` is not ``(col + 8) * stride``."""
+    return expr if _ATOM.fullmatch(expr) else f"({expr})"
 
 
 def layout_key(shape: ArrayShape) -> tuple:
@@ -146,7 +156,8 @@ class ElementalEmitter:
             if stride == 1 and not terms:
                 terms.append(index.exprs[d])
             else:
-                terms.append(f"{index.exprs[d]} * {self.kb.param(stride, key=(key, 'stride', d))}")
+                terms.append(f"{factor(index.exprs[d])} * "
+                             f"{self.kb.param(stride, key=(key, 'stride', d))}")
             stride *= shape.dims[d]
         return " + ".join(terms)
 
@@ -192,7 +203,7 @@ class ElementalEmitter:
         across work-items: with 32-bit indices it is a multiply and a shift by the divisor's
         ``division_magic``, passed beside it."""
         if self.kb.index_type != "int":
-            return f"{numerator} / {self.dim(divisor, key)}"
+            return f"{factor(numerator)} / {self.dim(divisor, key)}"
         multiplier, shift = division_magic(divisor)
         m = self.kb.scalar("ulong", multiplier, key=(key, "magic"))
         n = self.kb.param(shift, key=(key, "shift"))
@@ -450,7 +461,7 @@ def _slice(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     for d, s in enumerate(inst.slice.dims):
         e = index.exprs[d]
         if s.stride != 1:
-            e = f"{e} * {em.kb.param(s.stride, key=(key, 'stride', d))}"
+            e = f"{factor(e)} * {em.kb.param(s.stride, key=(key, 'stride', d))}"
         if s.start != 0:
             e = f"{em.kb.param(s.start, key=(key, 'start', d))} + {e}"
         exprs.append(e if e == index.exprs[d] else em.kb.let(em.kb.index_type, e, "i"))
@@ -513,7 +524,7 @@ def pad_source(em: ElementalEmitter, inst: HloInstruction, index: Index) -> tupl
     key = ("pad", id(inst))
     conds, exprs = [], []
     for d, p in enumerate(inst.padding.dims):
-        q = index.exprs[d]
+        q = factor(index.exprs[d])
         if p.low != 0:
             q = em.kb.let(em.kb.index_type, f"{q} - ({em.kb.param(p.low, key=(key, 'lo', d))})", "i")
         n = em.kb.param(op.dims[d], key=(key, "n", d))
@@ -566,7 +577,7 @@ def _reverse(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     exprs = list(index.exprs)
     for d in inst.dimensions:
         last = em.kb.param(inst.shape.dims[d] - 1, key=(key, d))
-        exprs[d] = em.kb.let(em.kb.index_type, f"{last} - {index.exprs[d]}", "i")
+        exprs[d] = em.kb.let(em.kb.index_type, f"{last} - {factor(index.exprs[d])}", "i")
     return em.value(inst.operands[0], Index(tuple(exprs)))
 
 
@@ -697,7 +708,7 @@ def _window_positions(em: ElementalEmitter, inst: HloInstruction, window, out_in
         j = loop_vars[d]
         pos = out_index.exprs[d]
         if w.stride != 1:
-            pos = f"{pos} * {em.kb.param(w.stride, key=(key, 'stride', d))}"
+            pos = f"{factor(pos)} * {em.kb.param(w.stride, key=(key, 'stride', d))}"
         tap = j if w.rhs_dilation == 1 else f"{j} * {em.kb.param(w.rhs_dilation, key=(key, 'rd', d))}"
         p = em.kb.let(em.kb.index_type,
                       f"{pos} + {tap} - ({em.kb.param(w.pad_low, key=(key, 'lo', d))})", "p")
@@ -784,12 +795,12 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
     acc = kb.declare(cltypes.compute_type(acc_et), "acc", cltypes.literal(acc_et, 0))
     # feature groups: output feature o belongs to group o / (k_out / g)
     if g > 1:
-        group = kb.let(t, f"{o} / {kb.param(k_out // g, key=(key, 'og'))}", "g")
+        group = kb.let(t, f"{factor(o)} / {kb.param(k_out // g, key=(key, 'og'))}", "g")
         in_base = kb.let(t, f"{group} * {kb.param(k_in, key=(key, 'kin'))}", "c")
     else:
         in_base = "0"
     if bg > 1:
-        bgroup = kb.let(t, f"{o} / {kb.param(k_out // bg, key=(key, 'obg'))}", "g")
+        bgroup = kb.let(t, f"{factor(o)} / {kb.param(k_out // bg, key=(key, 'obg'))}", "g")
         batch = kb.let(t, f"{bgroup} * {kb.param(out.dims[dn.output_batch], key=(key, 'ob'))} + {b}", "b")
     else:
         batch = b

@@ -166,9 +166,10 @@ class KernelBuilder:
 
 def argument_value(et: ElementType, value) -> np.generic:
     """A scalar of ``et`` as the kernel argument of its compute type (f16/bf16 widen to float,
-    exactly; pred becomes 0/1)."""
+    exactly; pred becomes 0/1). ``value`` may be any one-element array (an ``f32[1]``
+    constant's literal)."""
     ctype = cltypes.compute_type(et)
-    return SCALAR_DTYPES[ctype].type(np.asarray(value).astype(SCALAR_DTYPES[ctype]))
+    return SCALAR_DTYPES[ctype].type(np.asarray(value).reshape(()).astype(SCALAR_DTYPES[ctype]))
 
 
 def needs_long_index(*shapes: ArrayShape) -> bool:

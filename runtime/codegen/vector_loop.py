@@ -37,7 +37,7 @@ from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloInstruction
 from ..hlo.shape import ArrayShape
 from . import cltypes, templates as E
-from .elemental import ElementalEmitter, arithmetic, element_strides
+from .elemental import ElementalEmitter, arithmetic, element_strides, factor
 from .kernel import argument_value
 from .context import LoweringContext
 from .loop import begin_1d, kernel_builder, launch_1d
@@ -268,7 +268,7 @@ class _VectorEmitter:
         key = ("mapped", id(inst))
 
         def offset(index: tuple[str, ...]) -> str:
-            terms = [f"{index[d]} * {kb.param(strides[k], key=(key, k))}"
+            terms = [f"{factor(index[d])} * {kb.param(strides[k], key=(key, k))}"
                      for k, d in enumerate(mapping) if source.dims[k] != 1]
             return " + ".join(terms) or "0"
 

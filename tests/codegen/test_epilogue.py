@@ -264,3 +264,34 @@ def test_selects_on_a_mask_and_on_a_scalar_flag_stay_on_vectors(m, k, c):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     unfused = runtime.compile(text, fusion=False)(x, w, keep, np.bool_(True))
     np.testing.assert_array_equal(np.asarray(exe(x, w, keep, np.bool_(True))), np.asarray(unfused))
+
+# jax 0.12 prints a dense layer's activations as a transposed dot in {0,1}; its gradient's
+# epilogue reads them column-major while the dot's tile is row-major. The gathered vector's
+# offset was written `col + 0 * stride` (the tile's compound column index unparenthesised),
+# which read the wrong elements on every full tile: Equinox's Lion optimiser states were off
+# by up to a third of their largest value, fused only
+TRANSPOSED_OPERAND = """HloModule transposed_operand
+ENTRY e {
+  a = f32[8,2]{1,0} parameter(0)
+  b = f32[2,16]{1,0} parameter(1)
+  p = f32[8,16]{0,1} parameter(2)
+  d = f32[8,16]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  one = f32[] constant(1)
+  ones = f32[8,16]{1,0} broadcast(one), dimensions={}
+  plus = f32[8,16]{0,1} add(p, ones)
+  minus = f32[8,16]{1,0} subtract(ones, p)
+  g = f32[8,16]{0,1} multiply(plus, minus)
+  ROOT m = f32[8,16]{1,0} multiply(d, g)
+}"""
+
+
+@pytest.mark.parametrize("rows,cols", [(8, 16), (13, 40), (4, 8)])
+def test_an_epilogue_reads_an_operand_laid_out_column_major(rows, cols):
+    text = TRANSPOSED_OPERAND.replace("8,", f"{rows},").replace(",16]", f",{cols}]")
+    rng = np.random.default_rng(rows)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((rows, 2), (2, cols)))
+    p = rng.standard_normal((rows, cols)).astype(np.float32)
+    want = (a.astype(np.float64) @ b) * (1 - p.astype(np.float64) ** 2)
+    for fusion in (True, False):
+        got = runtime.compile(text, fusion=fusion)(a, b, p)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 import runtime
+from runtime.codegen.kernel import argument_value
+from runtime.hlo.dtypes import F32
 from runtime.execution.device import get_device
 from runtime.target import Target
 
@@ -314,3 +316,37 @@ def test_an_integer_output_converted_from_floats_is_a_vector_loop(it, dtype, n):
     assert "_sat_rtz(select(" in exe.program.source
     got = exe(x, np.float32(0.5))
     np.testing.assert_array_equal(got, _xla_convert(np.rint(x / np.float32(0.5)), dtype))
+
+
+# an Equinox MLP with one output unit (jax 0.12): Lion's f32[1] constants became kernel
+# scalars as one-element arrays, which launch chaining refused with an AssertionError
+ONE_ELEMENT_CONSTANTS = """HloModule one_element_constants
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  g = f32[64,1]{1,0} parameter(0)
+  m = f32[1]{0} parameter(1)
+  zero = f32[] constant(0)
+  r = f32[1]{0} reduce(g, zero), dimensions={0}, to_apply=add
+  c1 = f32[1]{0} constant({0.1})
+  c9 = f32[1]{0} constant({0.9})
+  a = f32[1]{0} multiply(r, c1)
+  b = f32[1]{0} multiply(m, c9)
+  s = f32[1]{0} add(a, b)
+  sg = f32[1]{0} sign(s)
+  ROOT t = (f32[1]{0}, f32[1]{0}) tuple(sg, s)
+}"""
+
+
+def test_one_element_array_constants_become_scalar_arguments():
+    value = argument_value(F32, np.array([0.1], np.float32))
+    assert isinstance(value, np.float32) and value == np.float32(0.1)
+    g, m = np.arange(64, dtype=np.float32).reshape(64, 1) / 64, np.float32([-3.0])
+    want = g.sum(0) * np.float32(0.1) + m * np.float32(0.9)
+    for fusion in (True, False):
+        sg, s = runtime.compile(ONE_ELEMENT_CONSTANTS, fusion=fusion)(g, m)
+        np.testing.assert_allclose(s, want, rtol=1e-6)
+        np.testing.assert_array_equal(sg, np.sign(want))

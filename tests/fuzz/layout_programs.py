@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-_DIMS = (1, 1, 2, 3, 4, 5, 7, 8, 16)
+_DIMS = (1, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17)
 _MAX_ELEMENTS = 2048
 _FLOAT_UNARY = ("negate", "abs", "tanh", "sine", "floor", "sign")
 _BINARY = ("add", "subtract", "multiply", "maximum", "minimum")
@@ -192,6 +192,8 @@ def _dot(b: _Builder, x: Value) -> Value:
     batch = order[n_contract:n_contract + n_batch]
     lhs_free = [d for d in range(rank) if d not in contract and d not in batch]
     free_sizes = b.dims(int(b.rng.integers(0, 3)))
+    if free_sizes and b.rng.random() < 0.5:
+        free_sizes = free_sizes[:-1] + (int(b.rng.choice((8, 16, 24, 33))),)
     out_dims = (tuple(x.dims[d] for d in batch) + tuple(x.dims[d] for d in lhs_free)
                 + free_sizes)
     if np.prod(out_dims, dtype=np.int64) > _MAX_ELEMENTS:
@@ -251,6 +253,33 @@ def _convolution(b: _Builder, x: Value) -> Value:
     conv = b.emit(dims, f"convolution({lhs.name}, {rhs.name}), window={{{win}}}, "
                   f"dim_labels={''.join(lhs_l)}_{''.join(rhs_l)}->{''.join(out_l)}")
     return conv
+
+
+def _dense(b: _Builder, x: Value) -> Value:
+    """A dense layer as JAX prints it: a matrix product of tile-sized rows and columns,
+    often transposed in the layout that makes the transpose free (``{0,1}``), then an
+    epilogue of elementwise ops over operands and broadcasts in random layouts, which an
+    output fusion computes on the product's register tile."""
+    rows = int(b.rng.choice((4, 5, 8, 13, 16)))
+    cols = int(b.rng.choice((8, 16, 24, 40)))
+    inner = int(b.rng.choice((2, 3, 8)))
+    lhs = b.param((rows, inner))
+    k = int(b.rng.integers(0, 2))     # the weight as [inner, cols] or [cols, inner]
+    rhs = b.param((inner, cols) if k == 0 else (cols, inner))
+    if b.rng.random() < 0.5:
+        y = b.emit((cols, rows), f"dot({rhs.name}, {lhs.name}), lhs_contracting_dims={{{k}}}, "
+                   "rhs_contracting_dims={1}")
+        v = Value(b.name("t"), (rows, cols))
+        b.case.lines.append(f"  {v.name} = {shape_text(v, (0, 1))} transpose({y.name}), "
+                            "dimensions={1,0}")
+    else:
+        v = b.emit((rows, cols), f"dot({lhs.name}, {rhs.name}), lhs_contracting_dims={{1}}, "
+                   f"rhs_contracting_dims={{{k}}}")
+    for _ in range(int(b.rng.integers(1, 4))):
+        v = (_binary if b.rng.random() < 0.7 else _unary)(b, v)
+    if x.dims == v.dims and x.etype == "f32":
+        v = b.emit(v.dims, f"add({v.name}, {x.name})")
+    return v
 
 
 def _slice(b: _Builder, x: Value) -> Value:
@@ -347,7 +376,7 @@ def _copy(b: _Builder, x: Value) -> Value:
 _STEPS = ((_unary, 2), (_binary, 4), (_select, 1), (_transpose, 4), (_reshape, 2),
           (_broadcast, 2), (_reduce, 2), (_dot, 4), (_slice, 1), (_pad, 1), (_reverse, 1),
           (_concatenate, 1), (_iota, 1), (_dynamic_slice, 1), (_dynamic_update_slice, 1),
-          (_convert, 1), (_copy, 1), (_convolution, 1))
+          (_convert, 1), (_copy, 1), (_convolution, 1), (_dense, 2))
 _WEIGHTS = np.array([w for _, w in _STEPS], float) / sum(w for _, w in _STEPS)
 
 
