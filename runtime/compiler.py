@@ -22,8 +22,8 @@ import hashlib
 import re
 import threading
 import time
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np

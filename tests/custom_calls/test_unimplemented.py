@@ -133,3 +133,15 @@ def test_equinox_error_if(text_kind, fusion):
 @pytest.mark.parametrize("text_kind", ["hlo", "optimised.hlo"])
 def test_diffrax_solve_that_throws(text_kind, fusion):
     check_jax_module("diffrax_throw", text_kind, fusion)
+
+
+def test_hlo_run_lists_them_and_fails_located_when_one_is_reached(tmp_path, capsys):
+    from runtime.cli import main
+    path = tmp_path / "guarded.hlo"
+    path.write_text(GUARDED)
+    assert main(["run", str(path), "[1,2,3,4]"]) == 0
+    out = capsys.readouterr().out
+    assert "1 custom call(s) without an implementation" in out
+    assert "  c (line 12): no_such_target, no implementation registered" in out
+    assert main(["run", str(path), "[1,-2,3,4]"]) == 1
+    assert f"{path}:12:" in capsys.readouterr().err
