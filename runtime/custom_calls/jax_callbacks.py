@@ -97,6 +97,8 @@ class JaxCallback:
         args = [None if a is None else _copy(a) for a in ins]
         results = self.function(*args)
         targets = out if isinstance(out, tuple) else (out,)
+        if results is None and not targets:
+            return                        # nothing to return, said the Python way
         if not isinstance(results, (tuple, list)) or len(results) != len(targets):
             got = f"{len(results)} value(s)" if isinstance(results, (tuple, list)) \
                 else f"a {type(results).__name__}"

@@ -86,8 +86,13 @@ def test_same_text_other_callbacks_is_another_executable():
             runtime.compile(lowered)(X + 1)
 
 
-def test_a_callback_returning_the_wrong_shape_is_refused():
+def test_given_callbacks_must_return_the_results_exact_shapes():
     text = jax.jit(all_three([])).lower(X).as_text("hlo")
+    seen: list = []
+    fine = [lambda v: (v + 1,), seen.append, lambda v: (v * 2,)]    # None for no results
+    np.testing.assert_array_equal(runtime.compile(text, python_callbacks=fine)(X),
+                                  (X + 1) * 2 + 1)
+    np.testing.assert_array_equal(seen[0], X + 1)
     wrong = [lambda v: (np.zeros(4, np.float32),), print, lambda v: (v,)]
     with pytest.raises(CustomCallError, match=r"returned float32\[4\] for result 0, which is "
                                               r"float32\[3\]"):
