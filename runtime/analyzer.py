@@ -10,8 +10,9 @@ from. Nothing here imports pyopencl.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from .gc_pause import with_gc_paused
 from .hlo.ir import HloModule
@@ -19,6 +20,7 @@ from .target import Target
 
 if TYPE_CHECKING:
     from .buffers.assignment import BufferAssignment, MemoryStats
+    from .custom_calls.unimplemented import UnimplementedCall
 
 # Without a device: the base-address alignment of PoCL's CPU devices (1024 bits), which is
 # also XLA's CPU alignment for large buffers.
@@ -32,6 +34,8 @@ class Analysis:
     ``source`` is the module as parsed and verified; ``module`` is the module after the passes
     (fusion), the one whose instruction names the buffer assignment and reports use.
     ``times`` holds the seconds each stage took ("parse", "verify", "passes", "assignment").
+    ``python_callbacks`` are the functions of the JAX lowering the module came from, which
+    its ``jax.pure_callback``-style custom calls run (``custom_calls.jax_callbacks``).
     """
 
     source: HloModule
@@ -40,10 +44,19 @@ class Analysis:
     alignment: int
     target: Target
     times: dict[str, float] = field(default_factory=dict)
+    python_callbacks: tuple[Callable, ...] = ()
 
     @property
     def name(self) -> str:
         return self.source.name
+
+    @property
+    def unimplemented_custom_calls(self) -> list[UnimplementedCall]:
+        """The custom calls nothing implements (by the registry as it is now): each compiles
+        to a step that raises ``CustomCallError`` if a run reaches it, so a module whose such
+        calls sit in branches valid input never takes (Equinox's ``error_if``) still runs."""
+        from .codegen.families.custom_call import unimplemented_calls
+        return unimplemented_calls(self.module, self.python_callbacks)
 
     @property
     def memory_stats(self) -> MemoryStats:
@@ -56,11 +69,13 @@ class Analysis:
 
 
 @with_gc_paused
-def analyze(module_or_text: str | HloModule, *, alignment: int | None = None,
-            fusion: bool = True, device=None) -> Analysis:
+def analyze(module_or_text: str | HloModule | Any, *, alignment: int | None = None,
+            fusion: bool = True, device=None,
+            python_callbacks: Sequence[Callable] | None = None) -> Analysis:
     """Parse and verify HLO, run the passes and assign buffers; build no kernel.
 
-    Needs no OpenCL device. ``alignment`` (bytes, a power of two) applies to every buffer
+    ``module_or_text`` may also be a ``jax.stages.Lowered``: its HLO text, with its Python
+    callbacks as ``python_callbacks`` (see ``runtime.compile``). Needs no OpenCL device. ``alignment`` (bytes, a power of two) applies to every buffer
     offset; by default it is that of ``device`` when one is given (a ``Device`` or a spec such
     as "gpu"), else 128 bytes, the alignment of PoCL's CPU devices, so the plan is the one
     ``runtime.compile`` makes for PoCL. ``device`` also picks the target the passes
@@ -68,6 +83,7 @@ def analyze(module_or_text: str | HloModule, *, alignment: int | None = None,
     running needs their values.
     """
     times: dict[str, float] = {}
+    module_or_text, callbacks = jax_input(module_or_text, python_callbacks)
     if isinstance(module_or_text, str):
         from .hlo.parser import parse
         start = time.perf_counter()
@@ -76,7 +92,7 @@ def analyze(module_or_text: str | HloModule, *, alignment: int | None = None,
     elif isinstance(module_or_text, HloModule):
         module = module_or_text
     else:
-        raise TypeError(f"analyze() takes HLO text or an HloModule, not "
+        raise TypeError(f"analyze() takes HLO text, an HloModule or a jax.stages.Lowered, not "
                         f"{type(module_or_text).__name__}")
     from .hlo.verifier import verify
     start = time.perf_counter()
@@ -86,14 +102,27 @@ def analyze(module_or_text: str | HloModule, *, alignment: int | None = None,
         from .execution.device import get_device
         device = get_device(device)
         return analyze_verified(module, alignment or device.mem_base_addr_align, fusion,
-                                Target.for_device(device), times)
+                                Target.for_device(device), times, callbacks)
     return analyze_verified(module, alignment or DEFAULT_ALIGNMENT, fusion,
-                            Target.for_kind("cpu"), times)
+                            Target.for_kind("cpu"), times, callbacks)
+
+
+def jax_input(module_or_text: Any, python_callbacks: Sequence[Callable] | None
+              ) -> tuple[Any, tuple[Callable, ...]]:
+    """(the text or module, the Python callbacks): a ``jax.stages.Lowered`` gives its HLO
+    text and its callbacks, unless ``python_callbacks`` names others."""
+    from .custom_calls.jax_callbacks import checked_callbacks, is_lowered, lowered_callbacks
+    if is_lowered(module_or_text):
+        callbacks = lowered_callbacks(module_or_text) if python_callbacks is None \
+            else checked_callbacks(python_callbacks)
+        return module_or_text.as_text("hlo"), callbacks
+    return module_or_text, checked_callbacks(python_callbacks or ())
 
 
 @with_gc_paused
 def analyze_verified(module: HloModule, alignment: int, fusion: bool, target: Target,
-                     times: dict[str, float] | None = None) -> Analysis:
+                     times: dict[str, float] | None = None,
+                     python_callbacks: tuple[Callable, ...] = ()) -> Analysis:
     """``analyze`` for a module that is already verified (``compile`` verifies first)."""
     from .passes.pipeline import buffer_assignment, optimise
     times = {} if times is None else times
@@ -104,7 +133,8 @@ def analyze_verified(module: HloModule, alignment: int, fusion: bool, target: Ta
     start = time.perf_counter()
     assignment = buffer_assignment(optimised, alignment=alignment)
     times["assignment"] = time.perf_counter() - start
-    return Analysis(module, assignment.module, assignment, alignment, target, times)
+    return Analysis(module, assignment.module, assignment, alignment, target, times,
+                    python_callbacks)
 
 
 def _check_alignment(alignment: int) -> None:

@@ -165,7 +165,17 @@ def memory_summary(analysis, plan, donated: tuple[int, ...] | None = None,
         lines.append(f"  ... {len(plan.allocations) - largest} smaller allocation(s)")
     for c in plan.copies:
         lines.append(f"inserted copy: {c}")
+    lines += unimplemented_lines(analysis)
     return "\n".join(lines)
+
+
+def unimplemented_lines(analysis) -> list[str]:
+    """The custom calls nothing implements: the module runs until one of them is reached."""
+    calls = analysis.unimplemented_custom_calls
+    if not calls:
+        return []
+    return [f"{len(calls)} custom call(s) without an implementation (a run that reaches one "
+            "fails with CustomCallError):", *(f"  {call.summary()}" for call in calls)]
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
@@ -197,6 +207,7 @@ def summary(exe) -> str:
              "allocations: " + ", ".join(f"#{x.index} {x.kind} {x.size} B" for x in a.allocations)]
     for c in a.copies:
         lines.append(f"inserted copy: {c}")
+    lines += unimplemented_lines(exe.analysis)
     run = exe.last_run
     if run is not None:
         lines.append(f"run {run.name}: donated {list(run.donated)}, copy-protected "

@@ -22,12 +22,13 @@ import hashlib
 import re
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
-from .analyzer import analyze_verified
+from .analyzer import analyze_verified, jax_input
 from .errors import DeviceError, HloError
 from .execution.quiet import silenced_fds
 from .gc_pause import gc_paused, with_gc_paused
@@ -74,20 +75,32 @@ def normalise(text: str) -> str:
     return "".join(pieces).strip()
 
 
-def _cache_key(text: str, device, options: CompileOptions) -> tuple:
+def _cache_key(text: str, device, options: CompileOptions,
+               python_callbacks: tuple[Callable, ...]) -> tuple:
     """Also keyed by the registrations of the custom-call targets the text names, so that
-    re-registering a target (re-running a notebook cell) recompiles what calls it."""
+    re-registering a target (re-running a notebook cell) recompiles what calls it, and by
+    the identity of the JAX callbacks (a cached executable holds them, so no other object
+    takes their ids): two lowerings print the same text for different functions."""
     from .version import __version__
     from .custom_calls import cache_token
     digest = hashlib.sha256(normalise(text).encode()).hexdigest()
-    return (digest, device.identity, options.key(), __version__, cache_token(text))
+    return (digest, device.identity, options.key(), __version__, cache_token(text),
+            tuple(map(id, python_callbacks)))
 
 
-def compile(module_or_text: str | HloModule, device=None, *, alignment: int | None = None,
+def compile(module_or_text: str | HloModule | Any, device=None, *, alignment: int | None = None,
             fusion: bool = True, progress: ProgressCallback | None = None,
-            force: bool = False, elided_constants: str | None = None, lazy: bool = False):
+            force: bool = False, elided_constants: str | None = None, lazy: bool = False,
+            python_callbacks: Sequence[Callable] | None = None):
     """Compile HLO for ``device`` (None: ``HLO_DEVICE`` or the default device,
     the best CPU device by ``execution.device_probe``'s rule).
+
+    ``module_or_text`` may be a ``jax.stages.Lowered`` (``jax.jit(f).lower(x)``): its HLO
+    text is compiled, and its ``jax.pure_callback``, ``io_callback`` and ``debug.callback``
+    calls run the lowering's own Python functions. ``python_callbacks`` gives those functions
+    for HLO text printed by such a lowering, in the lowering's order. A custom call nothing
+    implements compiles to a step that raises ``CustomCallError`` when a run reaches it
+    (``exe.analysis.unimplemented_custom_calls`` lists them).
 
     The analysis (``runtime.analyze``: parse, verify, passes, buffer assignment) happens here;
     with ``lazy=True`` the kernels are generated and built at the first run instead (showing
@@ -101,6 +114,7 @@ def compile(module_or_text: str | HloModule, device=None, *, alignment: int | No
     dev = get_device(device)
     start = time.perf_counter()
     options = CompileOptions(alignment, fusion, elided_constants)
+    module_or_text, callbacks = jax_input(module_or_text, python_callbacks)
     if isinstance(module_or_text, HloModule):
         text = module_or_text.to_text()
         module = module_or_text
@@ -108,17 +122,18 @@ def compile(module_or_text: str | HloModule, device=None, *, alignment: int | No
         text = module_or_text
         module = None
     else:
-        raise TypeError(f"compile() takes HLO text or an HloModule, not {type(module_or_text).__name__}")
+        raise TypeError(f"compile() takes HLO text, an HloModule or a jax.stages.Lowered, not "
+                        f"{type(module_or_text).__name__}")
     if elided_constants is not None and elided_constants not in ELIDED_FILLS:
         raise ValueError(f"elided_constants={elided_constants!r}: expected None or one of "
                          f"{ELIDED_FILLS}")
-    key = _cache_key(text, dev, options)
+    key = _cache_key(text, dev, options, callbacks)
     if not force and key in _CACHE:
         exe = _CACHE[key]._cache_hit_copy()  # type: ignore[attr-defined]
         exe.progress = progress
         return exe if lazy else exe.build(progress)
     module, analysis, filled = _analyse(text, module, dev, alignment, fusion, elided_constants,
-                                        progress)
+                                        progress, callbacks)
     times = analysis.times
     from .execution.executable import Executable
     times["other"] = time.perf_counter() - start - sum(times.values())
@@ -132,7 +147,8 @@ def compile(module_or_text: str | HloModule, device=None, *, alignment: int | No
 
 @with_gc_paused
 def _analyse(text: str, module: HloModule | None, dev, alignment: int | None, fusion: bool,
-             elided_constants: str | None, progress: ProgressCallback | None):
+             elided_constants: str | None, progress: ProgressCallback | None,
+             python_callbacks: tuple[Callable, ...] = ()):
     """``compile``'s front end and analysis: (the module as given, its ``Analysis``, whether
     elided constants were filled). The collector is paused here only, not during the build."""
     times: dict[str, float] = {}
@@ -154,7 +170,7 @@ def _analyse(text: str, module: HloModule | None, dev, alignment: int | None, fu
     if progress is not None:
         progress("passes", 0, 1)
     analysis = analyze_verified(runnable, alignment or dev.mem_base_addr_align, fusion,
-                                Target.for_device(dev), times)
+                                Target.for_device(dev), times, python_callbacks)
     return module, analysis, filled
 
 
@@ -192,7 +208,8 @@ class KernelBuild:
                     self._program = program_cache.load(key)
                     if self._program is None:
                         self._program = lower(self.analysis.buffer_assignment,
-                                              self.analysis.target, self.analysis.alignment)
+                                              self.analysis.target, self.analysis.alignment,
+                                              self.analysis.python_callbacks)
                         program_cache.save(key, self._program)
                 self.times["codegen"] = time.perf_counter() - mark
             return self._program

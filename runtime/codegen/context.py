@@ -26,6 +26,8 @@ class LoweringContext:
     # while a loop is tried as a device loop, nested loops are left for it to inline
     # (``device_loops``): their rule returns a ``NestedLoop`` marker instead of lowering them
     deferring_loops: bool = False
+    # the JAX lowering's Python callbacks, by ``index`` (``custom_calls.jax_callbacks``)
+    python_callbacks: tuple = ()
 
     def ref(self, inst: HloInstruction, index: tuple[int, ...] = ()) -> BufferRef:
         s = self.assignment.slice(inst, index)

@@ -25,10 +25,12 @@ from .predication import predicate
 from .program import Program, ProgramBuilder
 
 
-def lower(assignment: BufferAssignment, target: Target = CPU, alignment: int = 128) -> Program:
-    """Plan and OpenCL source for a buffer-assigned module."""
+def lower(assignment: BufferAssignment, target: Target = CPU, alignment: int = 128,
+          python_callbacks: tuple = ()) -> Program:
+    """Plan and OpenCL source for a buffer-assigned module; ``python_callbacks`` are the
+    functions of the JAX lowering it came from, which its Python-callback custom calls run."""
     builder = ProgramBuilder(alignment, target.subtracting_loop_pragma)
-    ctx = LoweringContext(assignment, target, builder)
+    ctx = LoweringContext(assignment, target, builder, python_callbacks=python_callbacks)
     entry = assignment.module.entry
     assert entry is not None
     merged = merge_launches(ctx, entry, ctx.lower_computation(entry))

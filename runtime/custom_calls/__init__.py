@@ -7,7 +7,10 @@
 OpenCL kernel (XLA's GPU convention: operand leaf buffers in pre-order, then the result's),
 or ``launcher=fn(queue, buffers, opaque, status)`` to enqueue the work from Python. If a
 target is registered on both platforms, the OpenCL implementation is used: the buffers are
-already on the device. Unknown targets fail at compile time, naming what is registered.
+already on the device. A target nothing implements compiles to a step that raises
+``CustomCallError`` (naming what is registered) only if a run reaches it
+(``unimplemented``); JAX's ``pure_callback``-style targets run the functions of the lowering
+the module was compiled from (``jax_callbacks``).
 
 A failure (``status.set_failure(message)``, or an exception raised by the function) fails
 the run with ``runtime.CustomCallError`` carrying the message, with the exception as its

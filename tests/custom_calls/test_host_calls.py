@@ -338,12 +338,14 @@ def test_writing_the_wrong_shape_is_a_clear_error(seed_inputs):
         runtime.compile(seed())(*seed_inputs)
 
 
-def test_unknown_target_is_a_compile_error_listing_registrations():
+def test_unknown_target_fails_when_reached_listing_registrations(seed_inputs):
     runtime.register_custom_call("other_host", lambda out, ins: None)
     runtime.register_custom_call("other_cl", "__kernel void k(__global float* a) {}",
                                  platform="opencl", kernel="k")
+    exe = runtime.compile(seed())
+    assert [c.instruction for c in exe.analysis.unimplemented_custom_calls] == ["r"]
     with pytest.raises(CustomCallError, match="do_custom_call") as info:
-        runtime.compile(seed())
+        exe(*seed_inputs)
     message = str(info.value)
     assert "host: other_host" in message and "opencl: other_cl" in message
     assert info.value.line == 5 and info.value.target == "do_custom_call"

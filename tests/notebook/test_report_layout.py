@@ -138,3 +138,18 @@ def test_show_hlo_also_shows_the_module_after_the_passes(ip):
     html = ip.run_cell_magic("hlo", "--show hlo", SGD)._repr_html_()
     assert "HLO (as parsed)" in html and "HLO after the passes (fusion)" in html
     assert "fusion(" in html.split("HLO after the passes (fusion)")[1]
+
+
+def test_the_answers_name_custom_calls_without_an_implementation(ip):
+    text = """HloModule unknown_call
+
+ENTRY e {
+  x = f32[4] parameter(0)
+  ROOT c = f32[4] custom-call(x), custom_call_target="no_such_target"
+}
+"""
+    result = ip.run_cell_magic("hlo", "", text)
+    answers = dict(build_report(result)[0].items)
+    assert answers["custom calls"] == (
+        "1 without an implementation (a run that reaches one fails with CustomCallError): "
+        "c (line 5): no_such_target, no implementation registered")
