@@ -7,10 +7,12 @@ parameters), so one OpenCL build checks many of them; a failing case is re-emitt
 (``Case.module_text``) to shrink it.
 
 The steps cover what the passes rewrite around layouts: elementwise chains (fused), dots
-with random dimension numbers, convolutions with random dimension labels, reductions,
+with random dimension numbers, dense layers as JAX prints them (a tile-sized product, a free
+``{0,1}`` transpose, an epilogue), convolutions with random dimension labels, reductions,
 transposes, reshapes, broadcasts, slices, pads, reverses, concatenates, iotas,
-dynamic-(update-)slices with out-of-range indices, converts and copies. Shapes include
-size-1 and odd dimensions. Kept free of pytest so ``benchmarks/fuzz_layouts.py`` imports it.
+dynamic-(update-)slices, gathers and scatters with out-of-range indices, sorts,
+reduce-windows, converts and copies. Shapes include size-1 and odd dimensions. Kept free of
+pytest so ``benchmarks/fuzz_layouts.py`` imports it.
 """
 
 from __future__ import annotations
@@ -364,6 +366,71 @@ def _dynamic_update_slice(b: _Builder, x: Value) -> Value:
                   f"{', '.join(starts)})", x.etype)
 
 
+def _indices(b: _Builder, count: int, limit: int, shape: tuple[int, ...]) -> Value:
+    """s32 indices into a dimension of ``limit``, some out of range (gathers clamp them,
+    scatters skip them)."""
+    v = Value(b.name("ix"), shape, "s32")
+    data = b.rng.integers(-1, limit + 2, size=shape).astype(np.int32)
+    b.case.params.append(Param(v, b.layout(len(shape)), data))
+    return v
+
+
+def _gather(b: _Builder, x: Value) -> Value:
+    """``jnp.take`` along a random axis: the taken rows first, the rest in order."""
+    if not x.dims:
+        return _unary(b, x)
+    axis = int(b.rng.integers(0, len(x.dims)))
+    count = int(b.rng.choice((1, 3, 5)))
+    index = _indices(b, count, x.dims[axis], (count,))
+    rest = tuple(d for i, d in enumerate(x.dims) if i != axis)
+    sizes = tuple(1 if i == axis else d for i, d in enumerate(x.dims))
+    return b.emit((count,) + rest, f"gather({x.name}, {index.name}), "
+                  f"offset_dims={{{_csv(range(1, len(x.dims)))}}}, collapsed_slice_dims={{{axis}}}, "
+                  f"start_index_map={{{axis}}}, index_vector_dim=1, slice_sizes={{{_csv(sizes)}}}",
+                  x.etype)
+
+
+def _scatter(b: _Builder, x: Value) -> Value:
+    """Rows added into ``x`` along a random axis at random (and out-of-range) indices."""
+    if not x.dims:
+        return _unary(b, x)
+    axis = int(b.rng.integers(0, len(x.dims)))
+    count = int(b.rng.choice((1, 2, 4)))
+    index = _indices(b, count, x.dims[axis], (count, 1))
+    rest = tuple(d for i, d in enumerate(x.dims) if i != axis)
+    updates = b.param((count,) + rest, x.etype)
+    return b.emit(x.dims, f"scatter({x.name}, {index.name}, {updates.name}), "
+                  f"update_window_dims={{{_csv(range(1, len(x.dims)))}}}, "
+                  f"inserted_window_dims={{{axis}}}, scatter_dims_to_operand_dims={{{axis}}}, "
+                  f"index_vector_dim=1, to_apply=add_{x.etype}", x.etype)
+
+
+def _sort(b: _Builder, x: Value) -> Value:
+    if not x.dims:
+        return _unary(b, x)
+    axis = int(b.rng.integers(0, len(x.dims)))
+    return b.emit(x.dims, f"sort({x.name}), dimensions={{{axis}}}, to_apply=less_{x.etype}",
+                  x.etype)
+
+
+def _reduce_window(b: _Builder, x: Value) -> Value:
+    if not x.dims:
+        return _unary(b, x)
+    sizes, strides, pads, dims = [], [], [], []
+    for d in x.dims:
+        size = int(b.rng.integers(1, min(d, 3) + 1))
+        stride = int(b.rng.choice((1, 1, 2)))
+        lo, hi = int(b.rng.integers(0, 2)), int(b.rng.integers(0, 2))
+        sizes.append(size)
+        strides.append(stride)
+        pads.append(f"{lo}_{hi}")
+        dims.append((d + lo + hi - size) // stride + 1)
+    init = b.emit((), "constant(0)", x.etype)
+    return b.emit(tuple(dims), f"reduce-window({x.name}, {init.name}), window={{size="
+                  f"{'x'.join(map(str, sizes))} stride={'x'.join(map(str, strides))} "
+                  f"pad={'x'.join(pads)}}}, to_apply=add_{x.etype}", x.etype)
+
+
 def _convert(b: _Builder, x: Value) -> Value:
     to = "s32" if x.etype == "f32" else "f32"
     return b.emit(x.dims, f"convert({x.name})", to)
@@ -376,7 +443,8 @@ def _copy(b: _Builder, x: Value) -> Value:
 _STEPS = ((_unary, 2), (_binary, 4), (_select, 1), (_transpose, 4), (_reshape, 2),
           (_broadcast, 2), (_reduce, 2), (_dot, 4), (_slice, 1), (_pad, 1), (_reverse, 1),
           (_concatenate, 1), (_iota, 1), (_dynamic_slice, 1), (_dynamic_update_slice, 1),
-          (_convert, 1), (_copy, 1), (_convolution, 1), (_dense, 2))
+          (_convert, 1), (_copy, 1), (_convolution, 1), (_dense, 2), (_gather, 1),
+          (_scatter, 1), (_sort, 1), (_reduce_window, 1))
 _WEIGHTS = np.array([w for _, w in _STEPS], float) / sum(w for _, w in _STEPS)
 
 
@@ -408,6 +476,10 @@ def module_text(cases: list[Case]) -> str:
         op = "add" if kind == "add" else "maximum"
         lines += [f"{kind}_{etype} {{", f"  a = {etype}[] parameter(0)",
                   f"  b = {etype}[] parameter(1)", f"  ROOT r = {etype}[] {op}(a, b)", "}", ""]
+    for etype in ("f32", "s32"):
+        lines += [f"less_{etype} {{", f"  a = {etype}[] parameter(0)",
+                  f"  b = {etype}[] parameter(1)",
+                  f"  ROOT r = pred[] compare(a, b), direction=LT", "}", ""]
     lines.append("ENTRY main {")
     for i, p in enumerate(params):
         lines.append(f"  {p.value.name} = {shape_text(p.value, p.layout)} parameter({i})")

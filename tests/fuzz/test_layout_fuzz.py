@@ -23,6 +23,7 @@ def test_the_generator_covers_what_layout_bugs_hide_in():
     them would pass for nothing)."""
     text = "\n".join(c.module_text() for s in SEEDS for c in random_cases(s, CASES_PER_MODULE))
     for opcode in ("dot(", "transpose(", "reduce(", "reshape(", "broadcast(", "multiply(",
-                   "dynamic-update-slice(", "concatenate(", "convolution("):
+                   "dynamic-update-slice(", "concatenate(", "convolution(", "gather(",
+                   "scatter(", "sort(", "reduce-window(", "{0,1} transpose("):
         assert opcode in text, opcode
     assert "{0,1}" in text and "{1,0,2}" in text
