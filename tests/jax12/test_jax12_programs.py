@@ -30,7 +30,11 @@ ATOL = {"flax_transformer_block": 1e-6}
 # known failures, each with its reason (strict: a fix makes them fail until the mark goes)
 _CHAINING = ("launch chaining: AssertionError in launch_chaining.Stages.code, a chained "
              "kernel's parameters do not match its launch's buffers and scalars")
-XFAIL = {("eqx_lstm_scan", "hlo", True): _CHAINING,
+_LAYOUT = ("wrong values: a dot's output times an f32[8,16]{0,1} operand fused gives a wrong "
+           "product (the Lion momenta out_9..out_14 by up to 14% of their scale, a weight by "
+           "2 lr); the lead is fixing it")
+XFAIL = {("eqx_mlp_tanh", "hlo", True): _LAYOUT,
+         ("eqx_lstm_scan", "hlo", True): _CHAINING,
          ("eqx_lstm_scan", "opt.hlo", True): _CHAINING,
          ("eqx_lstm_scan", "opt.hlo", False): _CHAINING}
 
