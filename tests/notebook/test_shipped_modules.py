@@ -9,6 +9,7 @@ import sys
 import numpy as np
 
 from ..conftest import REPO
+from ..corpus_data import output_differences
 
 MODULES = REPO / "notebooks" / "modules"
 GENERATED = ("attention", "mlp_forward", "sgd_tanh", "transformer_train_step")
@@ -24,7 +25,9 @@ def test_the_script_regenerates_the_shipped_files(tmp_path):
     """JAX prints the same text for the same program and seeded inputs (with the jaxlib the
     ``.json`` files record); a change to the script must come with regenerated files. XLA's
     outputs are equal only to rounding: its CPU code sums in the order of the host's vector
-    width (an Intel AVX-512 host and an AMD one differ in the last bit of a few gradients)."""
+    width (an AVX-512 host and an AVX2 one differ in the last bits of a few gradients, by
+    4e-6 in one whose values reach 37.8), so they are compared relative to each output's
+    largest magnitude."""
     subprocess.run([sys.executable, str(MODULES / "make_modules.py"), str(tmp_path)],
                    check=True, capture_output=True, timeout=300)
     for name in GENERATED:
@@ -34,8 +37,8 @@ def test_the_script_regenerates_the_shipped_files(tmp_path):
         made, shipped = np.load(tmp_path / f"{name}.npz"), np.load(MODULES / f"{name}.npz")
         assert sorted(made.files) == sorted(shipped.files)
         for key in made.files:
-            if key.startswith("out_"):
-                np.testing.assert_allclose(made[key], shipped[key], rtol=1e-5, atol=1e-7,
-                                           err_msg=f"{name} {key}")
-            else:
+            if not key.startswith("out_"):
                 np.testing.assert_array_equal(made[key], shipped[key], err_msg=f"{name} {key}")
+        outs = [f"out_{i}" for i in range(sum(k.startswith("out_") for k in made.files))]
+        problems = output_differences([made[k] for k in outs], [shipped[k] for k in outs], 1e-5)
+        assert not problems, f"{name}: " + "\n".join(problems)
