@@ -27,22 +27,8 @@ RTOL = 1e-4
 # arithmetic (softmax ignores a shift shared by every key's score): XLA's values, up to
 # 1.6e-7, are rounding noise, which no scale of their own can bound
 ATOL = {"flax_transformer_block": 1e-6}
-# known failures, each with its reason (strict: a fix makes them fail until the mark goes)
-_CHAINING = ("launch chaining: AssertionError in launch_chaining.Stages.code, a chained "
-             "kernel's parameters do not match its launch's buffers and scalars")
-_LAYOUT = ("wrong values: a dot's output times an f32[8,16]{0,1} operand fused gives a wrong "
-           "product (the Lion momenta out_9..out_14 by up to 14% of their scale, a weight by "
-           "2 lr); the lead is fixing it")
-XFAIL = {("eqx_mlp_tanh", "hlo", True): _LAYOUT,
-         ("eqx_lstm_scan", "hlo", True): _CHAINING,
-         ("eqx_lstm_scan", "opt.hlo", True): _CHAINING,
-         ("eqx_lstm_scan", "opt.hlo", False): _CHAINING}
-
-
 def _case(name: str, kind: str, fusion: bool):
     marks = [pytest.mark.slow] if name in SLOW else []
-    if (name, kind, fusion) in XFAIL:
-        marks.append(pytest.mark.xfail(reason=XFAIL[name, kind, fusion], strict=True))
     return pytest.param(name, kind, fusion, marks=marks,
                         id=f"{name}-{kind}-{'fused' if fusion else 'unfused'}")
 
