@@ -151,7 +151,7 @@ class ProgramBuilder:
             pad = (-len(self.embedded)) % self.alignment
             self.embedded.extend(b"\0" * pad)
             self._embedded_at[id(inst)] = len(self.embedded)
-            self.embedded.extend(physical.tobytes())
+            self.embedded.extend(to_storage(physical, shape.element_type).tobytes())
         return BufferRef(EMBEDDED, self._embedded_at[id(inst)])
 
     def embed_bytes(self, data: bytes) -> BufferRef:
