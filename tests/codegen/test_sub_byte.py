@@ -302,3 +302,24 @@ def test_unsupported_sub_byte_types_are_named():
     with pytest.raises(HloUnsupportedError, match="element type s1"):
         runtime.compile("HloModule m\nENTRY e {\n  p = s1[4] parameter(0)\n"
                         "  ROOT n = s1[4] negate(p)\n}\n")(np.zeros(4, ml_dtypes.int1))
+
+
+def test_bitcast_converts_like_xla():
+    """Codes joined into and split out of bytes, first code in the low bits, as XLA's."""
+    codes = np.arange(32, dtype=np.uint8).reshape(16, 2) % 16
+    _assert_like_xla("HloModule m\nENTRY e {\n  p = s4[16,2] parameter(0)\n"
+                     "  ROOT r = u8[16] bitcast-convert(p)\n}\n", codes.view(ml_dtypes.int4))
+    _assert_like_xla("HloModule m\nENTRY e {\n  p = u8[16] parameter(0)\n"
+                     "  ROOT r = s4[16,2] bitcast-convert(p)\n}\n",
+                     (np.arange(0, 256, 16) + 7).astype(np.uint8))
+    _assert_like_xla("HloModule m\nENTRY e {\n  p = f4e2m1fn[16] parameter(0)\n"
+                     "  ROOT r = u4[16] bitcast-convert(p)\n}\n",
+                     np.arange(16, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn))
+
+
+def test_a_sort_of_packed_codes_is_a_named_error():
+    text = ("HloModule m\ncmp {\n  a = s4[] parameter(0)\n  b = s4[] parameter(1)\n"
+            "  ROOT c = pred[] compare(a, b), direction=LT\n}\nENTRY e {\n"
+            "  p = s4[16] parameter(0)\n  ROOT s = s4[16] sort(p), dimensions={0}, to_apply=cmp\n}\n")
+    with pytest.raises(HloUnsupportedError, match="sort s"):
+        runtime.compile(text)(np.arange(16).astype(ml_dtypes.int4))
