@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..hlo.ir import HloInstruction
+from ..hlo.packing import to_storage
 from ..hlo.shape import ArrayShape
 from . import cltypes, templates
 from .kernel import EMBEDDED, SCALAR_DTYPES, BufferRef, KernelBuilder
