@@ -317,6 +317,12 @@ def test_bitcast_converts_like_xla():
                      np.arange(16, dtype=np.uint8).view(ml_dtypes.float4_e2m1fn))
 
 
+def test_packed_constants_like_xla():
+    _assert_like_xla("HloModule m\nENTRY e {\n  p = s4[5] parameter(0)\n"
+                     "  c = s4[5] constant({1, -2, 3, -8, 7})\n  ROOT r = s4[5] add(p, c)\n}\n",
+                     np.array([1, 2, 3, 4, 5], ml_dtypes.int4))
+
+
 def test_a_sort_of_packed_codes_is_a_named_error():
     text = ("HloModule m\ncmp {\n  a = s4[] parameter(0)\n  b = s4[] parameter(1)\n"
             "  ROOT c = pred[] compare(a, b), direction=LT\n}\nENTRY e {\n"
