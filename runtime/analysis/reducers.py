@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..hlo.dtypes import BYTE_FLOATS, ElementType
+from ..hlo.dtypes import BYTE_FLOATS, SMALL_FLOATS, ElementType
 from ..hlo.ir import HloComputation, HloInstruction
 
 
@@ -76,7 +76,7 @@ def reorderable(reduce: HloInstruction) -> bool:
         return False
     op = reducer_opcode(reduce.to_apply)
     return not (op in ("add", "multiply")
-                and reduce.operands[1].shape.element_type.name in BYTE_FLOATS)  # type: ignore[union-attr]
+                and reduce.operands[1].shape.element_type.name in BYTE_FLOATS + SMALL_FLOATS)  # type: ignore[union-attr]
 
 
 def argminmax_direction(reduce: HloInstruction) -> str | None:

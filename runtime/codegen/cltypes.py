@@ -24,7 +24,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import HloUnsupportedError
-from ..hlo.dtypes import BYTE_FLOATS, ELEMENT_TYPES, ElementType
+from ..hlo.dtypes import BYTE_FLOATS, ELEMENT_TYPES, SMALL_FLOATS, ElementType
 
 FP64_PRAGMA = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable"
 
@@ -83,6 +83,40 @@ def _byte_float(name: str) -> ClType:
                   f"xla_round_{name}(xla_round_f16($x))")
 
 
+def _packed_int(name: str, family: str, bits: int) -> ClType:
+    """A 2- or 4-bit integer: computed in char/uchar holding the value (sign-extended),
+    wrapped back to ``bits`` after every operation (``round``), as XLA's i4/i2 arithmetic."""
+    shift = 32 - bits
+    if family == "sint":
+        load = f"((char)((int)(xla_load_code{bits}($ptr, $index) << {shift}u) >> {shift}))"
+        wrap = f"((char)((int)((uint)($x) << {shift}u) >> {shift}))"
+        return ClType(name, family, bits, "uchar", "char", load,
+                      f"xla_store_code{bits}($ptr, $index, (uint)($value));", wrap)
+    return ClType(name, family, bits, "uchar", "uchar", f"((uchar)xla_load_code{bits}($ptr, $index))",
+                  f"xla_store_code{bits}($ptr, $index, (uint)($value));",
+                  f"((uchar)(($x) & 0x{(1 << bits) - 1:x}u))")
+
+
+def _small_float(name: str) -> ClType:
+    """A 4- or 6-bit float: computed in f32 like the 8-bit ones, from and to its code (a
+    packed 4-bit code, or a byte for the 6-bit formats, which XLA's CPU backend never packs)."""
+    bits = ELEMENT_TYPES[name].storage_bits
+    if bits < 8:
+        load = f"xla_{name}_to_float(xla_load_code{bits}($ptr, $index))"
+        store = f"xla_store_code{bits}($ptr, $index, xla_float_to_{name}($value));"
+    else:
+        load = f"xla_{name}_to_float($ptr[$index])"
+        store = f"$ptr[$index] = xla_float_to_{name}($value);"
+    return ClType(name, "float", ELEMENT_TYPES[name].bits, "uchar", "float", load, store,
+                  f"xla_round_{name}(xla_round_f16($x))")
+
+
+# 2- and 4-bit types are packed (``dtypes.PACKED``): a load takes its code's bits of the
+# byte; a store changes only its own bits, by two atomic operations on the aligned 32-bit
+# word holding them (clear, then set), so work-items writing the other elements of the same
+# byte (a loop kernel writes neighbours from neighbouring work-items) never lose each other's
+# bits.
+
 # the 8-bit floats (ml_dtypes' formats, which are XLA's; ``dtypes.BYTE_FLOATS``): stored as
 # their byte, computed in f32 (every value is exact there). XLA's CPU backend computes their
 # arithmetic in f16 and converts the result, so a result is rounded to f16 and then to the
@@ -105,17 +139,19 @@ CL_TYPES: dict[str, ClType] = {t.name: t for t in (
     _plain("f32", "float", 32, "float"),
     _plain("f64", "float", 64, "double"),
     *(_byte_float(name) for name in BYTE_FLOATS),
+    _packed_int("s2", "sint", 2), _packed_int("s4", "sint", 4),
+    _packed_int("u2", "uint", 2), _packed_int("u4", "uint", 4),
+    *(_small_float(name) for name in SMALL_FLOATS),
 )}
 
-_PACKED = ("sub-byte integers are stored packed, two or more per byte, which one-element-per-"
-           "work-item kernels cannot write without races")
+_ONE_BIT = "the OpenCL backend implements integers of 2 bits and more"
 _UNSUPPORTED_REASONS = {
-    "sint": _PACKED,
-    "uint": _PACKED,
+    "sint": _ONE_BIT,
+    "uint": _ONE_BIT,
     "complex": "kernels compute complex values as pairs of reals (passes/complex_lowering), "
                "and this one was not rewritten",
-    "float": "the OpenCL backend implements the floats of 16 bits and more and the 8-bit "
-             "ones with a sign, exponent and mantissa (not f8e8m0fnu, f6 or f4)",
+    "float": "the OpenCL backend implements the floats with a sign, exponent and mantissa "
+             "(not f8e8m0fnu)",
 }
 
 
@@ -212,20 +248,23 @@ def _float_literal(value: float, c_type: str, bits: int) -> str:
 
 
 def _byte_float_helpers(name: str) -> tuple[Helper, ...]:
-    """Decoding by a table of the 256 values' f32 bits (from ml_dtypes: exact, NaN signs
-    kept); encoding by rounding the f32 bits to nearest even: below the smallest normal a
+    """Decoding by a table of the codes' f32 bits (from ml_dtypes: exact, NaN signs
+    kept; 256 codes, 16 or 64 for the 4- and 6-bit formats); encoding by rounding the f32 bits to nearest even: below the smallest normal a
     scaled ``rint`` (subnormals, and the smallest normal itself when a value rounds up to
     it), above it the mantissa's low bits added with the tie going to even and the exponent
     rebiased. A code past the largest finite one is the format's overflow (infinity where it
     has one, else NaN); NaN keeps its sign where the format has one; formats without negative
-    zero ("fnuz", whose 0x80 is NaN) give +0."""
+    zero ("fnuz", whose 0x80 is NaN) give +0. The formats without NaN (f4, f6) saturate, and
+    make a NaN -0 whatever its sign, as XLA's convert does (ml_dtypes gives -NaN +0)."""
     et = ELEMENT_TYPES[name]
     info = ml_dtypes.finfo(et.numpy)
+    codes = 1 << et.bits
+    sign_bit = codes >> 1
 
     def code(value: float) -> int:
         return int(np.array(value, np.float32).astype(et.numpy).view(np.uint8))
-    bits = np.arange(256, dtype=np.uint8).view(et.numpy).astype(np.float32).view(np.uint32)
-    rows = [" ".join(f"0x{b:08x}u," for b in bits[k:k + 8]) for k in range(0, 256, 8)]
+    bits = np.arange(codes, dtype=np.uint8).view(et.numpy).astype(np.float32).view(np.uint32)
+    rows = [" ".join(f"0x{b:08x}u," for b in bits[k:k + 8]) for k in range(0, codes, 8)]
     table = "\n  " + "\n  ".join(rows).rstrip(",")
     mantissa = int(info.nmant)
     bias = 1 - int(np.log2(float(info.smallest_normal)))
@@ -236,15 +275,16 @@ def _byte_float_helpers(name: str) -> tuple[Helper, ...]:
                            int(np.float32(2.0 ** (bias - 1 + mantissa)).view(np.uint32)))
     unsigned_zero = code(-0.0) == 0
     return (
-        Helper(f"xla_{name}_bits", f"__constant uint xla_{name}_bits[256] = {{{table}\n}};\n"),
+        Helper(f"xla_{name}_bits", f"__constant uint xla_{name}_bits[{codes}] = {{{table}\n}};\n"),
         Helper(f"xla_{name}_to_float",
                f"float xla_{name}_to_float(uchar h) {{\n"
                f"  return as_float(xla_{name}_bits[h]);\n"
                "}\n", (f"xla_{name}_bits",)),
         Helper(f"xla_float_to_{name}",
                f"uchar xla_float_to_{name}(float x) {{\n"
-               "  uint sign = (as_uint(x) >> 24) & 0x80u;\n"
-               f"  if (isnan(x)) return (uchar)(0x{code(np.nan):02x}u | sign);\n"
+               f"  uint sign = (as_uint(x) >> {32 - et.bits}) & 0x{sign_bit:x}u;\n"
+               + (f"  if (isnan(x)) return (uchar)(0x{code(np.nan):02x}u | sign);\n"
+                  if et.bits == 8 else f"  if (isnan(x)) return (uchar)0x{sign_bit:x}u;\n") +
                "  float a = fabs(x);\n"
                "  uint u = as_uint(a);\n"
                f"  uint code = a < {min_normal} ? (uint)rint(a * {scale})\n"
@@ -262,7 +302,25 @@ def _byte_float_helpers(name: str) -> tuple[Helper, ...]:
 
 
 HELPERS: tuple[Helper, ...] = (
-    *(h for name in BYTE_FLOATS for h in _byte_float_helpers(name)),
+    *(h for name in BYTE_FLOATS + SMALL_FLOATS for h in _byte_float_helpers(name)),
+    # packed codes: ``bits`` bits of element i, the first element in a byte's low bits
+    *(h for bits in (2, 4) for h in (
+        Helper(f"xla_load_code{bits}",
+               f"uint xla_load_code{bits}(const __global uchar* p, ulong i) {{\n"
+               f"  return ((uint)p[i / {8 // bits}] >> ((uint)(i % {8 // bits}) * {bits}u)) & "
+               f"0x{(1 << bits) - 1:x}u;\n"
+               "}\n"),
+        Helper(f"xla_store_code{bits}",
+               f"void xla_store_code{bits}(__global uchar* p, ulong i, uint code) {{\n"
+               f"  __global uchar* byte = p + i / {8 // bits};\n"
+               "  volatile __global uint* word = (volatile __global uint*)((uintptr_t)byte & "
+               "~(uintptr_t)3);\n"
+               f"  uint shift = (uint)((uintptr_t)byte & 3) * 8u + (uint)(i % {8 // bits}) * "
+               f"{bits}u;\n"
+               f"  uint mask = 0x{(1 << bits) - 1:x}u << shift;\n"
+               "  atomic_and(word, ~mask);\n"
+               "  atomic_or(word, (code << shift) & mask);\n"
+               "}\n"))),
     # f16 goes through the core vload_half / vstore_half_rte (no cl_khr_fp16 needed). Loads
     # and stores move NaNs bit for bit (a copy keeps signalling NaNs, as in XLA); rounding a
     # computed value quiets a NaN and truncates its payload, as x86's F16C does for XLA.

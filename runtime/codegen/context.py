@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..buffers.assignment import BufferAssignment
+from ..hlo.dtypes import PACKED
 from ..hlo.ir import HloComputation, HloInstruction
 from ..target import Target
 from . import registry
@@ -52,10 +53,21 @@ class LoweringContext:
                 return steps
         raise AssertionError(f"no lowering rule took {inst.opcode} {inst.name}")
 
-    def first_taker(self, key: str, *args) -> list[Step] | None:
-        """The steps of the first rule for ``key`` on this target that does not decline."""
-        for rule in registry.rules(key, self.target.kind):
-            steps = rule(self, *args)
+    def first_taker(self, key: str, inst: HloInstruction, *args) -> list[Step] | None:
+        """The steps of the first rule for ``key`` on this target that does not decline (of
+        those registered for packed arrays where ``inst`` touches one)."""
+        for rule in registry.rules(key, self.target.kind, touches_packed(inst)):
+            steps = rule(self, inst, *args)
             if steps is not None:
                 return steps
         return None
+
+
+def touches_packed(inst: HloInstruction) -> bool:
+    """Whether ``inst``'s result or operands, or anything its fused computation computes, is a
+    packed 2- or 4-bit array (its kernel reads or writes packed bytes)."""
+    insts = [inst, *inst.operands]
+    if inst.opcode == "fusion":
+        insts.extend(inst.calls.instructions)
+    return any(shape.element_type.name in PACKED
+               for i in insts for _, shape in i.shape.leaves())

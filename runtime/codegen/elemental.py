@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import HloUnsupportedError
 from ..hlo.attributes import Window, WindowDim
-from ..hlo.dtypes import BYTE_FLOATS, F32, PRED, S32, S64, ElementType
+from ..hlo.dtypes import BYTE_FLOATS, SMALL_FLOATS, F32, PRED, S32, S64, ElementType
 from ..hlo.ir import HloComputation, HloInstruction
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape
@@ -743,8 +743,8 @@ def _reduce_window(em: ElementalEmitter, inst: HloInstruction, index: Index) -> 
 
 def accumulation_type(et: ElementType) -> ElementType:
     """What a dot or convolution producing ``et`` accumulates in: XLA's CPU backend upcasts
-    f16, bf16 and 8-bit float contractions to f32 and rounds the result once."""
-    return F32 if et.name in ("f16", "bf16") or et.name in BYTE_FLOATS else et
+    f16, bf16 and 8-bit and narrower float contractions to f32 and rounds the result once."""
+    return F32 if et.name in ("f16", "bf16") + BYTE_FLOATS + SMALL_FLOATS else et
 
 
 def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:

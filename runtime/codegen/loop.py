@@ -87,7 +87,7 @@ def output_index(em: ElementalEmitter, shape: ArrayShape, gid: str) -> Index:
     return Index(exprs, (layout_key(shape), gid))
 
 
-@register(ANY)
+@register(ANY, packed=True)
 def lower_loop(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     """The loop kernel, in the first specialised shape registered under ``LOOP`` for the target
     (several elements per work-item in vector types, blocked transposition) that takes it, else
@@ -225,7 +225,7 @@ def _statement(text: str) -> str:
     return text if text.rstrip().endswith(";") else text + ";"
 
 
-@register(FUSION)
+@register(FUSION, packed=True)
 def lower_by_root(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     """A fusion no structural rule (registered under ``FUSION`` at a higher priority) took
     lowers like its root: through a family registered for fusions with that root, else the

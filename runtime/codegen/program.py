@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..hlo.ir import HloInstruction
+from ..hlo.packing import to_storage
 from ..hlo.shape import ArrayShape
 from . import cltypes, templates
 from .kernel import EMBEDDED, SCALAR_DTYPES, BufferRef, KernelBuilder
@@ -151,7 +152,7 @@ class ProgramBuilder:
             pad = (-len(self.embedded)) % self.alignment
             self.embedded.extend(b"\0" * pad)
             self._embedded_at[id(inst)] = len(self.embedded)
-            self.embedded.extend(physical.tobytes())
+            self.embedded.extend(to_storage(physical, shape.element_type).tobytes())
         return BufferRef(EMBEDDED, self._embedded_at[id(inst)])
 
     def embed_bytes(self, data: bytes) -> BufferRef:

@@ -10,6 +10,11 @@ Keys: an opcode ("dot"); ``FUSION`` for rules that look at a fusion's whole stru
 fusion into a dot, row fusion of reductions); ``fusion_root(op)`` for fusions whose fused
 computation has root ``op``; ``LOOP`` for shapes of the loop kernel (called with (context,
 instruction, root, fused parameters)); ``ANY`` for what lowers an instruction no rule took.
+
+Packed 2- and 4-bit arrays (``dtypes.PACKED``) are read and written only by rules registered
+with ``packed=True`` (the loop kernel's scalar form, byte copies, control flow): an
+instruction that touches one is offered to no other rule, so no family's vector loads,
+tiles or row forms ever index packed bytes as elements.
 """
 
 from __future__ import annotations
@@ -32,37 +37,41 @@ class Registration:
     target: str | None       # a target kind ("cpu", "gpu"), or None: every target
     priority: int
     rule: Callable
+    packed: bool = False     # whether the rule handles packed 2- and 4-bit arrays
 
 
 _RULES: dict[str, list[Registration]] = {}
 
 
 def register(*keys: str, target: str | None = None, priority: int = 0,
-             fusion_root_too: bool = False) -> Callable[[Callable], Callable]:
+             fusion_root_too: bool = False, packed: bool = False
+             ) -> Callable[[Callable], Callable]:
     """Decorator: register the rule under each key (with ``fusion_root_too`` also for fusions
     rooted at that opcode)."""
     def deco(rule: Callable) -> Callable:
         for key in keys:
-            add(key, rule, target=target, priority=priority)
+            add(key, rule, target=target, priority=priority, packed=packed)
             if fusion_root_too:
-                add(fusion_root(key), rule, target=target, priority=priority)
+                add(fusion_root(key), rule, target=target, priority=priority, packed=packed)
         return rule
     return deco
 
 
-def add(key: str, rule: Callable, *, target: str | None = None, priority: int = 0) -> None:
+def add(key: str, rule: Callable, *, target: str | None = None, priority: int = 0,
+        packed: bool = False) -> None:
     entries = _RULES.setdefault(key, [])
     for e in entries:
         if e.target == target and e.priority == priority and e.rule is not rule:
             raise ValueError(f"two lowering rules for ({key!r}, {target!r}) at priority "
                              f"{priority}: {e.rule.__qualname__} and {rule.__qualname__}")
     if not any(e.target == target and e.rule is rule for e in entries):
-        entries.append(Registration(key, target, priority, rule))
+        entries.append(Registration(key, target, priority, rule, packed))
 
 
-def rules(key: str, target: str) -> list[Callable]:
-    """The rules for ``key`` on a target kind, in the order they are tried."""
-    entries = _RULES.get(key, [])
+def rules(key: str, target: str, packed: bool = False) -> list[Callable]:
+    """The rules for ``key`` on a target kind, in the order they are tried; with ``packed``
+    (the instruction touches a packed array) only those registered for packed arrays."""
+    entries = [e for e in _RULES.get(key, []) if e.packed or not packed]
     specific = sorted((e for e in entries if e.target == target), key=lambda e: -e.priority)
     common = sorted((e for e in entries if e.target is None), key=lambda e: -e.priority)
     return [e.rule for e in specific + common]

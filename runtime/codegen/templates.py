@@ -26,8 +26,9 @@ from .template_fill import fill
 from typing import Sequence
 
 from ..errors import HloUnsupportedError
-from ..hlo.dtypes import BYTE_FLOATS, ElementType
+from ..hlo.dtypes import BYTE_FLOATS, SMALL_FLOATS, ElementType
 from .cltypes import C_BITS, C_SIGNED, C_UNSIGNED, ClType, Helper, cl_type, round_to_storage
+from .cltypes import literal as cltypes_literal
 
 FP_CONTRACT_OFF = "#pragma OPENCL FP_CONTRACT OFF"
 
@@ -242,6 +243,22 @@ def _float_to_int(from_c: str, to_c: str) -> Helper:
 HELPERS += tuple(_float_to_int(f, i) for f in _FLOAT_C for i in _INT_C)
 
 
+def _saturating_float_to_int(to_c: str) -> Helper:
+    """XLA's float-to-int for a source format without infinities (f4, f6): it saturates
+    where the value reaches the integer range's ends *converted to the source format*, and a
+    format that saturates there makes its largest value the integer's largest (f4's 6.0 to
+    s8 is 127, as XLA's CPU backend gives)."""
+    return Helper(f"xla_float_to_{to_c}_within",
+                  f"{to_c} xla_float_to_{to_c}_within(float x, float lo, float hi, {to_c} min, "
+                  f"{to_c} max) {{\n"
+                  f"  return x >= hi ? max : (x <= lo ? min : clamp(xla_float_to_{to_c}(x), min, "
+                  "max));\n"
+                  "}\n", (f"xla_float_to_{to_c}",))
+
+
+HELPERS += tuple(_saturating_float_to_int(i) for i in _INT_C)
+
+
 def _bf16_vectors(n: int) -> tuple[Helper, ...]:
     """bf16 on ``n`` lanes at once (the vector loop's), lane by lane ``cltypes``' scalar
     helpers: widening shifts the bits up; narrowing rounds the f32 bits to nearest even and
@@ -408,14 +425,15 @@ def unary(opcode: str, et_in: ElementType | str, et_out: ElementType | str, x: s
     """XLA's ``opcode`` applied to ``x`` (of ``et_in``), as an expression of ``et_out``; with
     ``lanes`` > 1, on vectors (only where ``vector_lanes`` says so)."""
     row = cl_type(et_in)
-    if opcode == "count-leading-zeros" and row.family in ("sint", "uint"):
+    template = _packed_integer(opcode, row)
+    if template is None and opcode == "count-leading-zeros" and row.family in ("sint", "uint"):
         template = _CLZ[row.bits]
-    else:
+    elif template is None:
         template = _UNARY.get((opcode, row.family))
     if template is None:
         raise _unsupported(f"unary opcode {opcode}", et_in)
     expr = _subst(template, row, lanes, x=x)
-    return expr if opcode in _EXACT else round_to_storage(et_out, expr)
+    return expr if opcode in _EXACT and row.family == "float" else round_to_storage(et_out, expr)
 
 
 # --- binary -----------------------------------------------------------------------------
@@ -464,11 +482,40 @@ _BINARY: dict[tuple[str, str], str] = {
 def binary(opcode: str, et: ElementType | str, a: str, b: str, lanes: int = 1) -> str:
     """XLA's ``opcode`` of ``a`` and ``b`` (both of ``et``; the result is ``et`` too)."""
     row = cl_type(et)
-    template = _BINARY.get((opcode, row.family))
+    template = _packed_integer(opcode, row) or _BINARY.get((opcode, row.family))
     if template is None:
         raise _unsupported(f"binary opcode {opcode}", et)
     expr = _subst(template, row, lanes, a=a, b=b)
-    return expr if opcode in _EXACT else round_to_storage(et, expr)
+    return expr if opcode in _EXACT and row.family == "float" else round_to_storage(et, expr)
+
+
+# 2- and 4-bit integers compute in char/uchar and wrap back after each operation
+# (``cltypes``): right for everything but these, whose result depends on the bits above the
+# type's width (a logical shift of a sign-extended s4, an arithmetic one of a u4, leading
+# zeros, the high half); they work on the ``$B``-bit code (``$M`` its mask, ``$P`` 32 - ``$B``).
+# XLA's popcnt of an s4 counts its sign-extended byte (-1 gives 8, wrapped to -8), as the
+# plain template does, and of an s2 its code's bits (keys with a width are that width's only).
+_PACKED_INTEGER: dict[tuple, str] = {
+    ("popcnt", "sint", 2): "(($T)popcount((uchar)($x & $M)))",
+    ("shift-right-logical", "sint"): "(($T)xla_shrl_uchar((uchar)($a & $M), (uchar)$b))",
+    ("shift-right-arithmetic", "uint"):
+        "(($T)xla_shra_char((char)((int)((uint)$a << $P) >> $P), (char)$b))",
+    ("count-leading-zeros", "sint"): "(($T)(clz((uint)($x & $M)) - $P))",
+    ("count-leading-zeros", "uint"): "(($T)(clz((uint)$x) - $P))",
+    ("mulhi", "sint"): "(($T)(((int)$a * (int)$b) >> $B))",
+    ("mulhi", "uint"): "(($T)(((uint)$a * (uint)$b) >> $B))",
+}
+
+
+def _packed_integer(opcode: str, row: ClType) -> str | None:
+    """``opcode``'s template on the codes of a 2- or 4-bit integer, where it needs one."""
+    if row.family not in ("sint", "uint") or row.bits >= C_BITS[row.compute]:
+        return None
+    template = _PACKED_INTEGER.get((opcode, row.family, row.bits),
+                                   _PACKED_INTEGER.get((opcode, row.family)))
+    return None if template is None else fill(
+        template, B=str(row.bits), M=f"0x{(1 << row.bits) - 1:x}", P=str(32 - row.bits),
+        T="$T", a="$a", b="$b", x="$x")
 
 
 # --- compare, select, clamp -------------------------------------------------------------
@@ -560,13 +607,22 @@ def convert(et_from: ElementType | str, et_to: ElementType | str, x: str) -> str
     if dst.family == "pred":
         return fill(_TO_PRED.get(src.name, "((uchar)(($x) != 0))"), x=x)
     if src.family == "float" and dst.family in ("sint", "uint"):
-        return f"xla_{src.compute}_to_{dst.compute}({x})"
+        low = -(1 << (dst.bits - 1)) if dst.family == "sint" else 0
+        high = (1 << (dst.bits - 1)) - 1 if dst.family == "sint" else (1 << dst.bits) - 1
+        if src.name in SMALL_FLOATS:
+            bounds = ", ".join(cltypes_literal(src.name, v) for v in (low, high))
+            return (f"xla_float_to_{dst.compute}_within({x}, {bounds}, "
+                    f"{cltypes_literal(dst.name, low)}, {cltypes_literal(dst.name, high)})")
+        saturated = f"xla_{src.compute}_to_{dst.compute}({x})"
+        if dst.bits < C_BITS[dst.compute]:       # a 2- or 4-bit integer saturates at its own range
+            return f"clamp({saturated}, ({dst.compute})({low}), ({dst.compute})({high}))"
+        return saturated
     if dst.family in ("sint", "uint"):
-        return f"(({dst.compute})({x}))"
+        return round_to_storage(dst, f"(({dst.compute})({x}))")     # wraps
     if dst.compute == "double":
         return f"((double)({x}))"
     value = x if src.compute == "float" else f"((float)({x}))"
-    if dst.name in BYTE_FLOATS:
+    if dst.name in BYTE_FLOATS or dst.name in SMALL_FLOATS:
         return f"xla_round_{dst.name}({value})"       # once, not through f16 (``cltypes``)
     return round_to_storage(dst, value)
 
@@ -592,15 +648,24 @@ _FROM_BITS = {"f32": "as_float((uint)($x))", "f64": "as_double((ulong)($x))",
               "pred": "((uchar)(($x) != 0))"}
 
 
+def _coded(row: ClType) -> bool:
+    """Whether ``row`` is a float stored as a code of ml_dtypes' (8 bits and fewer)."""
+    return row.name in BYTE_FLOATS or row.name in SMALL_FLOATS
+
+
 def _to_bits(row: ClType, x: str) -> str:
-    template = _TO_BITS.get(row.name, f"xla_float_to_{row.name}($x)" if row.name in BYTE_FLOATS
+    if row.family in ("sint", "uint") and row.bits < C_BITS[row.compute]:
+        return f"((uchar)((uchar)({x}) & 0x{(1 << row.bits) - 1:x}u))"
+    template = _TO_BITS.get(row.name, f"xla_float_to_{row.name}($x)" if _coded(row)
                             else "(($U)($x))")
     return fill(template, U=row.unsigned, x=x)
 
 
 def _from_bits(row: ClType, bits: str) -> str:
+    if row.family in ("sint", "uint") and row.bits < C_BITS[row.compute]:
+        return round_to_storage(row, f"(({row.compute})({bits}))")
     template = _FROM_BITS.get(row.name, f"xla_{row.name}_to_float((uchar)($x))"
-                              if row.name in BYTE_FLOATS else "(($T)($U)($x))")
+                              if _coded(row) else "(($T)($U)($x))")
     return fill(template, T=row.compute, U=row.unsigned, x=bits)
 
 

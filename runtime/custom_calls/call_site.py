@@ -15,6 +15,7 @@ from ..analysis.in_place import InPlacePair, in_place_pairs
 from ..buffers.slices import BufferRef
 from ..errors import CustomCallError, HloUnsupportedError, SourceLocation
 from ..hlo.attributes import BackendConfig
+from ..hlo.dtypes import PACKED
 from ..hlo.ir import HloInstruction
 from ..hlo.shape import ArrayShape, Shape, ShapeIndex, subshape
 from .conventions import DEFAULT_API_VERSION
@@ -114,7 +115,8 @@ def _tree(call: HloInstruction, owner: HloInstruction, shape: Shape, index: Shap
 def _check_viewable(call: HloInstruction, shape: ArrayShape) -> None:
     """A leaf must be plain bytes of a numpy dtype, one element after another."""
     layout = shape.layout
-    packed = layout is not None and 0 < layout.element_size_bits < 8
+    packed = shape.element_type.name in PACKED or (
+        layout is not None and 0 < layout.element_size_bits < 8)
     if not shape.is_array or shape.element_type.numpy_name is None or packed or (
             layout is not None and layout.is_tiled):
         raise HloUnsupportedError(

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..errors import DonatedBufferError, HloArgumentError
 from ..hlo.dtypes import from_numpy
+from ..hlo.packing import from_storage, to_storage
 from ..hlo.shape import ArrayShape, physical_order
 from .device import allocate_buffer, get_device, opencl
 
@@ -98,19 +99,18 @@ class DeviceArray:
 
 def read_buffer(device, buffer, offset: int, shape: ArrayShape) -> np.ndarray:
     cl = opencl()
-    raw = np.empty(shape.element_count, dtype=shape.element_type.numpy)
+    raw = np.empty(shape.byte_size, dtype=np.uint8)
     if shape.byte_size:
-        cl.enqueue_copy(device.queue, raw.view(np.uint8), buffer, src_offset=offset,
-                        is_blocking=True)
-    return from_physical(raw, shape)
+        cl.enqueue_copy(device.queue, raw, buffer, src_offset=offset, is_blocking=True)
+    return from_physical(from_storage(raw, shape.element_type, shape.element_count), shape)
 
 
 def upload(device, array: np.ndarray, shape: ArrayShape, what: str):
     cl = opencl()
     buf = allocate_buffer(device, shape.byte_size, what)
     if shape.byte_size:
-        host = to_physical(array, shape)
-        cl.enqueue_copy(device.queue, buf, host.view(np.uint8).reshape(-1), is_blocking=True)
+        host = to_storage(to_physical(array, shape), shape.element_type)
+        cl.enqueue_copy(device.queue, buf, host, is_blocking=True)
     return buf
 
 

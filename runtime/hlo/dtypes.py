@@ -51,6 +51,12 @@ class ElementType:
         return max(1, (self.bits + 7) // 8) if self.bits else 0
 
     @property
+    def storage_bits(self) -> int:
+        """Bits an element takes in a device buffer: 2- and 4-bit types are packed, as XLA's
+        CPU backend stores them (``PACKED``); every other type takes whole bytes."""
+        return self.bits if self.name in PACKED else 8 * self.unpacked_bytes
+
+    @property
     def numpy(self) -> np.dtype:
         if self.numpy_name is None:
             raise TypeError(f"element type {self.name} has no numpy dtype")
@@ -96,6 +102,14 @@ ELEMENT_TYPES: dict[str, ElementType] = {
 # is not one): the backend stores them as their byte and computes in f32 (codegen.cltypes)
 BYTE_FLOATS = ("f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz", "f8e4m3",
                "f8e3m4")
+
+# the floats narrower than a byte (ml_dtypes' formats, no infinities or NaNs): computed in f32
+# like BYTE_FLOATS, from their own codes (codegen.cltypes)
+SMALL_FLOATS = ("f4e2m1fn", "f6e2m3fn", "f6e3m2fn")
+# the types stored packed, first element in the low bits of a byte (XLA's CPU backend gives
+# every 2- and 4-bit type an ``E(bits)`` layout: two s4 or four s2 a byte, whatever the text's
+# layout says); the 6-bit floats take a byte each (XLA's CPU backend cannot compile them)
+PACKED = ("s2", "s4", "u2", "u4", "f4e2m1fn")
 
 PRED = ELEMENT_TYPES["pred"]
 S32 = ELEMENT_TYPES["s32"]

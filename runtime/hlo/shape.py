@@ -98,14 +98,16 @@ class ArrayShape:
 
     @property
     def byte_size(self) -> int:
-        """Bytes of the buffer (sub-byte types packed when the layout says ``E(bits)``)."""
+        """Bytes of the buffer: 2- and 4-bit types packed (``dtypes.PACKED``), as XLA's CPU
+        backend stores them, and any type whose layout says ``E(bits)`` for fewer than 8."""
         if not self.is_array:
             return 0
         if self.is_unbounded:
             raise ValueError(f"shape {self.to_text()} has an unbounded dimension and no size")
         count = self.element_count
         packed_bits = self.layout.element_size_bits if self.layout is not None else 0
-        if packed_bits and packed_bits < 8:
+        packed_bits = packed_bits or self.element_type.storage_bits
+        if packed_bits < 8:
             return (count * packed_bits + 7) // 8
         return count * self.element_type.unpacked_bytes
 

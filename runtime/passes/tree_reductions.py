@@ -16,7 +16,7 @@ changes in practice, and their kernels reorder sums for speed).
 from __future__ import annotations
 
 from ..hlo.attributes import Window, WindowDim
-from ..hlo.dtypes import BYTE_FLOATS
+from ..hlo.dtypes import BYTE_FLOATS, SMALL_FLOATS
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.shape import ArrayShape, default_layout
 from ..target import CPU, Target
@@ -37,7 +37,7 @@ def _applies(inst: HloInstruction) -> bool:
     if inst.opcode != "reduce" or len(inst.operands) != 2 or inst.control_predecessors:
         return False
     shape = inst.operands[0].shape
-    return isinstance(shape, ArrayShape) and shape.element_type.name in BYTE_FLOATS \
+    return isinstance(shape, ArrayShape) and shape.element_type.name in BYTE_FLOATS + SMALL_FLOATS \
         and any(shape.dims[d] > WINDOW for d in inst.dimensions)
 
 

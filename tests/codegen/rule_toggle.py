@@ -18,8 +18,9 @@ def compile_with(text: str, rule, enabled: bool, monkeypatch) -> tuple[runtime.E
         return steps
     rules = registry.rules
     monkeypatch.setattr(program_cache, "load", lambda key: None)    # lower it here and now
-    monkeypatch.setattr(registry, "rules", lambda key, target: [
-        recording if r is rule else r for r in rules(key, target) if enabled or r is not rule])
+    monkeypatch.setattr(registry, "rules", lambda key, target, packed=False: [
+        recording if r is rule else r for r in rules(key, target, packed)
+        if enabled or r is not rule])
     compiler.clear_cache()
     try:
         return runtime.compile(text), took

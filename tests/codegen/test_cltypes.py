@@ -9,7 +9,7 @@ import pytest
 from runtime.codegen import cltypes as ct
 from runtime.codegen import templates as ew
 from runtime.errors import HloUnsupportedError
-from runtime.hlo.dtypes import BYTE_FLOATS
+from runtime.hlo.dtypes import BYTE_FLOATS, SMALL_FLOATS
 from tests.clharness import run_cases
 from tests.codegen.golden_cases import numpy_type
 
@@ -22,7 +22,9 @@ def test_storage_and_compute_types():
         "u16": ("ushort", "ushort"), "u32": ("uint", "uint"), "u64": ("ulong", "ulong"),
         "f16": ("ushort", "float"), "bf16": ("ushort", "float"), "f32": ("float", "float"),
         "f64": ("double", "double"),
-        **{name: ("uchar", "float") for name in BYTE_FLOATS},
+        **{name: ("uchar", "float") for name in BYTE_FLOATS + SMALL_FLOATS},
+        "s2": ("uchar", "char"), "s4": ("uchar", "char"), "u2": ("uchar", "uchar"),
+        "u4": ("uchar", "uchar"),
     }
     assert ct.needs_fp64("f64") and not ct.needs_fp64("f32")
 
@@ -39,8 +41,8 @@ def test_load_store_round_text():
 
 
 @pytest.mark.parametrize("name, reason", [
-    ("s4", "packed"), ("u2", "packed"), ("c64", "complex"), ("f8e8m0fnu", "not f8e8m0fnu"),
-    ("f4e2m1fn", "f6 or f4"),
+    ("s1", "2 bits and more"), ("u1", "2 bits and more"), ("c64", "complex"),
+    ("f8e8m0fnu", "not f8e8m0fnu"),
     ("token", "not an array element type"), ("f99", "not an HLO element type"),
 ])
 def test_unsupported_element_types_raise_naming_the_type(name, reason):

@@ -22,17 +22,17 @@ from ..registry import add, register
 
 
 @register("parameter", "constant", "get-tuple-element", "tuple", "after-all",
-          "add-dependency", "opt-barrier", "domain")
+          "add-dependency", "opt-barrier", "domain", packed=True)
 def _forwarding(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     return []
 
 
-@register("bitcast")
+@register("bitcast", packed=True)
 def _bitcast(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     return [] if ctx.same_bytes(inst, inst.operands[0]) else None
 
 
-@register("copy")
+@register("copy", packed=True)
 def _copy(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     src = inst.operands[0]
     if inst.shape.is_tuple:
@@ -45,12 +45,12 @@ def _copy(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     return None
 
 
-@register("call")
+@register("call", packed=True)
 def _call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     return ctx.lower_computation(inst.to_apply)
 
 
-@register("while")
+@register("while", packed=True)
 def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     if ctx.deferring_loops:
         return [NestedLoop(inst)]      # type: ignore[list-item]
@@ -77,7 +77,7 @@ def _combined(ctx: LoweringContext, comp: HloComputation) -> list[Step]:
     return chain_launches(ctx, comp, merge_launches(ctx, comp, ctx.lower_computation(comp)))
 
 
-@register("conditional")
+@register("conditional", packed=True)
 def _conditional(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     if "branch_computations" in inst.attrs:
         branches = list(inst.branch_computations)
@@ -134,4 +134,4 @@ UNSUPPORTED: dict[str, str] = {
     "scaled-dot": "ragged and scaled dots are not implemented",
 }
 for _op, _reason in UNSUPPORTED.items():
-    add(_op, _unsupported(_reason))
+    add(_op, _unsupported(_reason), packed=True)

@@ -132,7 +132,7 @@ def _opencl_step(site: CallSite, target: CustomCallTarget) -> HostCall:
 STEP_BUILDERS = {"host": _host_step, "opencl": _opencl_step}
 
 
-@register("custom-call")
+@register("custom-call", packed=True)
 def lower_custom_call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     found = resolve(inst, ctx.python_callbacks)
     if isinstance(found, UnimplementedCall):
