@@ -431,12 +431,14 @@ def translate_memory_errors(device: Device, needed_bytes: int,
 
 
 def allocate_buffer(device: Device, nbytes: int, what: str = "a buffer") -> Any:
-    """A read-write ``cl.Buffer`` of ``nbytes`` (at least 1: OpenCL rejects empty buffers)."""
+    """A read-write ``cl.Buffer`` of ``nbytes``, rounded up to whole 32-bit words (at least
+    one: OpenCL rejects empty buffers): a packed 2- or 4-bit store updates the aligned word
+    holding its byte (``cltypes``), which must lie inside the buffer."""
     if nbytes > device.max_alloc_bytes:
         raise out_of_memory(device, nbytes, what)
     cl = opencl()
     with translate_memory_errors(device, nbytes, what):
-        return cl.Buffer(device.context, cl.mem_flags.READ_WRITE, size=max(nbytes, 1))
+        return cl.Buffer(device.context, cl.mem_flags.READ_WRITE, size=max(-(-nbytes // 4) * 4, 4))
 
 
 __all__ = [
