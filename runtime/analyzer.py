@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from .errors import internal_errors
 from .gc_pause import with_gc_paused
 from .hlo.ir import HloModule
 from .target import Target
@@ -71,7 +72,8 @@ def analyze(module_or_text: str | HloModule, *, alignment: int | None = None,
     if isinstance(module_or_text, str):
         from .hlo.parser import parse
         start = time.perf_counter()
-        module = parse(module_or_text)
+        with internal_errors("parsing"):
+            module = parse(module_or_text)
         times["parse"] = time.perf_counter() - start
     elif isinstance(module_or_text, HloModule):
         module = module_or_text
@@ -80,7 +82,8 @@ def analyze(module_or_text: str | HloModule, *, alignment: int | None = None,
                         f"{type(module_or_text).__name__}")
     from .hlo.verifier import verify
     start = time.perf_counter()
-    verify(module)
+    with internal_errors("verification"):
+        verify(module)
     times["verify"] = time.perf_counter() - start
     if device is not None:
         from .execution.device import get_device
@@ -99,10 +102,12 @@ def analyze_verified(module: HloModule, alignment: int, fusion: bool, target: Ta
     times = {} if times is None else times
     _check_alignment(alignment)
     start = time.perf_counter()
-    optimised = optimise(module, fusion=fusion, target=target)
+    with internal_errors("the optimisation passes"):       # each pass names itself
+        optimised = optimise(module, fusion=fusion, target=target)
     times["passes"] = time.perf_counter() - start
     start = time.perf_counter()
-    assignment = buffer_assignment(optimised, alignment=alignment)
+    with internal_errors("buffer assignment"):
+        assignment = buffer_assignment(optimised, alignment=alignment)
     times["assignment"] = time.perf_counter() - start
     return Analysis(module, assignment.module, assignment, alignment, target, times)
 
