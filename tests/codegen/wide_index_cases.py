@@ -1,6 +1,7 @@
 """The cases behind ``data/wide_index_golden.npz``: runtime start indices of every integer
 type, with values near and beyond 2^31, 2^32, -2^31 and -1e12, through dynamic-slice,
-dynamic-update-slice (copied and in place, scalar and row kernels), gather and scatter.
+dynamic-update-slice (copied and in place, scalar and row kernels, a loop fusion's window
+outputs, a counted loop's counters), gather and scatter.
 
 Shared by ``make_wide_index_golden.py`` (which runs them through XLA's CPU backend, needs jax)
 and ``test_wide_indices.py`` (which reads XLA's results back and never imports jax). Each
