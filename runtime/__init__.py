@@ -6,8 +6,9 @@ public names exported here.
 
 from .errors import (
     CustomCallError, DeviceError, DonatedBufferError, HloArgumentError, HloError, HloParseError,
-    HloUnsupportedError, HloVerifyError,
+    HloUnsupportedError, HloVerifyError, InternalCompilerError,
 )
+from .errors import internal_errors as _internal_errors
 from .analyzer import Analysis, analyze
 from .compiler import compile
 from .custom_calls import (
@@ -28,9 +29,11 @@ def parse(text: str, *, verify: bool = True) -> HloModule:
 
     Even with ``verify=False`` a result shape the text omits must be inferable, so an
     ``HloVerifyError`` is still possible there."""
-    module = _parse_unverified(text)
+    with _internal_errors("parsing"):
+        module = _parse_unverified(text)
     if verify:
-        _verify(module)
+        with _internal_errors("verification"):
+            _verify(module)
     return module
 
 
@@ -38,7 +41,8 @@ __all__ = [
     "parse", "analyze", "Analysis", "compile", "Executable", "DeviceArray", "RunRecord",
     "device_put", "devices", "device_reasons",
     "get_device", "Device", "HloModule", "HloError", "HloParseError", "HloVerifyError", "HloUnsupportedError",
-    "HloArgumentError", "DonatedBufferError", "CustomCallError", "DeviceError", "__version__",
+    "HloArgumentError", "DonatedBufferError", "CustomCallError", "DeviceError",
+    "InternalCompilerError", "__version__",
     "register_custom_call", "unregister_custom_call", "registered_custom_calls",
     "CustomCallTarget", "CustomCallStatus",
 ]

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from .errors import internal_errors
 from .gc_pause import with_gc_paused
 from .hlo.ir import HloModule
 from .target import Target
@@ -87,7 +88,8 @@ def analyze(module_or_text: str | HloModule | Any, *, alignment: int | None = No
     if isinstance(module_or_text, str):
         from .hlo.parser import parse
         start = time.perf_counter()
-        module = parse(module_or_text)
+        with internal_errors("parsing"):
+            module = parse(module_or_text)
         times["parse"] = time.perf_counter() - start
     elif isinstance(module_or_text, HloModule):
         module = module_or_text
@@ -96,7 +98,8 @@ def analyze(module_or_text: str | HloModule | Any, *, alignment: int | None = No
                         f"{type(module_or_text).__name__}")
     from .hlo.verifier import verify
     start = time.perf_counter()
-    verify(module)
+    with internal_errors("verification"):
+        verify(module)
     times["verify"] = time.perf_counter() - start
     if device is not None:
         from .execution.device import get_device
@@ -128,10 +131,12 @@ def analyze_verified(module: HloModule, alignment: int, fusion: bool, target: Ta
     times = {} if times is None else times
     _check_alignment(alignment)
     start = time.perf_counter()
-    optimised = optimise(module, fusion=fusion, target=target)
+    with internal_errors("the optimisation passes"):       # each pass names itself
+        optimised = optimise(module, fusion=fusion, target=target)
     times["passes"] = time.perf_counter() - start
     start = time.perf_counter()
-    assignment = buffer_assignment(optimised, alignment=alignment)
+    with internal_errors("buffer assignment"):
+        assignment = buffer_assignment(optimised, alignment=alignment)
     times["assignment"] = time.perf_counter() - start
     return Analysis(module, assignment.module, assignment, alignment, target, times,
                     python_callbacks)

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .analyzer import analyze_verified, jax_input
-from .errors import DeviceError, HloError
+from .errors import DeviceError, HloError, internal_errors
 from .execution.quiet import silenced_fds
 from .gc_pause import gc_paused, with_gc_paused
 from .hlo.ir import HloModule
@@ -155,11 +155,13 @@ def _analyse(text: str, module: HloModule | None, dev, alignment: int | None, fu
     if module is None:
         from .hlo.parser import parse
         mark = time.perf_counter()
-        module = parse(text)
+        with internal_errors("parsing"):
+            module = parse(text)
         times["parse"] = time.perf_counter() - mark
     from .hlo.verifier import verify
     mark = time.perf_counter()
-    verify(module)
+    with internal_errors("verification"):
+        verify(module)
     runnable = module
     filled = False
     if elided_constants is not None and has_elided_constants(module):
@@ -203,7 +205,8 @@ class KernelBuild:
                 from .codegen.lower import lower
                 check_runnable(self.analysis.source)
                 mark = time.perf_counter()
-                with gc_paused():
+                # each instruction's lowering names it (``LoweringContext.lower_instruction``)
+                with gc_paused(), internal_errors("code generation"):
                     key = program_cache.program_key(self.analysis, self.device)
                     self._program = program_cache.load(key)
                     if self._program is None:
@@ -221,8 +224,9 @@ class KernelBuild:
                 report = progress or (lambda stage, done, total: None)
                 report("codegen", 0, 1)
                 program = self.program
-                kernels = build_kernels(self.device, program, report, self.times)
-                prepare_host_calls(self.device, program)
+                with internal_errors("the kernel build"):
+                    kernels = build_kernels(self.device, program, report, self.times)
+                    prepare_host_calls(self.device, program)
                 self._kernels = kernels
                 report("done", len(kernels), len(kernels))
             return self._kernels

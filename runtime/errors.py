@@ -10,9 +10,11 @@ hint, and last the ``ClassName: message`` line that notebook runners report as t
 from __future__ import annotations
 
 import traceback
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Iterator
 
 _RUNTIME = str(Path(__file__).resolve().parent)
 
@@ -147,7 +149,40 @@ class DeviceError(HloError):
     build_log: str | None = None      # a failed build's whole compiler log
 
 
+class InternalCompilerError(HloError):
+    """A bug in this compiler: an internal exception (an ``IndexError``, a ``KeyError``, a
+    failed assertion...) raised while a stage processed the module, reported with the stage
+    and the instruction being processed where one is known. The original exception is the
+    ``__cause__``, its traceback intact, for the bug report."""
+
+    def __init__(self, stage: str, error: BaseException, **kwargs) -> None:
+        self.stage = stage
+        self.error = error
+        what = f"{stage} of {kwargs['instruction']}" if kwargs.get("instruction") else stage
+        super().__init__(f"internal compiler error in {what}: {type(error).__name__}: {error}",
+                         hint="this is a bug in the compiler, not in the program; please "
+                              "report it with the module", **kwargs)
+
+
+@contextmanager
+def internal_errors(stage: str, *, instruction: str | None = None,
+                    location: SourceLocation | None = None,
+                    computation: str | None = None) -> Iterator[None]:
+    """Re-raise an exception that is not an ``HloError`` (so not a report about the program,
+    and not an inner stage's ``InternalCompilerError``) as an ``InternalCompilerError`` of
+    ``stage``: wrapped around each pass and each instruction's lowering, so no internal
+    exception reaches the public entry points and the report names where it happened."""
+    try:
+        yield
+    except (HloError, MemoryError):
+        raise
+    except Exception as e:
+        raise InternalCompilerError(stage, e, instruction=instruction, location=location,
+                                    computation=computation) from e
+
+
 __all__ = [
     "SourceLocation", "HloError", "HloParseError", "HloVerifyError", "HloUnsupportedError",
     "HloArgumentError", "DonatedBufferError", "CustomCallError", "DeviceError",
+    "InternalCompilerError", "internal_errors",
 ]

@@ -35,6 +35,27 @@ def corpus_hlo_files() -> list[Path]:
     return files
 
 
+@pytest.fixture(autouse=True)
+def no_internal_compiler_errors(request, monkeypatch):
+    """Fail a test in which the compiler raised an ``InternalCompilerError`` (a bug it reports
+    to users as an ``HloError``), even one a ``pytest.raises(HloError)`` caught, unless the
+    test is marked ``internal_error`` (the tests of that report itself)."""
+    from runtime.errors import InternalCompilerError
+
+    raised: list[InternalCompilerError] = []
+    original = InternalCompilerError.__init__
+
+    def record(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        raised.append(self)
+
+    monkeypatch.setattr(InternalCompilerError, "__init__", record)
+    yield
+    if raised and request.node.get_closest_marker("internal_error") is None:
+        pytest.fail(f"the compiler raised {raised[0]!r} (its cause: {raised[0].__cause__!r})",
+                    pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def corpus() -> Path:
     return corpus_dir()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..buffers.assignment import BufferAssignment
+from ..errors import internal_errors
 from ..hlo.dtypes import PACKED
 from ..hlo.ir import HloComputation, HloInstruction
 from ..target import Target
@@ -47,11 +48,16 @@ class LoweringContext:
         return steps
 
     def lower_instruction(self, inst: HloInstruction) -> list[Step]:
-        for key in (inst.opcode, registry.ANY):
-            steps = self.first_taker(key, inst)
-            if steps is not None:
-                return steps
-        raise AssertionError(f"no lowering rule took {inst.opcode} {inst.name}")
+        """``inst``'s steps; an internal exception on the way is a located
+        ``InternalCompilerError`` naming it (an inner instruction's, where one is lowered
+        inside it, passes through)."""
+        with internal_errors("the lowering", instruction=inst.name, location=inst.location,
+                             computation=inst.parent.name if inst.parent else None):
+            for key in (inst.opcode, registry.ANY):
+                steps = self.first_taker(key, inst)
+                if steps is not None:
+                    return steps
+            raise AssertionError(f"no lowering rule took {inst.opcode} {inst.name}")
 
     def first_taker(self, key: str, inst: HloInstruction, *args) -> list[Step] | None:
         """The steps of the first rule for ``key`` on this target that does not decline (of

@@ -109,6 +109,8 @@ class ElementalEmitter:
         if shape_index:
             if not inst.shape.is_tuple:
                 raise HloUnsupportedError(f"cannot index the array {inst.name} at {shape_index}")
+            if inst.opcode == "tuple":      # its elements may differ in shape: one at ``index``
+                return self.value(inst.operands[shape_index[0]], index, shape_index[1:])
             whole = self.value(inst, index)
             for i in shape_index:
                 whole = whole[i]
@@ -209,15 +211,39 @@ class ElementalEmitter:
         n = self.kb.param(shift, key=(key, "shift"))
         return f"(int)(((ulong)(uint)({numerator}) * {m}) >> {n})"
 
-    def scalar_index_value(self, inst: HloInstruction, index: Index = SCALAR) -> str:
-        """An integer operand (a dynamic start index) as an index-typed expression."""
+    def scalar_index_value(self, inst: HloInstruction, index: Index = SCALAR) -> tuple[str, str]:
+        """An integer operand (a runtime start index) at ``index``, and the C type it is in:
+        one that holds every value of its element type and every valid start, so that the
+        clamp or bounds check comes before any narrowing to the index type (an s64 start of
+        -1e12 truncated to 32 bits is a small positive start; a u32 start above 2^31 is
+        negative as an int)."""
         v = self.value(inst, index)
         et = inst.shape.element_type
-        return f"(({self.kb.index_type}){v})" if et is not self.index_et else str(v)
+        if not et.is_signed and et.bits == 64:
+            wide = "ulong"
+        elif et.bits < 32 or (et.is_signed and et.bits == 32):
+            wide = self.kb.index_type
+        else:
+            wide = "long"
+        return (str(v) if cltypes.compute_type(et) == wide else f"(({wide}){v})"), wide
 
-    def clamp_index(self, expr: str, hi: str) -> str:
+    def clamp_index(self, inst: HloInstruction, index: Index, hi: str) -> str:
+        """Start index operand ``inst`` at ``index`` clamped to [0, ``hi``] (XLA's rule for
+        dynamic-slice, dynamic-update-slice and gather), then narrowed to the index type."""
+        v, wide = self.scalar_index_value(inst, index)
         t = self.kb.index_type
-        return self.kb.let(t, f"min(max(({t})({expr}), ({t})0), ({t})({hi}))", "c")
+        clamped = f"min(max({v}, ({wide})0), ({wide})({hi}))"
+        return self.kb.let(t, clamped if wide == t else f"({t})({clamped})", "c")
+
+    def checked_index(self, inst: HloInstruction, index: Index, hi: str) -> tuple[str, str]:
+        """Start index operand ``inst`` at ``index``: the condition that it lies in [0,
+        ``hi``] (scatter skips a window that does not fit), tested before narrowing, and the
+        start narrowed to the index type (meaningful only where the condition holds)."""
+        v, wide = self.scalar_index_value(inst, index)
+        t = self.kb.index_type
+        value = self.kb.let(wide, v, "s")
+        start = value if wide == t else self.kb.let(t, f"({t}){value}", "s")
+        return f"{value} >= 0 && {value} <= ({wide})({hi})", start
 
     # --- computations -----------------------------------------------------------------------
     def call(self, comp: HloComputation, args: list[Value]) -> Value:
@@ -476,12 +502,11 @@ def dynamic_starts(em: ElementalEmitter, inst: HloInstruction, first: int,
     idx_ops = inst.operands[first:]
     starts = []
     for d in range(op.rank):
-        if len(idx_ops) == 1 and op.rank != 1:
-            raw = em.scalar_index_value(idx_ops[0], Index((str(d),)))
-        else:
-            raw = em.scalar_index_value(idx_ops[d])
         hi = em.kb.param(op.dims[d] - sizes[d], key=(key, "hi", d))
-        starts.append(em.clamp_index(raw, hi))
+        if len(idx_ops) == 1 and op.rank != 1:
+            starts.append(em.clamp_index(idx_ops[0], Index((str(d),)), hi))
+        else:
+            starts.append(em.clamp_index(idx_ops[d], SCALAR, hi))
     return starts
 
 
@@ -586,11 +611,7 @@ def _tuple(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
 
 
 def _get_tuple_element(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
-    op = inst.operands[0]
-    k = int(inst.index)
-    if (id(op), (k,)) in em.leaves:
-        return em.value(op, index, (k,))
-    return em.value(op, index)[k]
+    return em.value(inst.operands[0], index, (int(inst.index),))
 
 
 def _map(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
@@ -851,24 +872,15 @@ def _gather(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     idx_dims_wo_ivd = [d for d in range(idx_rank + (1 if ivd == idx_rank else 0)) if d != ivd]
     g_of_dim = dict(zip(idx_dims_wo_ivd, batch_exprs))
 
-    def start_vector_elem(k: int) -> str:
-        ex = []
-        for d in range(idx_rank):
-            ex.append(str(k) if d == ivd else g_of_dim[d])
-        return em.scalar_index_value(indices, Index(tuple(ex)))
+    def start_vector_elem(k: int) -> Index:
+        return Index(tuple(str(k) if d == ivd else g_of_dim[d] for d in range(idx_rank)))
 
-    starts = ["0"] * op_shape.rank
+    clamped = ["0"] * op_shape.rank
     for k, d in enumerate(start_map):
-        starts[d] = start_vector_elem(k)
+        hi = em.kb.param(op_shape.dims[d] - sizes[d], key=(key, "hi", d))
+        clamped[d] = em.clamp_index(indices, start_vector_elem(k), hi)
     for od, idd in zip(op_batch, idx_batch):
-        starts[od] = g_of_dim[idd]
-    clamped = []
-    for d in range(op_shape.rank):
-        if d in start_map:
-            hi = em.kb.param(op_shape.dims[d] - sizes[d], key=(key, "hi", d))
-            clamped.append(em.clamp_index(starts[d], hi))
-        else:
-            clamped.append(starts[d])
+        clamped[od] = g_of_dim[idd]
     offset_exprs = iter(index.exprs[p] for p in offset_dims)
     exprs = []
     for d in range(op_shape.rank):

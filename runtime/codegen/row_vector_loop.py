@@ -474,7 +474,7 @@ class _RowEmitter(ElementalEmitter):
         finally:
             self._scalar_depth -= 1
 
-    def scalar_index_value(self, inst: HloInstruction, index: Index = SCALAR) -> str:
+    def scalar_index_value(self, inst: HloInstruction, index: Index = SCALAR) -> tuple[str, str]:
         self._scalar_depth += 1
         try:
             return super().scalar_index_value(inst, index)

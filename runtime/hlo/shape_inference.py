@@ -592,6 +592,11 @@ def scatter(inst: HloInstruction) -> Shape:
     scatter_dims = [d for i, d in enumerate(idx_dims) if i != ivd]
     if u.rank != len(uwd) + len(scatter_dims):
         fail(f"scatter updates have rank {u.rank}, expected {len(uwd) + len(scatter_dims)}")
+    window_dims = [d for d in range(x.rank) if d not in iwd and d not in in_batch]
+    for ud, od in zip(uwd, window_dims):
+        if u.dims[ud] > x.dims[od]:
+            fail(f"scatter update window dimension {ud} ({u.dims[ud]}) exceeds the operand's "
+                 f"dimension {od} ({x.dims[od]})")
     comp = inst.to_apply
     scalars = [_scalar_of(a) for a in inputs] + [_scalar_of(a) for a in updates]
     want = scalars[0] if n == 1 else TupleShape(tuple(scalars[:n]))

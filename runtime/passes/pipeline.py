@@ -29,7 +29,7 @@ from ..analysis.memory_scheduler import choose_schedule
 from ..analysis.schedule import Schedule, build_schedule, text_order
 from ..buffers.assignment import BufferAssignment, assign_buffers, check_alignment
 from ..buffers.donation import AliasPlan, plan_aliasing
-from ..errors import HloUnsupportedError
+from ..errors import HloUnsupportedError, internal_errors
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloModule
 from ..hlo.verifier import verify
@@ -75,12 +75,13 @@ OPTIMISATION: list[tuple[str, Pass, bool]] = [
 
 def optimise(module: HloModule, *, fusion: bool = True, target: Target = CPU) -> HloModule:
     """The module after the optimisation passes; the caller's module is never changed."""
-    passes = [run for _name, run, is_fusion in OPTIMISATION if fusion or not is_fusion]
+    passes = [(name, run) for name, run, is_fusion in OPTIMISATION if fusion or not is_fusion]
     if not passes:
         return module
     new, _ = clone_module(module)
-    for run in passes:
-        run(new, target)
+    for name, run in passes:
+        with internal_errors(f"the {name} pass"):
+            run(new, target)
     return new
 
 
@@ -151,10 +152,12 @@ def prepare(module: HloModule, donated: frozenset[int] | None = None) -> Prepare
     assert module.entry is not None
     verify(module)
     _reject_unbounded_shapes(module)
-    plan = plan_aliasing(module, donated)
+    with internal_errors("the donation plan"):
+        plan = plan_aliasing(module, donated)
     prepared = Prepared(clone_module(module)[0], plan)
-    for _name, step in PREPARATION:
-        step(prepared)
+    for name, step in PREPARATION:
+        with internal_errors(f"the {name} pass"):
+            step(prepared)
     return prepared
 
 

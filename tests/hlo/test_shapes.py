@@ -281,6 +281,10 @@ INVALID = [
      "update_window_dims={}, "
      "inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, index_vector_dim=1, to_apply=%add",
      "scatter needs an odd number of operands"),
+    ("scatter-window-size", "x: f32[5,3]; i: s32[2,1]; u: f32[2,4]", "f32[5,3] scatter(%x, %i, %u), "
+     "update_window_dims={1}, inserted_window_dims={0}, scatter_dims_to_operand_dims={0}, "
+     "index_vector_dim=1, to_apply=%add",
+     "scatter update window dimension 1 (4) exceeds the operand's dimension 1 (3)"),
     ("reduce-init-shape", "x: f32[4]; z: f32[2]", "f32[] reduce(%x, %z), dimensions={0}, to_apply=%add",
      "reduce init value 0 must be a scalar"),
     ("reduce-dimension", "x: f32[4]; z: f32[]", "f32[] reduce(%x, %z), dimensions={1}, to_apply=%add",

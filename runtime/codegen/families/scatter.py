@@ -139,19 +139,20 @@ def _update_launch(ctx, inst: HloInstruction, root: HloInstruction, params, outp
         idx_dims = [d for d in range(idx_shape.rank + (1 if ivd == idx_shape.rank else 0))
                     if d != ivd]
         g_of_idx_dim = dict(zip(idx_dims, g_idx))
+        extent = [1] * out0.rank
+        for k, od in enumerate(operand_window_dims):
+            extent[od] = window_sizes[k]
+        # XLA skips an update whose whole window does not fit (tested in the index's own
+        # type, before it is narrowed); it never clamps. Batch starts are in range.
         starts = ["0"] * out0.rank
+        conds = []
         for k, od in enumerate(sd2od):
             ex = tuple(str(k) if d == ivd else g_of_idx_dim[d] for d in range(idx_shape.rank))
-            starts[od] = em.scalar_index_value(indices, Index(ex))
+            hi = kb.param(out0.dims[od] - extent[od], key=(key, "hi", od))
+            cond, starts[od] = em.checked_index(indices, Index(ex), hi)
+            conds.append(cond)
         for od, idd in zip(in_batch, idx_batch):
             starts[od] = g_of_idx_dim[idd]
-        extent = ["1"] * out0.rank
-        for k, od in enumerate(operand_window_dims):
-            extent[od] = kb.param(window_sizes[k], key=(key, "wsize", k))
-        conds = [f"{starts[d]} >= 0 && {starts[d]} <= "
-                 f"{kb.param(out0.dims[d], key=(key, 'dim', d))} - {extent[d]}"
-                 for d in range(out0.rank)]
-        # XLA skips an update whose whole window does not fit; it never clamps
         stack.enter_context(em.block(f"if ({' && '.join(conds) or '1'})"))
         if shared:
             w_idx = _shared_window_index(kb, em, stack, key, window_sizes, split_k, split_idx)
