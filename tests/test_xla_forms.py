@@ -241,3 +241,46 @@ def test_tuple_all_to_all_with_more_operands_than_devices_is_refused_as_xla():
     with pytest.raises(HloVerifyError, match="has 2 operands") as info:
         runtime.compile(text)
     assert info.value.line == 10
+
+
+
+LOOP = """HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] add(a, b)
+}
+cond {
+  p = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(3)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  p = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[4] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  s = f32[4] all-reduce-start(x), replica_groups={}, to_apply=add
+  d = f32[4] all-reduce-done(s)
+  r = u32[] replica-id()
+  rf = f32[] convert(r)
+  rb = f32[4] broadcast(rf), dimensions={}
+  y = f32[4] add(d, x)
+  z = f32[4] add(y, rb)
+  ROOT t = (s32[], f32[4]) tuple(j, z)
+}
+ENTRY e {
+  x = f32[4] parameter(0)
+  zero = s32[] constant(0)
+  t = (s32[], f32[4]) tuple(zero, x)
+  w = (s32[], f32[4]) while(t), condition=cond, body=body
+  ROOT o = f32[4] get-tuple-element(w), index=1
+}"""
+
+
+def test_one_device_collectives_in_a_loop_body():
+    """An all-reduce pair and a replica-id inside a while body: x + x each trip, three trips."""
+    out = runtime.compile(LOOP)(np.arange(4, dtype=np.float32))
+    np.testing.assert_array_equal(np.asarray(out), [0, 8, 16, 24])
