@@ -109,6 +109,14 @@ class OpcodeSpec:
     # fusion does not duplicate it into kernels that read it many times; "expensive-int":
     # only on integers (integer division)
     cost: str = "cheap"
+    # what a collective computes with one replica and one partition (passes/one_device_collectives
+    # writes it as plain HLO): "identity" (its operands: one, or a tuple of several),
+    # "permute" (its operand when source_target_pairs sends device 0 to itself, else zeros),
+    # "zero" (replica and partition ids), "<kind>-start" (an async start: a tuple of its
+    # operands, the <kind> result, then zeroed context scalars), "done" (an async done: the
+    # result element of its start), "value" (all-reduce-done: its start's value, which is the
+    # result); None: not a collective
+    one_device: str | None = None
 
     @property
     def arity_text(self) -> str:
@@ -123,12 +131,13 @@ OPCODES: dict[str, OpcodeSpec] = {}
 
 
 def _op(name: str, arity, rule: Callable, attrs=(), required=(), *, shape_required=False,
-        elementwise=False, side_effect=False, operand_types=None, cost="cheap") -> None:
+        elementwise=False, side_effect=False, operand_types=None, cost="cheap",
+        one_device=None) -> None:
     lo, hi = (arity, arity) if isinstance(arity, int) else arity
     OPCODES[name] = OpcodeSpec(name, lo, hi, rule, frozenset(attrs) | frozenset(required),
                                frozenset(required), shape_required, elementwise, side_effect,
                                None if operand_types is None else frozenset(operand_types),
-                               cost)
+                               cost, one_device)
 
 
 _ACCURACY = ("result_accuracy",)
@@ -170,9 +179,11 @@ _op("reduce-precision", 1, rules.reduce_precision, ("exponent_bits", "mantissa_b
     ("exponent_bits", "mantissa_bits"), elementwise=True)
 _op("stochastic-convert", 2, rules.stochastic_convert, shape_required=True, elementwise=True)
 
-# elementwise binary (complex: the shape rule checks for f32/f64)
+# elementwise binary (complex: the shape rule checks for f32/f64). As in XLA's shape inference,
+# add and maximum take pred (computed as or), multiply and minimum too (as and); the rest of
+# the arithmetic does not
 for _n, _types, _cost in (
-        ("add", NUMBER, "cheap"), ("subtract", NUMBER, "cheap"), ("multiply", NUMBER, "cheap"),
+        ("add", ANY, "cheap"), ("subtract", NUMBER, "cheap"), ("multiply", ANY, "cheap"),
         ("divide", NUMBER, "expensive-int"), ("remainder", NUMBER, "expensive-int"),
         ("power", NUMBER, "expensive"), ("maximum", ANY, "cheap"), ("minimum", ANY, "cheap"),
         ("atan2", FLOAT_OR_COMPLEX, "expensive"), ("complex", None, "cheap"),
@@ -285,20 +296,25 @@ for _n, _a in (
         ("send", ("channel_id", "is_host_transfer")), ("send-done", ("channel_id", "is_host_transfer")),
         ("recv", ("channel_id", "is_host_transfer")), ("recv-done", ("channel_id", "is_host_transfer"))):
     _op(_n, (0, None), rules.declared, _a, shape_required=True, side_effect=True)
-_op("replica-id", 0, rules.u32_scalar)
-_op("partition-id", 0, rules.u32_scalar)
+_op("replica-id", 0, rules.u32_scalar, one_device="zero")
+_op("partition-id", 0, rules.u32_scalar, one_device="zero")
 _COLLECTIVE = ("replica_groups", "channel_id", "use_global_device_ids", "constrain_layout")
-for _n, _a in (
-        ("all-reduce", _COLLECTIVE + ("to_apply",)), ("all-gather", _COLLECTIVE + ("dimensions",)),
-        ("reduce-scatter", _COLLECTIVE + ("dimensions", "to_apply")),
-        ("all-to-all", _COLLECTIVE + ("dimensions", "split_dims")),
-        ("ragged-all-to-all", _COLLECTIVE),
-        ("collective-permute", ("source_target_pairs", "channel_id", "slice_sizes")),
-        ("collective-broadcast", _COLLECTIVE)):
-    _op(_n, (0, None), rules.declared, _a, shape_required=True)
-    if _n in ("all-reduce", "all-gather", "collective-permute"):
-        _op(_n + "-start", (0, None), rules.declared, _a, shape_required=True)
-        _op(_n + "-done", 1, rules.declared, shape_required=True)
+# (opcode, attributes, one-device value, its async start's one-device value or None)
+for _n, _a, _one, _start in (
+        ("all-reduce", _COLLECTIVE + ("to_apply",), "identity", "identity"),
+        ("all-gather", _COLLECTIVE + ("dimensions",), "identity", "identity-start"),
+        ("reduce-scatter", _COLLECTIVE + ("dimensions", "to_apply"), "identity", None),
+        ("all-to-all", _COLLECTIVE + ("dimensions", "split_dims"), "identity", None),
+        ("ragged-all-to-all", _COLLECTIVE, None, None),
+        ("collective-permute", ("source_target_pairs", "channel_id", "slice_sizes"), "permute",
+         "permute-start"),
+        ("collective-broadcast", _COLLECTIVE, "identity", None)):
+    _op(_n, (0, None), rules.declared, _a, shape_required=True, one_device=_one)
+    if _start is not None:
+        # all-reduce-start's value is its result (XLA aliases nothing); the others' a tuple
+        _op(_n + "-start", (0, None), rules.declared, _a, shape_required=True, one_device=_start)
+        _op(_n + "-done", 1, rules.declared, shape_required=True,
+            one_device="value" if _start == "identity" else "done")
 _op("copy-start", 1, rules.declared, ("cross_program_prefetch_index",), shape_required=True)
 _op("copy-done", 1, rules.declared, shape_required=True)
 _op("async-start", (0, None), rules.declared,

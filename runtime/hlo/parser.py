@@ -65,6 +65,9 @@ class Parser:
         self.order: list[HloComputation] = []
         self.pending: list[HloInstruction] = []    # hold references to computations not yet seen
         self.names: dict[str, HloInstruction] = {}  # the instructions of the computation being read
+        # its ``%t#i`` elements: (id of the tuple, i) -> their get-tuple-element
+        self.elements: dict[tuple[int, int], HloInstruction] = {}
+        self.element_ids: set[int] = set()          # the ids of all those instructions
         self.depth = 0
         self.anon_counter = 0
         self.warnings: list[str] = []
@@ -312,6 +315,7 @@ class Parser:
             comp.signature = self.parse_signature()
         self.computations[name] = comp
         self.parse_body(comp)
+        self.check_signature_parameters(comp)
         if self.accept_punct(","):
             if not lx.at(L.ATTR, "execution_thread"):
                 raise self.error(f"expects execution_thread= but sees {lx.describe()}")
@@ -322,6 +326,24 @@ class Parser:
             lx.advance()
         self.order.append(comp)
         return comp
+
+    def check_signature_parameters(self, comp: HloComputation) -> None:
+        """XLA takes a computation's parameters from its body and ignores the signature's list
+        (only the result shape is checked, by the verifier), so a list that disagrees is
+        accepted with a warning."""
+        sig = comp.signature
+        if sig is None:
+            return
+        params = comp.parameters
+        agree = len(sig.parameters) == len(params) and all(
+            compatible(written.shape, p.shape) for written, p in zip(sig.parameters, params))
+        if not agree:
+            written = ", ".join(e.shape.to_text(False) for e in sig.parameters)
+            body = ", ".join(p.shape.to_text(False) for p in params)
+            self.warnings.append(
+                f"line {comp.location.line if comp.location else '?'}: the signature of "
+                f"{comp.name} lists parameters ({written}), but its body has ({body}); the "
+                "body's parameters are used, as XLA does")
 
     def parse_signature(self) -> ComputationSignature:
         lx = self.lx
@@ -347,6 +369,7 @@ class Parser:
     def parse_body(self, comp: HloComputation) -> None:
         lx = self.lx
         outer = lx.computation, lx.instruction, self.names
+        outer_elements, self.elements = self.elements, {}
         lx.computation, lx.instruction, self.names = comp.name, None, {}
         self.expect_punct("{", f"to open the body of {comp.name}")
         root: HloInstruction | None = None
@@ -369,6 +392,7 @@ class Parser:
         lx.advance()
         comp.root = root if root is not None else comp.instructions[-1]
         lx.computation, lx.instruction, self.names = outer
+        self.elements = outer_elements
 
     # --- instructions -----------------------------------------------------------------------
     def parse_instruction(self, comp: HloComputation) -> HloInstruction:
@@ -386,6 +410,11 @@ class Parser:
         else:
             raise self.error(f"expects an instruction name but sees {lx.describe()}")
         prev = self.names.get(name)
+        if prev is not None and id(prev) in self.element_ids:
+            prev.name = self.fresh_name(name)   # a later definition keeps its name
+            self.names[prev.name] = prev
+            del self.names[name]
+            prev = None
         if prev is not None:
             raise self.error(f"instruction already exists: {name}", at,
                              hint=f"first defined on line {prev.location.line}" if prev.location else None)
@@ -485,11 +514,50 @@ class Parser:
             raise self.error(f"instruction does not exist: {name}", at,
                              hint=f"did you mean {guess[0]}?" if guess else None)
         lx.advance()
+        while lx.at_punct("#"):
+            inst = self.tuple_element(comp, inst, at)
         if declared is not None and inst.shape is not None and not compatible(declared, inst.shape):
             raise self.error(f"the declared operand shape {declared.to_text(False)} is not "
-                             f"compatible with the shape of {name}, {inst.shape.to_text(False)}",
-                             shape_at)
+                             f"compatible with the shape of {inst.name}, "
+                             f"{inst.shape.to_text(False)}", shape_at)
         return inst
+
+    def tuple_element(self, comp: HloComputation, tuple_: HloInstruction,
+                      at: int) -> HloInstruction:
+        """``%t#1``: element 1 of tuple-shaped ``%t``, as newer XLA dumps write operands. XLA's
+        parser reads it as an implicit ``get-tuple-element`` named ``t_1``, made once per
+        element and computation, just before its first user; so does this one."""
+        lx = self.lx
+        lx.advance()
+        index_at = lx.start
+        index = self.expect_int("tuple element index after '#'")
+        shape = tuple_.shape
+        if shape is not None and not shape.is_tuple:
+            raise self.error(f"'#{index}' names a tuple element, but {tuple_.name} has the "
+                             f"non-tuple shape {shape.to_text(False)}", index_at)
+        if shape is not None and not 0 <= index < len(shape.elements):
+            raise self.error(f"tuple element index {index} is out of bounds for {tuple_.name} of "
+                             f"shape {shape.to_text(False)}", index_at)
+        key = (id(tuple_), index)
+        element = self.elements.get(key)
+        if element is None:
+            element = HloInstruction(
+                name=self.fresh_name(f"{tuple_.name}_{index}"), opcode="get-tuple-element",
+                shape=None if shape is None else shape.elements[index],  # type: ignore[arg-type]
+                operands=[tuple_], attrs={"index": index}, location=lx.location(at), parent=comp)
+            self.elements[key] = element
+            self.element_ids.add(id(element))
+            self.names[element.name] = element
+            comp.instructions.append(element)
+        return element
+
+    def fresh_name(self, base: str) -> str:
+        """``base``, or XLA's uniquified ``base.N`` when an instruction already has it."""
+        name, k = base, 1
+        while name in self.names:
+            name = f"{base}.{k}"
+            k += 1
+        return name
 
     # --- attributes -------------------------------------------------------------------------
     def parse_attribute(self, inst: HloInstruction) -> None:

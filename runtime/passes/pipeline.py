@@ -3,8 +3,9 @@
 1. Optimisation passes (``OPTIMISATION``), on a copy of the module, given the device's
    ``Target``: they change what is computed and how. Each entry is (name, pass, whether it
    belongs to fusion): ``fusion=False`` skips the fusion passes, which gives one kernel per
-   instruction (the reference behaviour tests compare against). The complex lowering always
-   runs: kernels have no complex type (complex values become pairs of reals, FFTs dots).
+   instruction (the reference behaviour tests compare against). The collectives' one-device
+   rewrite and the complex lowering always run: kernels know no collective and no complex
+   type (a one-device collective is a copy or zeros, complex values pairs of reals, FFTs dots).
 2. Pre-assignment passes (``PREPARATION``), on another copy: dead-code elimination, the
    donation plan (which aliases and donors apply), call-graph flattening, call layouts,
    scheduling (the lowest simulated peak among post-order, the list scheduler and the
@@ -47,6 +48,7 @@ from .flatten_call_graph import flatten_in_place
 from .fusion import fuse_in_place
 from .inline_calls import inline_calls_in_place
 from .multi_output_fusion import multi_output_fuse_in_place
+from .one_device_collectives import rewrite_one_device_collectives_in_place
 from .operand_layouts import match_operand_layouts
 from .simplify import simplify_in_place
 from .split_reductions import split_reductions_in_place
@@ -57,6 +59,7 @@ from .tree_reductions import tree_reductions_in_place
 Pass = Callable[[HloModule, Target], None]
 
 OPTIMISATION: list[tuple[str, Pass, bool]] = [
+    ("one-device-collectives", rewrite_one_device_collectives_in_place, False),
     ("complex-lowering", lower_complex_in_place, False),
     ("inline-calls", inline_calls_in_place, True),
     ("simplify", simplify_in_place, True),

@@ -142,9 +142,22 @@ CASES = [
     ("signature-result", "HloModule m\nENTRY %e (x: f32[]) -> @@s32[] {\n"
      "  %x = f32[] parameter(0)\n  ROOT %n = f32[] negate(%x)\n}", V,
      "Shape of computation e, s32[], is not compatible with that of its root instruction n, f32[]"),
-    ("signature-parameter", "HloModule m\nENTRY %e (@@x: f32[2]) -> f32[] {\n"
-     "  %x = f32[] parameter(0)\n  ROOT %n = f32[] negate(%x)\n}", V,
-     "gives parameter 0 (x) shape f32[2], but parameter(0) x is f32[]"),
+    # a signature's parameter list is not checked (XLA ignores it): tests/hlo/test_xla_forms.py
+    # --- tuple elements as operands (``%t#0``) --------------------------------------------
+    ("element-of-array", entry("%p = f32[] parameter(0)\nROOT %r = f32[] negate(%p#@@0)"), P,
+     "'#0' names a tuple element, but p has the non-tuple shape f32[]"),
+    ("element-out-of-bounds", entry("%p = (f32[], f32[]) parameter(0)\n"
+                                    "ROOT %r = f32[] negate(%p#@@2)"), P,
+     "tuple element index 2 is out of bounds for p of shape (f32[], f32[])"),
+    ("element-negative", entry("%p = (f32[], f32[]) parameter(0)\n"
+                               "ROOT %r = f32[] negate(%p#@@-1)"), P,
+     "tuple element index -1 is out of bounds"),
+    ("element-no-index", entry("%p = (f32[], f32[]) parameter(0)\n"
+                               "ROOT %r = f32[] negate(%p#@@)"), P,
+     "expects tuple element index after '#' but sees ')'"),
+    ("element-declared-shape", entry("%p = (f32[], s32[]) parameter(0)\n"
+                                     "ROOT %r = f32[] negate(@@f32[] %p#1)"), P,
+     "the declared operand shape f32[] is not compatible with the shape of p_1, s32[]"),
     ("entry-layout", "HloModule m, @@entry_computation_layout={(f32[4]{0})->f32[2]{0}}\n"
      "ENTRY %e { %p = f32[4] parameter(0)\n ROOT %n = f32[4] negate(%p) }", V,
      "entry_computation_layout result is f32[2], but e returns f32[4]"),

@@ -12,6 +12,7 @@ from typing import Callable
 from ...analysis.trip_count import counter_values, selector_values
 from ...errors import HloUnsupportedError
 from ...hlo.ir import HloComputation, HloInstruction
+from ...hlo.opcodes import OPCODES
 from ...hlo.shape import ArrayShape
 from ..context import LoweringContext
 from ..device_loops import NestedLoop, device_loop
@@ -100,17 +101,16 @@ def _unsupported(reason: str) -> Callable:
 _HOST_IO = "host I/O channels do not exist on this single-device runtime"
 _COLLECTIVE = ("asynchronous and collective operations are not supported; print the module "
                "before XLA's SPMD/async passes")
+_ONE_DEVICE = ("a one-device collective is rewritten to copies or constants before code "
+               "generation (passes/one_device_collectives), and this one was not")
 _EXPANDED_BY_XLA = ("XLA rewrites it into simpler HLO before code generation; print the "
                     "module after XLA's optimisation passes (compiled.as_text()) to run it")
 # opcode -> why this backend does not lower it (the exhaustiveness test reads this table)
 UNSUPPORTED: dict[str, str] = {
     **dict.fromkeys(("infeed", "outfeed", "send", "send-done", "recv", "recv-done"), _HOST_IO),
-    **dict.fromkeys(("all-reduce-start", "all-reduce-done", "all-gather-start",
-                     "all-gather-done", "collective-permute-start", "collective-permute-done",
-                     "async-start", "async-update", "async-done", "copy-start", "copy-done",
-                     "ragged-all-to-all", "collective-broadcast", "all-to-all",
-                     "collective-permute", "reduce-scatter", "all-gather", "all-reduce"),
-                    _COLLECTIVE),
+    **dict.fromkeys(("async-start", "async-update", "async-done", "copy-start", "copy-done",
+                     "ragged-all-to-all"), _COLLECTIVE),
+    **{name: _ONE_DEVICE for name, spec in OPCODES.items() if spec.one_device is not None},
     "fft": "kernels never see FFTs: the complex lowering pass writes them as dots against DFT "
            "matrices (passes/fft_lowering), and this one was not rewritten",
     "cholesky": "JAX lowers it to the lapack_?potrf_ffi custom call on CPU, which this "
@@ -126,10 +126,6 @@ UNSUPPORTED: dict[str, str] = {
     "dynamic-reshape": "dynamic shapes are not supported",
     "get-dimension-size": "dynamic shapes are not supported",
     "set-dimension-size": "dynamic shapes are not supported",
-    "replica-id": "replica and partition ids belong to multi-device programs; this runtime runs "
-                  "one device (print the module before XLA's SPMD partitioning)",
-    "partition-id": "replica and partition ids belong to multi-device programs; this runtime "
-                    "runs one device (print the module before XLA's SPMD partitioning)",
     "ragged-dot": "ragged and scaled dots are not implemented",
     "scaled-dot": "ragged and scaled dots are not implemented",
 }
