@@ -129,10 +129,12 @@ def test_opencl_allocation_failures_become_out_of_memory_errors():
         failing_allocation()
 
 
-def test_small_buffers_allocate_and_empty_ones_get_one_byte():
+def test_buffers_are_whole_words_and_empty_ones_get_one():
+    """A packed sub-byte store updates the 32-bit word holding its byte."""
     dev = device.get_device()
     assert device.allocate_buffer(dev, 256).size == 256
-    assert device.allocate_buffer(dev, 0).size == 1
+    assert device.allocate_buffer(dev, 3).size == 4
+    assert device.allocate_buffer(dev, 0).size == 4
 
 
 def test_cache_dir_and_pocl_tag(monkeypatch, tmp_path):
