@@ -16,7 +16,7 @@ is measured as a whole model too, and checked. Then corpus-wide figures: warm
 compile of every corpus module against XLA's compile time, memory of every module against
 XLA's, the temp arena against its liveness lower bound, and the per-run overhead of a warm
 executable. Prints tables, the geomeans against the issue's targets and a Markdown summary
-for the README, and writes everything to ``bench-results/results.json``.
+for docs/performance.md, and writes everything to ``bench-results/results.json``.
 
     python benchmarks/run.py [FILE.hlo ...] [--runs N] [--no-xla] [--no-compile] [--no-corpus]
                              [--no-models | --models-only] [--model-runs N]
@@ -398,7 +398,7 @@ def main() -> None:
     if model_rows:
         parts.append(models_markdown(model_rows, args.model_runs))
     table = "\n\n".join(parts)
-    print("\nMarkdown for the README:\n")
+    print("\nMarkdown for docs/performance.md:\n")
     print(table)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -202,7 +202,7 @@ CASES = [   # (module, input shapes, numpy)
 def test_each_target_runs_correctly_on_every_cpu_device(name):
     """Each target's kernels are valid OpenCL anywhere: run them on every CPU device found
     that compiles for the host's ISA (PoCL 3.1 and Intel's runtime here; PoCL 3.0 from pip
-    cannot build these kernels, README Devices), row and column reductions, inner- and
+    cannot build these kernels, docs/devices.md), row and column reductions, inner- and
     outer-product dots with odd sizes."""
     rng = np.random.default_rng(3)
     tested = []

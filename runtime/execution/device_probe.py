@@ -1,6 +1,6 @@
 """Which OpenCL device runs a module by default, and why the others do not.
 
-The rule (README, Devices):
+The rule (docs/devices.md, "The default device"):
 
 1. Only devices that compile a trivial kernel are candidates (PoCL 3.0 from pip cannot compile
    on CPUs its LLVM 14 does not know).
