@@ -171,10 +171,18 @@ def internal_errors(stage: str, *, instruction: str | None = None,
     """Re-raise an exception that is not an ``HloError`` (so not a report about the program,
     and not an inner stage's ``InternalCompilerError``) as an ``InternalCompilerError`` of
     ``stage``: wrapped around each pass and each instruction's lowering, so no internal
-    exception reaches the public entry points and the report names where it happened."""
+    exception reaches the public entry points and the report names where it happened. An
+    ``HloError`` raised without a location (a rule deep in the lowering that only knows an
+    instruction's name) takes ``location``: every report points at a line of the text."""
     try:
         yield
-    except (HloError, MemoryError):
+    except HloError as e:
+        if e.location is None and location is not None:
+            e.location = location
+            e.computation = e.computation or computation
+            e.args = (e._full_message(),)
+        raise
+    except MemoryError:
         raise
     except Exception as e:
         raise InternalCompilerError(stage, e, instruction=instruction, location=location,

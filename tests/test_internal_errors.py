@@ -85,4 +85,42 @@ def test_errors_about_the_program_pass_through_unwrapped(monkeypatch):
     with pytest.raises(HloUnsupportedError) as caught:
         runtime.compile(TEXT, fusion=False)
     assert type(caught.value) is HloUnsupportedError
+    assert caught.value.line == 5                 # it named no line: the lowered instruction's
+    assert str(caught.value).startswith("line 5:")
     compiler.clear_cache()
+
+
+def test_a_refusal_inside_a_comparator_names_its_own_line():
+    """A sort comparator is computed element by element; an instruction it cannot compute so
+    (here a while loop) is refused at its own line."""
+    text = """HloModule m
+body {
+  s = (s32[], f32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  v = f32[] get-tuple-element(s), index=1
+  ROOT n = (s32[], f32[]) tuple(j, v)
+}
+cond {
+  s = (s32[], f32[]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  two = s32[] constant(2)
+  ROOT lt = pred[] compare(i, two), direction=LT
+}
+less {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  zero = s32[] constant(0)
+  init = (s32[], f32[]) tuple(zero, a)
+  loop = (s32[], f32[]) while(init), condition=cond, body=body
+  la = f32[] get-tuple-element(loop), index=1
+  ROOT lt = pred[] compare(la, b), direction=LT
+}
+ENTRY e {
+  x = f32[5] parameter(0)
+  ROOT s = f32[5] sort(x), dimensions={0}, to_apply=less
+}"""
+    with pytest.raises(HloUnsupportedError) as caught:
+        runtime.compile(text)
+    assert caught.value.line == 21 and "while loop" in str(caught.value)

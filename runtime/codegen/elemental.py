@@ -123,7 +123,7 @@ class ElementalEmitter:
         if rule is None:
             raise HloUnsupportedError(
                 f"{inst.opcode} {inst.name} cannot be computed element by element inside a "
-                f"fused kernel", instruction=inst.name)
+                f"fused kernel", instruction=inst.name, location=inst.location)
         result = rule(self, inst, index)
         self.scopes[-1][key] = result
         return result

@@ -991,6 +991,6 @@ def rng_bit_generator(inst: HloInstruction) -> Shape:
     if algo not in ("rng_default", "rng_three_fry", "rng_philox"):
         fail(f"unknown rng-bit-generator algorithm {algo}")
     bits = out.elements[1]
-    if bits.is_tuple or not (bits.element_type.is_integer and not bits.element_type.is_signed):
-        fail(f"rng-bit-generator bits must be an unsigned integer array, got {bits}")
+    if bits.is_tuple:       # XLA's verifier asks no more: the element types are the lowering's
+        fail(f"rng-bit-generator bits must be an array, got {bits}")
     return out

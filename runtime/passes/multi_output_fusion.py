@@ -118,6 +118,7 @@ class _Merger:
         self.pinned = {p for inst in order for p in inst.control_predecessors}
         self.fused: list[HloComputation] = []
         self.made: list[HloInstruction] = []      # the fusions merges made
+        self.fused_names: set[str] = set()        # the names in the computation being built
 
     def run(self) -> None:
         self._merge_consumers()
@@ -400,6 +401,7 @@ class _Merger:
         fused = HloComputation(self.names.fresh("fused_computation"))
         operands: list[HloInstruction] = []
         params: dict[HloInstruction, HloInstruction] = {}
+        self.fused_names = set()
 
         def parameter(outer: HloInstruction) -> HloInstruction:
             if outer not in params:
@@ -444,10 +446,15 @@ class _Merger:
 
     def _copy(self, inst: HloInstruction, fused: HloComputation,
               operands: list[HloInstruction]) -> HloInstruction:
-        # every field of inst, then the changed ones; the name stays: the producer and the
-        # consumer leave the module, so each member lives on in one computation only
+        # every field of inst, then the changed ones; the name stays (the producer and the
+        # consumer leave the module, so each member lives on in one computation only) unless
+        # the other kernel's computation already gave it to a copy: names are only unique
+        # within a computation, and two fused computations often share theirs ("c", "add")
         copy = object.__new__(HloInstruction)
         copy.__dict__.update(inst.__dict__)
+        if copy.name in self.fused_names:
+            copy.name = self.names.fresh(inst.name)
+        self.fused_names.add(copy.name)
         copy.operands = operands
         copy.attrs = dict(inst.attrs)
         copy.parent = fused

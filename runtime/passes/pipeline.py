@@ -4,8 +4,10 @@
    ``Target``: they change what is computed and how. Each entry is (name, pass, whether it
    belongs to fusion): ``fusion=False`` skips the fusion passes, which gives one kernel per
    instruction (the reference behaviour tests compare against). The collectives' one-device
-   rewrite and the complex lowering always run: kernels know no collective and no complex
-   type (a one-device collective is a copy or zeros, complex values pairs of reals, FFTs dots).
+   rewrite, the complex lowering and the stochastic-convert expansion always run: kernels know
+   no collective, no complex type and no stochastic rounding (a one-device collective is a
+   copy or zeros, complex values pairs of reals, FFTs dots, a stochastic-convert XLA's
+   decomposition).
 2. Pre-assignment passes (``PREPARATION``), on another copy: dead-code elimination, the
    donation plan (which aliases and donors apply), call-graph flattening, call layouts,
    scheduling (the lowest simulated peak among post-order, the list scheduler and the
@@ -53,6 +55,7 @@ from .operand_layouts import match_operand_layouts
 from .simplify import simplify_in_place
 from .split_reductions import split_reductions_in_place
 from .split_topk import split_topk_in_place
+from .stochastic_convert import expand_stochastic_converts_in_place
 from .transpose_folding import fold_transposes_in_place
 from .tree_reductions import tree_reductions_in_place
 
@@ -61,6 +64,7 @@ Pass = Callable[[HloModule, Target], None]
 OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("one-device-collectives", rewrite_one_device_collectives_in_place, False),
     ("complex-lowering", lower_complex_in_place, False),
+    ("stochastic-convert", expand_stochastic_converts_in_place, False),
     ("inline-calls", inline_calls_in_place, True),
     ("simplify", simplify_in_place, True),
     ("transpose-folding", fold_transposes_in_place, True),

@@ -105,3 +105,26 @@ def test_unsupported_configurations_are_refused():
         rng_bit_generator("rng_three_fry", 3, "u32", (4,))
     with pytest.raises(HloUnsupportedError, match="f32"):
         rng_bit_generator("rng_default", 2, "f32", (4,))
+
+
+FLOAT_STREAM = """HloModule float_stream
+ENTRY e {
+  s = f32[4] parameter(0)
+  r = (f32[4], f32[4]) rng-bit-generator(s), algorithm=rng_default
+  bits = f32[4] get-tuple-element(r), index=1
+  n = f32[4] negate(s)
+  ROOT out = f32[4] add(n, s)
+}
+"""
+
+
+def test_a_float_stream_is_valid_hlo_refused_only_where_it_is_computed():
+    """XLA's verifier asks nothing of the element types; XLA runs this module, whose stream
+    is dead. A live one is refused at its line, when it is lowered."""
+    import runtime
+    x = np.arange(4, dtype=np.float32)
+    np.testing.assert_array_equal(runtime.compile(FLOAT_STREAM)(x), np.zeros(4, np.float32))
+    live = FLOAT_STREAM.replace("ROOT out = f32[4] add(n, s)", "ROOT out = f32[4] add(n, bits)")
+    with pytest.raises(HloUnsupportedError) as caught:
+        runtime.compile(live)
+    assert caught.value.line == 4

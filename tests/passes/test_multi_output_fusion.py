@@ -277,3 +277,35 @@ ENTRY e {
     a = np.exp(x)
     np.testing.assert_allclose(np.asarray(got_m), a * np.tanh(a), rtol=1e-5)
     np.testing.assert_allclose(np.asarray(got_b), np.tanh(a), rtol=1e-5)
+
+
+def test_fusions_whose_computations_share_instruction_names_merge():
+    """Names are unique per computation only: two written fusions both holding an ``s``
+    become one kernel whose computation names them apart (it was refused as a duplicate)."""
+    text = """HloModule same_names
+f1 {
+  a = f32[4,8]{1,0} parameter(0)
+  b = f32[4,8]{1,0} parameter(1)
+  ROOT s = f32[4,8]{1,0} add(a, b)
+}
+f2 {
+  a = f32[4,8]{1,0} parameter(0)
+  b = f32[4,8]{1,0} parameter(1)
+  ROOT s = f32[4,8]{1,0} multiply(a, b)
+}
+ENTRY e {
+  x = f32[4,8]{1,0} parameter(0)
+  first = f32[4,8]{1,0} fusion(x, x), kind=kLoop, calls=f1
+  second = f32[4,8]{1,0} fusion(first, x), kind=kLoop, calls=f2
+  ROOT r = (f32[4,8]{1,0}, f32[4,8]{1,0}) tuple(first, second)
+}
+"""
+    module = optimise(runtime.parse(text))
+    [fusion] = [i for i in module.entry.instructions if i.opcode == "fusion"]
+    names = [i.name for i in fusion.calls.instructions]
+    assert len(names) == len(set(names))
+    runtime.parse(module.to_text())
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    first, second = runtime.compile(text)(x)
+    np.testing.assert_allclose(first, x + x, rtol=1e-6)
+    np.testing.assert_allclose(second, (x + x) * x, rtol=1e-6)

@@ -20,7 +20,8 @@ ENTRY e {
 
 def test_the_lists_name_the_stages_in_order():
     assert [name for name, *_ in pipeline.OPTIMISATION] == [
-        "one-device-collectives", "complex-lowering", "inline-calls", "simplify",
+        "one-device-collectives", "complex-lowering", "stochastic-convert", "inline-calls",
+        "simplify",
         "transpose-folding", "dot-operand-layouts",
         "split-topk", "convolution-layout",
         "contraction-upcast", "tree-reductions", "fusion", "cse", "multi-output-fusion", "split-reductions"]

@@ -118,7 +118,9 @@ UNSUPPORTED: dict[str, str] = {
     "triangular-solve": "JAX lowers it to the lapack_?trsm_ffi custom call on CPU, which this "
                         "runtime implements; use that form",
     "batch-norm-training": _EXPANDED_BY_XLA, "batch-norm-inference": _EXPANDED_BY_XLA,
-    "batch-norm-grad": _EXPANDED_BY_XLA, "stochastic-convert": _EXPANDED_BY_XLA,
+    "batch-norm-grad": _EXPANDED_BY_XLA,
+    "stochastic-convert": "kernels never see it: passes/stochastic_convert writes it as XLA's "
+                          "decomposition, and this one was not rewritten",
     "rng": "its random stream is implementation-defined; use rng-bit-generator (or JAX's "
            "threefry, which is plain integer HLO)",
     "rng-get-and-update-state": "module-level rng state is not supported; use "

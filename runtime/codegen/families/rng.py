@@ -7,6 +7,7 @@ loop kernel with a different leaf.
 
 from __future__ import annotations
 
+from ...errors import HloUnsupportedError
 from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
 from .. import cltypes
@@ -25,6 +26,10 @@ def lower_rng_bit_generator(ctx: LoweringContext, inst: HloInstruction) -> list[
     new_state: ArrayShape = inst.shape.elements[0]  # type: ignore[union-attr]
     bits: ArrayShape = inst.shape.elements[1]  # type: ignore[union-attr]
     words = state_shape.element_count
+    if not state_shape.element_type.is_integer:
+        raise HloUnsupportedError(f"rng-bit-generator {inst.name} takes an integer state "
+                                  f"(u64 words), got {state_shape.element_type}",
+                                  instruction=inst.name, location=inst.location)
     gen = rng_bit_generator(str(inst.algorithm), words, bits.element_type, bits.dims)
     count = max(bits.element_count, 1)
     kb = kernel_builder(bits, state_shape)

@@ -1,0 +1,79 @@
+"""``stochastic-convert`` written as the plain HLO XLA decomposes it into.
+
+XLA's CPU backend never generates code for it: ``StochasticConvertDecomposer`` rewrites each
+one (float to signed integer, the only conversion XLA implements) into ordinary elementwise
+HLO, and this pass writes the same instructions, so every rounding, saturation and NaN case
+is the one XLA computes: the magnitude's fractional part, scaled by 2^bits of the random
+operand's type (in f32 for an f16 operand), is compared with the random bits; smaller random
+bits round the truncated magnitude up; the sign is restored; operands at or beyond the
+target's range give its minimum or maximum. A conversion to any other type is refused at its
+line, as XLA refuses it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import HloUnsupportedError
+from ..hlo.dtypes import ELEMENT_TYPES
+from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..target import CPU, Target
+from .names import FreshNames
+from .part_builder import PartBuilder, array, dims_of, type_of
+
+
+def expand_stochastic_converts_in_place(module: HloModule, target: Target = CPU) -> None:
+    names: FreshNames | None = None
+    for comp in module.computations:
+        if any(i.opcode == "stochastic-convert" for i in comp.instructions):
+            names = names or FreshNames(module)
+            _rewrite(comp, names)
+
+
+def _rewrite(comp: HloComputation, names: FreshNames) -> None:
+    out: list[HloInstruction] = []
+    build = PartBuilder(comp, out, names)
+    replaced: dict[int, HloInstruction] = {}
+    for inst in comp.instructions:
+        inst.operands = [replaced.get(id(op), op) for op in inst.operands]
+        if inst.opcode != "stochastic-convert":
+            out.append(inst)
+            continue
+        build.of = inst
+        replaced[id(inst)] = _decompose(build, inst)
+    for inst in out:
+        preds = inst.attrs.get("control-predecessors")
+        if preds:
+            inst.attrs["control-predecessors"] = tuple(replaced.get(id(p), p) for p in preds)
+    comp.instructions = out
+    assert comp.root is not None
+    comp.root = replaced.get(id(comp.root), comp.root)
+
+
+def _decompose(build: PartBuilder, inst: HloInstruction) -> HloInstruction:
+    x, random = inst.operands
+    to = inst.shape.element_type  # type: ignore[union-attr]
+    if not (to.is_integer and to.is_signed) or not type_of(x).is_float:
+        raise HloUnsupportedError(
+            f"stochastic-convert {inst.name} converts {type_of(x)} to {to}; XLA implements "
+            "only floats to signed integers", instruction=inst.name, location=inst.location)
+    dims = dims_of(x)
+    negative = build.compare(build.unary("sign", x), build.full(0, type_of(x), dims), "LT")
+    magnitude = build.unary("abs", x)
+    whole = build.unary("floor", magnitude)
+    fraction = build.binary("subtract", magnitude, whole)
+    if type_of(x).name == "f16":
+        fraction = build.add("convert", array(ELEMENT_TYPES["f32"], dims), [fraction])
+    fixed = build.scaled(fraction, float(2 ** type_of(random).bits))
+    fixed_bits = build.add("convert", array(type_of(random), dims), [fixed])
+    round_up = build.compare(random, fixed_bits, "LT")
+    truncated = build.add("convert", array(to, dims), [whole])
+    up = build.binary("add", truncated, build.full(1, to, dims))
+    result = build.select(round_up, up, truncated)
+    result = build.select(negative, build.unary("negate", result), result)
+    low, high = -(1 << (to.bits - 1)), (1 << (to.bits - 1)) - 1
+    with np.errstate(over="ignore"):         # as XLA's: an f16 bound of s32 rounds to inf
+        at_low = build.compare(x, build.full(low, type_of(x), dims), "LE")
+        at_high = build.compare(x, build.full(high, type_of(x), dims), "GE")
+    result = build.select(at_low, build.full(low, to, dims), result)
+    return build.add("select", inst.shape, [at_high, build.full(high, to, dims), result])
