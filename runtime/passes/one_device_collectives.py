@@ -19,15 +19,13 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
 from ..errors import HloUnsupportedError, HloVerifyError
-from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.ir import HloInstruction, HloModule
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape, TupleShape, compatible
 from ..target import CPU, Target
 from .names import FreshNames
-from .part_builder import PartBuilder
+from .part_builder import PartBuilder, expand_in_place
 
 _PAIR = re.compile(r"\{\s*(-?\d+)\s*,\s*(-?\d+)\s*\}")
 
@@ -39,7 +37,7 @@ def rewrite_one_device_collectives_in_place(module: HloModule, target: Target = 
     names = FreshNames(module)
     for comp in module.computations:
         if any(OPCODES[i.opcode].one_device is not None for i in comp.instructions):
-            _rewrite(comp, names)
+            expand_in_place(comp, names, _expand)
 
 
 def _refuse_multi_device(module: HloModule) -> None:
@@ -55,30 +53,15 @@ def _refuse_multi_device(module: HloModule) -> None:
                      ".as_text('hlo')), or with one replica and one partition")
 
 
-def _rewrite(comp: HloComputation, names: FreshNames) -> None:
-    out: list[HloInstruction] = []
-    build = PartBuilder(comp, out, names)
-    replaced: dict[int, HloInstruction] = {}
-    for inst in comp.instructions:
-        inst.operands = [replaced.get(id(op), op) for op in inst.operands]
-        kind = OPCODES[inst.opcode].one_device
-        if kind is None:
-            out.append(inst)
-            continue
-        build.of = inst
-        value = _value(build, inst, kind)
-        if not compatible(value.shape, inst.shape):
-            raise _unsupported(inst, f"with one device it computes {value.shape.to_text(False)}, "
-                                     f"but its shape is {inst.shape.to_text(False)}")
-        replaced[id(inst)] = value
-    for inst in out:
-        inst.operands = [replaced.get(id(op), op) for op in inst.operands]
-        preds = inst.attrs.get("control-predecessors")
-        if preds:
-            inst.attrs["control-predecessors"] = tuple(replaced.get(id(p), p) for p in preds)
-    comp.instructions = out
-    assert comp.root is not None
-    comp.root = replaced.get(id(comp.root), comp.root)
+def _expand(build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
+    kind = OPCODES[inst.opcode].one_device
+    if kind is None:
+        return None
+    value = _value(build, inst, kind)
+    if not compatible(value.shape, inst.shape):
+        raise _unsupported(inst, f"with one device it computes {value.shape.to_text(False)}, "
+                                 f"but its shape is {inst.shape.to_text(False)}")
+    return value
 
 
 def _value(build: PartBuilder, inst: HloInstruction, kind: str) -> HloInstruction:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..hlo.ir import HloInstruction, HloModule
-from ..hlo.shape import ArrayShape, Layout, default_layout
+from ..hlo.shape import ArrayShape, Layout, TupleShape, default_layout
 from .names import FreshNames
 
 # opcode -> (operand index, the layout it must have) pairs
@@ -44,8 +44,8 @@ def _in_place(inst: HloInstruction) -> list[tuple[int, Layout | None]]:
 def _tuple(inst: HloInstruction) -> list[tuple[int, Layout | None]]:
     """A tuple forwards its operands' bytes, which its shape says are in its elements'
     layouts (a root tuple's shape is the entry's result layout)."""
-    return [(k, shape.layout) for k, shape in enumerate(inst.shape.elements)  # type: ignore[union-attr]
-            if isinstance(shape, ArrayShape)]
+    elements = inst.shape.elements if isinstance(inst.shape, TupleShape) else ()
+    return [(k, shape.layout) for k, shape in enumerate(elements) if isinstance(shape, ArrayShape)]
 
 
 LAYOUT_RULES: dict[str, LayoutRule] = {

@@ -3,14 +3,15 @@
 The complex lowering (``complex_lowering``) and the FFT decomposition (``fft_lowering``) write
 each complex operation as several real ones: slices taking a value's real and imaginary
 parts, elementwise arithmetic, dots against constant DFT matrices, and a concatenation
-putting the parts back together. ``PartBuilder`` makes those instructions with default
+putting the parts back together; the one-device collectives and stochastic-convert passes
+write one instruction as a few (``expand_in_place``). ``PartBuilder`` makes those instructions with default
 layouts, named after the instruction they replace and carrying its source location (errors
 and reports still point at the user's line).
 """
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -155,3 +156,30 @@ class PartBuilder:
                         **({"lhs_batch_dims": lb, "rhs_batch_dims": rb} if lb else {}),
                         lhs_contracting_dims=(a_contracting,),
                         rhs_contracting_dims=(b_contracting,))
+
+
+def expand_in_place(comp: HloComputation, names: FreshNames,
+                    expand: Callable[[PartBuilder, HloInstruction], HloInstruction | None]
+                    ) -> None:
+    """Rebuild ``comp`` in order, replacing each instruction for which ``expand`` (given a
+    builder appending to the new list) returns the instruction computing its value; None
+    keeps it. Operands, control predecessors and the root follow the replacements."""
+    out: list[HloInstruction] = []
+    build = PartBuilder(comp, out, names)
+    replaced: dict[int, HloInstruction] = {}
+    for inst in comp.instructions:
+        inst.operands = [replaced.get(id(op), op) for op in inst.operands]
+        build.of = inst
+        value = expand(build, inst)
+        if value is None:
+            out.append(inst)
+        else:
+            replaced[id(inst)] = value
+    for inst in out:
+        inst.operands = [replaced.get(id(op), op) for op in inst.operands]
+        preds = inst.attrs.get("control-predecessors")
+        if preds:
+            inst.attrs["control-predecessors"] = tuple(replaced.get(id(p), p) for p in preds)
+    comp.instructions = out
+    assert comp.root is not None
+    comp.root = replaced.get(id(comp.root), comp.root)

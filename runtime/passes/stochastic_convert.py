@@ -16,10 +16,10 @@ import numpy as np
 
 from ..errors import HloUnsupportedError
 from ..hlo.dtypes import ELEMENT_TYPES
-from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.ir import HloInstruction, HloModule
 from ..target import CPU, Target
 from .names import FreshNames
-from .part_builder import PartBuilder, array, dims_of, type_of
+from .part_builder import PartBuilder, array, dims_of, expand_in_place, type_of
 
 
 def expand_stochastic_converts_in_place(module: HloModule, target: Target = CPU) -> None:
@@ -27,27 +27,11 @@ def expand_stochastic_converts_in_place(module: HloModule, target: Target = CPU)
     for comp in module.computations:
         if any(i.opcode == "stochastic-convert" for i in comp.instructions):
             names = names or FreshNames(module)
-            _rewrite(comp, names)
+            expand_in_place(comp, names, _expand)
 
 
-def _rewrite(comp: HloComputation, names: FreshNames) -> None:
-    out: list[HloInstruction] = []
-    build = PartBuilder(comp, out, names)
-    replaced: dict[int, HloInstruction] = {}
-    for inst in comp.instructions:
-        inst.operands = [replaced.get(id(op), op) for op in inst.operands]
-        if inst.opcode != "stochastic-convert":
-            out.append(inst)
-            continue
-        build.of = inst
-        replaced[id(inst)] = _decompose(build, inst)
-    for inst in out:
-        preds = inst.attrs.get("control-predecessors")
-        if preds:
-            inst.attrs["control-predecessors"] = tuple(replaced.get(id(p), p) for p in preds)
-    comp.instructions = out
-    assert comp.root is not None
-    comp.root = replaced.get(id(comp.root), comp.root)
+def _expand(build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
+    return _decompose(build, inst) if inst.opcode == "stochastic-convert" else None
 
 
 def _decompose(build: PartBuilder, inst: HloInstruction) -> HloInstruction:

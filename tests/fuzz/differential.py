@@ -28,7 +28,7 @@ RELATIVE = 1e-4
 @dataclass
 class Failure:
     case: Case
-    how: str          # "fused", "unfused" or "xla"
+    how: str          # "fused" or "unfused" (a wrong value), "xla" or "compile" (a failure)
     detail: str
 
     def report(self) -> str:

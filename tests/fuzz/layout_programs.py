@@ -479,7 +479,7 @@ def module_text(cases: list[Case]) -> str:
     for etype in ("f32", "s32"):
         lines += [f"less_{etype} {{", f"  a = {etype}[] parameter(0)",
                   f"  b = {etype}[] parameter(1)",
-                  f"  ROOT r = pred[] compare(a, b), direction=LT", "}", ""]
+                  "  ROOT r = pred[] compare(a, b), direction=LT", "}", ""]
     lines.append("ENTRY main {")
     for i, p in enumerate(params):
         lines.append(f"  {p.value.name} = {shape_text(p.value, p.layout)} parameter({i})")
