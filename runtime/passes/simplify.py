@@ -16,10 +16,7 @@ chains collapse in one walk, remove them:
   and the reduce would keep the sum that feeds it from being fused as a reduction;
 * tuple(get-tuple-element(t, 0), ..., get-tuple-element(t, n-1)) is t (XLA's tuple
   simplifier): JAX rebuilds a loop's result this way, and the rebuilt tuple would get a
-  pointer table of its own instead of sharing the loop state's;
-* get-tuple-element(tuple(a0, ..., an), k) is ak when the shapes agree (layout included):
-  what XLA's simplifier does, and what leaves a value only that tuple held dead (XLA's own
-  tests read one element of a tuple beside a random stream nothing uses).
+  pointer table of its own instead of sharing the loop state's.
 
 Instructions with control dependencies are left alone. Rules live in ``RULES`` (opcode ->
 rewrite); a rewrite returns the instruction that replaces its argument (the argument itself
@@ -163,14 +160,6 @@ def _tuple(inst: HloInstruction) -> HloInstruction | None:
     return source
 
 
-def _get_tuple_element(inst: HloInstruction) -> HloInstruction | None:
-    source = inst.operands[0]
-    if source.opcode != "tuple" or source.control_predecessors:
-        return None
-    element = source.operands[int(inst.attrs.get("index", 0))]  # type: ignore[call-overload]
-    return element if element.shape == inst.shape else None
-
-
 RULES: dict[str, Callable[[HloInstruction], HloInstruction | None]] = {
     "reshape": _reshape,
     "broadcast": _broadcast,
@@ -178,5 +167,4 @@ RULES: dict[str, Callable[[HloInstruction], HloInstruction | None]] = {
     "convert": _identity,
     "reduce": _reduce,
     "tuple": _tuple,
-    "get-tuple-element": _get_tuple_element,
 }

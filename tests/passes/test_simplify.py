@@ -162,20 +162,3 @@ def test_a_reduce_over_size_one_dimensions_from_another_init_applies_it():
     g = np.random.default_rng(0).standard_normal((32, 64), dtype=np.float32)
     np.testing.assert_allclose(runtime.compile(text)(g), g.sum(axis=0) + 2, rtol=1e-5,
                                atol=1e-5)
-
-
-GTE_OF_TUPLE = """HloModule gte_of_tuple
-ENTRY e {
-  x = f32[4]{0} parameter(0)
-  s = u64[2]{0} parameter(1)
-  r = (u64[2]{0}, f32[4]{0}) rng-bit-generator(s), algorithm=rng_default
-  n = f32[4]{0} negate(x)
-  t = (f32[4]{0}, (u64[2]{0}, f32[4]{0})) tuple(n, r)
-  ROOT g = f32[4]{0} get-tuple-element(t), index=0
-}"""
-
-
-def test_an_element_read_from_a_tuple_is_the_tuples_operand_and_the_rest_dies():
-    module = simplify(runtime.parse(GTE_OF_TUPLE))
-    assert [i.opcode for i in module.entry.instructions if i.opcode != "parameter"] == ["negate"]
-    assert module.entry.root.opcode == "negate"
