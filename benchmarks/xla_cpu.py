@@ -50,7 +50,9 @@ class XlaProgram:
         return run
 
 
-def compile_hlo(text: str) -> XlaProgram:
+def compile_hlo(text: str, disabled_passes: str = "") -> XlaProgram:
+    """``disabled_passes``: XLA's pass names to leave out, comma-separated
+    (``--xla_disable_hlo_passes``)."""
     import jaxlib._hlo as hlo
     from jax._src import compiler, xla_bridge
     from jax._src.lib import _jax
@@ -58,6 +60,7 @@ def compile_hlo(text: str) -> XlaProgram:
     backend = xla_bridge.get_backend("cpu")
     devices = xc.DeviceList(tuple(backend.local_devices()[:1]))
     options = compiler.get_compile_options(num_replicas=1, num_partitions=1)
+    options.executable_build_options.debug_options.xla_disable_hlo_passes = disabled_passes
     start = time.perf_counter()
     proto = hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
     stablehlo = _jax.mlir.hlo_to_stablehlo(proto)

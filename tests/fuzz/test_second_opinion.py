@@ -1,0 +1,59 @@
+"""The fuzzer's second opinion (``differential.second_opinion``): a disagreement with XLA's
+optimised output is settled only when XLA disagrees with itself or the program amplifies
+rounding, never when ours is wrong."""
+
+import numpy as np
+import pytest
+
+from . import differential
+from .differential import examine, no_less_accurate
+from .layout_programs import Case, Param, Value
+
+# Found by the long run on seeds 9010-13038 (8 cases): XLA's algebraic simplifier merges a
+# dynamic-slice of a dynamic-slice into one and clamps the summed start against the outer
+# operand, so rows 21.. of a 24-row operand become row 23; HLO clamps each slice on its own
+_CHAINED_SLICES = ["a = f32[3,10]{1,0} dynamic-slice(x, i, j), dynamic_slice_sizes={3,10}",
+                   "b = f32[1,6]{1,0} dynamic-slice(a, k, l), dynamic_slice_sizes={1,6}"]
+
+
+def _chained_slices_case() -> Case:
+    x = np.arange(24 * 16, dtype=np.float32).reshape(24, 16)
+    starts = {"i": 100, "j": 2, "k": 1, "l": 1}
+    params = [Param(Value("x", (24, 16)), (1, 0), x)] + [
+        Param(Value(name, (), "s32"), (), np.array(v, np.int32)) for name, v in starts.items()]
+    return Case(params, list(_CHAINED_SLICES), [(Value("b", (1, 6)), (1, 0))])
+
+
+def test_chained_dynamic_slices_clamp_each_slice():
+    case = _chained_slices_case()
+    want = np.arange(24 * 16, dtype=np.float32).reshape(24, 16)[21:24, 2:12][1:2, 1:7]
+    text, args = case.module_text(), [p.data for p in case.params]
+    for fusion in (True, False):
+        np.testing.assert_array_equal(differential.ours(text, args, fusion)[0], want)
+    np.testing.assert_array_equal(differential.xla_outputs(text, args, "algsimp")[0], want)
+
+
+def test_xla_simplifier_disagreement_is_settled():
+    findings = examine([_chained_slices_case()])
+    assert findings and {f.settled for f in findings} == {"xla-simplifier"}
+
+
+def test_a_wrong_value_is_never_settled(monkeypatch):
+    right = differential.ours
+    monkeypatch.setattr(differential, "ours",
+                        lambda text, args, fusion: [o + 1 for o in right(text, args, fusion)])
+    failures = differential.check([_chained_slices_case()])
+    assert [f.how for f in failures] == ["fused", "unfused"]
+
+
+@pytest.mark.parametrize("got, ok", [(0.2946, True), (0.2950, True), (0.31, False)])
+def test_no_less_accurate_than_xla_against_f64(got, ok):
+    exact, xla = np.float64(0.29465), np.float32(0.2944)  # XLA's f32 is 2.5e-4 off
+    assert no_less_accurate(np.float32(got), xla, exact) is ok
+
+
+def test_integers_match_xla_or_the_f64_result():
+    exact, xla = np.array([0, 1, 2], np.int32), np.array([1, 1, 2], np.int32)
+    assert no_less_accurate(np.array([0, 1, 2], np.int32), xla, exact)
+    assert no_less_accurate(np.array([1, 1, 2], np.int32), xla, exact)
+    assert not no_less_accurate(np.array([0, 0, 2], np.int32), xla, exact)
