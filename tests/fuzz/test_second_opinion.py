@@ -57,3 +57,32 @@ def test_integers_match_xla_or_the_f64_result():
     assert no_less_accurate(np.array([0, 1, 2], np.int32), xla, exact)
     assert no_less_accurate(np.array([1, 1, 2], np.int32), xla, exact)
     assert not no_less_accurate(np.array([0, 0, 2], np.int32), xla, exact)
+
+
+def test_negative_padding_before_a_reduce_window():
+    """The long run's other simplifier disagreement (seed 20012, shrunk): XLA's simplifier
+    folds a pad with a negative edge and interior padding into the reduce-window after it and
+    sums an element too many; each element here counts the windows that see the one value."""
+    text = """HloModule negative_pad
+add_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] add(a, b)
+}
+ENTRY main {
+  g = f32[1,1,1]{1,0,2} parameter(0)
+  b = f32[1,1,1,3]{3,2,1,0} broadcast(g), dimensions={0,1,2}
+  z = f32[] constant(0)
+  p = f32[4,4,2,2]{3,2,1,0} pad(b, z), padding=2_1x1_2_1x1_0x-1_0
+  ROOT w = f32[3,4,3,3]{3,1,2,0} reduce-window(p, z), window={size=2x3x2x2 pad=0_0x1_1x1_1x1_1}, to_apply=add_f32
+}
+"""
+    g = np.array([[[-1.0]]], np.float32)
+    padded = np.zeros((4, 4, 2, 2), np.float32)
+    padded[2, 1, 1, :] = -1.0  # the broadcast value after the low pads; its first copy cut
+    padded = np.pad(padded, [(0, 0), (1, 1), (1, 1), (1, 1)])
+    want = np.array([[[[padded[i:i + 2, j:j + 3, k:k + 2, m:m + 2].sum() for m in range(3)]
+                       for k in range(3)] for j in range(4)] for i in range(3)], np.float32)
+    for fusion in (True, False):
+        np.testing.assert_array_equal(differential.ours(text, [g], fusion)[0], want)
+    np.testing.assert_array_equal(differential.xla_outputs(text, [g], "algsimp")[0], want)
