@@ -216,7 +216,9 @@ ENTRY e {{
 def test_work_groups_sharing_bytes_lose_no_code():
     """An in-place update at an odd offset: the work-items either side of each work-group
     boundary write the two halves of one byte from different threads (PoCL runs work-groups
-    on every core), which a plain read-modify-write of the byte would lose."""
+    on every core), which a plain read-modify-write of the byte would lose. Whether threads
+    collide here is chance; the simulator's race detector checks the same stores every time
+    (``tests/gpu_sim`` case ``packed:shared-bytes``, which reports a plain read-modify-write)."""
     n = 1 << 20
     text = (f"HloModule m, input_output_alias={{ {{}}: (0, {{}}, must-alias) }}\n"
             f"ENTRY e {{\n  p = s4[{n}] parameter(0)\n  u = s4[{n - 2}] parameter(1)\n"

@@ -16,6 +16,9 @@ Cases:
 - ``rng:xla-golden``: every rng-bit-generator configuration against XLA's bits.
 - ``reruns:rebound-buffers``: released buffers reallocated between runs.
 - ``scatter:repeated-indices``: scatters with repeated indices, shared out among work-items.
+- ``packed:shared-bytes``: 4- and 2-bit codes whose bytes are written by neighbouring
+  work-items of different work-groups (an in-place update at an odd offset, a transpose): a
+  plain read-modify-write of a byte is a data race the simulator reports.
 - ``chain:work-groups``: chained launches of small kernels, one work-group running the
   stages with barriers between them, and while loops run on the device the same way.
 - ``workgroup:argminmax``: JAX's argmax and argmin as a work-group a row.
@@ -168,6 +171,32 @@ def run_repeated_scatter() -> list[str]:
     return problems
 
 
+def run_packed_shared_bytes() -> list[str]:
+    """Packed stores (``codegen.cltypes``: two atomic operations on the aligned word) where
+    work-items either side of a work-group boundary write the two halves of one byte."""
+    import ml_dtypes
+
+    n = 4099
+    text = (f"HloModule m, input_output_alias={{ {{}}: (0, {{}}, must-alias) }}\n"
+            f"ENTRY e {{\n  p = s4[{n}] parameter(0)\n  u = s4[{n - 2}] parameter(1)\n"
+            f"  i = s32[] constant(1)\n  ROOT d = s4[{n}] dynamic-update-slice(p, u, i)\n}}\n")
+    rng = np.random.default_rng(0)
+    update = rng.integers(-8, 8, n - 2).astype(ml_dtypes.int4)
+    base = rng.integers(-8, 8, n).astype(ml_dtypes.int4)
+    want = base.copy()
+    want[1:-1] = update
+    got = np.asarray(runtime.compile(text).run(base.copy(), update, donate=(0,)))
+    problems = [] if np.array_equal(got.astype(np.int8), want.astype(np.int8)) else \
+        [f"in-place s4 update: {int((got != want).sum())} of {n} codes differ"]
+    transpose = ("HloModule t\nENTRY e {\n  p = u2[37,29]{1,0} parameter(0)\n"
+                 "  ROOT t = u2[29,37]{1,0} transpose(p), dimensions={1,0}\n}\n")
+    codes = rng.integers(0, 4, (37, 29)).astype(ml_dtypes.uint2)
+    got = np.asarray(runtime.compile(transpose)(codes))
+    if not np.array_equal(got.astype(np.uint8), codes.T.astype(np.uint8)):
+        problems.append("u2 transpose: codes differ")
+    return problems
+
+
 def run_argminmax() -> list[str]:
     """JAX's argmax and argmin as a work-group a row (a tree of keys in local memory) against
     the reducer applied in sequence, both outputs bit for bit: the rows of
@@ -233,6 +262,7 @@ _NAMED_CASES = {
     "rng:xla-golden": run_rng_golden,
     "reruns:rebound-buffers": run_rebound_buffers,
     "scatter:repeated-indices": run_repeated_scatter,
+    "packed:shared-bytes": run_packed_shared_bytes,
     "chain:work-groups": run_chains,
     "workgroup:argminmax": run_argminmax,
     "workgroup:dot": lambda: workgroup_cases.run(workgroup_cases.DOT_CASES),

@@ -46,7 +46,7 @@ def _cases() -> list[str]:
         if entry["files"]["opt_hlo"]:
             cases.append(f"corpus:{name}:opt_hlo")
     return cases + ["custom-call:opencl", "rng:xla-golden", "reruns:rebound-buffers",
-                    "scatter:repeated-indices", "chain:work-groups", "workgroup:argminmax",
+                    "scatter:repeated-indices", "packed:shared-bytes", "chain:work-groups", "workgroup:argminmax",
                     "workgroup:dot", "workgroup:reduce", "workgroup:small-tiles"]
 
 
