@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .errors import internal_errors
 from .gc_pause import with_gc_paused
 from .hlo.ir import HloModule
-from .target import Target
+from .target import Target, TargetKind
 
 if TYPE_CHECKING:
     from .buffers.assignment import BufferAssignment, MemoryStats
@@ -107,7 +107,7 @@ def analyze(module_or_text: str | HloModule | Any, *, alignment: int | None = No
         return analyze_verified(module, alignment or device.mem_base_addr_align, fusion,
                                 Target.for_device(device), times, callbacks)
     return analyze_verified(module, alignment or DEFAULT_ALIGNMENT, fusion,
-                            Target.for_kind("cpu"), times, callbacks)
+                            Target.for_kind(TargetKind.CPU), times, callbacks)
 
 
 def jax_input(module_or_text: Any, python_callbacks: Sequence[Callable] | None

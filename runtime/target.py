@@ -20,8 +20,32 @@ shapes come from the device's limits (local memory, work-group size) where there
 from __future__ import annotations
 
 from dataclasses import dataclass, fields, replace
+from enum import StrEnum
 
+from .errors import DeviceError
 from .passes.fusion_rules import CPU_RULES, FusionRules
+
+
+class TargetKind(StrEnum):
+    """The kinds of code generation: the key of target-specific lowering rules
+    (``codegen.registry``). OpenCL's accelerators get the GPU's."""
+
+    CPU = "cpu"
+    GPU = "gpu"
+
+    @staticmethod
+    def of_device_type(device_type: str) -> TargetKind:
+        """The kind for an OpenCL device type ("cpu", "gpu", "accelerator"); any other
+        (a "custom" device) is refused."""
+        kind = _DEVICE_TYPES.get(device_type)
+        if kind is None:
+            raise DeviceError(f"OpenCL device type {device_type!r} has no code generation "
+                              f"target (known: {', '.join(_DEVICE_TYPES)})",
+                              hint="choose a CPU or GPU device with HLO_DEVICE")
+        return kind
+
+
+_DEVICE_TYPES = {"cpu": TargetKind.CPU, "gpu": TargetKind.GPU, "accelerator": TargetKind.GPU}
 
 
 @dataclass(frozen=True)
@@ -164,7 +188,7 @@ class TileShape:
 @dataclass(frozen=True)
 class Target:
     name: str                  # which target ("cpu", "cpu-implicit-simd", "gpu")
-    kind: str                  # "cpu" | "gpu": the key of target-specific lowering rules
+    kind: TargetKind           # the key of target-specific lowering rules
     fusion: FusionRules
     split: SplitRules
     reduction: ReductionShape
@@ -190,6 +214,16 @@ class Target:
     # much work an iteration runs as one launch that loops on the device (``device_loops``);
     # 0: never
     loop_max_work: int = 0
+    # a work-group runs on one thread (CPU runtimes): long per-item loops (a sort, a top-k) are
+    # a work-group each, and row kernels spread their rows over at least this many groups
+    # (a categorical sample's 8 rows in one group kept one core busy); 0: GPUs
+    min_row_groups: int = 0
+    # narrow-float dots and convolutions accumulate in f32 by upcasting their operands first
+    # (``passes.contraction_upcast``), where the register-tile families compute in f32
+    upcasts_narrow_contractions: bool = False
+    # convolution kernels copied to the CPU convolution family's layout
+    # (``passes.convolution_layout``); GPUs lower convolutions elementally
+    relayouts_convolution_kernels: bool = False
 
     def codegen_key(self) -> tuple:
         """The settings code generation reads (the fusion and split rules shape the module
@@ -206,9 +240,10 @@ class Target:
         return max(1, (self.tiles.vector_bits or self.vector_bits) // scalar_bits)
 
     @staticmethod
-    def for_kind(kind: str) -> Target:
-        """The target of a device kind ("cpu"; "gpu" or "accelerator" give the GPU target)."""
-        return CPU if kind == "cpu" else GPU
+    def for_kind(kind: TargetKind | str) -> Target:
+        """The default target of a kind, or of an OpenCL device type ("accelerator" is a
+        GPU; unknown types are refused)."""
+        return _BY_KIND[TargetKind.of_device_type(str(kind))]
 
     @staticmethod
     def for_device(device) -> Target:
@@ -216,7 +251,8 @@ class Target:
         preferred float vector width (1: the compiler vectorises across work-items) and the
         vector ISA it compiles for (``Device.vector_isa``: PoCL names its LLVM CPU); a GPU
         target's work-group shapes from the device's local memory and work-group size limits."""
-        if device.kind == "cpu":
+        kind = TargetKind.of_device_type(device.kind)
+        if kind is TargetKind.CPU:
             if device.preferred_vector_width_float == 1:
                 target = CPU_IMPLICIT_SIMD
             elif device.vector_isa in ("avx2", "baseline"):
@@ -226,7 +262,7 @@ class Target:
             panel = min(target.tiles.pack_panel_bytes, device.local_mem_bytes)
             return replace(target, tiles=replace(target.tiles, pack_panel_bytes=panel,
                                                  pair_madd=device.pair_multiply_add))
-        target = Target.for_kind(device.kind)
+        target = _BY_KIND[kind]
         if target.work_groups is None:
             return target
         return replace(target, work_groups=WorkGroups.for_limits(device.local_mem_bytes,
@@ -235,7 +271,7 @@ class Target:
 
 CPU = Target(
     name="cpu",
-    kind="cpu",
+    kind=TargetKind.CPU,
     fusion=CPU_RULES,
     split=SplitRules(min_length=1 << 16, max_outputs=64, target_rows=128, min_chunk=4096),
     reduction=ReductionShape(lanes=16, local_size=8, wide_index=True, column_lanes=16),
@@ -276,6 +312,9 @@ CPU = Target(
     # sampler 4-10% faster over four runs, the f16 dropout MLP and a LAPACK program within
     # noise
     loop_max_work=1 << 15,
+    min_row_groups=16,
+    upcasts_narrow_contractions=True,
+    relayouts_convolution_kernels=True,
 )
 
 # CPUs without AVX-512 (PoCL naming an AVX2 or older LLVM CPU; ``POCL_KERNELLIB_NAME=avx2`` makes
@@ -324,7 +363,7 @@ CPU_AVX2 = replace(
 # vector loops and blocked transposes are registered for "cpu" only.
 GPU = Target(
     name="gpu",
-    kind="gpu",
+    kind=TargetKind.GPU,
     fusion=CPU_RULES,
     split=SplitRules(min_length=1 << 16, max_outputs=64, target_rows=1024, min_chunk=1024),
     reduction=ReductionShape(lanes=1, local_size=64, wide_index=False, column_lanes=1),
@@ -371,3 +410,4 @@ CPU_IMPLICIT_SIMD = replace(
 )
 
 TARGETS = {t.name: t for t in (CPU, CPU_AVX2, CPU_IMPLICIT_SIMD, GPU)}
+_BY_KIND = {TargetKind.CPU: CPU, TargetKind.GPU: GPU}

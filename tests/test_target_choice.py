@@ -21,7 +21,8 @@ from runtime.execution import device as devices, device_probe
 from runtime.execution.executable import Executable
 from runtime.execution.program_cache import program_key
 from runtime.passes.pipeline import run
-from runtime.target import CPU, CPU_AVX2, CPU_IMPLICIT_SIMD, GPU, TARGETS, Target
+from runtime.errors import DeviceError
+from runtime.target import CPU, CPU_AVX2, CPU_IMPLICIT_SIMD, GPU, TARGETS, Target, TargetKind
 
 ROWS = """HloModule rows
 add {
@@ -120,7 +121,7 @@ def test_every_installed_device_gets_the_target_of_its_properties():
 
 
 def test_the_implicit_simd_target_differs_in_reductions_and_inner_products_only():
-    assert CPU_IMPLICIT_SIMD.kind == "cpu"           # the same lowering rules
+    assert CPU_IMPLICIT_SIMD.kind is TargetKind.CPU   # the same lowering rules
     differ = {k for (k, a), (_, b) in zip(CPU.codegen_key(), CPU_IMPLICIT_SIMD.codegen_key())
               if a != b}
     assert differ == {"name", "reduction", "tiles", "subtracting_loop_pragma"}
@@ -149,7 +150,7 @@ def test_row_kernels_follow_the_targets_reduction_shape():
         CPU_IMPLICIT_SIMD.reduction, lanes=4, local_size=2)), many)
     assert "+= 4" in source and launch.local_size == (2,)
     # few rows spread over work-groups of fewer rows (PoCL runs a group on one thread)
-    assert row_kernel(CPU)[1].local_size == (37 // reduction.MIN_GROUPS,)
+    assert row_kernel(CPU)[1].local_size == (37 // CPU.min_row_groups,)
     few = ROWS.replace("37,300", "8,300").replace("f32[37]", "f32[8]")
     assert row_kernel(CPU, few)[1].local_size == (1,)
 
@@ -250,3 +251,24 @@ def test_column_kernels_keep_adjacent_outputs_on_both_cpu_targets():
     for target in (CPU, CPU_IMPLICIT_SIMD):
         [launch] = lower(run(runtime.parse(text), target), target).plan
         assert launch.scalars[0] == 3          # ceil(37 / 16) blocks of adjacent outputs
+
+
+def test_target_kinds_are_a_closed_set():
+    """An OpenCL accelerator gets the GPU's code; a device type with no target is refused by
+    name rather than given the GPU's code by default."""
+    assert Target.for_kind("accelerator") is GPU and Target.for_kind(TargetKind.CPU) is CPU
+    assert {t.kind for t in TARGETS.values()} == set(TargetKind)
+    with pytest.raises(DeviceError, match="'custom' has no code generation target"):
+        Target.for_kind("custom")
+    with pytest.raises(DeviceError, match="'custom'"):
+        Target.for_device(fake("custom", 1))
+
+
+def test_what_a_work_group_on_one_thread_changes_is_a_field():
+    """The settings that were ``kind == "cpu"`` branches: row kernels spread over groups,
+    narrow contractions upcast, convolution kernels relaid out, on every CPU target only."""
+    for target in TARGETS.values():
+        cpu = target.kind is TargetKind.CPU
+        assert bool(target.min_row_groups) is cpu
+        assert target.upcasts_narrow_contractions is cpu
+        assert target.relayouts_convolution_kernels is cpu

@@ -66,7 +66,7 @@ def launch_1d(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction, cou
     top-k, a scan) and, on CPUs, is a work-group of its own: PoCL runs a work-group on one
     thread, and a top-k's 64 chunks in one group of 64 ran on one core while the other idled
     (147 us a launch against 40 us)."""
-    local = 1 if long_items and ctx.target.kind == "cpu" else ctx.target.loop_local_size
+    local = 1 if long_items and ctx.target.min_row_groups else ctx.target.loop_local_size
     name = ctx.program.add_kernel(kb, inst.name)
     size = max(1, -(-count // local)) * local
     return Launch(name, tuple(b.ref for b in kb.buffers), tuple(kb.scalar_arg_values()),

@@ -20,7 +20,10 @@ tiles or row forms ever index packed bytes as elements.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+if TYPE_CHECKING:
+    from ..target import TargetKind
 
 FUSION = "fusion"
 LOOP = "loop-variant"
@@ -34,7 +37,7 @@ def fusion_root(opcode: str) -> str:
 @dataclass(frozen=True)
 class Registration:
     key: str
-    target: str | None       # a target kind ("cpu", "gpu"), or None: every target
+    target: TargetKind | None   # None: every target
     priority: int
     rule: Callable
     packed: bool = False     # whether the rule handles packed 2- and 4-bit arrays
@@ -43,7 +46,7 @@ class Registration:
 _RULES: dict[str, list[Registration]] = {}
 
 
-def register(*keys: str, target: str | None = None, priority: int = 0,
+def register(*keys: str, target: TargetKind | None = None, priority: int = 0,
              fusion_root_too: bool = False, packed: bool = False
              ) -> Callable[[Callable], Callable]:
     """Decorator: register the rule under each key (with ``fusion_root_too`` also for fusions
@@ -57,7 +60,7 @@ def register(*keys: str, target: str | None = None, priority: int = 0,
     return deco
 
 
-def add(key: str, rule: Callable, *, target: str | None = None, priority: int = 0,
+def add(key: str, rule: Callable, *, target: TargetKind | None = None, priority: int = 0,
         packed: bool = False) -> None:
     entries = _RULES.setdefault(key, [])
     for e in entries:
@@ -68,7 +71,7 @@ def add(key: str, rule: Callable, *, target: str | None = None, priority: int = 
         entries.append(Registration(key, target, priority, rule, packed))
 
 
-def rules(key: str, target: str, packed: bool = False) -> list[Callable]:
+def rules(key: str, target: TargetKind, packed: bool = False) -> list[Callable]:
     """The rules for ``key`` on a target kind, in the order they are tried; with ``packed``
     (the instruction touches a packed array) only those registered for packed arrays."""
     entries = [e for e in _RULES.get(key, []) if e.packed or not packed]

@@ -63,6 +63,7 @@ from .loop import (begin_1d, kernel_builder, launch_1d, operand_leaves, updates_
                    window_index, window_target, windows_in_place)
 from .plan import Step
 from .registry import LOOP, register
+from ..target import TargetKind
 from .vector_loop import same_shape_outputs, stored_value
 
 # element types a lane value may have, by the OpenCL scalar its vector is made of
@@ -74,7 +75,7 @@ _STORED = _FLOAT | {"u32", "pred"}
 _SMALLEST = 4
 
 
-@register(LOOP, target="cpu", priority=5)
+@register(LOOP, target=TargetKind.CPU, priority=5)
 def row_vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction,
                     params: list[HloInstruction] | None) -> list[Step] | None:
     """One row vector launch computing ``inst`` (``root`` over ``params``), or None."""

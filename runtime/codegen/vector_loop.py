@@ -42,10 +42,11 @@ from .kernel import argument_value
 from .context import LoweringContext
 from .loop import begin_1d, kernel_builder, launch_1d
 from .registry import LOOP, register
+from ..target import TargetKind
 from .plan import Step
 
 
-@register(LOOP, target="cpu", priority=10)
+@register(LOOP, target=TargetKind.CPU, priority=10)
 def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction,
                 params: list[HloInstruction] | None) -> list[Step] | None:
     """One vector loop launch computing ``inst`` (``root`` over ``params``), or None when the

@@ -50,7 +50,7 @@ F16 = ELEMENT_TYPES["f16"]
 
 
 def upcast_narrow_contractions_in_place(module: HloModule, target: Target = CPU) -> None:
-    if target.kind != "cpu":
+    if not target.upcasts_narrow_contractions:
         return
     names = FreshNames(module)
     for comp in module.computations:

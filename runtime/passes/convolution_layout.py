@@ -15,7 +15,7 @@ The narrow form (fewer output features than a vector: an RGB output layer) vecto
 the kernel's input features instead, so an ungrouped kernel with few output features is
 copied input-feature-minor (a UNet's [3,3,32,3] output kernel: 0.41x of XLA's GFLOP/s with
 strided loads, 0.92x copied). Only convolutions the CPU family takes need it
-(``kind == "cpu"``); GPUs lower convolutions elementally.
+(``Target.relayouts_convolution_kernels``); GPUs lower convolutions elementally.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from .names import FreshNames
 
 
 def relayout_convolution_kernels_in_place(module: HloModule, target: Target = CPU) -> None:
-    if target.kind != "cpu":
+    if not target.relayouts_convolution_kernels:
         return
     names = FreshNames(module)
     for comp in module.computations:

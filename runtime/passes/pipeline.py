@@ -16,7 +16,7 @@
 3. ``assign_buffers(module, schedule)`` on the prepared module.
 
 ``run`` does all three; ``buffer_assignment`` does 2 and 3 (what a donation toggle redoes:
-``BufferAssignment.reassign``). Nothing here needs a device: ``Target.for_kind("cpu")``
+``BufferAssignment.reassign``). Nothing here needs a device: ``Target.for_kind(TargetKind.CPU)``
 stands in for one.
 """
 

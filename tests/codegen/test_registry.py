@@ -11,7 +11,7 @@ from runtime.codegen import registry
 from runtime.codegen.loop import lower_loop
 from runtime.codegen.lower import lower
 from runtime.passes.pipeline import run
-from runtime.target import Target
+from runtime.target import Target, TargetKind
 
 DOT = """HloModule d
 ENTRY e {
@@ -33,22 +33,22 @@ def test_target_rules_come_first_then_priority(rules):
     def cpu_only(ctx, inst): return None
     rules.add("k", common_low, priority=0)
     rules.add("k", common_high, priority=5)
-    rules.add("k", cpu_only, target="cpu", priority=-10)
+    rules.add("k", cpu_only, target=TargetKind.CPU, priority=-10)
     assert rules.rules("k", "cpu") == [cpu_only, common_high, common_low]
     assert rules.rules("k", "gpu") == [common_high, common_low]
 
 
 def test_two_rules_at_one_priority_are_refused(rules):
-    rules.add("k", lambda ctx, inst: None, target="gpu", priority=3)
+    rules.add("k", lambda ctx, inst: None, target=TargetKind.GPU, priority=3)
     with pytest.raises(ValueError, match="two lowering rules"):
-        rules.add("k", lambda ctx, inst: None, target="gpu", priority=3)
+        rules.add("k", lambda ctx, inst: None, target=TargetKind.GPU, priority=3)
 
 
 def test_a_gpu_specific_dot_is_one_registration(rules):
     used = []
 
     # above the work-group dot (``families.workgroup_dot``, priority 0 on "gpu")
-    @rules.register("dot", target="gpu", priority=100, fusion_root_too=True)
+    @rules.register("dot", target=TargetKind.GPU, priority=100, fusion_root_too=True)
     def gpu_dot(ctx, inst):
         used.append(inst.name)
         return lower_loop(ctx, inst)

@@ -47,7 +47,7 @@ from ..elemental import ElementalEmitter, element_strides, row_major
 from ..loop import kernel_builder, operand_leaves
 from ..context import LoweringContext
 from ..plan import Launch
-from ...target import Target
+from ...target import Target, TargetKind
 from .tiles import (Accumulation, Contraction, OutputWriter, Tile, begin_tiles, lanes_for,
                     launch_3d, operand_buffer, pointer, register_contraction, rows_for,
                     tiled_accumulation, vectors_for)
@@ -480,4 +480,4 @@ def _tap_rows(kb, window: Window, dn: ConvDimensionNumbers, lhs: ArrayShape, sx,
 
 
 register_contraction("convolution", plan_convolution, _emit,  # type: ignore[arg-type]
-                     target="cpu", priority=30)
+                     target=TargetKind.CPU, priority=30)

@@ -54,7 +54,7 @@ from ..kernel import KernelBuilder
 from ..loop import kernel_builder, operand_leaves
 from ..context import LoweringContext
 from ..plan import Launch
-from ...target import Target, TileShape
+from ...target import Target, TargetKind, TileShape
 from .tiles import (Accumulation, Contraction, OutputWriter, Tile, begin_tiles,
                     lanes_for, launch_3d, linear_sum, operand_buffer, pointer,
                     register_contraction, rows_for, tiled_accumulation, vectors_for)
@@ -875,4 +875,4 @@ def emit_dot(ctx: LoweringContext, c: Contraction, plan: DotPlan) -> Launch:
 
 
 register_contraction("dot", plan_dot, emit_dot,  # type: ignore[arg-type]
-                     target="cpu", priority=20)
+                     target=TargetKind.CPU, priority=20)

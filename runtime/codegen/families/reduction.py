@@ -601,16 +601,10 @@ def _output_pointers(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstructi
             for idx, s in inst.shape.leaves()]
 
 
-# work-groups a row kernel spreads its rows over at least, where it has that many rows: PoCL
-# runs a work-group on one thread, and a categorical sample's 8 rows in one group of 8 kept
-# one core busy
-MIN_GROUPS = 16
-
-
 def _launch(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction, count: int,
             local: int) -> Launch:
-    if ctx.target.kind == "cpu":
-        local = max(1, min(local, count // MIN_GROUPS))
+    if ctx.target.min_row_groups:
+        local = max(1, min(local, count // ctx.target.min_row_groups))
     name = ctx.program.add_kernel(kb, inst.name)
     size = max(1, -(-count // local)) * local
     return Launch(name, tuple(b.ref for b in kb.buffers), tuple(kb.scalar_arg_values()),

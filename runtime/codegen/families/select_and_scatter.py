@@ -27,12 +27,13 @@ from ..loop import (all_shapes, begin_1d, fused_parts, kernel_builder, launch_1d
                     operand_leaves)
 from ..plan import Step
 from ..registry import register
+from ...target import TargetKind
 
 # fewer planes than this leave cores idle: the element form's work-items are better spread
 _MIN_PLANES = 16
 
 
-@register("select-and-scatter", target="cpu", fusion_root_too=True)
+@register("select-and-scatter", target=TargetKind.CPU, fusion_root_too=True)
 def lower_by_planes(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     root, params = fused_parts(inst)
     if root.opcode != "select-and-scatter" or inst.shape.is_tuple:

@@ -23,12 +23,13 @@ from ..elemental import ElementalEmitter, element_strides, row_major
 from ..context import LoweringContext
 from ..loop import kernel_builder
 from ..registry import LOOP, register
+from ...target import TargetKind
 from ..plan import Step
 from .tiles import begin_tiles, launch_3d, linear_sum
 
 
 
-@register(LOOP, target="cpu", priority=20)
+@register(LOOP, target=TargetKind.CPU, priority=20)
 def transpose_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction,
                    params: list[HloInstruction] | None) -> list[Step] | None:
     """The blocked transposition computing ``inst``, or None when it is not one."""

@@ -22,7 +22,7 @@ stored element (``tiles.OutputWriter``). ``T`` and ``B`` are the target's
 
 from __future__ import annotations
 
-from ...target import Target
+from ...target import Target, TargetKind
 from ..context import LoweringContext
 from ..plan import Launch
 from .dot import DotPlan, _axes, _DotKernel
@@ -143,4 +143,4 @@ def _stage(k: _DotKernel, side: str, free, local: str, base: str, first: str, bo
 
 
 register_contraction("dot", plan_workgroup_dot, emit_workgroup_dot,
-                     target="gpu", priority=20)
+                     target=TargetKind.GPU, priority=20)

@@ -38,6 +38,7 @@ from ..kernel import KernelBuilder, needs_long_index
 from ..loop import fused_parts, operand_leaves
 from ..plan import Launch, Step
 from ..registry import FUSION, register
+from ...target import TargetKind
 from .reduction import (_accumulators, _bind, _close, _combine, _count, _first_leaf,
                         _greater_key, _input_index, _loops, _output_pointers, _parts, _shapes,
                         _store)
@@ -110,12 +111,12 @@ def _contiguous_length(red: HloInstruction) -> int:
     return src.dims[src.minor_to_major[0]]
 
 
-@register("reduce", target="gpu", fusion_root_too=True)
+@register("reduce", target=TargetKind.GPU, fusion_root_too=True)
 def lower_reduce_by_group(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     return lower_group_rows(ctx, inst)
 
 
-@register(FUSION, target="gpu", priority=10)
+@register(FUSION, target=TargetKind.GPU, priority=10)
 def _group_row_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     """Structural fusion rule: a fusion whose row plan reduces rows (softmax, layer norm)."""
     return lower_group_rows(ctx, inst)
