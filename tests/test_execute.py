@@ -329,9 +329,9 @@ def test_steps_sharing_a_kernel_set_their_scalars_once_and_compute_their_own_siz
     argument again within a run. (The two steps are independent, so the loop body's launch
     merging would make them one launch, and chaining too: both are off here.)"""
     from runtime import compiler
-    from runtime.codegen.families import control
+    from runtime.codegen import plan_passes
     from runtime.execution import program_cache
-    monkeypatch.setattr(control, "merge_launches", lambda ctx, comp, steps: steps)
+    monkeypatch.setattr(plan_passes, "PLAN_PASSES", plan_passes.without("merge-launches"))
     monkeypatch.setattr(program_cache, "load", lambda key: None)
     compiler.clear_cache()
     exe = runtime.compile(SHARED_KERNEL_LOOP)

@@ -18,23 +18,13 @@ keeps the host loop (``HostWhile``), whose inner loops may still run on the devi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ..hlo.dtypes import ELEMENT_TYPES
 from ..hlo.ir import HloInstruction
 from ..passes.fusion_cost import kernel_work
 from .context import LoweringContext
 from .launch_chaining import Stages, fits_arguments, is_stage
 from .kernel import KernelBuilder
-from .plan import CopyBytes, Launch, Step
-
-
-@dataclass
-class NestedLoop:
-    """A loop inside a loop being tried as a device loop, not lowered yet: the outer loop's
-    kernel runs it inline, or the outer loop is lowered again without deferring."""
-
-    instruction: HloInstruction
+from .plan import CopyBytes, Launch, NestedLoop, Step
 
 
 def device_loop(ctx: LoweringContext, loop: HloInstruction) -> Launch | None:

@@ -18,6 +18,7 @@ from typing import Callable, Union
 
 import numpy as np
 
+from ..hlo.ir import HloInstruction
 from .kernel import BufferRef
 
 
@@ -94,7 +95,17 @@ class HostCall:
     prepare: Callable | None = None
 
 
-Step = Union[Launch, CopyBytes, FillBytes, HostWhile, HostConditional, HostCall]
+@dataclass
+class NestedLoop:
+    """A loop inside a loop being tried as a device loop (``device_loops``), not lowered
+    yet: the outer loop's kernel runs it inline, or the outer loop is lowered again without
+    deferring. Only such an attempt sees one; a finished plan never holds one
+    (``ProgramBuilder.finish`` refuses it)."""
+
+    instruction: HloInstruction
+
+
+Step = Union[Launch, CopyBytes, FillBytes, HostWhile, HostConditional, HostCall, NestedLoop]
 
 
 def iter_steps(steps: list[Step]):

@@ -19,7 +19,7 @@ from ..hlo.packing import to_storage
 from ..hlo.shape import ArrayShape
 from . import cltypes, templates
 from .kernel import EMBEDDED, SCALAR_DTYPES, BufferRef, KernelBuilder
-from .plan import Step, iter_launches
+from .plan import NestedLoop, Step, iter_launches, iter_steps
 
 _PLACEHOLDER = "__KERNEL__"
 # the argument bytes every OpenCL device takes (CL_DEVICE_MAX_PARAMETER_SIZE is at least 1024;
@@ -181,6 +181,8 @@ class ProgramBuilder:
     def finish(self, plan: list[Step]) -> Program:
         """The program of ``plan``: kernels no launch uses any more (merged into another's
         launch, ``launch_merging``) are left out, and so not compiled."""
+        assert not any(isinstance(s, NestedLoop) for s in iter_steps(plan)), \
+            "a loop deferred by a device-loop attempt reached the finished plan"
         used = {step.kernel for step in iter_launches(plan)}
         kept = [(name, text) for name, text in zip(self.names, self._texts) if name in used]
         body = "\n\n".join([*self._functions.values(), *(text for _, text in kept)])

@@ -7,7 +7,7 @@ import numpy as np
 
 import runtime
 from runtime import compiler
-from runtime.codegen import copy_batching, lower
+from runtime.codegen import copy_batching, plan_passes
 from runtime.codegen.plan import CopyBytes, HostWhile, Launch
 from runtime.execution import program_cache
 
@@ -55,7 +55,7 @@ def _rotate(n: int) -> str:
 def _compile(text: str, batched: bool, monkeypatch) -> runtime.Executable:
     monkeypatch.setattr(program_cache, "load", lambda key: None)
     if not batched:
-        monkeypatch.setattr(lower, "batch_copies", lambda ctx, steps: steps)
+        monkeypatch.setattr(plan_passes, "PLAN_PASSES", plan_passes.without("batch-copies"))
     compiler.clear_cache()
     try:
         return runtime.compile(text)

@@ -4,11 +4,11 @@ launch with the unmerged plan's bits, and so do an optimiser step's per-paramete
 the entry computation; a launch reading what another writes stays apart."""
 
 import numpy as np
+import pytest
 
 import runtime
 from runtime import compiler
-from runtime.codegen import lower
-from runtime.codegen.families import control
+from runtime.codegen import plan_passes
 from runtime.codegen.plan import HostWhile, Launch
 from runtime.execution import program_cache
 
@@ -68,8 +68,7 @@ ENTRY e {
 def _compile(text: str, merged: bool, monkeypatch) -> runtime.Executable:
     monkeypatch.setattr(program_cache, "load", lambda key: None)
     if not merged:
-        monkeypatch.setattr(control, "merge_launches", lambda ctx, comp, steps: steps)
-        monkeypatch.setattr(lower, "merge_launches", lambda ctx, comp, steps: steps)
+        monkeypatch.setattr(plan_passes, "PLAN_PASSES", plan_passes.without("merge-launches"))
     compiler.clear_cache()
     try:
         return runtime.compile(text)
@@ -218,3 +217,13 @@ def test_merged_launches_keep_within_the_arguments_every_device_takes(unchained)
     for k, got in enumerate(exe(*args)):
         np.testing.assert_allclose(np.asarray(got), args[2 * k] - 0.25 * args[2 * k + 1],
                                    rtol=1e-6)
+
+
+def test_the_plan_passes_are_one_ordered_list():
+    """What happens to steps after lowering is ``plan_passes.PLAN_PASSES``, in this order,
+    applied to the entry, loop bodies and branches (each computation) or once to the plan."""
+    assert [(p.name, p.scope.value) for p in plan_passes.PLAN_PASSES] == [
+        ("merge-launches", "each computation"), ("chain-launches", "each computation"),
+        ("batch-copies", "whole plan"), ("predicate", "whole plan")]
+    with pytest.raises(ValueError, match="no plan pass 'merge'"):
+        plan_passes.without("merge")

@@ -15,10 +15,9 @@ from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.opcodes import OPCODES
 from ...hlo.shape import ArrayShape
 from ..context import LoweringContext
-from ..device_loops import NestedLoop, device_loop
-from ..launch_chaining import chain_launches
-from ..launch_merging import merge_launches
-from ..plan import CopyBytes, HostConditional, HostWhile, Step
+from ..device_loops import device_loop
+from ..plan import CopyBytes, HostConditional, HostWhile, NestedLoop, Step
+from ..plan_passes import lowered_steps
 from ..registry import add, register
 
 
@@ -54,13 +53,13 @@ def _call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
 @register("while", packed=True)
 def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     if ctx.deferring_loops:
-        return [NestedLoop(inst)]      # type: ignore[list-item]
+        return [NestedLoop(inst)]
     looped = device_loop(ctx, inst)
     if looped is not None:
         return [looped]
     cond: HloComputation = inst.condition
     body: HloComputation = inst.body
-    steps = _combined(ctx, body)
+    steps = lowered_steps(ctx, body)
     values = counter_values(inst)
     if values is not None:
         members = {i.name: i for i in body.instructions}
@@ -72,12 +71,6 @@ def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
                       body=steps, instruction=inst.name, counter_values=values)]
 
 
-def _combined(ctx: LoweringContext, comp: HloComputation) -> list[Step]:
-    """A loop body's or a branch's steps, its launches merged and chained (``launch_merging``,
-    ``launch_chaining``): they run once an iteration or a pick, where a launch costs most."""
-    return chain_launches(ctx, comp, merge_launches(ctx, comp, ctx.lower_computation(comp)))
-
-
 @register("conditional", packed=True)
 def _conditional(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     if "branch_computations" in inst.attrs:
@@ -87,7 +80,7 @@ def _conditional(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
         branches = [inst.true_computation, inst.false_computation]
         is_pred = True
     return [HostConditional(selector=ctx.ref(inst.operands[0]), selector_is_pred=is_pred,
-                            branches=[_combined(ctx, b) for b in branches],
+                            branches=[lowered_steps(ctx, b) for b in branches],
                             instruction=inst.name)]
 
 
