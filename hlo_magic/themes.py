@@ -58,7 +58,7 @@ def themed(draw: F) -> F:
     def wrapper(*args, **kwargs):
         with theme_context():
             return draw(*args, **kwargs)
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def ink() -> str:

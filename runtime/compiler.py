@@ -129,7 +129,7 @@ def compile(module_or_text: str | HloModule | Any, device=None, *, alignment: in
                          f"{ELIDED_FILLS}")
     key = _cache_key(text, dev, options, callbacks)
     if not force and key in _CACHE:
-        exe = _CACHE[key]._cache_hit_copy()  # type: ignore[attr-defined]
+        exe = _CACHE[key]._cache_hit_copy()
         exe.progress = progress
         return exe if lazy else exe.build(progress)
     module, analysis, filled = _analyse(text, module, dev, alignment, fusion, elided_constants,

@@ -41,7 +41,7 @@ def with_gc_paused(function: F) -> F:
     def paused(*args, **kwargs):
         with gc_paused():
             return function(*args, **kwargs)
-    return paused  # type: ignore[return-value]
+    return paused
 
 
 __all__ = ["gc_paused", "with_gc_paused"]

@@ -218,7 +218,7 @@ class ElementalEmitter:
         -1e12 truncated to 32 bits is a small positive start; a u32 start above 2^31 is
         negative as an int)."""
         v = self.value(inst, index)
-        et = inst.shape.element_type
+        et = inst.array_shape.element_type
         if not et.is_signed and et.bits == 64:
             wide = "ulong"
         elif et.bits < 32 or (et.is_signed and et.bits == 32):
@@ -253,13 +253,13 @@ class ElementalEmitter:
             leaves[(id(p), ())] = ValueLeaf(a)
         sub = ElementalEmitter(self.kb, leaves, self.embed)
         sub.scopes = [{}]
-        return sub.value(comp.root, SCALAR)  # type: ignore[arg-type]
+        return sub.value(comp.root, SCALAR)
 
 
 # --- rules ----------------------------------------------------------------------------------
 
 def _shape(inst: HloInstruction) -> ArrayShape:
-    return inst.shape  # type: ignore[return-value]
+    return inst.array_shape
 
 
 def _operand_index_same(em: ElementalEmitter, inst: HloInstruction, op: HloInstruction,
@@ -286,41 +286,41 @@ def arithmetic(opcode: str, et_in: ElementType, et_out: ElementType, args: list[
 def _arithmetic(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     args = [em.value(o, _operand_index_same(em, inst, o, index) if inst.opcode == "clamp"
                      else index) for o in inst.operands]
-    return em.computed(inst.shape.element_type,
-                       arithmetic(inst.opcode, inst.operands[0].shape.element_type,
-                                  inst.shape.element_type, args))
+    return em.computed(inst.array_shape.element_type,
+                       arithmetic(inst.opcode, inst.operands[0].array_shape.element_type,
+                                  inst.array_shape.element_type, args))
 
 
 def _compare(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     a, b = (em.value(o, index) for o in inst.operands)
     return em.computed(PRED, E.compare(str(inst.direction), inst.comparison_type,
-                                       inst.operands[0].shape.element_type, a, b))
+                                       inst.operands[0].array_shape.element_type, a, b))
 
 
 def _select(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     p = em.value(inst.operands[0], _operand_index_same(em, inst, inst.operands[0], index))
     a = em.value(inst.operands[1], index)
     b = em.value(inst.operands[2], index)
-    return em.kb.let(cltypes.compute_type(inst.shape.element_type), f"({p}) ? {a} : {b}")
+    return em.kb.let(cltypes.compute_type(inst.array_shape.element_type), f"({p}) ? {a} : {b}")
 
 
 def _convert(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     op = inst.operands[0]
     x = em.value(op, index)
-    return em.computed(inst.shape.element_type,
-                       E.convert(op.shape.element_type, inst.shape.element_type, x))
+    return em.computed(inst.array_shape.element_type,
+                       E.convert(op.array_shape.element_type, inst.array_shape.element_type, x))
 
 
 def _reduce_precision(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     x = em.value(inst.operands[0], index)
-    return em.computed(inst.shape.element_type, E.reduce_precision(
-        inst.shape.element_type, x, int(inst.exponent_bits),  # type: ignore[arg-type]
+    return em.computed(inst.array_shape.element_type, E.reduce_precision(
+        inst.array_shape.element_type, x, int(inst.exponent_bits),
         int(inst.mantissa_bits)))
 
 
 def _bitcast_convert(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     op = inst.operands[0]
-    src, dst = op.shape.element_type, inst.shape.element_type
+    src, dst = op.array_shape.element_type, inst.array_shape.element_type
     ctype = cltypes.compute_type(dst)
     if src.bits == dst.bits:
         return em.kb.let(ctype, E.bitcast_convert(src, dst, em.value(op, index)))
@@ -354,14 +354,14 @@ def _constant(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value
 
 def _iota(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     d = int(inst.iota_dimension)
-    et = inst.shape.element_type
+    et = inst.array_shape.element_type
     return em.computed(et, E.convert(em.index_et, et, index.exprs[d]))
 
 
 def _broadcast(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     op = inst.operands[0]
     dims = inst.attrs.get("dimensions", ())
-    exprs = tuple("0" if op.shape.dims[i] == 1 and inst.shape.dims[d] != 1 else index.exprs[d]
+    exprs = tuple("0" if op.array_shape.dims[i] == 1 and inst.array_shape.dims[d] != 1 else index.exprs[d]
                   for i, d in enumerate(dims))
     return em.value(op, Index(exprs))
 
@@ -533,7 +533,7 @@ def update_window(em: ElementalEmitter, inst: HloInstruction, index: Index
 
 def _dynamic_update_slice(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     inside, relative = update_window(em, inst, index)
-    ctype = cltypes.compute_type(inst.shape.element_type)
+    ctype = cltypes.compute_type(inst.array_shape.element_type)
     result = em.kb.declare(ctype, "r")
     with em.block(f"if ({inside})"):
         em.kb.line(f"{result} = {em.value(inst.operands[1], relative())};")
@@ -565,7 +565,7 @@ def pad_source(em: ElementalEmitter, inst: HloInstruction, index: Index) -> tupl
 
 def _pad(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     inside, source = pad_source(em, inst, index)
-    ctype = cltypes.compute_type(inst.shape.element_type)
+    ctype = cltypes.compute_type(inst.array_shape.element_type)
     result = em.kb.declare(ctype, "r")
     with em.block(f"if ({inside})"):
         em.kb.line(f"{result} = {em.value(inst.operands[0], source)};")
@@ -577,12 +577,12 @@ def _pad(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
 def _concatenate(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     d = inst.dimensions[0]
     key = ("concat", id(inst))
-    ctype = cltypes.compute_type(inst.shape.element_type)
+    ctype = cltypes.compute_type(inst.array_shape.element_type)
     result = em.kb.declare(ctype, "r")
     offset = 0
     n = len(inst.operands)
     for k, op in enumerate(inst.operands):
-        size = op.shape.dims[d]
+        size = op.array_shape.dims[d]
         start = em.kb.param(offset, key=(key, "start", k))
         end = em.kb.param(offset + size, key=(key, "end", k))
         header = ("if" if k == 0 else "else if") + f" ({index.exprs[d]} < {end})" \
@@ -601,7 +601,7 @@ def _reverse(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     key = ("rev", id(inst))
     exprs = list(index.exprs)
     for d in inst.dimensions:
-        last = em.kb.param(inst.shape.dims[d] - 1, key=(key, d))
+        last = em.kb.param(inst.array_shape.dims[d] - 1, key=(key, d))
         exprs[d] = em.kb.let(em.kb.index_type, f"{last} - {factor(index.exprs[d])}", "i")
     return em.value(inst.operands[0], Index(tuple(exprs)))
 
@@ -623,7 +623,7 @@ def accumulators(em: ElementalEmitter, inits: list[HloInstruction]) -> list[str]
     accs = []
     for init in inits:
         v = em.value(init, SCALAR)
-        accs.append(em.kb.declare(cltypes.compute_type(init.shape.element_type), "acc", str(v)))
+        accs.append(em.kb.declare(cltypes.compute_type(init.array_shape.element_type), "acc", str(v)))
     return accs
 
 
@@ -639,7 +639,7 @@ def combine(em: ElementalEmitter, comp: HloComputation, accs: list[str], xs: lis
 
 
 def _ctype_of(comp: HloComputation, i: int) -> str:
-    root = comp.root.shape  # type: ignore[union-attr]
+    root = comp.root.shape
     s = root.elements[i] if root.is_tuple else root
     return cltypes.compute_type(s.element_type)
 
@@ -751,7 +751,7 @@ def _reduce_window(em: ElementalEmitter, inst: HloInstruction, index: Index) -> 
     key = ("rw", id(inst))
     accs = accumulators(em, inits)
     init_vals = [em.value(i, SCALAR) for i in inits]
-    exprs, valid, blocks, _ = _window_positions(em, inst, window, index, inputs[0].shape.dims, key,
+    exprs, valid, blocks, _ = _window_positions(em, inst, window, index, inputs[0].array_shape.dims, key,
                                                 accumulation_subtracts(inst.to_apply, inputs))
     with em.block(f"if ({valid})"):
         xs = [em.value(x, Index(exprs)) for x in inputs]
@@ -773,10 +773,10 @@ def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     lc, rc = tuple(inst.attrs.get("lhs_contracting_dims", ())), tuple(inst.attrs.get("rhs_contracting_dims", ()))
     lb, rb = tuple(inst.attrs.get("lhs_batch_dims", ())), tuple(inst.attrs.get("rhs_batch_dims", ()))
     key = ("dot", id(inst))
-    et = inst.shape.element_type
+    et = inst.array_shape.element_type
     acc_et = accumulation_type(et)
     acc = em.kb.declare(cltypes.compute_type(acc_et), "acc", cltypes.literal(acc_et, 0))
-    loop_vars, blocks = loops(em, [(lhs.shape.dims[d], (key, d)) for d in lc])
+    loop_vars, blocks = loops(em, [(lhs.array_shape.dims[d], (key, d)) for d in lc])
     out = iter(index.exprs)
     batch = [next(out) for _ in lb]
     lhs_free = [d for d in range(lhs.shape.rank) if d not in lc and d not in lb]
@@ -790,8 +790,8 @@ def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
         r_exprs[d] = next(out)
     for k, (a, b) in enumerate(zip(lc, rc)):
         l_exprs[a] = r_exprs[b] = loop_vars[k]
-    x = E.convert(lhs.shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
-    y = E.convert(rhs.shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
+    x = E.convert(lhs.array_shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
+    y = E.convert(rhs.array_shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
     em.kb.line(f"{acc} = {E.binary('add', acc_et, acc, E.binary('multiply', acc_et, x, y))};")
     close_loops(blocks)
     return em.computed(et, cltypes.round_to_storage(et, acc))
@@ -804,12 +804,12 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
     g = int(inst.attrs.get("feature_group_count", 1))
     bg = int(inst.attrs.get("batch_group_count", 1))
     key = ("conv", id(inst))
-    et = inst.shape.element_type
+    et = inst.array_shape.element_type
     kb = em.kb
     t = kb.index_type
     out = _shape(inst)
-    k_in = rhs.shape.dims[dn.kernel_input_feature]
-    k_out = rhs.shape.dims[dn.kernel_output_feature]
+    k_in = rhs.array_shape.dims[dn.kernel_input_feature]
+    k_out = rhs.array_shape.dims[dn.kernel_output_feature]
     b = index.exprs[dn.output_batch]
     o = index.exprs[dn.output_feature]
     acc_et = accumulation_type(et)
@@ -826,9 +826,9 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
     else:
         batch = b
     spatial_out = Index(tuple(index.exprs[d] for d in dn.output_spatial))
-    in_dims = tuple(lhs.shape.dims[d] for d in dn.input_spatial)
+    in_dims = tuple(lhs.array_shape.dims[d] for d in dn.input_spatial)
     if window is None or not window.dims:
-        window = Window(tuple(WindowDim(rhs.shape.dims[d]) for d in dn.kernel_spatial))
+        window = Window(tuple(WindowDim(rhs.array_shape.dims[d]) for d in dn.kernel_spatial))
     c_vars, c_blocks = loops(em, [(k_in, (key, "cin"))])
     exprs, valid, blocks, taps = _window_positions(em, inst, window, spatial_out, in_dims, key)
     with em.block(f"if ({valid})"):
@@ -845,8 +845,8 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
             if window.dims[k].reversal:
                 tap = f"({kb.param(window.dims[k].size - 1, key=(key, 'rev', k))} - {tap})"
             r_exprs[d] = tap
-        x = E.convert(lhs.shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
-        y = E.convert(rhs.shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
+        x = E.convert(lhs.array_shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
+        y = E.convert(rhs.array_shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
         kb.line(f"{acc} = {E.binary('add', acc_et, acc, E.binary('multiply', acc_et, x, y))};")
     close_loops(blocks)
     close_loops(c_blocks)
@@ -856,12 +856,12 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
 def _gather(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     operand, indices = inst.operands
     a = inst.attrs
-    offset_dims = tuple(a["offset_dims"])  # type: ignore[arg-type]
-    collapsed = tuple(a["collapsed_slice_dims"])  # type: ignore[arg-type]
-    start_map = tuple(a["start_index_map"])  # type: ignore[arg-type]
-    sizes = tuple(a["slice_sizes"])  # type: ignore[arg-type]
-    op_batch = tuple(a.get("operand_batching_dims", ()))  # type: ignore[arg-type]
-    idx_batch = tuple(a.get("start_indices_batching_dims", ()))  # type: ignore[arg-type]
+    offset_dims = tuple(a["offset_dims"])
+    collapsed = tuple(a["collapsed_slice_dims"])
+    start_map = tuple(a["start_index_map"])
+    sizes = tuple(a["slice_sizes"])
+    op_batch = tuple(a.get("operand_batching_dims", ()))
+    idx_batch = tuple(a.get("start_indices_batching_dims", ()))
     ivd = int(a["index_vector_dim"])
     key = ("gather", id(inst))
     op_shape = _shape(operand)
@@ -902,10 +902,10 @@ def _select_and_scatter(em: ElementalEmitter, inst: HloInstruction, index: Index
     kb = em.kb
     t = kb.index_type
     key = ("sas", id(inst))
-    et = inst.shape.element_type
+    et = inst.array_shape.element_type
     acc = kb.declare(cltypes.compute_type(et), "acc", str(em.value(init, SCALAR)))
-    src_dims = source.shape.dims
-    op_dims = operand.shape.dims
+    src_dims = source.array_shape.dims
+    op_dims = operand.array_shape.dims
     # windows w with w*stride - lo <= x < w*stride - lo + size, i.e. w in [w_lo, w_hi]
     w_lo, counts = [], []
     for d, w in enumerate(window.dims):
@@ -929,7 +929,7 @@ def _select_and_scatter(em: ElementalEmitter, inst: HloInstruction, index: Index
         wins.append(wv)
     with em.block(f"if ({' && '.join(conds) or '1'})"):
         best = [kb.declare(t, "b", "-1") for _ in window.dims]
-        best_val = kb.declare(cltypes.compute_type(operand.shape.element_type), "bv")
+        best_val = kb.declare(cltypes.compute_type(operand.array_shape.element_type), "bv")
         have = kb.declare("int", "h", "0")
         inner_vars, inner_blocks = loops(em, [(w.size, (key, "z", d)) for d, w in enumerate(window.dims)])
         pos, valid = [], []

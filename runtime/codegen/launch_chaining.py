@@ -140,7 +140,7 @@ def is_stage(ctx: LoweringContext, members: dict[str, HloInstruction], step: Ste
     if any(inst is None for inst in insts):
         return False
     groups = math.prod(g // w for g, w in zip(step.global_size, step.local_size))
-    if groups > 1 and sum(kernel_work(inst) for inst in insts) > limit:  # type: ignore[arg-type]
+    if groups > 1 and sum(kernel_work(inst) for inst in insts) > limit:
         return False
     text = ctx.program.kernel_text(step.kernel)
     return not any(word in text for word in WORK_GROUP_BOUND)

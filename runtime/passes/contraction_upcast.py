@@ -92,10 +92,10 @@ def _widened_operands(inst: HloInstruction) -> tuple[int, ...]:
     if not all(isinstance(s, ArrayShape) for s in shapes):
         return ()
     lhs, rhs, out = shapes
-    depth = depth_of(inst, lhs, rhs)  # type: ignore[arg-type]
-    if out.element_count * depth < MIN_MULTIPLY_ADDS:  # type: ignore[union-attr]
+    depth = depth_of(inst, lhs, rhs)
+    if out.element_count * depth < MIN_MULTIPLY_ADDS:
         return ()
-    a, b, o = (s.element_type.name for s in shapes)  # type: ignore[union-attr]
+    a, b, o = (s.element_type.name for s in shapes)
     if a in NARROW_FLOATS and b in NARROW_FLOATS and o in NARROW_FLOATS | {"f32"}:
         return (0, 1)
     if a in _INTEGER_MAGNITUDE and b in _INTEGER_MAGNITUDE and o in ("s32", "s64") \
@@ -118,18 +118,18 @@ def _upcast(comp: HloComputation, contraction: HloInstruction, operands: tuple[i
             widened[id(op)] = wide
         contraction.operands[k] = wide
     out = contraction.shape
-    if out.element_type.name == "f32":   # type: ignore[union-attr]
+    if out.element_type.name == "f32":
         return
     contraction.shape = _as_f32(out)
     result = contraction
-    if out.element_type.name in BYTE_FLOATS:      # type: ignore[union-attr]
+    if out.element_type.name in BYTE_FLOATS:
         # XLA rounds an 8-bit float contraction's f32 result to f16 first
         result = HloInstruction(names.fresh(f"{contraction.name}.f16"), "convert",
-                                ArrayShape(F16, out.dims, out.dynamic, out.layout),  # type: ignore[union-attr]
+                                ArrayShape(F16, out.dims, out.dynamic, out.layout),
                                 [contraction], parent=comp)
         comp.instructions.insert(at + 1, result)
         at += 1
-    narrow = HloInstruction(names.fresh(f"{contraction.name}.{out.element_type.name}"), "convert",  # type: ignore[union-attr]
+    narrow = HloInstruction(names.fresh(f"{contraction.name}.{out.element_type.name}"), "convert",
                             out, [result], parent=comp)
     for inst in comp.instructions:
         if inst is not result:

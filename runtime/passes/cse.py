@@ -173,7 +173,7 @@ class _StructuralKeys:
             return tuple(self._attribute(v, deep) for v in value)
         if isinstance(value, dict):
             return tuple(sorted((k, self._attribute(v, deep)) for k, v in value.items()))
-        return value  # type: ignore[return-value]
+        return value
 
 
 def _literal_key(literal: Literal) -> Hashable | None:

@@ -71,11 +71,11 @@ def _along(b: PartBuilder, x: Value, axis: int, transform) -> Value:
         if v is None:
             return None
         return b.transpose(b.reshape(v, moved + [dims_of(v)[-1]]), inverse)
-    return back(re), back(im)   # type: ignore[return-value]
+    return back(re), back(im)
 
 
 def _cut(b: PartBuilder, x: Value, n: int) -> Value:
-    return b.slice(x[0], 1, 0, n), b.slice(x[1], 1, 0, n)   # type: ignore[arg-type]
+    return b.slice(x[0], 1, 0, n), b.slice(x[1], 1, 0, n)
 
 
 def _hermitian(b: PartBuilder, x: Value, n: int) -> Value:
@@ -97,7 +97,7 @@ def _full(b: PartBuilder, x: Value, n: int, inverse: bool) -> Value:
     """The DFT of each row of ``x`` ([rows, n]); the inverse is divided by ``n``."""
     re, im = _dft(b, x, n, inverse)
     if inverse:
-        re, im = b.scaled(re, 1.0 / n), b.scaled(im, 1.0 / n)   # type: ignore[arg-type]
+        re, im = b.scaled(re, 1.0 / n), b.scaled(im, 1.0 / n)
     return re, im
 
 
@@ -165,10 +165,10 @@ def _four_step(b: PartBuilder, x: Value, n1: int, n2: int,
     y = _dft(b, (columns(x[0]), columns(x[1])), n1, inverse)             # [rows * n2, k1]
     twiddle = _complex_constant(b, _roots(n1 * n2, np.arange(n2), np.arange(n1), inverse), et)
     spread = tuple(b.broadcast(t, (rows, n2, n1), (1, 2)) for t in twiddle)
-    y = b.complex_multiply(tuple(b.reshape(v, (rows, n2, n1)) for v in y), spread)   # type: ignore[arg-type]
+    y = b.complex_multiply(tuple(b.reshape(v, (rows, n2, n1)) for v in y), spread)
     y = tuple(b.reshape(b.transpose(v, (0, 2, 1)), (rows * n1, n2)) for v in y)
     z = _dft(b, y, n2, inverse)                                           # [rows * n1, k2]
-    return tuple(b.reshape(b.transpose(b.reshape(v, (rows, n1, n2)), (0, 2, 1)),   # type: ignore[return-value]
+    return tuple(b.reshape(b.transpose(b.reshape(v, (rows, n1, n2)), (0, 2, 1)),
                            (rows, n1 * n2)) for v in z)
 
 
@@ -190,11 +190,11 @@ def _bluestein(b: PartBuilder, x: Value, n: int, inverse: bool) -> tuple[HloInst
     if xi is None:
         a = tuple(b.binary("multiply", xr, v) for v in c_rows)
     else:
-        a = b.complex_multiply((xr, xi), c_rows)      # type: ignore[arg-type]
+        a = b.complex_multiply((xr, xi), c_rows)
     zero = b.full(0.0, et, ())
     padded = tuple(b.pad(v, zero, 1, m - n) for v in a)
-    f = _dft(b, padded, m, False)                                          # type: ignore[arg-type]
+    f = _dft(b, padded, m, False)
     s = tuple(b.broadcast(v, (rows, m), (1,)) for v in _complex_constant(b, spectrum, et))
-    conv = _dft(b, b.complex_multiply(f, s), m, True)                               # type: ignore[arg-type]
+    conv = _dft(b, b.complex_multiply(f, s), m, True)
     conv = tuple(b.scaled(b.slice(v, 1, 0, n), 1.0 / m) for v in conv)
-    return b.complex_multiply(conv, c_rows)     # type: ignore[arg-type]
+    return b.complex_multiply(conv, c_rows)

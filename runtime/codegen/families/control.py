@@ -54,7 +54,7 @@ def _call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
 @register("while", packed=True)
 def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     if ctx.deferring_loops:
-        return [NestedLoop(inst)]      # type: ignore[list-item]
+        return [NestedLoop(inst)]
     looped = device_loop(ctx, inst)
     if looped is not None:
         return [looped]

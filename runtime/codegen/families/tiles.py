@@ -153,8 +153,8 @@ def tiled_accumulation(c: Contraction, target: Target) -> Accumulation | None:
     """The accumulation of a contraction that gets tiles: only for operand types
     ``accumulation`` accepts (the register-tiled families are registered for the CPU target;
     the GPU's work-group dot, ``workgroup_dot``, uses the same accumulations)."""
-    return accumulation(c.op.shape.element_type,
-                        tuple(o.shape.element_type for o in c.operands),  # type: ignore[union-attr]
+    return accumulation(c.op.array_shape.element_type,
+                        tuple(o.array_shape.element_type for o in c.operands),
                         target)
 
 
@@ -229,8 +229,8 @@ def contraction_parts(inst: HloInstruction, opcode: str) -> Contraction | None:
     op = ops[0]
     if not _epilogue_only(comp, op):
         return None
-    operands = tuple(inst.operands[o.parameter_number] for o in op.operands)  # type: ignore[index]
-    return Contraction(inst, op, comp.root, operands, comp.parameters)  # type: ignore[arg-type]
+    operands = tuple(inst.operands[o.parameter_number] for o in op.operands)
+    return Contraction(inst, op, comp.root, operands, comp.parameters)
 
 
 def operand_buffer(ctx: LoweringContext, kb: KernelBuilder, c: Contraction,
@@ -239,7 +239,7 @@ def operand_buffer(ctx: LoweringContext, kb: KernelBuilder, c: Contraction,
     epilogue's reads of the same fusion operand."""
     outer = c.operands[k]
     number = c.op.operands[k].parameter_number if c.params is not None else k
-    et = outer.shape.element_type
+    et = outer.array_shape.element_type
     return et, kb.buffer(et, ctx.ref(outer), key=("in", number, ()))
 
 
@@ -253,7 +253,7 @@ def _epilogue_only(comp: HloComputation, op: HloInstruction) -> bool:
         for user in users[id(stack.pop())]:
             if id(user) in downstream:
                 continue
-            if not OPCODES[user.opcode].elementwise or user.shape.dims != op.shape.dims:
+            if not OPCODES[user.opcode].elementwise or user.array_shape.dims != op.array_shape.dims:
                 return False
             downstream.add(id(user))
             stack.append(user)
@@ -356,7 +356,7 @@ class OutputWriter:
 
     @property
     def shape(self) -> ArrayShape:
-        return self.contraction.inst.shape  # type: ignore[return-value]
+        return self.contraction.inst.array_shape
 
     def pointer(self) -> str:
         return self.kb.buffer(self.shape.element_type, self.ctx.ref(self.contraction.inst),
@@ -366,7 +366,7 @@ class OutputWriter:
         """Store the element whose accumulator is ``accumulated`` at logical index ``exprs``."""
         kb, em = self.kb, self.em
         op = self.contraction.op
-        value = kb.let(cltypes.compute_type(op.shape.element_type), self.acc.finish(accumulated))
+        value = kb.let(cltypes.compute_type(op.array_shape.element_type), self.acc.finish(accumulated))
         index = Index(exprs)
         if self.contraction.fused:
             em.leaves[(id(op), ())] = ValueLeaf(value)
@@ -485,13 +485,13 @@ def register_contraction(opcode: str, plan: Callable[[Contraction, Target], obje
         c = contraction_parts(inst, opcode)
         if c is None:
             return None
-        if inst.shape.element_count == 0:  # type: ignore[union-attr]
+        if inst.array_shape.element_count == 0:
             return []
         chosen = plan(c, ctx.target)
         return None if chosen is None else [emit(ctx, c, chosen)]
 
     def output_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
-        root = inst.calls.root
+        root = inst.calls.root_instruction
         return None if root.opcode == opcode else lower_contraction(ctx, inst)
 
     register(opcode, target=target, fusion_root_too=True)(lower_contraction)

@@ -38,7 +38,7 @@ def transpose_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruct
     if params is not None:
         if source.opcode != "parameter":
             return None
-        source = inst.operands[source.parameter_number]  # type: ignore[index]
+        source = inst.operands[source.parameter_number]
     out, src = inst.shape, source.shape
     if not isinstance(out, ArrayShape) or not isinstance(src, ArrayShape) or out.element_count == 0:
         return None
@@ -56,9 +56,9 @@ def transpose_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruct
 
 def _kernel(ctx: LoweringContext, inst: HloInstruction, source: HloInstruction, a: int, b: int,
             in_strides, out_strides):
-    out: ArrayShape = inst.shape  # type: ignore[assignment]
+    out: ArrayShape = inst.array_shape
     edge = ctx.target.transpose_block
-    kb = kernel_builder(out, source.shape)  # type: ignore[arg-type]
+    kb = kernel_builder(out, source.array_shape)
     t = kb.index_type
     em = ElementalEmitter(kb, {}, ctx.program.embed)
     others = [d for d in range(out.rank) if d not in (a, b) and out.dims[d] > 1]
