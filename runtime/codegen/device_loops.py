@@ -81,7 +81,7 @@ def _loop_lines(ctx: LoweringContext, stages: Stages, loop: HloInstruction) -> l
             else:
                 run.append(_copy_stage(ctx, step) if isinstance(step, CopyBytes) else step)
         code.append(part + stages.code(run))
-    base, offset = stages.buffer(ctx.ref(cond.root))
+    base, offset = stages.buffer(ctx.ref(cond.root_instruction))
     return ["  for (;;) {", *code[0], "  barrier(CLK_GLOBAL_MEM_FENCE);",
             f"  if (*(__global const uchar*)({base} + {offset}) == 0) break;",
             *code[1], "  barrier(CLK_GLOBAL_MEM_FENCE);", "  }"]

@@ -118,7 +118,7 @@ def updates_in_place(ctx: LoweringContext, inst: HloInstruction, root: HloInstru
     if params is None:
         source = base
     elif base.opcode == "parameter":
-        source = inst.operands[base.parameter_number]
+        source = inst.operands[base.param_number]
     else:
         return False
     return ctx.same_bytes(inst, source)
@@ -135,7 +135,7 @@ def windows_in_place(ctx: LoweringContext, inst: HloInstruction
     for out in found[1]:
         if out.window is not None:
             base = out.window.operands[0]
-            if ctx.ref(inst, out.index) != ctx.ref(inst.operands[base.parameter_number]):
+            if ctx.ref(inst, out.index) != ctx.ref(inst.operands[base.param_number]):
                 return None
     return found
 

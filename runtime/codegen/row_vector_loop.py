@@ -56,7 +56,7 @@ from ..hlo.ir import HloInstruction
 from ..hlo.shape import ArrayShape, leaf_shape, subshape
 from . import cltypes, templates as E
 from .context import LoweringContext
-from .elemental import (RULES, SCALAR, BufferLeaf, ElementalEmitter, Index, ValueLeaf,
+from .elemental import (RULES, SCALAR, BufferLeaf, ElementalEmitter, Index, Value, ValueLeaf,
                         arithmetic, common_factors, dynamic_starts, element_strides, layout_key,
                         pad_source, update_window)
 from .loop import (begin_1d, kernel_builder, launch_1d, operand_leaves, updates_in_place,
@@ -368,7 +368,7 @@ def _gather_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -
         return False
     operand, indices = inst.operands
     dropped = set(inst.collapsed_slice_dims) \
-        | set(inst.attrs.get("operand_batching_dims", ()))
+        | set(inst.ints_attr("operand_batching_dims"))
     window = [k for k in range(operand.shape.rank) if k not in dropped]
     along = window[offset_dims.index(d)]
     whole = inst.slice_sizes[along] == operand.array_shape.dims[along]
@@ -442,7 +442,8 @@ class _RowEmitter(ElementalEmitter):
     def vector_type(self, inst: HloInstruction) -> str:
         return f"{_LANE_SCALAR[inst.array_shape.element_type.name]}{self.n}"
 
-    def value(self, inst: HloInstruction, index: Index, shape_index: tuple[int, ...] = ()):
+    def value(self, inst: HloInstruction, index: Index,
+              shape_index: tuple[int, ...] = ()) -> Value:
         if self._scalar_depth or shape_index:
             return super().value(inst, index, shape_index)
         # the lanes' width and map are part of the value: a row kernel's passes read one value
@@ -451,26 +452,36 @@ class _RowEmitter(ElementalEmitter):
         hit = self._lookup(key)
         if hit is not None:
             return hit
+        result: Value
         if id(inst) not in self.plan.lane:
             result = self.splat(inst, self.scalar(inst, index))
         elif (id(inst), ()) in self.leaves:
-            result = self._load(inst, self.leaves[(id(inst), ())], index)
+            result = self._load(inst, self._buffer_leaf(inst), index)
         elif inst.opcode == "constant" and inst.array_shape.element_count != 1:
-            result = self._load(inst, BufferLeaf(inst.array_shape, self.embed(inst),
+            result = self._load(inst, BufferLeaf(inst.array_shape, self.embedded(inst),
                                                  ("embedded", id(inst))), index)
+        elif inst.opcode in _EMIT_RULES:
+            result = _EMIT_RULES[inst.opcode](self, inst, index)
+        elif inst.opcode in _ARITHMETIC:
+            result = _arithmetic(self, inst, index)
         else:
-            rule = _EMIT_RULES.get(inst.opcode)
-            if rule is None:
-                rule = _arithmetic if inst.opcode in _ARITHMETIC else RULES[inst.opcode]
-            result = rule(self, inst, index)
+            result = RULES[inst.opcode](self, inst, index)
         self.scopes[-1][key] = result
         return result
+
+    def _buffer_leaf(self, inst: HloInstruction) -> BufferLeaf:
+        """The buffer ``inst`` is read from: lanes load from buffers, never from a value
+        a caller bound (a bug in the plan if so)."""
+        leaf = self.leaves[(id(inst), ())]
+        if not isinstance(leaf, BufferLeaf):
+            raise TypeError(f"{inst.name} is bound to a value, not a buffer the lanes load")
+        return leaf
 
     def scalar(self, inst: HloInstruction, index: Index) -> str:
         """``inst``'s one value at ``index`` by the scalar emitter."""
         self._scalar_depth += 1
         try:
-            return super().value(inst, index)
+            return self.element(inst, index)
         finally:
             self._scalar_depth -= 1
 
@@ -521,7 +532,7 @@ class _RowEmitter(ElementalEmitter):
 
 def _arithmetic(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     # rank-0 operands (clamp's bounds) are uniform, read at the empty index
-    args = [em.value(op, SCALAR if op.shape.rank == 0 else index) for op in inst.operands]
+    args = [em.element(op, SCALAR if op.shape.rank == 0 else index) for op in inst.operands]
     compute = "u32" if inst.array_shape.element_type.name == "u32" else "f32"
     expr = arithmetic(inst.opcode, compute, compute, args, lanes=em.n)
     if not E.rounds(inst.opcode):
@@ -533,9 +544,9 @@ def _convert(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     op = inst.operands[0]
     through = _through_integer(inst)
     if through is not None:
-        integers = E.convert_vector("f32", op.array_shape.element_type, em.value(through, index), em.n)
+        integers = E.convert_vector("f32", op.array_shape.element_type, em.element(through, index), em.n)
         return em.rounded(inst, f"convert_float{em.n}({integers})")
-    x = em.value(op, index)
+    x = em.element(op, index)
     pair = (op.array_shape.element_type.name, inst.array_shape.element_type.name)
     return em.rounded(inst, _CONVERTS[pair].replace("$x", x).replace("$n", str(em.n)))
 
@@ -551,7 +562,7 @@ _CONVERTS = {
 
 def _bitcast(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     pair = (inst.operands[0].array_shape.element_type.name, inst.array_shape.element_type.name)
-    x = em.value(inst.operands[0], index)
+    x = em.element(inst.operands[0], index)
     return em.kb.let(em.vector_type(inst), _BITCASTS[pair].replace("$x", x).replace("$n", str(em.n)),
                      "v")
 
@@ -563,20 +574,20 @@ _BITCASTS = {("u32", "f32"): "as_float$n($x)", ("f32", "u32"): "as_uint$n($x)",
 
 
 def _compare(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
-    a, b = (em.value(op, index) for op in inst.operands)
+    a, b = (em.element(op, index) for op in inst.operands)
     return em.kb.let(em.vector_type(inst), f"({a} {_DIRECTIONS[str(inst.direction)]} {b})", "m")
 
 
 def _select(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     p, a, b = inst.operands
-    on_true, on_false = em.value(a, index), em.value(b, index)
+    on_true, on_false = em.element(a, index), em.element(b, index)
     if p.shape.rank == 0:
         return em.kb.let(em.vector_type(inst), f"({em.scalar(p, SCALAR)}) ? {on_true} : {on_false}")
-    return em.kb.let(em.vector_type(inst), f"select({on_false}, {on_true}, {em.value(p, index)})")
+    return em.kb.let(em.vector_type(inst), f"select({on_false}, {on_true}, {em.element(p, index)})")
 
 
 def _logical(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
-    args = [em.value(op, index) for op in inst.operands]
+    args = [em.element(op, index) for op in inst.operands]
     expr = f"(~{args[0]})" if inst.opcode == "not" else \
         f"({args[0]} {_LOGICAL[inst.opcode]} {args[1]})"
     return em.kb.let(em.vector_type(inst), expr, "m")
@@ -615,7 +626,8 @@ def _branches(em: _RowEmitter, inst: HloInstruction,
 def _concatenate(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     d = inst.dimensions[0]
     key = ("concat", id(inst))
-    cases, offset = [], 0
+    cases: list[tuple[str, Callable[[], str]]] = []
+    offset = 0
     for k, op in enumerate(inst.operands):
         start = em.kb.param(offset, key=(key, "start", k))
         offset += op.array_shape.dims[d]
@@ -624,7 +636,7 @@ def _concatenate(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
         def compute(op=op, start=start) -> str:
             exprs = list(index.exprs)
             exprs[d] = em.kb.let(em.kb.index_type, f"{index.exprs[d]} - {start}", "i")
-            return em.value(op, Index(tuple(exprs)))
+            return em.element(op, Index(tuple(exprs)))
         cases.append((f"{index.exprs[d]} < {end}", compute))
     return _branches(em, inst, cases)
 
@@ -632,14 +644,14 @@ def _concatenate(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
 def _pad(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     inside, source = pad_source(em, inst, index)
     return _branches(em, inst, [
-        (inside, lambda: em.value(inst.operands[0], source)),
+        (inside, lambda: em.element(inst.operands[0], source)),
         ("1", lambda: em.splat(inst, em.scalar(inst.operands[1], SCALAR)))])
 
 
 def _dynamic_update_slice(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     inside, relative = update_window(em, inst, index)
-    return _branches(em, inst, [(inside, lambda: em.value(inst.operands[1], relative())),
-                                ("1", lambda: em.value(inst.operands[0], index))])
+    return _branches(em, inst, [(inside, lambda: em.element(inst.operands[1], relative())),
+                                ("1", lambda: em.element(inst.operands[0], index))])
 
 
 # rules whose lane form differs from the scalar one; the index-mapping rules (broadcast,
@@ -679,7 +691,7 @@ def _launch(ctx: LoweringContext, inst: HloInstruction, outputs: list, leaves: d
     em, base = _begin(ctx, inst, leaves, plan, count)
     exprs = em.delinearize(base, out.dims, out.minor_to_major, "out")
     index = Index(exprs, (layout_key(out), base))
-    values = [em.value(value, index) for value, _, _ in outputs]   # every load before a store
+    values = [em.element(value, index) for value, _, _ in outputs]   # every load before a store
     for value, (computed, out_index, _) in zip(values, outputs):
         _store(ctx, em, inst, value, base, out_index, computed.shape.element_type)
     return launch_1d(ctx, em.kb, inst, count)
@@ -696,7 +708,7 @@ def _launch_window(ctx: LoweringContext, inst: HloInstruction, root: HloInstruct
     em, base = _begin(ctx, inst, leaves, plan, count)
     rel = em.delinearize(base, window.dims, out.minor_to_major, "upd")
     linear = (layout_key(window), base) if window.minor_to_major == out.minor_to_major else None
-    value = em.value(root.operands[1], Index(rel, linear))
+    value = em.element(root.operands[1], Index(rel, linear))
     starts = dynamic_starts(em, root, 2, window.dims)
     target = tuple(em.kb.let(em.kb.index_type, f"{s} + {r}", "i") for s, r in zip(starts, rel))
     _store(ctx, em, inst, value, em.offset(out, Index(target), ("out", ())))
@@ -734,7 +746,7 @@ def _space_launch(ctx: LoweringContext, inst: HloInstruction, params,
                   (layout_key(space), base))
     places = [index if o.window is None else window_index(index, space, o.window)
               for o in outputs]
-    values = [em.value(o.value, at) for o, at in zip(outputs, places)]   # loads, then stores
+    values = [em.element(o.value, at) for o, at in zip(outputs, places)]   # loads, then stores
     offsets = [base if o.window is None else em.offset(
         leaf_shape(inst.shape, o.index), window_target(em, o.window, at), ("out", o.index))
         for o, at in zip(outputs, places)]

@@ -62,7 +62,7 @@ def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction
     lanes = E.vector_lanes("add", compute, ctx.target.vector_bits)
     if lanes is None:
         return None
-    operands = {id(p): inst.operands[p.parameter_number] for p in params} if params \
+    operands = {id(p): inst.operands[p.param_number] for p in params} if params \
         else {id(op): op for op in inst.operands}
     mapped: dict = {}
     seen: set = set()

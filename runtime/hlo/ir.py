@@ -65,6 +65,16 @@ class HloInstruction(TypedAttributes):
             raise self._wrong_shape("a tuple")
         return self.shape
 
+    @property
+    def param_number(self) -> int:
+        """A parameter's number (``parameter_number`` is None for every other opcode); the
+        callers index operands or signatures with it where the opcode is known."""
+        if self.parameter_number is None:
+            raise InternalCompilerError("parameter access", TypeError(
+                f"{self.name} is a {self.opcode}, not a parameter"), instruction=self.name,
+                location=self.location)
+        return self.parameter_number
+
     def _wrong_shape(self, expected: str) -> InternalCompilerError:
         error = TypeError(f"{self.name} has shape {self.shape}, not {expected}")
         return InternalCompilerError("shape access", error, instruction=self.name,

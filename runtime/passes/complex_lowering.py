@@ -21,7 +21,7 @@ than adds and overwrites) raise ``HloUnsupportedError`` naming the instruction.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from ..hlo.attributes import SliceDim, SliceSpec, Window, WindowDim
 from ..hlo.dtypes import ElementType, complex_component
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.literal import Literal
-from ..hlo.shape import ArrayShape, Layout, Shape, TupleShape, default_layout
+from ..hlo.shape import ArrayShape, Layout, Shape, TupleShape, default_layout, leaf_shape
 from ..target import CPU, Target
 from .fft_lowering import lower_fft
 from .names import FreshNames
@@ -133,17 +133,17 @@ class _Lowering:
                 if any(r is result for r in added) and not any(r is inst for r in added):
                     result.name = inst.name     # the replacement answers to the user's name
                 self.new[inst] = result
-        root = self.new.get(comp.root, comp.root)
-        if comp.is_entry and _has_complex(self.written[comp.root]):
+        root = self.new.get(comp.root_instruction, comp.root_instruction)
+        if comp.is_entry and _has_complex(self.written[comp.root_instruction]):
             self.b.of = comp.root
-            root = self.to_complex(root, self.written[comp.root])
+            root = self.to_complex(root, self.written[comp.root_instruction])
         comp.instructions = self.out
         comp.root = root
         comp.signature = None       # the shapes written for it were complex
 
     def keep(self, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
         inst.operands = operands
-        preds = inst.attrs.get("control-predecessors")
+        preds = inst.control_predecessors
         if preds:
             inst.attrs["control-predecessors"] = tuple(self.new.get(p, p) for p in preds)
         self.out.append(inst)
@@ -352,7 +352,8 @@ def _sign(b: PartBuilder, x: Parts) -> Parts:
     magnitude = _abs(b, x)
     zero = b.full(0.0, type_of(magnitude), dims_of(magnitude))
     is_zero = b.compare(magnitude, zero, "EQ")
-    return tuple(b.select(is_zero, zero, b.binary("divide", p, magnitude)) for p in x)
+    re, im = (b.select(is_zero, zero, b.binary("divide", p, magnitude)) for p in x)
+    return re, im
 
 
 def _exp(b: PartBuilder, x: Parts) -> Parts:
@@ -512,7 +513,7 @@ def _dot(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) ->
     pair = pair_shape(inst.shape)
     assert isinstance(pair, ArrayShape)
     shape = array(pair.element_type, pair.dims[:-1])
-    attrs = {k: v for k, v in inst.attrs.items() if k.endswith("_dims")}
+    attrs: dict[str, Any] = {k: v for k, v in inst.attrs.items() if k.endswith("_dims")}
 
     def dot(x: HloInstruction, y: HloInstruction) -> HloInstruction:
         return lo.b.add("dot", shape, [x, y], **attrs)
@@ -606,9 +607,9 @@ def _scatter(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]
         raise HloUnsupportedError("a scatter of complex values must add or overwrite one array "
                                   "(its to_apply an add of its parameters, or its second)",
                                   location=inst.location, instruction=inst.name)
-    updates_rank = len(lo.written[inst.operands[2]].dims)
+    updates_rank = len(leaf_shape(lo.written[inst.operands[2]], ()).dims)
     inst.attrs["update_window_dims"] = tuple(inst.update_window_dims) + (updates_rank,)
-    et = complex_component(lo.written[inst].element_type)
+    et = complex_component(leaf_shape(lo.written[inst], ()).element_type)
     inst.attrs["to_apply"] = lo.scalar_computation(et, kind)
     return _reshaped(lo, inst, operands)
 
@@ -624,7 +625,10 @@ def _fft(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) ->
     (x,) = operands
     parts = (x, None) if kind == "RFFT" else lo.parts(x)
     re, im = lower_fft(lo.b, kind, lengths, parts)
-    return re if kind == "IRFFT" else lo.join(re, im)
+    if kind == "IRFFT":
+        return re
+    assert im is not None   # lower_fft: only IRFFT's imaginary part is None
+    return lo.join(re, im)
 
 
 def _custom_call(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:

@@ -62,7 +62,7 @@ def upcast_narrow_contractions_in_place(module: HloModule, target: Target = CPU)
 
 
 def _dot_depth(dot: HloInstruction, lhs: ArrayShape, rhs: ArrayShape) -> int:
-    return math.prod(lhs.dims[d] for d in dot.attrs.get("lhs_contracting_dims", ()))
+    return math.prod(lhs.dims[d] for d in dot.ints_attr("lhs_contracting_dims"))
 
 
 def _convolution_depth(conv: HloInstruction, lhs: ArrayShape, rhs: ArrayShape) -> int:
@@ -88,8 +88,9 @@ def _widened_operands(inst: HloInstruction) -> tuple[int, ...]:
     depth_of = _DEPTH.get(inst.opcode)
     if depth_of is None or inst.control_predecessors:
         return ()
-    shapes = [op.shape for op in inst.operands] + [inst.shape]
-    if not all(isinstance(s, ArrayShape) for s in shapes):
+    shapes = [s for s in [op.shape for op in inst.operands] + [inst.shape]
+              if isinstance(s, ArrayShape)]
+    if len(shapes) != len(inst.operands) + 1:
         return ()
     lhs, rhs, out = shapes
     depth = depth_of(inst, lhs, rhs)
@@ -117,7 +118,7 @@ def _upcast(comp: HloComputation, contraction: HloInstruction, operands: tuple[i
             at += 1
             widened[id(op)] = wide
         contraction.operands[k] = wide
-    out = contraction.shape
+    out = contraction.array_shape
     if out.element_type.name == "f32":
         return
     contraction.shape = _as_f32(out)

@@ -54,8 +54,7 @@ def _wanted_layout(conv: HloInstruction, target: Target) -> Layout | None:
     if not isinstance(kernel, ArrayShape) or kernel.rank < 2:
         return None
     dn = conv.dim_labels
-    groups = (int(conv.attrs.get("feature_group_count", 1))
-              * int(conv.attrs.get("batch_group_count", 1)))
+    groups = conv.int_attr("feature_group_count", 1) * conv.int_attr("batch_group_count", 1)
     if kernel.dims[dn.kernel_output_feature] // groups >= target.tiles.min_lanes:
         minor = dn.kernel_output_feature
     elif groups == 1:

@@ -29,7 +29,7 @@ def relayout_dot_operands_in_place(module: HloModule, target: Target = CPU) -> N
             if inst.opcode != "dot" or inst.control_predecessors:
                 continue
             for side, k in _SIDES:
-                batch = tuple(inst.attrs.get(f"{side}_batch_dims", ()))
+                batch = inst.ints_attr(f"{side}_batch_dims")
                 layout = _batch_major(inst.operands[k].shape, batch)
                 if layout is None:
                     continue

@@ -258,8 +258,9 @@ class _Merger:
                    if u is not last and u not in results]
         if all(self.pos[u] > end for u in readers):
             return end
-        between = [u for u in self.users[_target(window)] if u is not window
-                   and start < self.pos[u] < end] if last is window else []
+        target = _target(window)
+        between = [u for u in self.users[target] if u is not window
+                   and start < self.pos[u] < end] if last is window and target else []
         if all(self._before(op, start) for op in last.operands if op not in results) \
                 and not between:
             return start
@@ -278,9 +279,9 @@ class _Merger:
         if window.opcode != "fusion":
             return all(op not in results for k, op in enumerate(window.operands) if k != 1)
         fused = window.calls
-        return all(parameter_read_at_own_index(fused, p.parameter_number, {id(fused.root)})
+        return all(parameter_read_at_own_index(fused, p.param_number, {id(fused.root)})
                    for p in fused.parameters
-                   if window.operands[p.parameter_number] in results)
+                   if window.operands[p.param_number] in results)
 
     def _merge_window(self, host: HloInstruction, window: HloInstruction) -> HloInstruction:
         at = self._place(host, window, self._results(host))
@@ -320,7 +321,7 @@ class _Merger:
         n = len(fusion.tuple_shape.elements)
         for gte in self.users.pop(kernel):
             gte.operands = [fusion]
-            gte.attrs["index"] += offset
+            gte.attrs["index"] = gte.index + offset
             self.pos[gte] = self.pos[fusion] + (gte.index + 1) / (n + 1)
             self.users[gte] = [u for u in self.users[gte] if u is not skip]
             self.users[fusion].append(gte)
@@ -380,7 +381,7 @@ class _Merger:
         if consumer.opcode != "fusion":
             return True
         params = [p for p in consumer.calls.parameters
-                  if consumer.operands[p.parameter_number] in results]
+                  if consumer.operands[p.param_number] in results]
         for inst in consumer.calls.instructions:
             for op in inst.operands:
                 if op in params and not (OPCODES[inst.opcode].elementwise
@@ -438,7 +439,7 @@ class _Merger:
         copies: dict[HloInstruction, HloInstruction] = {}
         for member in inst.calls.instructions:
             if member.opcode == "parameter":
-                copies[member] = bind(inst.operands[member.parameter_number])
+                copies[member] = bind(inst.operands[member.param_number])
             elif member is not inst.calls.root or member.opcode != "tuple":
                 copies[member] = self._copy(member, fused,
                                             [copies[op] for op in member.operands])

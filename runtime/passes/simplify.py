@@ -78,7 +78,7 @@ def _identity(inst: HloInstruction) -> HloInstruction | None:
     if inst.opcode == "transpose" and tuple(inst.dimensions) != \
             tuple(range(inst.shape.rank)):
         return None
-    if inst.opcode == "broadcast" and tuple(inst.attrs.get("dimensions", ())) != \
+    if inst.opcode == "broadcast" and inst.ints_attr("dimensions") != \
             tuple(range(inst.shape.rank)):
         return None
     return op
@@ -94,9 +94,9 @@ def _reshape(inst: HloInstruction) -> HloInstruction | None:
 
 def _broadcast(inst: HloInstruction) -> HloInstruction | None:
     op = inst.operands[0]
-    dims = tuple(inst.attrs.get("dimensions", ()))
+    dims = inst.ints_attr("dimensions")
     if op.opcode == "broadcast":
-        inner = tuple(op.attrs.get("dimensions", ()))
+        inner = op.ints_attr("dimensions")
         inst.operands = [op.operands[0]]
         inst.attrs["dimensions"] = tuple(dims[d] for d in inner)
         return inst

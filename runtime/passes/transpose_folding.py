@@ -67,7 +67,7 @@ def _swap_dot_operands(transpose: HloInstruction, users: dict[int, list[HloInstr
     for key, value in dot.attrs.items():
         if key[:4] in other:
             value = dot.attrs[other[key[:4]] + key[4:]]
-        elif key == "operand_precision":
+        elif key == "operand_precision" and isinstance(value, IdentifierList):
             value = IdentifierList(tuple(reversed(value.names)))
         attrs[key] = value
     transpose.opcode = "dot"
@@ -94,7 +94,7 @@ def _rank(inst: HloInstruction) -> int:
 
 
 def _dims(inst: HloInstruction, name: str) -> tuple[int, ...]:
-    return tuple(inst.attrs.get(name, ()))
+    return inst.ints_attr(name)
 
 
 def _fold(dot: HloInstruction, side: str, k: int) -> None:
@@ -102,8 +102,8 @@ def _fold(dot: HloInstruction, side: str, k: int) -> None:
     if operand.opcode != "transpose" or operand.control_predecessors:
         return
     perm = operand.dimensions
-    batch = tuple(dot.attrs.get(f"{side}_batch_dims", ()))
-    contracting = tuple(dot.attrs.get(f"{side}_contracting_dims", ()))
+    batch = dot.ints_attr(f"{side}_batch_dims")
+    contracting = dot.ints_attr(f"{side}_contracting_dims")
     free = [d for d in range(len(perm)) if d not in batch and d not in contracting]
     mapped = [perm[d] for d in free]
     if mapped != sorted(mapped):

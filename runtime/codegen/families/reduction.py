@@ -105,7 +105,7 @@ def _row_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
         if value.opcode == "reduce":
             _bind(em, value, _reduce(em, value, index, lanes))
         else:
-            _bind(em, value, [em.value(value, index)])
+            _bind(em, value, [em.element(value, index)])
     vector = _column_vectors(em, inst, root, plan, lanes)
     columns: dict[int, str] = {}
     blocks = []
@@ -123,7 +123,7 @@ def _row_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
         for start in range(0, size - size % width, width):
             index = Index(tuple(str(start) if k == d else row[k] for k in range(out.rank)))
             store_lanes(em, out.element_type, outputs[0][2], em.offset(out, index, ("out", ())),
-                        vector_em.value(root, index), width)
+                        vector_em.element(root, index), width)
         for k in range(size - size % width, size):
             _store(em, inst, root, outputs,
                    Index(tuple(str(k) if c == d else row[c] for c in range(out.rank))))
@@ -136,7 +136,7 @@ def _row_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
         index = Index(tuple(columns.get(k, row[k]) for k in range(out.rank)))
         with em.block(f"for (; {columns[d]} + {width} <= {n}; {columns[d]} += {width})"):
             store_lanes(em, out.element_type, outputs[0][2], em.offset(out, index, ("out", ())),
-                        vector_em.value(root, index), width)
+                        vector_em.element(root, index), width)
         blocks.append(em.block(f"for (; {columns[d]} < {n}; ++{columns[d]})"))
         blocks[-1].__enter__()
     index = Index(tuple(columns.get(d, row[d]) for d in range(out.rank)))
@@ -220,7 +220,7 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
         _close(blocks)
         return accs
     operation = _lane_operation(comp, inputs, lanes)
-    vector = None
+    vector = ""   # the accumulator vector, where there is an operation
     if operation is not None:
         vec = f"{_ctype(comp, 0)}{lanes}"
         vector = kb.declare(vec, "accv", f"({vec})({accs[0]})")
@@ -231,11 +231,12 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
     lane_dim = order[-1]
     vector_em = None if operation is None else lane_emitter(
         em, inputs[0], lanes, lane_dim, src.dims[lane_dim] % lanes == 0)
-    if vector_em is not None and not blocks and _unrolled(src.dims[lane_dim], lanes):
+    if operation is not None and vector_em is not None and not blocks \
+            and _unrolled(src.dims[lane_dim], lanes):
         size = src.dims[lane_dim]
         for start in range(0, size - size % lanes, lanes):
             at = _input_index(red, index, {lane_dim: str(start)})
-            _combine_lanes(em, comp, operation, vector, vector_em.value(inputs[0], at), lanes)
+            _combine_lanes(em, comp, operation, vector, vector_em.element(inputs[0], at), lanes)
         for k in range(size - size % lanes, size):
             _combine(em, comp, partial[0], [em.value(x, _input_index(red, index, {lane_dim: str(k)}))
                                             for x in inputs])
@@ -243,16 +244,17 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
         _lane_loops(em, red, index, variables, lane_dim, lanes, vector_em, operation, vector,
                     partial)
     _close(blocks)
-    if operation in _ORDER_FREE:
+    if operation is not None and operation in _ORDER_FREE:
         partial = [[_halved(em, comp, operation, vector, lanes)]]
     for lane in partial:
         _combine(em, comp, accs, lane)
     return accs
 
 
-def _lane_loops(em: ElementalEmitter, red: HloInstruction, index: Index, variables: dict,
-                lane_dim: int, lanes: int, vector_em, operation: str | None,
-                vector: str | None, partial: list) -> None:
+def _lane_loops(em: ElementalEmitter, red: HloInstruction, index: Index,
+                variables: dict[int, str], lane_dim: int, lanes: int,
+                vector_em: ElementalEmitter | None, operation: str | None,
+                vector: str, partial: list[list[str]]) -> None:
     """The contiguous run in blocks of ``lanes`` (on vectors, or element by element into
     ``lanes`` partial accumulators), then the remainder element by element."""
     kb = em.kb
@@ -262,8 +264,8 @@ def _lane_loops(em: ElementalEmitter, red: HloInstruction, index: Index, variabl
     n = kb.param(src.dims[lane_dim], key=(("reduce", id(red)), "n", lane_dim))
     subtracting = accumulation_subtracts(comp, inputs)
     with em.block(f"for (; {j} + {lanes} <= {n}; {j} += {lanes})", subtracting):
-        if vector_em is not None:
-            x = vector_em.value(inputs[0], _input_index(red, index, {**variables, lane_dim: j}))
+        if operation is not None and vector_em is not None:
+            x = vector_em.element(inputs[0], _input_index(red, index, {**variables, lane_dim: j}))
             _combine_lanes(em, comp, operation, vector, x, lanes)
         else:
             xs = []
@@ -309,7 +311,7 @@ def _halved(em: ElementalEmitter, comp: HloComputation, operation: str, vector: 
     scalar ones. A softmax over rows of 49 (a Swin window's attention) spent a third of its
     kernel on the sixteen NaN-propagating maxima a row: 47,040 rows 3.39 -> 2.15 ms (AMD
     EPYC, Zen 5, AVX-512), the same bits."""
-    et = comp.root.shape.element_type
+    et = comp.root_instruction.array_shape.element_type
     ctype = cltypes.compute_type(et)
     while lanes > 1:
         lanes //= 2
@@ -339,8 +341,9 @@ def _in_order_blocks(em: ElementalEmitter, red: HloInstruction, index: Index, or
     aligned = src.dims[lane_dim] % lanes == 0
     if any(x.array_shape.element_type.name not in _STORED_LANES for x in inputs):
         return False
-    emitters = [lane_emitter(em, x, lanes, lane_dim, aligned) for x in inputs]
-    if any(e is None for e in emitters):
+    emitters = [e for x in inputs
+                if (e := lane_emitter(em, x, lanes, lane_dim, aligned)) is not None]
+    if len(emitters) != len(inputs):
         return False
     variables, blocks = _loops(em, red, order[:-1])
     j = kb.declare(kb.index_type, "j", "0")
@@ -353,7 +356,7 @@ def _in_order_blocks(em: ElementalEmitter, red: HloInstruction, index: Index, or
             ctype = cltypes.compute_type(x.array_shape.element_type)
             name = kb.fresh("block")
             kb.line(f"{ctype} {name}[{lanes}];")
-            kb.line(f"vstore{lanes}({vector_em.value(x, at)}, 0, {name});")
+            kb.line(f"vstore{lanes}({vector_em.element(x, at)}, 0, {name});")
             blocks_of.append(name)
         k = kb.fresh("k")
         with em.block(f"for (int {k} = 0; {k} < {lanes}; ++{k})", subtracting):
@@ -396,8 +399,8 @@ def _argminmax_lanes(em: ElementalEmitter, red: HloInstruction, index: Index, or
     n = kb.param(src.dims[lane_dim], key=(("reduce", id(red)), "n", lane_dim))
     with em.block(f"for (; {j} + {lanes} <= {n}; {j} += {lanes})"):
         at = _input_index(red, index, {lane_dim: j})
-        x = kb.let(fv, value_em.value(inputs[0], at), "x")
-        x_index = kb.let(iv, index_em.value(inputs[1], at), "xi")
+        x = kb.let(fv, value_em.element(inputs[0], at), "x")
+        x_index = kb.let(iv, index_em.element(inputs[1], at), "xi")
         nan = kb.let(iv, f"isnan({x})", "nan")
         take = kb.let(iv, f"({nan} & ~isnan({best})) | ({x} {better} {best})", "take")
         kb.line(f"{best} = select({best}, {x}, {take});")
@@ -472,7 +475,7 @@ def _lane_operation(comp: HloComputation, inputs: list[HloInstruction],
 
 def _pack(em: ElementalEmitter, comp: HloComputation, values: list) -> str:
     """One vector of the reducer's type holding ``values`` as its lanes."""
-    ctype = cltypes.compute_type(comp.root.shape.element_type)
+    ctype = cltypes.compute_type(comp.root_instruction.array_shape.element_type)
     vec = f"{ctype}{len(values)}"
     return em.kb.let(vec, f"({vec})({', '.join(map(str, values))})", "x")
 
@@ -480,7 +483,7 @@ def _pack(em: ElementalEmitter, comp: HloComputation, values: list) -> str:
 def _combine_lanes(em: ElementalEmitter, comp: HloComputation, operation: str, vector: str,
                    x: str, lanes: int) -> None:
     """``vector``'s lane k = reducer(lane k, lane k of ``x``), in the reducer's operand order."""
-    et = comp.root.shape.element_type
+    et = comp.root_instruction.array_shape.element_type
     args = [vector, x] if comp.root_instruction.operands[0] is comp.parameters[0] else [x, vector]
     em.kb.line(f"{vector} = {arithmetic(operation, et, et, args, lanes=lanes)};")
 
@@ -522,7 +525,7 @@ def _combine(em: ElementalEmitter, comp: HloComputation, accs: list[str], xs: li
 
 
 def _ctype(comp: HloComputation, i: int) -> str:
-    shape = comp.root.shape
+    shape = comp.root_instruction.shape
     leaf = list(shape.leaves())[i][1]
     return cltypes.compute_type(leaf.element_type)
 

@@ -21,7 +21,7 @@ fusion may write over an operand it reads elementwise).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, TypeVar
 
 from ...hlo.dtypes import ElementType
 from ...hlo.ir import HloComputation, HloInstruction
@@ -229,8 +229,8 @@ def contraction_parts(inst: HloInstruction, opcode: str) -> Contraction | None:
     op = ops[0]
     if not _epilogue_only(comp, op):
         return None
-    operands = tuple(inst.operands[o.parameter_number] for o in op.operands)
-    return Contraction(inst, op, comp.root, operands, comp.parameters)
+    operands = tuple(inst.operands[o.param_number] for o in op.operands)
+    return Contraction(inst, op, comp.root_instruction, operands, comp.parameters)
 
 
 def operand_buffer(ctx: LoweringContext, kb: KernelBuilder, c: Contraction,
@@ -473,8 +473,11 @@ def launch_3d(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
                   (cols, rows, outer), (columns, group, 1), inst.name)
 
 
-def register_contraction(opcode: str, plan: Callable[[Contraction, Target], object | None],
-                         emit: Callable[[LoweringContext, Contraction, object], Launch], *,
+_Plan = TypeVar("_Plan")   # a family's plan: what its planner chose and its emitter reads
+
+
+def register_contraction(opcode: str, plan: Callable[[Contraction, Target], _Plan | None],
+                         emit: Callable[[LoweringContext, Contraction, _Plan], Launch], *,
                          target: str | None, priority: int) -> None:
     """Register a contraction family for ``target``: ``opcode`` (and fusions rooted at it)
     lower through ``plan`` (given the target) and ``emit`` (a plan of None declines to the

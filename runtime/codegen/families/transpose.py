@@ -38,7 +38,7 @@ def transpose_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruct
     if params is not None:
         if source.opcode != "parameter":
             return None
-        source = inst.operands[source.parameter_number]
+        source = inst.operands[source.param_number]
     out, src = inst.shape, source.shape
     if not isinstance(out, ArrayShape) or not isinstance(src, ArrayShape) or out.element_count == 0:
         return None
