@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from functools import wraps
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterator, ParamSpec, TypeVar
 
 _LIGHT_INK, _DARK_INK = "black", "#E6E6E6"
 
@@ -30,7 +30,8 @@ THEMES: dict[str, dict[str, object]] = {
 }
 _current = "light"
 
-F = TypeVar("F", bound=Callable)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 def set_figure_theme(name: str) -> None:
@@ -52,10 +53,10 @@ def theme_context(name: str | None = None) -> Iterator[None]:
         yield
 
 
-def themed(draw: F) -> F:
+def themed(draw: Callable[_P, _R]) -> Callable[_P, _R]:
     """Run a figure function under the current theme."""
     @wraps(draw)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         with theme_context():
             return draw(*args, **kwargs)
     return wrapper

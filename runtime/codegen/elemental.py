@@ -135,6 +135,14 @@ class ElementalEmitter:
             raise HloUnsupportedError(f"array constant {constant.name} cannot be embedded here")
         return self.embed(constant)
 
+    def buffer_leaf(self, inst: HloInstruction) -> BufferLeaf:
+        """The buffer ``inst`` is read from, where vector code loads it: from a buffer, never
+        from a value a caller bound (a bug in the plan if so)."""
+        leaf = self.leaves[(id(inst), ())]
+        if not isinstance(leaf, BufferLeaf):
+            raise TypeError(f"{inst.name} is bound to a value, not a buffer to load")
+        return leaf
+
     def element(self, inst: HloInstruction, index: Index) -> str:
         """``value`` of an array-shaped ``inst``: one C expression. The rules of opcodes that
         read arrays call it; a tuple here is a bug in a rule."""
@@ -261,7 +269,7 @@ class ElementalEmitter:
         return f"{value} >= 0 && {value} <= ({wide})({hi})", start
 
     # --- computations -----------------------------------------------------------------------
-    def call(self, comp: HloComputation, args: list[Value]) -> Value:
+    def call(self, comp: HloComputation, args: Sequence[Value]) -> Value:
         """Inline a scalar computation (reducer, comparator, mapped function) on ``args``."""
         leaves: dict = dict(self.leaves)
         for p, a in zip(comp.parameters, args):

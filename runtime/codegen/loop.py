@@ -34,7 +34,7 @@ def all_shapes(inst: HloInstruction) -> list[ArrayShape]:
     return shapes
 
 
-def kernel_builder(*shapes: ArrayShape) -> KernelBuilder:
+def kernel_builder(*shapes: Shape) -> KernelBuilder:
     return KernelBuilder(index_type="long" if needs_long_index(*shapes) else "int")
 
 

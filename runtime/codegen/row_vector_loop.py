@@ -456,7 +456,7 @@ class _RowEmitter(ElementalEmitter):
         if id(inst) not in self.plan.lane:
             result = self.splat(inst, self.scalar(inst, index))
         elif (id(inst), ()) in self.leaves:
-            result = self._load(inst, self._buffer_leaf(inst), index)
+            result = self._load(inst, self.buffer_leaf(inst), index)
         elif inst.opcode == "constant" and inst.array_shape.element_count != 1:
             result = self._load(inst, BufferLeaf(inst.array_shape, self.embedded(inst),
                                                  ("embedded", id(inst))), index)
@@ -468,14 +468,6 @@ class _RowEmitter(ElementalEmitter):
             result = RULES[inst.opcode](self, inst, index)
         self.scopes[-1][key] = result
         return result
-
-    def _buffer_leaf(self, inst: HloInstruction) -> BufferLeaf:
-        """The buffer ``inst`` is read from: lanes load from buffers, never from a value
-        a caller bound (a bug in the plan if so)."""
-        leaf = self.leaves[(id(inst), ())]
-        if not isinstance(leaf, BufferLeaf):
-            raise TypeError(f"{inst.name} is bound to a value, not a buffer the lanes load")
-        return leaf
 
     def scalar(self, inst: HloInstruction, index: Index) -> str:
         """``inst``'s one value at ``index`` by the scalar emitter."""

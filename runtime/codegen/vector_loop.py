@@ -35,7 +35,7 @@ from __future__ import annotations
 from ..analysis.in_place import kernel_outputs
 from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloInstruction
-from ..hlo.shape import ArrayShape
+from ..hlo.shape import ArrayShape, ShapeIndex
 from . import cltypes, templates as E
 from .elemental import ElementalEmitter, arithmetic, element_strides, factor
 from .kernel import argument_value
@@ -84,16 +84,19 @@ def same_shape_outputs(inst: HloInstruction, root: HloInstruction
     (``analysis.loop_outputs``: a kernel over their whole arrays would rewrite them)."""
     if kernel_outputs(inst) is not None:
         return None
+    found: list[tuple[HloInstruction, ShapeIndex, ArrayShape]]
     if isinstance(inst.shape, ArrayShape):
         found = [(root, (), inst.shape)]
     elif inst.opcode == "fusion" and root.opcode == "tuple" and root.operands:
-        found = [(value, (k,), value.shape) for k, value in enumerate(root.operands)]
+        found = [(value, (k,), value.shape) for k, value in enumerate(root.operands)
+                 if isinstance(value.shape, ArrayShape)]
+        if len(found) != len(root.operands):
+            return None
     else:
         return None
     first = found[0][2]
-    if any(not isinstance(s, ArrayShape) or s.dims != first.dims
-           or s.minor_to_major != first.minor_to_major for _, _, s in found) \
-            or first.element_count == 0:
+    if any(s.dims != first.dims or s.minor_to_major != first.minor_to_major
+           for _, _, s in found) or first.element_count == 0:
         return None
     return found
 
@@ -218,6 +221,7 @@ class _VectorEmitter:
             return self._load(self.operands[id(inst)])
         et = inst.array_shape.element_type
         if inst.opcode == "constant":
+            assert inst.literal is not None   # every constant has one
             v = kb.scalar(self.scalar, argument_value(et, inst.literal.data),
                           key=("const", id(inst)))
             return kb.let(vec, f"({vec})({v})")

@@ -217,6 +217,7 @@ class Executable:
                 yield from self._check_leaf(i, a, s, index + (k,))
             return
         assert isinstance(shape, ArrayShape)
+        value: DeviceArray | np.ndarray
         if isinstance(arg, DeviceArray):
             arg._check_alive()
             if arg.device is not self.device:

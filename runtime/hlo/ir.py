@@ -266,6 +266,15 @@ class HloModule:
     def __repr__(self) -> str:
         return f"<HloModule {self.name}: {len(self.computations)} computations>"
 
+    @property
+    def entry_computation(self) -> HloComputation:
+        """The entry, which every parsed module has: ``entry`` is None only while the parser
+        reads the module."""
+        if self.entry is None:
+            raise InternalCompilerError("module access", ValueError(
+                f"module {self.name} has no entry computation"))
+        return self.entry
+
     def computation(self, name: str) -> HloComputation:
         for c in self.computations:
             if c.name == name:

@@ -83,9 +83,9 @@ def plan_convolution(c: Contraction, target: Target) -> ConvPlan | None:
     tiles = target.tiles
     if acc is None:
         return None
-    lhs, rhs = (o.shape for o in c.operands)
-    g = int(c.op.attrs.get("feature_group_count", 1))
-    bg = int(c.op.attrs.get("batch_group_count", 1))
+    lhs, rhs = (o.array_shape for o in c.operands)
+    g = c.op.int_attr("feature_group_count", 1)
+    bg = c.op.int_attr("batch_group_count", 1)
     if g > 1 and bg > 1:
         return None
     dn: ConvDimensionNumbers = c.op.dim_labels
@@ -110,7 +110,7 @@ def _narrow_plan(c: Contraction, acc: Accumulation, columns: int, groups: int,
     """The narrow form, for fewer output features than a vector (an image model's RGB
     output, a segmentation head): ungrouped, input features contiguous and at least one
     vector of them."""
-    lhs, rhs = (o.shape for o in c.operands)
+    lhs, rhs = (o.array_shape for o in c.operands)
     dn: ConvDimensionNumbers = c.op.dim_labels
     contiguous = element_strides(lhs)[dn.input_feature] == 1
     if (groups != 1 or acc.lanes < 2 or not contiguous
@@ -159,7 +159,7 @@ class _ConvKernel:
         self.lhs: ArrayShape = c.operands[0].array_shape
         self.rhs: ArrayShape = c.operands[1].array_shape
         self.out: ArrayShape = c.op.array_shape
-        self.kb = kb = kernel_builder(self.lhs, self.rhs, c.inst.array_shape)
+        self.kb = kb = kernel_builder(self.lhs, self.rhs, c.inst.shape)
         self.t = kb.index_type
         self.em = ElementalEmitter(kb, operand_leaves(ctx, c.inst, c.params), ctx.program.embed)
         self.writer = OutputWriter(ctx, kb, self.em, c, p.acc)

@@ -396,7 +396,7 @@ class _DotKernel:
 
     def __init__(self, ctx: LoweringContext, c: Contraction, plan: DotPlan) -> None:
         self.ctx, self.c, self.plan = ctx, c, plan
-        shapes = [o.array_shape for o in c.operands] + [c.inst.array_shape]
+        shapes = [o.shape for o in c.operands] + [c.inst.shape]
         self.kb: KernelBuilder = kernel_builder(*shapes)
         self.t = self.kb.index_type
         self.strides = {side: element_strides(o.array_shape)

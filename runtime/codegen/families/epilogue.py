@@ -39,7 +39,7 @@ Mapping = tuple[int, ...]
 def vectorizes(root: HloInstruction, op: HloInstruction, em: ElementalEmitter,
                column_dim: int, bits: int) -> bool:
     """Whether the epilogue from ``op`` up to ``root`` has a vector form (see the module)."""
-    out = op.shape
+    out = op.array_shape
     compute = VECTOR_COMPUTE.get(out.element_type.name)
     if compute is None:
         return False
@@ -182,7 +182,7 @@ class VectorEpilogue:
             at = tuple("0" if p.array_shape.dims[k] == 1 else index[d]
                        for k, d in enumerate(mapping))
             return kb.let(mask, f"({mask})(-(int)(({self.em.value(p, Index(at))}) != 0))", "em")
-        leaf = self.em.leaves[(id(p), ())]
+        leaf = self.em.buffer_leaf(p)
         ptr, first, along, stride = self._leaf_position(leaf, index, mapping)
         if stride == 1:
             loaded = f"convert_{mask}(vload{lanes}(0, {ptr} + {first}))"

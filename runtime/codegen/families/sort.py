@@ -19,7 +19,7 @@ from __future__ import annotations
 from ...errors import HloUnsupportedError
 from ...hlo.dtypes import S32
 from ...hlo.ir import HloComputation, HloInstruction
-from ...hlo.shape import ArrayShape
+from ...hlo.shape import ArrayShape, leaf_shape
 from .. import cltypes, templates as E
 from ..elemental import ElementalEmitter, Index, SCALAR
 from ..kernel import KernelBuilder
@@ -216,7 +216,7 @@ def _topk_launch(ctx: LoweringContext, inst: HloInstruction, better,
     (f32 and s32 values only: their C type is their storage type)."""
     operand = inst.operands[0]
     src: ArrayShape = operand.array_shape
-    values: ArrayShape = inst.tuple_shape.elements[0]
+    values = leaf_shape(inst.shape, (0,))
     k = values.dims[-1] if values.rank else 0
     rows, n, _ = _row_geometry(src, src.rank - 1)
     if rows == 0 or k == 0:
@@ -315,7 +315,7 @@ def lower_topk(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
 
 def lower_topk_custom_call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     """XLA's ``TopK`` custom call: the called computation is the "goes before" comparator."""
-    comps = inst.attrs.get("called_computations") or ()
+    comps = inst.optional_attr("called_computations", tuple) or ()
     if len(comps) != 1:
         raise HloUnsupportedError(f"TopK custom call {inst.name} needs exactly one comparator "
                                   f"in called_computations", instruction=inst.name)

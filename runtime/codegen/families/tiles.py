@@ -37,6 +37,8 @@ from ..registry import FUSION, register
 from ...passes.fusion_rules import in_epilogue
 from ...target import Target, TileShape
 
+_Row = TypeVar("_Row")   # how a tile store names a row (a family's own index form)
+
 # (element types that accumulate this way, C scalar type); vectors have the target's lanes
 _ACCUMULATORS = (
     (("f16", "bf16", "f32"), "float"),
@@ -410,8 +412,8 @@ class OutputWriter:
             kb.line("return;")
 
     def store_tile(self, tile: str, rows: int, width: int, first_row: str, nrows: str,
-                   first_lane: str, row_index: Callable[[str], object],
-                   element: Callable[[object, str], tuple[tuple[str, ...], str]]) -> None:
+                   first_lane: str, row_index: Callable[[str], _Row],
+                   element: Callable[[_Row, str], tuple[tuple[str, ...], str]]) -> None:
         """Store the spilled ``tile`` element by element: rows ``first_row + r`` below
         ``nrows`` (``row_index`` turns one into what ``element`` needs), lanes from
         ``first_lane``; ``element(row, lane)`` gives the output index and a guard."""

@@ -56,7 +56,7 @@ def lower_group_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] |
     members = inst.calls.instructions if params is not None else [inst]
     plan = plan_rows(root, members)
     group = None if plan is None else _group_size(plan, groups.reduce_group)
-    if group is None:
+    if plan is None or group is None:
         return None
     out = _first_leaf(inst)
     if out.element_count == 0:
@@ -149,7 +149,7 @@ def _group_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
         elif value.opcode == "reduce":
             _bind(em, value, [_tree_reduce(em, value, index, lid, group, scratch[id(value)][0])])
         else:
-            _bind(em, value, [em.value(value, index)])
+            _bind(em, value, [em.element(value, index)])
     columns: dict[int, str] = {}
     blocks = []
     for pos, d in enumerate(plan.column_dims):
