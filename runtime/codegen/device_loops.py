@@ -26,7 +26,7 @@ from ..passes.fusion_cost import kernel_work
 from .context import LoweringContext
 from .launch_chaining import Stages, fits_arguments, is_stage
 from .kernel import KernelBuilder
-from .plan import CopyBytes, Launch, Step
+from .plan import CopyBytes, Launch
 
 
 @dataclass

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..buffers.slices import BufferRef
 from ..hlo.dtypes import ElementType
-from ..hlo.shape import ArrayShape, Shape
+from ..hlo.shape import Shape
 from . import cltypes
 
 # numpy dtypes of scalar kernel arguments, keyed by their OpenCL C type

@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..analysis.in_place import kernel_outputs
 from ..analysis.loop_outputs import LoopOutput, window_dimensions
 from ..hlo.ir import HloInstruction
-from ..hlo.shape import ArrayShape, Shape, leaf_shape, subshape
+from ..hlo.shape import ArrayShape, Shape, leaf_shape
 from . import cltypes
 from .elemental import BufferLeaf, ElementalEmitter, Index, dynamic_starts, layout_key
 from .kernel import BufferRef, KernelBuilder, needs_long_index

@@ -53,7 +53,7 @@ from typing import Callable
 from ..analysis.loop_outputs import LoopOutput, window_dimensions
 from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloInstruction
-from ..hlo.shape import ArrayShape, leaf_shape, subshape
+from ..hlo.shape import ArrayShape, leaf_shape
 from . import cltypes, templates as E
 from .context import LoweringContext
 from .elemental import (RULES, SCALAR, BufferLeaf, ElementalEmitter, Index, Value, ValueLeaf,

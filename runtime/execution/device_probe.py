@@ -183,7 +183,8 @@ def reasons(found: list[Device], used: Device, chosen_by: str | None = None) -> 
                         f"intel-cmplr-lib-rt)")
             out[d.spec] = f"used ({why})"
         elif not a.usable:
-            out[d.spec] = f"not used: cannot compile ({(a.problem or 'no reason given').splitlines()[-1][:160]})"
+            problem = (a.problem or "no reason given").splitlines()[-1][:160]
+            out[d.spec] = f"not used: cannot compile ({problem})"
         elif chosen_by:
             out[d.spec] = f"not used: {chosen_by} picks {used.spec}"
         elif d.kind != "cpu":

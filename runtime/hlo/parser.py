@@ -20,8 +20,8 @@ import numpy as np
 from ..errors import HloParseError, SourceLocation
 from . import lexer as L
 from .attributes import (
-    BackendConfig, ConvDimensionNumbers, Identifier, IdentifierList, Metadata, OperandAlias, OperandAliasing, PadDim,
-    PaddingConfig, RawText, ShapedLiteral, SliceDim, SliceSpec, Window, WindowDim,
+    BackendConfig, ConvDimensionNumbers, Identifier, IdentifierList, Metadata, OperandAlias,
+    OperandAliasing, PadDim, PaddingConfig, RawText, ShapedLiteral, SliceDim, SliceSpec, Window, WindowDim,
     parse_dim_labels, unquote_string,
 )
 from .dtypes import ELEMENT_TYPES, F64
