@@ -93,7 +93,8 @@ def argminmax_direction(reduce: HloInstruction) -> str | None:
     if len(reduce.operands) != 4 or len(reduce.dimensions) != 1:
         return None
     values, indices, init_value, init_index = reduce.operands
-    if not (values.array_shape.element_type.is_float and indices.array_shape.element_type.name == "s32"):
+    if not (values.array_shape.element_type.is_float
+            and indices.array_shape.element_type.name == "s32"):
         return None
     if init_value.opcode != "constant" or init_value.literal is None \
             or init_value.literal.data is None or init_index.opcode != "constant" \

@@ -134,7 +134,8 @@ class HloInstruction(TypedAttributes):
         if written is not None:
             return str(written)
         order = self.attrs.get("order")
-        if order is None or not self.operands or not self.operands[0].array_shape.element_type.is_float:
+        if order is None or not self.operands \
+                or not self.operands[0].array_shape.element_type.is_float:
             return None
         return "TOTALORDER" if str(order) == "TOTAL" else "FLOAT"
 

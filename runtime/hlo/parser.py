@@ -21,8 +21,8 @@ from ..errors import HloParseError, SourceLocation
 from . import lexer as L
 from .attributes import (
     BackendConfig, ConvDimensionNumbers, Identifier, IdentifierList, Metadata, OperandAlias,
-    OperandAliasing, PadDim, PaddingConfig, RawText, ShapedLiteral, SliceDim, SliceSpec, Window, WindowDim,
-    parse_dim_labels, unquote_string,
+    OperandAliasing, PadDim, PaddingConfig, RawText, ShapedLiteral, SliceDim, SliceSpec, Window,
+    WindowDim, parse_dim_labels, unquote_string,
 )
 from .dtypes import ELEMENT_TYPES, F64
 from .graph import post_order
