@@ -62,8 +62,8 @@ def describe_parameters(assignment: BufferAssignment) -> list[ParameterInfo]:
     module = assignment.source
     donors = {d.parameter_number for d in module.buffer_donors}
     infos = []
-    for param in module.entry.parameters:
-        number = param.parameter_number
+    for param in module.entry_computation.parameters:
+        number = param.param_number
         aliases = tuple(a for a in module.input_output_alias if a.parameter_number == number)
         blocked = None
         if not aliases and number in donors:

@@ -14,7 +14,7 @@ import re
 from contextlib import contextmanager
 from dataclasses import replace
 from functools import partial
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 from IPython.core.error import UsageError
@@ -85,6 +85,14 @@ class HloMagics(Magics):
         return spec
 
     _terms_explained = False   # the glossary is open in the first report of a session only
+
+    @property
+    def _namespace(self) -> dict[str, Any]:
+        """The notebook's variables: IPython gives magics their shell when it loads them."""
+        if self.shell is None:
+            raise UsageError("the hlo magics run inside an IPython shell")
+        return self.shell.user_ns
+
 
     @observe("figure_theme")
     def _use_figure_theme(self, change) -> None:
@@ -195,7 +203,7 @@ class HloMagics(Magics):
         out_name = check_identifier(opts.out, "-o") if opts.out else None
         will_run = opts.run is not None or opts.inputs is not None
         flag = "--run" if opts.run is not None else "-i"
-        args = lookup(self.shell.user_ns, opts.run or split_names(opts.inputs), flag)
+        args = lookup(self._namespace, opts.run or split_names(opts.inputs), flag)
         device = self._cell_device(opts.device)
         progress = NotebookProgress(_module_name(cell), self.progress_after)
         with self._program_errors():
@@ -211,14 +219,14 @@ class HloMagics(Magics):
             if will_run:
                 outputs = _host(exe.run(*args, donate=tuple(sorted(donated))))
         bound_as = python_name(exe.name)
-        self.shell.user_ns[bound_as] = exe
+        self._namespace[bound_as] = exe
         shown = not opts.quiet and "none" not in show
         result = HloResult(exe, plan, parameters, donated | forced, outputs, exe.last_run,
                            bound_as, show, self.max_table_rows, self.timeline_max_buffers,
                            explain_terms=shown and not self._terms_explained)
         self._terms_explained |= shown
         if out_name:
-            self.shell.user_ns[out_name] = result
+            self._namespace[out_name] = result
         if opts.quiet or (show == ("none",) and out_name):
             return None
         live_timeline = "timeline" in show and getattr(self.shell, "kernel", None) is not None
@@ -294,10 +302,10 @@ class HloMagics(Magics):
         with self._program_errors():
             if opts.host is not None:
                 return register_host(opts.target,
-                                     lookup_function(self.shell.user_ns, opts.host, "--host"))
+                                     lookup_function(self._namespace, opts.host, "--host"))
             launcher = None
             if opts.launcher is not None:
-                launcher = lookup_function(self.shell.user_ns, opts.launcher, "--launcher")
+                launcher = lookup_function(self._namespace, opts.launcher, "--launcher")
             return register_opencl(opts.target, cell, opts.kernel, launcher,
                                    self._cell_device(None) or runtime.get_device())
 
@@ -331,8 +339,9 @@ class HloMagics(Magics):
             yield
         except runtime.HloError as error:
             if self.full_traceback or user_frames(error) is not None:
-                error._render_traceback_ = partial(render_error, self.shell, error,
-                                                   full=self.full_traceback)
+                # this error's own rendering (a method of HloError, replaced per instance)
+                setattr(error, "_render_traceback_", partial(render_error, self.shell, error,
+                                                             full=self.full_traceback))
             raise
 
 

@@ -58,7 +58,7 @@ def _members(comp: HloComputation, source_names: set[str] | None) -> list[str]:
         elif (original := source_name(inst.name, source_names)) is not None:
             names.append(original)
     root = comp.root
-    first = root.name if root is None or source_names is None else \
+    first = None if root is None else root.name if source_names is None else \
         source_name(root.name, source_names)
     if root is not None and first in names:
         names.remove(first)

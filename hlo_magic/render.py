@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import html
 import itertools
+from typing import Sequence
 
 from .report import Facts, Folded, Markup, Part, Picture, Preformatted, Table
 
@@ -71,7 +72,7 @@ def to_html(parts: list[Part]) -> str:
     return f'<div class="hlo-magic-report" style="color:inherit">{body}</div>'
 
 
-def _text_table(columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+def _text_table(columns: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
     cells = [[c.splitlines() or [""] for c in row] for row in [columns, *rows]]
     widths = [max(len(line) for row in cells for line in row[i]) for i in range(len(columns))]
     out = []

@@ -14,7 +14,7 @@ result object.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Sequence, Union
 
 import numpy as np
 
@@ -50,7 +50,7 @@ class Facts:
 class Table:
     title: str
     columns: tuple[str, ...]
-    rows: list[tuple[str, ...]]
+    rows: Sequence[tuple[str, ...]]
     notes: list[str] = field(default_factory=list)
     omitted: int = 0
     omitted_what: str = "rows"
@@ -326,14 +326,14 @@ def glossary_table() -> Table:
 
 
 def _allocation_holds(a: Allocation) -> str:
-    if a.kind == "parameter":
+    if a.kind == "parameter" and a.parameter_index is not None:
         text = f"parameter {a.parameter_number} {index_text(a.parameter_index)}"
         if a.aliased_output is not None:
             text += f", output {index_text(a.aliased_output)} lives here"
         return text
-    if a.kind == "constant":
+    if a.kind == "constant" and a.constant is not None:
         return f"constant {a.constant.name}"
-    if a.kind == "output":
+    if a.kind == "output" and a.output_index is not None:
         return f"output {index_text(a.output_index)}"
     return f"{len(a.buffers)} temporaries packed (size {format_bytes(a.size)})"
 
@@ -355,7 +355,7 @@ def allocation_table(plan: BufferAssignment, limit: int,
                 rows.append((f"{constants[0].index}\u2013{constants[-1].index}", "constant",
                              format_bytes(sum(c.size for c in constants)),
                              f"{len(constants)} constants, one allocation each",
-                             _names([c.constant.name for c in constants])))
+                             _names([c.constant.name for c in constants if c.constant])))
             continue
         rows.append((str(a.index), a.kind, format_bytes(a.size), _allocation_holds(a),
                      _names([buffer_label(b, members or {}) for b in a.buffers])))

@@ -167,8 +167,9 @@ class HloResult:
         printer.text(repr(self) if cycle or "none" in self.show else self.report_text())
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
-        bundle = {"text/plain": repr(self) if "none" in self.show else self.report_text(),
-                  "text/html": self._repr_html_()}
+        bundle: dict[str, str | bytes] = {
+            "text/plain": repr(self) if "none" in self.show else self.report_text(),
+            "text/html": self._repr_html_()}
         if "timeline" in self.show and "none" not in self.show:
             bundle["image/png"] = self.timeline_png()
         return bundle

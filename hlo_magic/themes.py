@@ -12,25 +12,29 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from functools import wraps
-from typing import Callable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterator, ParamSpec, TypeVar
+
+if TYPE_CHECKING:   # matplotlib is imported only when a figure is drawn
+    from matplotlib.typing import RcKeyType
 
 _LIGHT_INK, _DARK_INK = "black", "#E6E6E6"
 
 
-def _colours(ink: str, background: str, frame: str) -> dict[str, object]:
+def _colours(ink: str, background: str, frame: str) -> dict[RcKeyType, object]:
     return {"figure.facecolor": background, "axes.facecolor": background,
             "text.color": ink, "axes.labelcolor": ink, "axes.titlecolor": ink,
             "xtick.color": ink, "ytick.color": ink, "axes.edgecolor": frame,
             "legend.labelcolor": ink, "hatch.color": ink}
 
 
-THEMES: dict[str, dict[str, object]] = {
+THEMES: dict[str, dict[RcKeyType, object]] = {
     "light": _colours(_LIGHT_INK, "white", "black"),
     "dark": _colours(_DARK_INK, "none", "#9A9A9A"),
 }
 _current = "light"
 
-F = TypeVar("F", bound=Callable)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 def set_figure_theme(name: str) -> None:
@@ -52,13 +56,13 @@ def theme_context(name: str | None = None) -> Iterator[None]:
         yield
 
 
-def themed(draw: F) -> F:
+def themed(draw: Callable[_P, _R]) -> Callable[_P, _R]:
     """Run a figure function under the current theme."""
     @wraps(draw)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         with theme_context():
             return draw(*args, **kwargs)
-    return wrapper  # type: ignore[return-value]
+    return wrapper
 
 
 def ink() -> str:

@@ -68,8 +68,12 @@ def figure_png(fig: Figure, dpi: int = 100) -> bytes:
 
 
 def _target(ax: Axes | None, size: tuple[float, float]) -> tuple[Figure, Axes]:
+    """The figure and axes to draw in: ``ax``'s (the whole figure for a subfigure's axes), or
+    a new figure's."""
     if ax is not None:
-        return ax.figure, ax
+        root = ax.get_figure(root=True)
+        assert root is not None   # every Axes is made in a figure
+        return root, ax
     fig = Figure(figsize=size, layout="constrained")
     return fig, fig.add_subplot()
 

@@ -65,9 +65,12 @@ class MemoryTimeline(anywidget.AnyWidget):
         from .timeline import plot_memory
         return plot_memory(self.assignment, max_buffers=self.max_buffers)
 
-    def _repr_mimebundle_(self, **kwargs) -> tuple[dict, dict]:
+    def _repr_mimebundle_(self, **kwargs) -> tuple[dict, dict] | None:
         from .timeline import figure_png
-        data, metadata = super()._repr_mimebundle_(**kwargs)
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:   # anywidget's answer for a widget without a view
+            return None
+        data, metadata = bundle
         data["text/plain"] = self.summary()
         if self._png is None:       # drawing a whole model's figure takes a second or two
             self._png = figure_png(self.figure())

@@ -13,6 +13,8 @@ error shows in the panel (through IPython's ``showtraceback``, where our short
 from __future__ import annotations
 
 import html
+from typing import TYPE_CHECKING
+
 
 import ipywidgets as w
 
@@ -21,6 +23,9 @@ from .formatting import format_bytes
 from .render import to_html
 from .report import memory_table, parameter_table
 from .timeline import figure_png, plot_memory
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 KEEP, DONATE = "keep", "donate"
 
@@ -38,7 +43,7 @@ class DonationPanel:
         self.report = w.HTML()
         self.messages = w.Output()
         self.plot = w.Image(format="png", layout=w.Layout(max_width="100%"))
-        self.figure = None
+        self.figure: Figure | None = None
         title = html.escape(model.assignment.module.name)
         self.root = w.VBox([w.HTML(f"<b>Donation: {title}</b>"), *rows,
                             self.summary, self.change, self.messages, self.report, self.plot])
@@ -81,8 +86,8 @@ class DonationPanel:
         self.report.value = to_html([
             parameter_table(model.parameters, model.donated, model.assignment, None),
             memory_table(model.assignment)])
-        self.figure = plot_memory(model.assignment, max_buffers=self.max_buffers)
-        self.plot.value = figure_png(self.figure)
+        self.figure = figure = plot_memory(model.assignment, max_buffers=self.max_buffers)
+        self.plot.value = figure_png(figure)
 
     def _repr_mimebundle_(self, **kwargs) -> dict:
         return self.root._repr_mimebundle_(**kwargs)

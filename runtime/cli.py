@@ -123,7 +123,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
     text = _read(args.file)
     try:
         analysis = analyze(text, alignment=args.alignment)
-        names = [p.name for p in analysis.source.entry.parameters]
+        names = [p.name for p in analysis.source.entry_computation.parameters]
         donated = tuple(sorted(resolve_donation([] if args.donate == "none" else args.donate,
                                                 names, what="--donate")))
         plan = analysis.buffer_assignment

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -49,7 +49,10 @@ class CompileOptions:
         return (self.alignment, self.fusion, self.elided_constants)
 
 
-_CACHE: dict[tuple, object] = {}
+if TYPE_CHECKING:   # imported where it is made: importing runtime stays light
+    from .execution.executable import Executable
+
+_CACHE: dict[tuple, Executable] = {}
 _STRING_OR_COMMENT = re.compile(r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|//[^\n]*|/\*.*?\*/""",
                                 re.S)
 _BLANK = re.compile(r"\s+")
@@ -129,7 +132,7 @@ def compile(module_or_text: str | HloModule | Any, device=None, *, alignment: in
                          f"{ELIDED_FILLS}")
     key = _cache_key(text, dev, options, callbacks)
     if not force and key in _CACHE:
-        exe = _CACHE[key]._cache_hit_copy()  # type: ignore[attr-defined]
+        exe = _CACHE[key]._cache_hit_copy()
         exe.progress = progress
         return exe if lazy else exe.build(progress)
     module, analysis, filled = _analyse(text, module, dev, alignment, fusion, elided_constants,
@@ -339,7 +342,7 @@ def build_kernels(dev, program, report: ProgressCallback,
         if workers is not None:
             workers.stop()
     mark = time.perf_counter()
-    if len(compiling) >= VARIANTS_PER_WORKER:
+    if len(compiling) >= VARIANTS_PER_WORKER and saved is not None:   # compiling: cold, saved
         save_in_background(dev.identity, program.source, program.options, variants, saved)
     elif not pending:
         binary_cache.save(cl, dev, program.source, options, cl_program)

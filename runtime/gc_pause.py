@@ -17,9 +17,10 @@ from __future__ import annotations
 import functools
 import gc
 from contextlib import contextmanager
-from typing import Callable, Iterator, TypeVar
+from typing import Callable, Iterator, ParamSpec, TypeVar
 
-F = TypeVar("F", bound=Callable)
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
 @contextmanager
@@ -35,13 +36,13 @@ def gc_paused() -> Iterator[None]:
             gc.enable()
 
 
-def with_gc_paused(function: F) -> F:
+def with_gc_paused(function: Callable[_P, _R]) -> Callable[_P, _R]:
     """``function`` run inside ``gc_paused()``."""
     @functools.wraps(function)
-    def paused(*args, **kwargs):
+    def paused(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         with gc_paused():
             return function(*args, **kwargs)
-    return paused  # type: ignore[return-value]
+    return paused
 
 
 __all__ = ["gc_paused", "with_gc_paused"]

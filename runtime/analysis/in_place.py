@@ -98,7 +98,7 @@ def _reads_same_slice(user: HloInstruction, update: HloInstruction) -> bool:
     same_indices = len(user.operands) == len(update.operands) - 1 and all(
         a is b for a, b in zip(user.operands[1:], update.operands[2:]))
     return (same_indices and user.operands[0] is update.operands[0]
-            and tuple(user.attrs.get("dynamic_slice_sizes", ())) == update.operands[1].shape.dims)
+            and user.ints_attr("dynamic_slice_sizes") == update.operands[1].array_shape.dims)
 
 
 _IN_PLACE_RULES: dict[str, Callable[[HloInstruction], list[InPlacePair]]] = {
@@ -170,8 +170,8 @@ def _keeps_index(user: HloInstruction, operand: HloInstruction, windows: Collect
     if user.opcode == "tuple" or OPCODES[user.opcode].elementwise:
         return True
     if user.opcode == "reshape":
-        return [n for n in user.shape.dims if n != 1] == \
-            [n for n in operand.shape.dims if n != 1]  # type: ignore[union-attr]
+        return [n for n in user.array_shape.dims if n != 1] == \
+            [n for n in operand.array_shape.dims if n != 1]
     return id(user) in windows and all(
         op is not operand for k, op in enumerate(user.operands) if k != 1)
 
@@ -216,7 +216,7 @@ def _one_index_space(user: HloInstruction, later: HloValue) -> bool:
     if user.opcode != "fusion" or len(later.index) != 1:
         return False
     if all(isinstance(s, ArrayShape) and same_physical_shape(s, later.shape)
-           for s in user.shape.elements):  # type: ignore[union-attr]
+           for s in user.tuple_shape.elements):
         return True
     found = kernel_outputs(user)
     return found is not None and any(o.index == later.index and o.window is None

@@ -91,9 +91,9 @@ class Liveness:
                 step = max(step, schedule.spans[self._bodies[comp]][1])
             end = max(end, step)
         for use in value.uses:
-            step = self.read_step(use)
-            if step is not None:
-                end = max(end, step)
+            read = self.read_step(use)
+            if read is not None:
+                end = max(end, read)
         return LiveRange(start, end)
 
 

@@ -42,7 +42,7 @@ def loop_outputs(inst: HloInstruction, in_place: Collection[ShapeIndex]
     them)."""
     if inst.opcode != "fusion" or not inst.shape.is_tuple:
         return None
-    root = inst.calls.root
+    root = inst.calls.root_instruction
     if root.opcode != "tuple" or not root.operands:
         return None
     outputs = []
@@ -67,8 +67,8 @@ def loop_outputs(inst: HloInstruction, in_place: Collection[ShapeIndex]
 
 def _update_space(window: HloInstruction) -> ArrayShape:
     """A window's update laid out as the operand it is written into."""
-    update: ArrayShape = window.operands[1].shape  # type: ignore[assignment]
-    target: ArrayShape = window.shape  # type: ignore[assignment]
+    update: ArrayShape = window.operands[1].array_shape
+    target: ArrayShape = window.array_shape
     return ArrayShape(update.element_type, update.dims,
                       layout=Layout(target.minor_to_major))
 
@@ -76,10 +76,10 @@ def _update_space(window: HloInstruction) -> ArrayShape:
 def window_fits(space: ArrayShape, window: HloInstruction) -> bool:
     """Whether ``window``'s update is ``space`` but for size-1 dimensions, in the memory order
     of the operand it is written into."""
-    to_space = window_dimensions(space, window.operands[1].shape)  # type: ignore[arg-type]
+    to_space = window_dimensions(space, window.operands[1].array_shape)
     if to_space is None:
         return False
-    target: ArrayShape = window.shape  # type: ignore[assignment]
+    target: ArrayShape = window.array_shape
     return [to_space[d] for d in target.minor_to_major if d in to_space] == \
         [d for d in space.minor_to_major if space.dims[d] != 1]
 

@@ -17,7 +17,7 @@ from ..hlo.dtypes import BYTE_FLOATS, SMALL_FLOATS, ElementType
 from ..hlo.ir import HloComputation, HloInstruction
 
 
-def _extreme(et: ElementType, high: bool):
+def _extreme(et: ElementType, high: bool) -> object:
     if et.is_float:
         return np.inf if high else -np.inf
     if et.is_pred:
@@ -26,7 +26,7 @@ def _extreme(et: ElementType, high: bool):
     return info.max if high else info.min
 
 
-def _all_ones(et: ElementType):
+def _all_ones(et: ElementType) -> object:
     return True if et.is_pred else (-1 if et.is_signed else np.iinfo(et.numpy).max)
 
 
@@ -61,7 +61,7 @@ def init_is_identity(reduce: HloInstruction) -> bool:
     if op is None or init.opcode != "constant" or init.literal is None \
             or init.literal.data is None:
         return False
-    et = init.shape.element_type  # type: ignore[union-attr]
+    et = init.array_shape.element_type
     value = np.asarray(init.literal.data).reshape(())
     want = np.asarray(IDENTITIES[op](et)).astype(value.dtype)
     return bool(value == want)
@@ -76,7 +76,7 @@ def reorderable(reduce: HloInstruction) -> bool:
         return False
     op = reducer_opcode(reduce.to_apply)
     return not (op in ("add", "multiply")
-                and reduce.operands[1].shape.element_type.name in BYTE_FLOATS + SMALL_FLOATS)  # type: ignore[union-attr]
+                and reduce.operands[1].array_shape.element_type.name in BYTE_FLOATS + SMALL_FLOATS)
 
 
 def argminmax_direction(reduce: HloInstruction) -> str | None:
@@ -93,7 +93,8 @@ def argminmax_direction(reduce: HloInstruction) -> str | None:
     if len(reduce.operands) != 4 or len(reduce.dimensions) != 1:
         return None
     values, indices, init_value, init_index = reduce.operands
-    if not (values.shape.element_type.is_float and indices.shape.element_type.name == "s32"):
+    if not (values.array_shape.element_type.is_float
+            and indices.array_shape.element_type.name == "s32"):
         return None
     if init_value.opcode != "constant" or init_value.literal is None \
             or init_value.literal.data is None or init_index.opcode != "constant" \

@@ -29,6 +29,7 @@ ZERO = "zero"          # a dimension of size 1: always index 0
 UNKNOWN = "unknown"    # indexed by something other than an output dimension
 
 DimSource = object     # ("out", k) | ("loop", id(reduce), d) | ZERO | UNKNOWN
+Sources = tuple[DimSource, ...]   # one per dimension of a value
 
 PARALLEL_ROWS = 256    # rows worth having before recomputing cheap values to get more
 
@@ -79,12 +80,12 @@ def _size_one_reshape(a: HloInstruction, b: HloInstruction) -> bool:
     if a.opcode != "bitcast":
         return True
     # a bitcast reinterprets bytes: the large dimensions must also keep their memory order
-    order_a = [big_a.index(d) for d in a.shape.minor_to_major if d in big_a]  # type: ignore[union-attr]
-    order_b = [big_b.index(d) for d in b.shape.minor_to_major if d in big_b]  # type: ignore[union-attr]
+    order_a = [big_a.index(d) for d in a.array_shape.minor_to_major if d in big_a]
+    order_b = [big_b.index(d) for d in b.array_shape.minor_to_major if d in big_b]
     return order_a == order_b
 
 
-def _operand_sources(user: HloInstruction, k: int, sources: tuple) -> tuple:
+def _operand_sources(user: HloInstruction, k: int, sources: Sources) -> Sources:
     """How operand ``k`` of ``user`` is indexed, given how ``user`` is indexed."""
     op = user.operands[k]
     rank = len(_dims(op.shape))
@@ -95,9 +96,9 @@ def _operand_sources(user: HloInstruction, k: int, sources: tuple) -> tuple:
     if spec.elementwise or user.opcode in ("get-tuple-element", "reduce-precision"):
         return sources if len(sources) == rank else unknown
     if user.opcode == "broadcast":
-        return tuple(sources[d] for d in user.attrs.get("dimensions", ()))
+        return tuple(sources[d] for d in user.ints_attr("dimensions"))
     if user.opcode == "transpose":
-        out = [UNKNOWN] * rank
+        out: list[DimSource] = [UNKNOWN] * rank
         for i, p in enumerate(user.dimensions):
             out[p] = sources[i]
         return tuple(out)
@@ -119,13 +120,14 @@ def _operand_sources(user: HloInstruction, k: int, sources: tuple) -> tuple:
     return unknown
 
 
-def _merge(a: tuple | None, b: tuple) -> tuple:
+def _merge(a: Sources | None, b: Sources) -> Sources:
     if a is None:
         return b
     return tuple(x if x == y else UNKNOWN for x, y in zip(a, b))
 
 
-def index_sources(root: HloInstruction, members: set[HloInstruction]) -> dict:
+def index_sources(root: HloInstruction,
+                  members: set[HloInstruction]) -> dict[HloInstruction, Sources]:
     """For every member reachable from ``root``: per dimension, what indexes it (see module
     doc), merged over every path from the root (disagreeing paths give UNKNOWN)."""
     order = _topological(root, members)
@@ -134,7 +136,7 @@ def index_sources(root: HloInstruction, members: set[HloInstruction]) -> dict:
         for k, op in enumerate(m.operands):
             if op in users:
                 users[op].append((m, k))
-    sources: dict[HloInstruction, tuple] = {
+    sources: dict[HloInstruction, Sources] = {
         root: tuple(("out", d) for d in range(len(_dims(root.shape))))}
     for inst in reversed(order):
         if inst is not root:
@@ -176,7 +178,7 @@ def reads_many_times(user: HloInstruction, k: int) -> bool:
         return k >= len(user.operands) // 2 or user.opcode == "reduce-window"
     if user.opcode == "gather":
         # the source, and each index vector, which the slice's elements all read
-        return k == 0 or len(_dims(op.shape)) == 0 or math.prod(user.attrs["slice_sizes"]) > 1
+        return k == 0 or len(_dims(op.shape)) == 0 or math.prod(user.slice_sizes) > 1
     if user.opcode in ("dynamic-slice", "dynamic-update-slice", "pad"):
         return len(_dims(op.shape)) == 0
     return user.opcode in ("dot", "convolution", "select-and-scatter", "scatter", "sort", "map")
@@ -200,7 +202,7 @@ def reused_members(root: HloInstruction, members: Collection[HloInstruction]) ->
     return reused
 
 
-def _invariant(sources: tuple, rows: Collection[int]) -> bool:
+def _invariant(sources: Sources, rows: Collection[int]) -> bool:
     return all(s == ZERO or (isinstance(s, tuple) and s[0] == "out" and s[1] in rows)
                for s in sources)
 
@@ -220,7 +222,7 @@ class _Split:
     shape: ArrayShape
     has_reduce: bool
     order: list[HloInstruction]
-    sources: dict
+    sources: dict[HloInstruction, Sources]
 
 
 def _minimal_split(root: HloInstruction, members: Collection[HloInstruction]) -> _Split | None:

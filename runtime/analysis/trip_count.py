@@ -74,7 +74,7 @@ def counter_values(loop: HloInstruction) -> tuple[int, ...] | None:
     condition: HloComputation = loop.condition
     body: HloComputation = loop.body
     state = condition.parameter(0)
-    counter = _read_element(condition.root, state)
+    counter = _read_element(condition.root_instruction, state)
     if counter is None or body.root is None or body.root.opcode != "tuple":
         return None
     step = body.root.operands[counter]
@@ -83,9 +83,10 @@ def counter_values(loop: HloInstruction) -> tuple[int, ...] | None:
     start = _initial(loop.operands[0], counter)
     if start is None:
         return None
-    x, values = start, []
+    x = start
+    values: list[int] = []
     for _ in range(LIMIT + 1):
-        if not _evaluate(condition.root, {id(state): x}):
+        if not _evaluate(condition.root_instruction, {id(state): x}):
             return tuple(values)
         values.append(x)
         following = _evaluate(step, {id(body.parameter(0)): x})
@@ -145,16 +146,16 @@ def _reads(inst: HloInstruction, state: HloInstruction | None, read: set[int]) -
     if not _integral_scalar(inst):
         return False
     if inst.opcode == "get-tuple-element" and inst.operands[0] is state:
-        read.add(int(inst.attrs["index"]))  # type: ignore[call-overload]
+        read.add(int(inst.index))
         return True
     if inst.opcode == "parameter":
         return state is None
     if inst.opcode == "constant":
         return inst.literal is not None and not inst.literal.elided
     if inst.opcode == "fusion":
-        fused: HloComputation = inst.attrs["calls"]  # type: ignore[assignment]
+        fused: HloComputation = inst.calls
         return (all(_reads(op, state, read) for op in inst.operands)
-                and _reads(fused.root, None, set()))
+                and _reads(fused.root_instruction, None, set()))
     return inst.opcode in _SCALAR_OPS and all(_reads(op, state, read) for op in inst.operands)
 
 
@@ -182,7 +183,7 @@ def _source(value: HloInstruction) -> HloInstruction:
         if value.opcode == "copy":
             value = value.operands[0]
         elif value.opcode == "get-tuple-element" and value.operands[0].opcode == "tuple":
-            index = int(value.attrs["index"])  # type: ignore[call-overload]
+            index = int(value.index)
             value = value.operands[0].operands[index]
         else:
             return value
@@ -196,24 +197,25 @@ def _evaluate(inst: HloInstruction, values: dict[int, int]) -> int:
     if inst.opcode == "parameter":
         return values[id(inst)]
     if inst.opcode == "constant":
-        return int(np.asarray(inst.literal.data).reshape(()))  # type: ignore[union-attr]
+        assert inst.literal is not None   # _reads admitted only constants with values
+        return int(np.asarray(inst.literal.data).reshape(()))
     args = [_evaluate(op, values) for op in inst.operands]
     if inst.opcode == "fusion":
-        fused: HloComputation = inst.attrs["calls"]  # type: ignore[assignment]
-        return _evaluate(fused.root, {id(p): a for p, a in zip(fused.parameters, args)})
+        fused: HloComputation = inst.calls
+        return _evaluate(fused.root_instruction, {id(p): a for p, a in zip(fused.parameters, args)})
     if inst.opcode == "compare":
-        return int(_COMPARE[str(inst.attrs["direction"])](*args))  # type: ignore[misc]
+        return int(_COMPARE[str(inst.direction)](*args))
     if inst.opcode == "select":
-        return _wrap(args[1] if args[0] else args[2], inst.shape)  # type: ignore[arg-type]
+        return _wrap(args[1] if args[0] else args[2], inst.array_shape)
     if inst.opcode in _ARITHMETIC:
         result = _ARITHMETIC[inst.opcode](*args)
-    elif inst.opcode == "not" and inst.shape.element_type.is_pred:  # type: ignore[union-attr]
+    elif inst.opcode == "not" and inst.array_shape.element_type.is_pred:
         result = 1 - args[0]
     elif inst.opcode in _UNARY:
         result = _UNARY[inst.opcode](args[0])
     else:
         result = args[0]
-    return _wrap(result, inst.shape)  # type: ignore[arg-type]
+    return _wrap(result, inst.array_shape)
 
 
 def _wrap(value: int, shape: ArrayShape) -> int:

@@ -1,11 +1,11 @@
 """Buffer assignment: allocations, slices, statistics, the report and the soundness checker."""
 
 from .assignment import (
-    Allocation, AssignedBuffer, BufferAssignment, BufferSlice, MemoryStats, TempArena,
-    assign_buffers,
+    Allocation, AssignedBuffer, BufferAssignment, MemoryStats, TempArena, assign_buffers,
 )
 from .checker import UnsoundAssignment, check_assignment
 from .donation import UnusedDonor
+from .slices import BufferSlice
 
 __all__ = [
     "Allocation", "AssignedBuffer", "BufferAssignment", "BufferSlice", "MemoryStats", "TempArena",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from ..analysis.alias_analysis import AliasAnalysis, HloBuffer
 from ..analysis.dataflow import Dataflow, HloValue
@@ -27,7 +27,7 @@ from ..analysis.in_place import may_hand_off
 from ..analysis.liveness import LiveRange, Liveness, peak_of
 from ..analysis.schedule import Schedule
 from ..errors import HloArgumentError, HloError
-from ..hlo.ir import AliasEntry, HloInstruction, HloModule
+from ..hlo.ir import AliasEntry, HloComputation, HloInstruction, HloModule
 from ..hlo.shape import ShapeIndex, index_text
 from ..passes.copy_insertion import InsertedCopy, inserted_copies
 from .donation import AliasPlan, UnusedDonor
@@ -191,7 +191,7 @@ class BufferAssignment:
         return sorted((b for b in self.buffers() if b.live.contains(at) and b.size),
                       key=lambda b: (-b.size, b.name))
 
-    def records(self) -> list[dict]:
+    def records(self) -> list[dict[str, int | str]]:
         """One dict per buffer: name, allocation, kind, offset, size, start, end (inclusive
         steps of ``schedule.flattened``)."""
         return [{"name": b.name, "allocation": b.allocation,
@@ -250,7 +250,7 @@ class BufferAssignment:
                        "bodies) have one; values inside fusions and reducers stay in registers",
                        instruction=inst.name, computation=comp.name if comp else None)
 
-    def _add(self, kind: str, size: int, **fields) -> Allocation:
+    def _add(self, kind: str, size: int, **fields: Any) -> Allocation:
         allocation = Allocation(len(self.allocations), size, kind, **fields)
         self.allocations.append(allocation)
         return allocation
@@ -265,7 +265,9 @@ class BufferAssignment:
         flow, aliasing = self.dataflow, self.aliasing
         entry = self.module.entry
         assert entry is not None and entry.root is not None
-        alias_of = {(a.parameter_number, a.parameter_index): a for a in self.aliases}
+        # keyed as a parameter instruction reads it (its number is None only before parsing ends)
+        alias_of: dict[tuple[int | None, ShapeIndex], AliasEntry] = {
+            (a.parameter_number, a.parameter_index): a for a in self.aliases}
         outputs: dict[HloBuffer, ShapeIndex] = {}
         for index, value in flow.value_set(entry.root).items():
             outputs.setdefault(aliasing.buffer_of(value), index)
@@ -423,7 +425,7 @@ def _aligned_lower_bound(intervals: list[Interval], steps: int, alignment: int) 
 def _buffer_names(aliasing: AliasAnalysis) -> dict[HloBuffer, str]:
     """A buffer is named after its first value; names are qualified with the computation when
     two sequential computations use the same instruction name."""
-    owners: dict[str, set] = {}
+    owners: dict[str, set[HloComputation | None]] = {}
     for buffer in aliasing.buffers:
         inst = buffer.first.instruction
         owners.setdefault(inst.name, set()).add(inst.parent)

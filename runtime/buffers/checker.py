@@ -22,7 +22,8 @@ from ..analysis.dataflow import HloValue
 from ..analysis.in_place import in_place_pairs, may_hand_off
 from ..hlo.ir import HloInstruction
 from ..hlo.shape import index_text
-from .assignment import BufferAssignment, BufferSlice, value_alignment
+from .assignment import BufferAssignment, value_alignment
+from .slices import BufferSlice
 
 
 class UnsoundAssignment(Exception):

@@ -10,20 +10,21 @@ rather than silently one donation: it usually means a slip in which one was mean
 from __future__ import annotations
 
 import difflib
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
 from ..errors import HloArgumentError
 
 
-def resolve_donation(donate, names: Sequence[str], *, what: str = "donate") -> frozenset[int]:
+def resolve_donation(donate: object, names: Sequence[str], *,
+                     what: str = "donate") -> frozenset[int]:
     """Parameter numbers for ``donate`` given the entry's parameter ``names`` in order."""
     if isinstance(donate, str) and donate.strip() in ("all", "*"):
         return frozenset(range(len(names)))
-    if isinstance(donate, (int, np.integer, str)):
-        donate = [donate]
-    items: list = []
+    if isinstance(donate, (int, np.integer, str)) or not isinstance(donate, Iterable):
+        donate = [donate]   # one item; _number names it if it is neither a number nor a name
+    items: list[object] = []
     for item in donate:
         if isinstance(item, str):
             items += [part.strip() for part in item.split(",") if part.strip()]
@@ -43,7 +44,7 @@ def resolve_donation(donate, names: Sequence[str], *, what: str = "donate") -> f
     return frozenset(seen)
 
 
-def _number(item, names: Sequence[str], what: str) -> int:
+def _number(item: object, names: Sequence[str], what: str) -> int:
     if isinstance(item, (int, np.integer)) and not isinstance(item, bool):
         if 0 <= int(item) < len(names):
             return int(item)

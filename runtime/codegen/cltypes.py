@@ -155,7 +155,7 @@ _UNSUPPORTED_REASONS = {
 }
 
 
-def cl_type(et: ElementType | str) -> ClType:
+def cl_type(et: ElementType | ClType | str) -> ClType:
     """The row for ``et``; an element type the backend cannot run raises HloUnsupportedError."""
     name = et if isinstance(et, str) else et.name
     row = CL_TYPES.get(name)
@@ -185,7 +185,7 @@ def store(et: ElementType | str, ptr: str, index: str, value: str) -> str:
     return fill(cl_type(et).store, ptr=ptr, index=index, value=value)
 
 
-def round_to_storage(et: ElementType | str, expr: str) -> str:
+def round_to_storage(et: ElementType | ClType | str, expr: str) -> str:
     """``expr`` rounded (to nearest even) to ``et``'s precision, still in the compute type."""
     return fill(cl_type(et).round, x=expr)
 

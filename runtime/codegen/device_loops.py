@@ -68,10 +68,12 @@ def _loop_lines(ctx: LoweringContext, stages: Stages, loop: HloInstruction) -> l
                 part += [*stages.code(run), "  barrier(CLK_GLOBAL_MEM_FENCE);", *inner,
                          "  barrier(CLK_GLOBAL_MEM_FENCE);"]
                 run = []
-            else:
-                run.append(_copy_stage(ctx, step) if isinstance(step, CopyBytes) else step)
+            elif isinstance(step, CopyBytes):
+                run.append(_copy_stage(ctx, step))
+            elif isinstance(step, Launch):   # the only other kind _loop_lines admitted
+                run.append(step)
         code.append(part + stages.code(run))
-    base, offset = stages.buffer(ctx.ref(cond.root))
+    base, offset = stages.buffer(ctx.ref(cond.root_instruction))
     return ["  for (;;) {", *code[0], "  barrier(CLK_GLOBAL_MEM_FENCE);",
             f"  if (*(__global const uchar*)({base} + {offset}) == 0) break;",
             *code[1], "  barrier(CLK_GLOBAL_MEM_FENCE);", "  }"]
@@ -80,7 +82,7 @@ def _loop_lines(ctx: LoweringContext, stages: Stages, loop: HloInstruction) -> l
 _BYTES = ELEMENT_TYPES["u8"]
 
 
-def _copy_stage(ctx: LoweringContext, step: CopyBytes) -> Step:
+def _copy_stage(ctx: LoweringContext, step: CopyBytes) -> Launch:
     """A copy the host would enqueue (copy insertion's, of loop state) as a kernel of one
     work-item a byte, which a stage can be."""
     kb = KernelBuilder()

@@ -17,7 +17,8 @@ from __future__ import annotations
 import contextlib
 import re
 from dataclasses import dataclass
-from typing import Callable, Union
+from contextlib import AbstractContextManager
+from typing import Callable, Iterator, Sequence, Union
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from ..hlo.attributes import Window, WindowDim
 from ..hlo.dtypes import BYTE_FLOATS, SMALL_FLOATS, F32, PRED, S32, S64, ElementType
 from ..hlo.ir import HloComputation, HloInstruction
 from ..hlo.opcodes import OPCODES
-from ..hlo.shape import ArrayShape, Shape
+from ..hlo.shape import ArrayShape, Shape, leaf_shape
 from . import cltypes, templates as E
 from .kernel import BufferRef, KernelBuilder, argument_value
 
@@ -84,14 +85,14 @@ class ElementalEmitter:
         self.index_et = S64 if kb.index_type == "long" else S32
 
     # --- scopes -----------------------------------------------------------------------------
-    def _lookup(self, key):
+    def _lookup(self, key: object) -> Value | None:
         for scope in reversed(self.scopes):
             if key in scope:
                 return scope[key]
         return None
 
     @contextlib.contextmanager
-    def block(self, header: str, subtracting: bool = False):
+    def block(self, header: str, subtracting: bool = False) -> Iterator[None]:
         """A C block whose temporaries (and memoised values) do not outlive it
         (``subtracting``: see ``KernelBuilder.block``)."""
         with self.kb.block(header, subtracting):
@@ -128,6 +129,28 @@ class ElementalEmitter:
         self.scopes[-1][key] = result
         return result
 
+    def embedded(self, constant: HloInstruction) -> BufferRef:
+        """The buffer of an array constant the program embeds (not every kernel can)."""
+        if self.embed is None:
+            raise HloUnsupportedError(f"array constant {constant.name} cannot be embedded here")
+        return self.embed(constant)
+
+    def buffer_leaf(self, inst: HloInstruction) -> BufferLeaf:
+        """The buffer ``inst`` is read from, where vector code loads it: from a buffer, never
+        from a value a caller bound (a bug in the plan if so)."""
+        leaf = self.leaves[(id(inst), ())]
+        if not isinstance(leaf, BufferLeaf):
+            raise TypeError(f"{inst.name} is bound to a value, not a buffer to load")
+        return leaf
+
+    def element(self, inst: HloInstruction, index: Index) -> str:
+        """``value`` of an array-shaped ``inst``: one C expression. The rules of opcodes that
+        read arrays call it; a tuple here is a bug in a rule."""
+        v = self.value(inst, index)
+        if not isinstance(v, str):
+            raise TypeError(f"{inst.name} gives a tuple where an array element is read")
+        return v
+
     def _leaf_value(self, inst: HloInstruction, leaf: Leaf, index: Index) -> Value:
         if isinstance(leaf, ValueLeaf):
             return leaf.value
@@ -137,7 +160,7 @@ class ElementalEmitter:
         """The element of a buffer at ``index`` (memoised within the current scope)."""
         key = ("load", leaf.key, index.exprs)
         hit = self._lookup(key)
-        if hit is not None:
+        if isinstance(hit, str):
             return hit
         et = leaf.shape.element_type
         ptr = self.kb.buffer(et, leaf.ref, key=leaf.key)
@@ -152,7 +175,7 @@ class ElementalEmitter:
             return "0"
         if index.linear is not None and index.linear[0] == layout_key(shape):
             return index.linear[1]
-        terms = []
+        terms: list[str] = []
         stride = 1
         for d in shape.minor_to_major:
             if stride == 1 and not terms:
@@ -218,7 +241,7 @@ class ElementalEmitter:
         -1e12 truncated to 32 bits is a small positive start; a u32 start above 2^31 is
         negative as an int)."""
         v = self.value(inst, index)
-        et = inst.shape.element_type
+        et = inst.array_shape.element_type
         if not et.is_signed and et.bits == 64:
             wide = "ulong"
         elif et.bits < 32 or (et.is_signed and et.bits == 32):
@@ -246,20 +269,20 @@ class ElementalEmitter:
         return f"{value} >= 0 && {value} <= ({wide})({hi})", start
 
     # --- computations -----------------------------------------------------------------------
-    def call(self, comp: HloComputation, args: list[Value]) -> Value:
+    def call(self, comp: HloComputation, args: Sequence[Value]) -> Value:
         """Inline a scalar computation (reducer, comparator, mapped function) on ``args``."""
         leaves: dict = dict(self.leaves)
         for p, a in zip(comp.parameters, args):
             leaves[(id(p), ())] = ValueLeaf(a)
         sub = ElementalEmitter(self.kb, leaves, self.embed)
         sub.scopes = [{}]
-        return sub.value(comp.root, SCALAR)  # type: ignore[arg-type]
+        return sub.value(comp.root_instruction, SCALAR)
 
 
 # --- rules ----------------------------------------------------------------------------------
 
 def _shape(inst: HloInstruction) -> ArrayShape:
-    return inst.shape  # type: ignore[return-value]
+    return inst.array_shape
 
 
 def _operand_index_same(em: ElementalEmitter, inst: HloInstruction, op: HloInstruction,
@@ -271,64 +294,66 @@ def _operand_index_same(em: ElementalEmitter, inst: HloInstruction, op: HloInstr
     return index
 
 
-def arithmetic(opcode: str, et_in: ElementType, et_out: ElementType, args: list[str],
+def arithmetic(opcode: str, et_in: ElementType | str, et_out: ElementType | str, args: list[str],
                lanes: int = 1) -> str:
     """The template expression (``elementwise``'s tables) of an arithmetic elementwise opcode
     over ``args``: the one dispatch from such an opcode to its template, shared by the vector
     loop (with ``lanes``)."""
     if opcode == "clamp":
-        return E.clamp(et_out, *args, lanes=lanes)
+        lo, x, hi = args
+        return E.clamp(et_out, lo, x, hi, lanes=lanes)
     if OPCODES[opcode].max_operands == 1:
         return E.unary(opcode, et_in, et_out, args[0], lanes=lanes)
-    return E.binary(opcode, et_in, *args, lanes=lanes)
+    a, b = args
+    return E.binary(opcode, et_in, a, b, lanes=lanes)
 
 
 def _arithmetic(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
-    args = [em.value(o, _operand_index_same(em, inst, o, index) if inst.opcode == "clamp"
+    args = [em.element(o, _operand_index_same(em, inst, o, index) if inst.opcode == "clamp"
                      else index) for o in inst.operands]
-    return em.computed(inst.shape.element_type,
-                       arithmetic(inst.opcode, inst.operands[0].shape.element_type,
-                                  inst.shape.element_type, args))
+    return em.computed(inst.array_shape.element_type,
+                       arithmetic(inst.opcode, inst.operands[0].array_shape.element_type,
+                                  inst.array_shape.element_type, args))
 
 
 def _compare(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
-    a, b = (em.value(o, index) for o in inst.operands)
+    a, b = (em.element(o, index) for o in inst.operands)
     return em.computed(PRED, E.compare(str(inst.direction), inst.comparison_type,
-                                       inst.operands[0].shape.element_type, a, b))
+                                       inst.operands[0].array_shape.element_type, a, b))
 
 
 def _select(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     p = em.value(inst.operands[0], _operand_index_same(em, inst, inst.operands[0], index))
     a = em.value(inst.operands[1], index)
     b = em.value(inst.operands[2], index)
-    return em.kb.let(cltypes.compute_type(inst.shape.element_type), f"({p}) ? {a} : {b}")
+    return em.kb.let(cltypes.compute_type(inst.array_shape.element_type), f"({p}) ? {a} : {b}")
 
 
 def _convert(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     op = inst.operands[0]
-    x = em.value(op, index)
-    return em.computed(inst.shape.element_type,
-                       E.convert(op.shape.element_type, inst.shape.element_type, x))
+    x = em.element(op, index)
+    return em.computed(inst.array_shape.element_type,
+                       E.convert(op.array_shape.element_type, inst.array_shape.element_type, x))
 
 
 def _reduce_precision(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
-    x = em.value(inst.operands[0], index)
-    return em.computed(inst.shape.element_type, E.reduce_precision(
-        inst.shape.element_type, x, int(inst.exponent_bits),  # type: ignore[arg-type]
+    x = em.element(inst.operands[0], index)
+    return em.computed(inst.array_shape.element_type, E.reduce_precision(
+        inst.array_shape.element_type, x, int(inst.exponent_bits),
         int(inst.mantissa_bits)))
 
 
 def _bitcast_convert(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     op = inst.operands[0]
-    src, dst = op.shape.element_type, inst.shape.element_type
+    src, dst = op.array_shape.element_type, inst.array_shape.element_type
     ctype = cltypes.compute_type(dst)
     if src.bits == dst.bits:
-        return em.kb.let(ctype, E.bitcast_convert(src, dst, em.value(op, index)))
+        return em.kb.let(ctype, E.bitcast_convert(src, dst, em.element(op, index)))
     if src.bits > dst.bits:
         # the result gains a trailing dimension: element j is the j-th narrow piece
-        x = em.value(op, Index(index.exprs[:-1]))
+        x = em.element(op, Index(index.exprs[:-1]))
         return em.kb.let(ctype, E.bitcast_convert_split(src, dst, x, index.exprs[-1]))
-    parts = [em.value(op, Index(index.exprs + (str(j),))) for j in range(dst.bits // src.bits)]
+    parts = [em.element(op, Index(index.exprs + (str(j),))) for j in range(dst.bits // src.bits)]
     return em.kb.let(ctype, E.bitcast_convert_join(src, dst, parts))
 
 
@@ -347,21 +372,19 @@ def _constant(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value
         v = np.asarray(lit.data).reshape(())
         return em.kb.scalar(cltypes.compute_type(et), argument_value(et, v),
                             key=("const", id(inst)))
-    if em.embed is None:
-        raise HloUnsupportedError(f"array constant {inst.name} cannot be embedded here")
-    return em.load(BufferLeaf(shape, em.embed(inst), ("embedded", id(inst))), index)
+    return em.load(BufferLeaf(shape, em.embedded(inst), ("embedded", id(inst))), index)
 
 
 def _iota(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     d = int(inst.iota_dimension)
-    et = inst.shape.element_type
+    et = inst.array_shape.element_type
     return em.computed(et, E.convert(em.index_et, et, index.exprs[d]))
 
 
 def _broadcast(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     op = inst.operands[0]
-    dims = inst.attrs.get("dimensions", ())
-    exprs = tuple("0" if op.shape.dims[i] == 1 and inst.shape.dims[d] != 1 else index.exprs[d]
+    dims = inst.ints_attr("dimensions")
+    exprs = tuple("0" if op.array_shape.dims[i] == 1 and inst.array_shape.dims[d] != 1 else index.exprs[d]
                   for i, d in enumerate(dims))
     return em.value(op, Index(exprs))
 
@@ -410,8 +433,8 @@ def _reshape(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
                 exprs[d] = e
         linear = (((src.dims, row_major(src.rank)), known) if known is not None else None)
         return em.value(op, Index(tuple(exprs), linear))
-    exprs = em.delinearize(known, src.dims, row_major(src.rank), (key, "in"))
-    return em.value(op, Index(exprs, ((src.dims, row_major(src.rank)), known)))
+    return em.value(op, Index(em.delinearize(known, src.dims, row_major(src.rank), (key, "in")),
+                              ((src.dims, row_major(src.rank)), known)))
 
 
 def division_magic(divisor: int) -> tuple[int, int]:
@@ -466,7 +489,7 @@ def _bitcast(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     else:
         linear = em.linearize(index.exprs, out.dims, out.minor_to_major, (key, "out"))
     exprs = em.delinearize(linear, src.dims, src.minor_to_major, (key, "in"))
-    v = em.value(op, Index(exprs, (layout_key(src), linear)))
+    v = em.element(op, Index(exprs, (layout_key(src), linear)))
     if out.element_type is src.element_type:
         return v
     return em.kb.let(cltypes.compute_type(out.element_type),
@@ -533,7 +556,7 @@ def update_window(em: ElementalEmitter, inst: HloInstruction, index: Index
 
 def _dynamic_update_slice(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     inside, relative = update_window(em, inst, index)
-    ctype = cltypes.compute_type(inst.shape.element_type)
+    ctype = cltypes.compute_type(inst.array_shape.element_type)
     result = em.kb.declare(ctype, "r")
     with em.block(f"if ({inside})"):
         em.kb.line(f"{result} = {em.value(inst.operands[1], relative())};")
@@ -565,7 +588,7 @@ def pad_source(em: ElementalEmitter, inst: HloInstruction, index: Index) -> tupl
 
 def _pad(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     inside, source = pad_source(em, inst, index)
-    ctype = cltypes.compute_type(inst.shape.element_type)
+    ctype = cltypes.compute_type(inst.array_shape.element_type)
     result = em.kb.declare(ctype, "r")
     with em.block(f"if ({inside})"):
         em.kb.line(f"{result} = {em.value(inst.operands[0], source)};")
@@ -577,12 +600,12 @@ def _pad(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
 def _concatenate(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     d = inst.dimensions[0]
     key = ("concat", id(inst))
-    ctype = cltypes.compute_type(inst.shape.element_type)
+    ctype = cltypes.compute_type(inst.array_shape.element_type)
     result = em.kb.declare(ctype, "r")
     offset = 0
     n = len(inst.operands)
     for k, op in enumerate(inst.operands):
-        size = op.shape.dims[d]
+        size = op.array_shape.dims[d]
         start = em.kb.param(offset, key=(key, "start", k))
         end = em.kb.param(offset + size, key=(key, "end", k))
         header = ("if" if k == 0 else "else if") + f" ({index.exprs[d]} < {end})" \
@@ -601,7 +624,7 @@ def _reverse(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     key = ("rev", id(inst))
     exprs = list(index.exprs)
     for d in inst.dimensions:
-        last = em.kb.param(inst.shape.dims[d] - 1, key=(key, d))
+        last = em.kb.param(inst.array_shape.dims[d] - 1, key=(key, d))
         exprs[d] = em.kb.let(em.kb.index_type, f"{last} - {factor(index.exprs[d])}", "i")
     return em.value(inst.operands[0], Index(tuple(exprs)))
 
@@ -623,12 +646,12 @@ def accumulators(em: ElementalEmitter, inits: list[HloInstruction]) -> list[str]
     accs = []
     for init in inits:
         v = em.value(init, SCALAR)
-        accs.append(em.kb.declare(cltypes.compute_type(init.shape.element_type), "acc", str(v)))
+        accs.append(em.kb.declare(cltypes.compute_type(init.array_shape.element_type), "acc", str(v)))
     return accs
 
 
 def combine(em: ElementalEmitter, comp: HloComputation, accs: list[str], xs: list[Value]) -> None:
-    new = em.call(comp, list(accs) + list(xs))
+    new = em.call(comp, [*accs, *xs])
     new_vals = list(new) if isinstance(new, tuple) else [new]
     if len(new_vals) != len(accs):
         raise HloUnsupportedError(f"reducer {comp.name} returns {len(new_vals)} values for "
@@ -639,9 +662,9 @@ def combine(em: ElementalEmitter, comp: HloComputation, accs: list[str], xs: lis
 
 
 def _ctype_of(comp: HloComputation, i: int) -> str:
-    root = comp.root.shape  # type: ignore[union-attr]
-    s = root.elements[i] if root.is_tuple else root
-    return cltypes.compute_type(s.element_type)
+    return cltypes.compute_type(leaf_shape(comp.root_instruction.shape,
+                                           (i,) if comp.root_instruction.shape.is_tuple else ()
+                                           ).element_type)
 
 
 # ops that pass a value on unchanged (a negation below one is still the accumulated value's)
@@ -680,10 +703,11 @@ def _is_constant(value: HloInstruction) -> bool:
     return value.opcode == "constant"
 
 
-def loops(em: ElementalEmitter, sizes: list[tuple[int, object]], subtracting: bool = False):
+def loops(em: ElementalEmitter, sizes: Sequence[tuple[int, object]],
+          subtracting: bool = False) -> tuple[list[str], list[AbstractContextManager[None]]]:
     """Nested ``for`` loops over the given (size, key) pairs; yields the loop variables."""
-    names = []
-    blocks = []
+    names: list[str] = []
+    blocks: list[AbstractContextManager[None]] = []
     for size, key in sizes:
         var = em.kb.fresh("j")
         n = em.kb.param(size, key=key)
@@ -694,7 +718,7 @@ def loops(em: ElementalEmitter, sizes: list[tuple[int, object]], subtracting: bo
     return names, blocks
 
 
-def close_loops(blocks) -> None:
+def close_loops(blocks: list[AbstractContextManager[None]]) -> None:
     for blk in reversed(blocks):
         blk.__exit__(None, None, None)
 
@@ -751,7 +775,7 @@ def _reduce_window(em: ElementalEmitter, inst: HloInstruction, index: Index) -> 
     key = ("rw", id(inst))
     accs = accumulators(em, inits)
     init_vals = [em.value(i, SCALAR) for i in inits]
-    exprs, valid, blocks, _ = _window_positions(em, inst, window, index, inputs[0].shape.dims, key,
+    exprs, valid, blocks, _ = _window_positions(em, inst, window, index, inputs[0].array_shape.dims, key,
                                                 accumulation_subtracts(inst.to_apply, inputs))
     with em.block(f"if ({valid})"):
         xs = [em.value(x, Index(exprs)) for x in inputs]
@@ -770,13 +794,13 @@ def accumulation_type(et: ElementType) -> ElementType:
 
 def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     lhs, rhs = inst.operands
-    lc, rc = tuple(inst.attrs.get("lhs_contracting_dims", ())), tuple(inst.attrs.get("rhs_contracting_dims", ()))
-    lb, rb = tuple(inst.attrs.get("lhs_batch_dims", ())), tuple(inst.attrs.get("rhs_batch_dims", ()))
+    lc, rc = inst.ints_attr("lhs_contracting_dims"), inst.ints_attr("rhs_contracting_dims")
+    lb, rb = inst.ints_attr("lhs_batch_dims"), inst.ints_attr("rhs_batch_dims")
     key = ("dot", id(inst))
-    et = inst.shape.element_type
+    et = inst.array_shape.element_type
     acc_et = accumulation_type(et)
     acc = em.kb.declare(cltypes.compute_type(acc_et), "acc", cltypes.literal(acc_et, 0))
-    loop_vars, blocks = loops(em, [(lhs.shape.dims[d], (key, d)) for d in lc])
+    loop_vars, blocks = loops(em, [(lhs.array_shape.dims[d], (key, d)) for d in lc])
     out = iter(index.exprs)
     batch = [next(out) for _ in lb]
     lhs_free = [d for d in range(lhs.shape.rank) if d not in lc and d not in lb]
@@ -790,8 +814,8 @@ def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
         r_exprs[d] = next(out)
     for k, (a, b) in enumerate(zip(lc, rc)):
         l_exprs[a] = r_exprs[b] = loop_vars[k]
-    x = E.convert(lhs.shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
-    y = E.convert(rhs.shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
+    x = E.convert(lhs.array_shape.element_type, et, em.element(lhs, Index(tuple(l_exprs))))
+    y = E.convert(rhs.array_shape.element_type, et, em.element(rhs, Index(tuple(r_exprs))))
     em.kb.line(f"{acc} = {E.binary('add', acc_et, acc, E.binary('multiply', acc_et, x, y))};")
     close_loops(blocks)
     return em.computed(et, cltypes.round_to_storage(et, acc))
@@ -800,16 +824,16 @@ def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
 def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     lhs, rhs = inst.operands
     dn = inst.dim_labels
-    window = inst.attrs.get("window")
-    g = int(inst.attrs.get("feature_group_count", 1))
-    bg = int(inst.attrs.get("batch_group_count", 1))
+    window = inst.optional_attr("window", Window)
+    g = inst.int_attr("feature_group_count", 1)
+    bg = inst.int_attr("batch_group_count", 1)
     key = ("conv", id(inst))
-    et = inst.shape.element_type
+    et = inst.array_shape.element_type
     kb = em.kb
     t = kb.index_type
     out = _shape(inst)
-    k_in = rhs.shape.dims[dn.kernel_input_feature]
-    k_out = rhs.shape.dims[dn.kernel_output_feature]
+    k_in = rhs.array_shape.dims[dn.kernel_input_feature]
+    k_out = rhs.array_shape.dims[dn.kernel_output_feature]
     b = index.exprs[dn.output_batch]
     o = index.exprs[dn.output_feature]
     acc_et = accumulation_type(et)
@@ -826,9 +850,9 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
     else:
         batch = b
     spatial_out = Index(tuple(index.exprs[d] for d in dn.output_spatial))
-    in_dims = tuple(lhs.shape.dims[d] for d in dn.input_spatial)
+    in_dims = tuple(lhs.array_shape.dims[d] for d in dn.input_spatial)
     if window is None or not window.dims:
-        window = Window(tuple(WindowDim(rhs.shape.dims[d]) for d in dn.kernel_spatial))
+        window = Window(tuple(WindowDim(rhs.array_shape.dims[d]) for d in dn.kernel_spatial))
     c_vars, c_blocks = loops(em, [(k_in, (key, "cin"))])
     exprs, valid, blocks, taps = _window_positions(em, inst, window, spatial_out, in_dims, key)
     with em.block(f"if ({valid})"):
@@ -845,8 +869,8 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
             if window.dims[k].reversal:
                 tap = f"({kb.param(window.dims[k].size - 1, key=(key, 'rev', k))} - {tap})"
             r_exprs[d] = tap
-        x = E.convert(lhs.shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
-        y = E.convert(rhs.shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
+        x = E.convert(lhs.array_shape.element_type, et, em.element(lhs, Index(tuple(l_exprs))))
+        y = E.convert(rhs.array_shape.element_type, et, em.element(rhs, Index(tuple(r_exprs))))
         kb.line(f"{acc} = {E.binary('add', acc_et, acc, E.binary('multiply', acc_et, x, y))};")
     close_loops(blocks)
     close_loops(c_blocks)
@@ -855,14 +879,13 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
 
 def _gather(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
     operand, indices = inst.operands
-    a = inst.attrs
-    offset_dims = tuple(a["offset_dims"])  # type: ignore[arg-type]
-    collapsed = tuple(a["collapsed_slice_dims"])  # type: ignore[arg-type]
-    start_map = tuple(a["start_index_map"])  # type: ignore[arg-type]
-    sizes = tuple(a["slice_sizes"])  # type: ignore[arg-type]
-    op_batch = tuple(a.get("operand_batching_dims", ()))  # type: ignore[arg-type]
-    idx_batch = tuple(a.get("start_indices_batching_dims", ()))  # type: ignore[arg-type]
-    ivd = int(a["index_vector_dim"])
+    offset_dims = inst.offset_dims
+    collapsed = inst.collapsed_slice_dims
+    start_map = inst.start_index_map
+    sizes = inst.slice_sizes
+    op_batch = inst.ints_attr("operand_batching_dims")
+    idx_batch = inst.ints_attr("start_indices_batching_dims")
+    ivd = inst.index_vector_dim
     key = ("gather", id(inst))
     op_shape = _shape(operand)
     idx_rank = indices.shape.rank
@@ -902,10 +925,10 @@ def _select_and_scatter(em: ElementalEmitter, inst: HloInstruction, index: Index
     kb = em.kb
     t = kb.index_type
     key = ("sas", id(inst))
-    et = inst.shape.element_type
+    et = inst.array_shape.element_type
     acc = kb.declare(cltypes.compute_type(et), "acc", str(em.value(init, SCALAR)))
-    src_dims = source.shape.dims
-    op_dims = operand.shape.dims
+    src_dims = source.array_shape.dims
+    op_dims = operand.array_shape.dims
     # windows w with w*stride - lo <= x < w*stride - lo + size, i.e. w in [w_lo, w_hi]
     w_lo, counts = [], []
     for d, w in enumerate(window.dims):
@@ -929,7 +952,7 @@ def _select_and_scatter(em: ElementalEmitter, inst: HloInstruction, index: Index
         wins.append(wv)
     with em.block(f"if ({' && '.join(conds) or '1'})"):
         best = [kb.declare(t, "b", "-1") for _ in window.dims]
-        best_val = kb.declare(cltypes.compute_type(operand.shape.element_type), "bv")
+        best_val = kb.declare(cltypes.compute_type(operand.array_shape.element_type), "bv")
         have = kb.declare("int", "h", "0")
         inner_vars, inner_blocks = loops(em, [(w.size, (key, "z", d)) for d, w in enumerate(window.dims)])
         pos, valid = [], []

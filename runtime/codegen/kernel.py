@@ -17,7 +17,7 @@ import numpy as np
 
 from ..buffers.slices import BufferRef
 from ..hlo.dtypes import ElementType
-from ..hlo.shape import ArrayShape
+from ..hlo.shape import Shape
 from . import cltypes
 
 # numpy dtypes of scalar kernel arguments, keyed by their OpenCL C type
@@ -172,6 +172,6 @@ def argument_value(et: ElementType, value) -> np.generic:
     return SCALAR_DTYPES[ctype].type(np.asarray(value).reshape(()).astype(SCALAR_DTYPES[ctype]))
 
 
-def needs_long_index(*shapes: ArrayShape) -> bool:
+def needs_long_index(*shapes: Shape) -> bool:
     """32-bit index arithmetic suffices unless some tensor has 2^31 elements or more."""
     return any(not s.is_tuple and s.element_count >= 2 ** 31 - 1 for s in shapes)

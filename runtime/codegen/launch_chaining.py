@@ -136,11 +136,12 @@ def is_stage(ctx: LoweringContext, members: dict[str, HloInstruction], step: Ste
     nothing from more than one core: cheap, or one work-group anyway."""
     if not isinstance(step, Launch):
         return False
-    insts = [members.get(name) for name in step.instruction.split("+")]
-    if any(inst is None for inst in insts):
+    names = step.instruction.split("+")
+    insts = [inst for name in names if (inst := members.get(name)) is not None]
+    if len(insts) != len(names):
         return False
     groups = math.prod(g // w for g, w in zip(step.global_size, step.local_size))
-    if groups > 1 and sum(kernel_work(inst) for inst in insts) > limit:  # type: ignore[arg-type]
+    if groups > 1 and sum(kernel_work(inst) for inst in insts) > limit:
         return False
     text = ctx.program.kernel_text(step.kernel)
     return not any(word in text for word in WORK_GROUP_BOUND)
@@ -180,7 +181,7 @@ class Stages:
             values: list[np.generic] = [np.int32(math.prod(step.global_size)), np.int32(g0),
                                         np.int32(g1)]
             self.slots.extend(np.asarray(v).tobytes() for v in values)
-            args = []
+            args: list[str] = []
             for ref in step.buffers:
                 args.extend(self.buffer(ref))
             for param, value in zip(params[2 * len(step.buffers):], step.scalars):

@@ -98,7 +98,9 @@ def _overlap(a, b) -> bool:
 
 def _merged(ctx: LoweringContext, run: list[Launch]) -> Launch:
     program = ctx.program
-    buffer_params, scalar_params, calls = [], [], []
+    buffer_params: list[str] = []
+    scalar_params: list[str] = []
+    calls: list[str] = []
     ends, end = [], 0
     for k, step in enumerate(run):
         params = program.kernel_params(step.kernel)

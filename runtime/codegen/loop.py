@@ -18,7 +18,7 @@ from __future__ import annotations
 from ..analysis.in_place import kernel_outputs
 from ..analysis.loop_outputs import LoopOutput, window_dimensions
 from ..hlo.ir import HloInstruction
-from ..hlo.shape import ArrayShape, Shape, subshape
+from ..hlo.shape import ArrayShape, Shape, leaf_shape
 from . import cltypes
 from .elemental import BufferLeaf, ElementalEmitter, Index, dynamic_starts, layout_key
 from .kernel import BufferRef, KernelBuilder, needs_long_index
@@ -34,7 +34,7 @@ def all_shapes(inst: HloInstruction) -> list[ArrayShape]:
     return shapes
 
 
-def kernel_builder(*shapes: ArrayShape) -> KernelBuilder:
+def kernel_builder(*shapes: Shape) -> KernelBuilder:
     return KernelBuilder(index_type="long" if needs_long_index(*shapes) else "int")
 
 
@@ -47,7 +47,7 @@ def operand_leaves(ctx: LoweringContext, inst: HloInstruction,
         for index, shape in op.shape.leaves():
             if shape.is_array and shape.byte_size:
                 leaves[(id(target), index)] = BufferLeaf(
-                    target.shape if not index else shape, ctx.ref(op, index), ("in", k, index))
+                    target.array_shape if not index else shape, ctx.ref(op, index), ("in", k, index))
     return leaves
 
 
@@ -118,7 +118,7 @@ def updates_in_place(ctx: LoweringContext, inst: HloInstruction, root: HloInstru
     if params is None:
         source = base
     elif base.opcode == "parameter":
-        source = inst.operands[base.parameter_number]  # type: ignore[index]
+        source = inst.operands[base.param_number]
     else:
         return False
     return ctx.same_bytes(inst, source)
@@ -135,14 +135,14 @@ def windows_in_place(ctx: LoweringContext, inst: HloInstruction
     for out in found[1]:
         if out.window is not None:
             base = out.window.operands[0]
-            if ctx.ref(inst, out.index) != ctx.ref(inst.operands[base.parameter_number]):  # type: ignore[index]
+            if ctx.ref(inst, out.index) != ctx.ref(inst.operands[base.param_number]):
                 return None
     return found
 
 
 def window_index(index: Index, space: ArrayShape, window: HloInstruction) -> Index:
     """The index in ``window``'s update of element ``index`` of the kernel's space."""
-    update: ArrayShape = window.operands[1].shape  # type: ignore[assignment]
+    update: ArrayShape = window.operands[1].array_shape
     to_space = window_dimensions(space, update)
     assert to_space is not None
     return Index(tuple(index.exprs[to_space[d]] if d in to_space else "0"
@@ -151,7 +151,7 @@ def window_index(index: Index, space: ArrayShape, window: HloInstruction) -> Ind
 
 def window_target(em: ElementalEmitter, window: HloInstruction, rel: Index) -> Index:
     """Where element ``rel`` of ``window``'s update goes in the operand it updates."""
-    starts = dynamic_starts(em, window, 2, window.operands[1].shape.dims)  # type: ignore[union-attr]
+    starts = dynamic_starts(em, window, 2, window.operands[1].array_shape.dims)
     return Index(tuple(em.kb.let(em.kb.index_type, f"{s} + {r}", "i")
                        for s, r in zip(starts, rel.exprs)))
 
@@ -170,7 +170,7 @@ def _space_launch(ctx: LoweringContext, inst: HloInstruction, params, space: Arr
     targets = [at if o.window is None else window_target(em, o.window, at)
                for o, at in zip(outputs, places)]
     for o, value, target in zip(outputs, values, targets):
-        shape: ArrayShape = subshape(inst.shape, o.index)  # type: ignore[assignment]
+        shape = leaf_shape(inst.shape, o.index)
         ptr = kb.buffer(shape.element_type, ctx.ref(inst, o.index), writable=True,
                         key=("out", o.index))
         offset = em.offset(shape, target, ("out", o.index))
@@ -202,7 +202,7 @@ def _update_in_place(ctx: LoweringContext, inst: HloInstruction, root: HloInstru
     out = inst.shape
     assert isinstance(out, ArrayShape)
     update = root.operands[1]
-    upd_shape: ArrayShape = update.shape  # type: ignore[assignment]
+    upd_shape: ArrayShape = update.array_shape
     count = upd_shape.element_count
     if count == 0:
         return []
@@ -230,7 +230,7 @@ def lower_by_root(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     """A fusion no structural rule (registered under ``FUSION`` at a higher priority) took
     lowers like its root: through a family registered for fusions with that root, else the
     loop kernel."""
-    root = inst.calls.root
+    root = inst.calls.root_instruction
     steps = ctx.first_taker(fusion_root(root.opcode), inst)
     return steps if steps is not None else lower_loop(ctx, inst)
 

@@ -102,7 +102,7 @@ def _kept_through_body(ctx: LoweringContext, loop: HloInstruction) -> bool:
     """Whether the condition's result lives until the body ends (``analysis.liveness`` keeps
     a result the condition computes; a state element it forwards the body may overwrite)."""
     assignment = ctx.assignment
-    value = assignment.dataflow.value_at(loop.condition.root)
+    value = assignment.dataflow.value_at(loop.condition.root_instruction)
     return assignment.liveness[value].end >= assignment.schedule.spans[loop.body][1]
 
 

@@ -53,10 +53,10 @@ from typing import Callable
 from ..analysis.loop_outputs import LoopOutput, window_dimensions
 from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloInstruction
-from ..hlo.shape import ArrayShape, subshape
+from ..hlo.shape import ArrayShape, leaf_shape
 from . import cltypes, templates as E
 from .context import LoweringContext
-from .elemental import (RULES, SCALAR, BufferLeaf, ElementalEmitter, Index, ValueLeaf,
+from .elemental import (RULES, SCALAR, BufferLeaf, ElementalEmitter, Index, Value, ValueLeaf,
                         arithmetic, common_factors, dynamic_starts, element_strides, layout_key,
                         pad_source, update_window)
 from .loop import (begin_1d, kernel_builder, launch_1d, operand_leaves, updates_in_place,
@@ -85,14 +85,14 @@ def row_vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruc
         return None if found is None else _space_launch(ctx, inst, params, *found)
     outputs = [(stored_value(value, s), index, s) for value, index, s in outputs]
     out = outputs[0][2]
-    if out.rank == 0 or any(value.shape.element_type.name not in _STORED
+    if out.rank == 0 or any(value.array_shape.element_type.name not in _STORED
                             for value, _, _ in outputs):
         return None
     leaves = operand_leaves(ctx, inst, params)
     minor = out.minor_to_major[0]
     if root.opcode == "dynamic-update-slice" and updates_in_place(ctx, inst, root, params):
         update = root.operands[1]
-        plan = _plan(ctx, [(update, minor)], update.shape.dims[minor], leaves)
+        plan = _plan(ctx, [(update, minor)], update.array_shape.dims[minor], leaves)
         return None if plan is None else [_launch_window(ctx, inst, root, leaves, plan)]
     plan = _plan(ctx, [(value, minor) for value, _, _ in outputs], out.dims[minor], leaves)
     return None if plan is None else [_launch(ctx, inst, outputs, leaves, plan)]
@@ -182,14 +182,14 @@ class _LanePlan:
 
     def varying(self, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
         """Whether ``inst`` can be computed with its lanes at ``d``."""
-        if inst.shape.is_tuple or inst.shape.rank == 0 or id(inst) in self.uniform:  # type: ignore[union-attr]
+        if inst.shape.is_tuple or inst.shape.rank == 0 or id(inst) in self.uniform:
             return False
         if self.lane.setdefault(id(inst), d) != d:
             return False              # read along two lane maps: not one block shape
         if (id(inst), aligned) in self._checked or (id(inst), False) in self._checked:
             return True               # what holds unaligned holds aligned
         self._checked.add((id(inst), aligned))
-        if inst.shape.element_type.name not in _LANE_SCALAR:  # type: ignore[union-attr]
+        if inst.shape.element_type.name not in _LANE_SCALAR:
             return False
         if id(inst) in self.leaves or inst.opcode == "constant":
             return True
@@ -204,7 +204,7 @@ class _LanePlan:
 
     def operands(self, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
         """Each operand at the same index (rank-0 operands are uniform)."""
-        return all(op.shape.rank == 0 or self.varying(op, d, aligned)  # type: ignore[union-attr]
+        return all(op.shape.rank == 0 or self.varying(op, d, aligned)
                    for op in inst.operands)
 
     def make_uniform(self, inst: HloInstruction) -> bool:
@@ -218,7 +218,7 @@ class _LanePlan:
 
 
 def _elementwise_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
-    ets = {op.shape.element_type.name for op in inst.operands} | {inst.shape.element_type.name}
+    ets = {op.array_shape.element_type.name for op in inst.operands} | {inst.array_shape.element_type.name}
     compute = "f32" if ets <= _FLOAT else "u32" if ets == {"u32"} else None
     return compute is not None \
         and E.vector_lanes(inst.opcode, compute, 32 * plan.lanes) is not None \
@@ -229,7 +229,7 @@ def _convert_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool
     through = _through_integer(inst)
     if through is not None:
         return plan.varying(through, d, aligned)
-    pair = (inst.operands[0].shape.element_type.name, inst.shape.element_type.name)
+    pair = (inst.operands[0].array_shape.element_type.name, inst.array_shape.element_type.name)
     return pair in _CONVERTS and plan.operands(inst, d, aligned)
 
 
@@ -238,15 +238,15 @@ def _through_integer(inst: HloInstruction) -> HloInstruction | None:
     as a float: an int8 dot's operand computed on f32 copies, ``passes.contraction_upcast``),
     else None: the pair is one operation on float lanes."""
     middle = inst.operands[0]
-    if inst.shape.element_type.name not in _FLOAT or middle.opcode != "convert" \
-            or middle.shape.element_type.name not in E.VECTOR_INTEGERS:
+    if inst.array_shape.element_type.name not in _FLOAT or middle.opcode != "convert" \
+            or middle.array_shape.element_type.name not in E.VECTOR_INTEGERS:
         return None
     source = middle.operands[0]
-    return source if source.shape.element_type.name in _FLOAT else None
+    return source if source.array_shape.element_type.name in _FLOAT else None
 
 
 def _compare_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
-    et = inst.operands[0].shape.element_type.name
+    et = inst.operands[0].array_shape.element_type.name
     kind = inst.comparison_type or ""
     compared = (et in _FLOAT and kind in ("", "FLOAT")) or (et == "s32" and kind in ("", "SIGNED")) \
         or (et == "u32" and kind in ("", "UNSIGNED"))
@@ -258,11 +258,11 @@ def _select_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool)
 
 
 def _logical_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
-    return inst.shape.element_type.name in ("pred", "u32") and plan.operands(inst, d, aligned)
+    return inst.array_shape.element_type.name in ("pred", "u32") and plan.operands(inst, d, aligned)
 
 
 def _bitcast_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
-    pair = (inst.operands[0].shape.element_type.name, inst.shape.element_type.name)
+    pair = (inst.operands[0].array_shape.element_type.name, inst.array_shape.element_type.name)
     return pair in _BITCASTS and plan.operands(inst, d, aligned)
 
 
@@ -270,7 +270,7 @@ def _broadcast_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bo
     op = inst.operands[0]
     dims = tuple(inst.dimensions)
     kept = tuple((dims.index(dim), div, mod) for dim, div, mod in d
-                 if dim in dims and op.shape.dims[dims.index(dim)] != 1)
+                 if dim in dims and op.array_shape.dims[dims.index(dim)] != 1)
     if not kept:
         return plan.make_uniform(op)
     return plan.varying(op, kept, aligned)
@@ -278,7 +278,7 @@ def _broadcast_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bo
 
 def _reshape_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes, aligned: bool) -> bool:
     op = inst.operands[0]
-    src, dims = op.shape.dims, inst.shape.dims
+    src, dims = op.array_shape.dims, inst.array_shape.dims
     if src == dims:
         return plan.varying(op, d, aligned)
     kept = _kept_dimensions(src, dims)
@@ -326,7 +326,7 @@ def _merging_reshape_plan(plan: _LanePlan, inst: HloInstruction, d: Lanes) -> bo
     into channels): when lane j is ``j`` elements on in the joined group, the operand's lanes
     run along the group's last dimension, in whole blocks."""
     op = inst.operands[0]
-    src, dims = op.shape.dims, inst.shape.dims
+    src, dims = op.array_shape.dims, inst.array_shape.dims
     for src_dims, out_dims in common_factors(src, dims):
         if {dim for dim, _, _ in d} <= set(out_dims):
             stride = {dim: math.prod(dims[k] for k in out_dims if k > dim) for dim in out_dims}
@@ -351,12 +351,12 @@ def _slice_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) ->
     s = inst.slice.dims[d]
     op = inst.operands[0]
     return s.stride == 1 and plan.varying(
-        op, plan.along(d), plan.whole_blocks(aligned, s.start, op.shape.dims[d]))
+        op, plan.along(d), plan.whole_blocks(aligned, s.start, op.array_shape.dims[d]))
 
 
 def _dynamic_slice_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
     op = inst.operands[0]
-    whole = inst.dynamic_slice_sizes[d] == op.shape.dims[d]     # its start clamps to 0
+    whole = inst.dynamic_slice_sizes[d] == op.array_shape.dims[d]     # its start clamps to 0
     return plan.varying(op, plan.along(d), aligned and whole)
 
 
@@ -364,15 +364,15 @@ def _gather_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -
     """Lanes along one of a gather's slice dimensions (a gathered row: an embedding, a graph
     message): the block's start indices are uniform, read once, and its lanes are the
     operand's along the slice's dimension."""
-    offset_dims = tuple(inst.attrs["offset_dims"])  # type: ignore[arg-type]
+    offset_dims = tuple(inst.offset_dims)
     if d not in offset_dims:
         return False
     operand, indices = inst.operands
-    dropped = set(inst.attrs["collapsed_slice_dims"]) \
-        | set(inst.attrs.get("operand_batching_dims", ()))  # type: ignore[arg-type]
+    dropped = set(inst.collapsed_slice_dims) \
+        | set(inst.ints_attr("operand_batching_dims"))
     window = [k for k in range(operand.shape.rank) if k not in dropped]
     along = window[offset_dims.index(d)]
-    whole = inst.attrs["slice_sizes"][along] == operand.shape.dims[along]  # type: ignore[index]
+    whole = inst.slice_sizes[along] == operand.array_shape.dims[along]
     return plan.make_uniform(indices) and plan.varying(operand, plan.along(along),
                                                        aligned and whole)
 
@@ -380,14 +380,14 @@ def _gather_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -
 def _dynamic_update_slice_plan(plan: _LanePlan, inst: HloInstruction, d: int,
                                aligned: bool) -> bool:
     base, update = inst.operands[:2]
-    return update.shape.dims[d] == base.shape.dims[d] \
+    return update.array_shape.dims[d] == base.array_shape.dims[d] \
         and plan.varying(base, plan.along(d), aligned) \
         and plan.varying(update, plan.along(d), aligned)
 
 
 def _concatenate_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> bool:
     if inst.dimensions[0] == d and not plan.whole_blocks(
-            aligned, *(op.shape.dims[d] for op in inst.operands)):
+            aligned, *(op.array_shape.dims[d] for op in inst.operands)):
         return False
     return plan.operands(inst, plan.along(d), aligned)
 
@@ -396,7 +396,7 @@ def _pad_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> b
     p = inst.padding.dims[d]
     op = inst.operands[0]
     if (p.low, p.high, p.interior) != (0, 0, 0) and (
-            p.interior or not plan.whole_blocks(aligned, p.low, op.shape.dims[d])):
+            p.interior or not plan.whole_blocks(aligned, p.low, op.array_shape.dims[d])):
         return False
     return plan.varying(op, plan.along(d), aligned)
 
@@ -441,9 +441,10 @@ class _RowEmitter(ElementalEmitter):
         self._scalar_depth = 0
 
     def vector_type(self, inst: HloInstruction) -> str:
-        return f"{_LANE_SCALAR[inst.shape.element_type.name]}{self.n}"
+        return f"{_LANE_SCALAR[inst.array_shape.element_type.name]}{self.n}"
 
-    def value(self, inst: HloInstruction, index: Index, shape_index: tuple[int, ...] = ()):
+    def value(self, inst: HloInstruction, index: Index,
+              shape_index: tuple[int, ...] = ()) -> Value:
         if self._scalar_depth or shape_index:
             return super().value(inst, index, shape_index)
         # the lanes' width and map are part of the value: a row kernel's passes read one value
@@ -452,18 +453,20 @@ class _RowEmitter(ElementalEmitter):
         hit = self._lookup(key)
         if hit is not None:
             return hit
+        result: Value
         if id(inst) not in self.plan.lane:
             result = self.splat(inst, self.scalar(inst, index))
         elif (id(inst), ()) in self.leaves:
-            result = self._load(inst, self.leaves[(id(inst), ())], index)
-        elif inst.opcode == "constant" and inst.shape.element_count != 1:
-            result = self._load(inst, BufferLeaf(inst.shape, self.embed(inst),
+            result = self._load(inst, self.buffer_leaf(inst), index)
+        elif inst.opcode == "constant" and inst.array_shape.element_count != 1:
+            result = self._load(inst, BufferLeaf(inst.array_shape, self.embedded(inst),
                                                  ("embedded", id(inst))), index)
+        elif inst.opcode in _EMIT_RULES:
+            result = _EMIT_RULES[inst.opcode](self, inst, index)
+        elif inst.opcode in _ARITHMETIC:
+            result = _arithmetic(self, inst, index)
         else:
-            rule = _EMIT_RULES.get(inst.opcode)
-            if rule is None:
-                rule = _arithmetic if inst.opcode in _ARITHMETIC else RULES[inst.opcode]
-            result = rule(self, inst, index)
+            result = RULES[inst.opcode](self, inst, index)
         self.scopes[-1][key] = result
         return result
 
@@ -471,7 +474,7 @@ class _RowEmitter(ElementalEmitter):
         """``inst``'s one value at ``index`` by the scalar emitter."""
         self._scalar_depth += 1
         try:
-            return super().value(inst, index)
+            return self.element(inst, index)
         finally:
             self._scalar_depth -= 1
 
@@ -484,7 +487,7 @@ class _RowEmitter(ElementalEmitter):
 
     def splat(self, inst: HloInstruction, scalar: str) -> str:
         vec = self.vector_type(inst)
-        if inst.shape.element_type.name == "pred":
+        if inst.array_shape.element_type.name == "pred":
             return self.kb.let(vec, f"({vec})(-(int)({scalar}))", "m")
         return self.kb.let(vec, f"({vec})({scalar})", "u")
 
@@ -515,15 +518,15 @@ class _RowEmitter(ElementalEmitter):
 
     def rounded(self, inst: HloInstruction, expr: str) -> str:
         """A float lane value of ``inst``'s type: bf16 rounds to nearest even."""
-        if inst.shape.element_type.name in E.NARROW_FLOAT_VECTORS:
-            expr = E.round_vector(inst.shape.element_type, self.n, expr)
+        if inst.array_shape.element_type.name in E.NARROW_FLOAT_VECTORS:
+            expr = E.round_vector(inst.array_shape.element_type, self.n, expr)
         return self.kb.let(self.vector_type(inst), expr, "v")
 
 
 def _arithmetic(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     # rank-0 operands (clamp's bounds) are uniform, read at the empty index
-    args = [em.value(op, SCALAR if op.shape.rank == 0 else index) for op in inst.operands]
-    compute = "u32" if inst.shape.element_type.name == "u32" else "f32"
+    args = [em.element(op, SCALAR if op.shape.rank == 0 else index) for op in inst.operands]
+    compute = "u32" if inst.array_shape.element_type.name == "u32" else "f32"
     expr = arithmetic(inst.opcode, compute, compute, args, lanes=em.n)
     if not E.rounds(inst.opcode):
         return em.kb.let(em.vector_type(inst), expr, "v")
@@ -534,10 +537,10 @@ def _convert(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     op = inst.operands[0]
     through = _through_integer(inst)
     if through is not None:
-        integers = E.convert_vector("f32", op.shape.element_type, em.value(through, index), em.n)
+        integers = E.convert_vector("f32", op.array_shape.element_type, em.element(through, index), em.n)
         return em.rounded(inst, f"convert_float{em.n}({integers})")
-    x = em.value(op, index)
-    pair = (op.shape.element_type.name, inst.shape.element_type.name)
+    x = em.element(op, index)
+    pair = (op.array_shape.element_type.name, inst.array_shape.element_type.name)
     return em.rounded(inst, _CONVERTS[pair].replace("$x", x).replace("$n", str(em.n)))
 
 
@@ -551,8 +554,8 @@ _CONVERTS = {
 
 
 def _bitcast(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
-    pair = (inst.operands[0].shape.element_type.name, inst.shape.element_type.name)
-    x = em.value(inst.operands[0], index)
+    pair = (inst.operands[0].array_shape.element_type.name, inst.array_shape.element_type.name)
+    x = em.element(inst.operands[0], index)
     return em.kb.let(em.vector_type(inst), _BITCASTS[pair].replace("$x", x).replace("$n", str(em.n)),
                      "v")
 
@@ -564,20 +567,20 @@ _BITCASTS = {("u32", "f32"): "as_float$n($x)", ("f32", "u32"): "as_uint$n($x)",
 
 
 def _compare(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
-    a, b = (em.value(op, index) for op in inst.operands)
+    a, b = (em.element(op, index) for op in inst.operands)
     return em.kb.let(em.vector_type(inst), f"({a} {_DIRECTIONS[str(inst.direction)]} {b})", "m")
 
 
 def _select(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     p, a, b = inst.operands
-    on_true, on_false = em.value(a, index), em.value(b, index)
+    on_true, on_false = em.element(a, index), em.element(b, index)
     if p.shape.rank == 0:
         return em.kb.let(em.vector_type(inst), f"({em.scalar(p, SCALAR)}) ? {on_true} : {on_false}")
-    return em.kb.let(em.vector_type(inst), f"select({on_false}, {on_true}, {em.value(p, index)})")
+    return em.kb.let(em.vector_type(inst), f"select({on_false}, {on_true}, {em.element(p, index)})")
 
 
 def _logical(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
-    args = [em.value(op, index) for op in inst.operands]
+    args = [em.element(op, index) for op in inst.operands]
     expr = f"(~{args[0]})" if inst.opcode == "not" else \
         f"({args[0]} {_LOGICAL[inst.opcode]} {args[1]})"
     return em.kb.let(em.vector_type(inst), expr, "m")
@@ -592,7 +595,7 @@ def _iota(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
         return em.splat(inst, em.scalar(inst, index))
     steps = ", ".join(str(j) for j in range(em.n))
     ints = f"((int{em.n})({index.exprs[d]}) + (int{em.n})({steps}))"
-    name = inst.shape.element_type.name
+    name = inst.array_shape.element_type.name
     if name == "s32":
         return em.kb.let(em.vector_type(inst), ints, "v")
     if name == "u32":       # a u32 iota's lanes are uints (JAX builds diagonal masks from them)
@@ -616,16 +619,17 @@ def _branches(em: _RowEmitter, inst: HloInstruction,
 def _concatenate(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     d = inst.dimensions[0]
     key = ("concat", id(inst))
-    cases, offset = [], 0
+    cases: list[tuple[str, Callable[[], str]]] = []
+    offset = 0
     for k, op in enumerate(inst.operands):
         start = em.kb.param(offset, key=(key, "start", k))
-        offset += op.shape.dims[d]
+        offset += op.array_shape.dims[d]
         end = em.kb.param(offset, key=(key, "end", k))
 
         def compute(op=op, start=start) -> str:
             exprs = list(index.exprs)
             exprs[d] = em.kb.let(em.kb.index_type, f"{index.exprs[d]} - {start}", "i")
-            return em.value(op, Index(tuple(exprs)))
+            return em.element(op, Index(tuple(exprs)))
         cases.append((f"{index.exprs[d]} < {end}", compute))
     return _branches(em, inst, cases)
 
@@ -633,14 +637,14 @@ def _concatenate(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
 def _pad(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     inside, source = pad_source(em, inst, index)
     return _branches(em, inst, [
-        (inside, lambda: em.value(inst.operands[0], source)),
+        (inside, lambda: em.element(inst.operands[0], source)),
         ("1", lambda: em.splat(inst, em.scalar(inst.operands[1], SCALAR)))])
 
 
 def _dynamic_update_slice(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     inside, relative = update_window(em, inst, index)
-    return _branches(em, inst, [(inside, lambda: em.value(inst.operands[1], relative())),
-                                ("1", lambda: em.value(inst.operands[0], index))])
+    return _branches(em, inst, [(inside, lambda: em.element(inst.operands[1], relative())),
+                                ("1", lambda: em.element(inst.operands[0], index))])
 
 
 # rules whose lane form differs from the scalar one; the index-mapping rules (broadcast,
@@ -668,7 +672,7 @@ def _store(ctx: LoweringContext, em: _RowEmitter, inst: HloInstruction, value: s
            computed: ElementType | None = None) -> None:
     """Store the block's lanes (of type ``computed``, where it is not the output's) at
     ``offset`` of output ``index``."""
-    out: ArrayShape = inst.shape if not index else inst.shape.elements[index[0]]  # type: ignore[union-attr,assignment]
+    out = leaf_shape(inst.shape, index[:1])
     ptr = em.kb.buffer(out.element_type, ctx.ref(inst, index), writable=True, key=("out", index))
     store_lanes(em, out.element_type, ptr, offset, value, em.n, computed)
 
@@ -680,7 +684,7 @@ def _launch(ctx: LoweringContext, inst: HloInstruction, outputs: list, leaves: d
     em, base = _begin(ctx, inst, leaves, plan, count)
     exprs = em.delinearize(base, out.dims, out.minor_to_major, "out")
     index = Index(exprs, (layout_key(out), base))
-    values = [em.value(value, index) for value, _, _ in outputs]   # every load before a store
+    values = [em.element(value, index) for value, _, _ in outputs]   # every load before a store
     for value, (computed, out_index, _) in zip(values, outputs):
         _store(ctx, em, inst, value, base, out_index, computed.shape.element_type)
     return launch_1d(ctx, em.kb, inst, count)
@@ -691,13 +695,13 @@ def _launch_window(ctx: LoweringContext, inst: HloInstruction, root: HloInstruct
     """A dynamic-update-slice whose result lives in its operand's bytes writes only its
     update window (as the loop kernel's in-place form does), here in blocks along the
     output's rows: the window's row may start anywhere, so its stores are unaligned."""
-    out: ArrayShape = inst.shape  # type: ignore[assignment]
-    window: ArrayShape = root.operands[1].shape  # type: ignore[assignment]
+    out: ArrayShape = inst.array_shape
+    window: ArrayShape = root.operands[1].array_shape
     count = window.element_count // plan.lanes
     em, base = _begin(ctx, inst, leaves, plan, count)
     rel = em.delinearize(base, window.dims, out.minor_to_major, "upd")
     linear = (layout_key(window), base) if window.minor_to_major == out.minor_to_major else None
-    value = em.value(root.operands[1], Index(rel, linear))
+    value = em.element(root.operands[1], Index(rel, linear))
     starts = dynamic_starts(em, root, 2, window.dims)
     target = tuple(em.kb.let(em.kb.index_type, f"{s} + {r}", "i") for s, r in zip(starts, rel))
     _store(ctx, em, inst, value, em.offset(out, Index(target), ("out", ())))
@@ -719,9 +723,9 @@ def _space_launch(ctx: LoweringContext, inst: HloInstruction, params,
         if out.window is None:
             lane_dims.append(minor)
             continue
-        to_space = window_dimensions(space, out.window.operands[1].shape)  # type: ignore[arg-type]
+        to_space = window_dimensions(space, out.window.operands[1].array_shape)
         along = [d for d, s in (to_space or {}).items() if s == minor]
-        if not along or out.window.shape.minor_to_major[0] != along[0]:  # type: ignore[union-attr]
+        if not along or out.window.array_shape.minor_to_major[0] != along[0]:
             return None               # the window's row is not contiguous in its operand
         lane_dims.append(along[0])
     leaves = operand_leaves(ctx, inst, params)
@@ -735,9 +739,9 @@ def _space_launch(ctx: LoweringContext, inst: HloInstruction, params,
                   (layout_key(space), base))
     places = [index if o.window is None else window_index(index, space, o.window)
               for o in outputs]
-    values = [em.value(o.value, at) for o, at in zip(outputs, places)]   # loads, then stores
+    values = [em.element(o.value, at) for o, at in zip(outputs, places)]   # loads, then stores
     offsets = [base if o.window is None else em.offset(
-        subshape(inst.shape, o.index), window_target(em, o.window, at), ("out", o.index))
+        leaf_shape(inst.shape, o.index), window_target(em, o.window, at), ("out", o.index))
         for o, at in zip(outputs, places)]
     for o, value, offset in zip(outputs, values, offsets):
         _store(ctx, em, inst, value, offset, o.index)

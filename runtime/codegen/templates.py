@@ -582,13 +582,13 @@ def vector_lanes(opcode: str, et: ElementType | str, vector_bits: int) -> int | 
     if row.name == "u32":
         lanes = vector_bits // 32
         return lanes if lanes in VECTOR_WIDTHS and opcode in VECTOR_UNSIGNED else None
-    lanes = vector_bits // C_BITS[row.compute] if row.family == "float" and row.bits >= 32 \
-        else None
-    if lanes not in VECTOR_WIDTHS or opcode in _PRED_RESULTS:
+    float_lanes = vector_bits // C_BITS[row.compute] if row.family == "float" \
+        and row.bits >= 32 else None
+    if float_lanes not in VECTOR_WIDTHS or opcode in _PRED_RESULTS:
         return None
     known = ((opcode, "float") in _UNARY or (opcode, "float") in _BINARY
              or opcode == "clamp")
-    return lanes if known else None
+    return float_lanes if known else None
 
 
 # --- conversions ------------------------------------------------------------------------

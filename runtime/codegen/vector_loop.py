@@ -35,7 +35,7 @@ from __future__ import annotations
 from ..analysis.in_place import kernel_outputs
 from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloInstruction
-from ..hlo.shape import ArrayShape
+from ..hlo.shape import ArrayShape, ShapeIndex
 from . import cltypes, templates as E
 from .elemental import ElementalEmitter, arithmetic, element_strides, factor
 from .kernel import argument_value
@@ -56,14 +56,14 @@ def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction
         return None
     out = outputs[0][2]
     computed = [stored_value(value, shape) for value, _, shape in outputs]
-    compute = VECTOR_COMPUTE.get(computed[0].shape.element_type.name)
-    if compute is None or any(VECTOR_COMPUTE.get(value.shape.element_type.name) != compute
+    compute = VECTOR_COMPUTE.get(computed[0].array_shape.element_type.name)
+    if compute is None or any(VECTOR_COMPUTE.get(value.array_shape.element_type.name) != compute
                               for value in computed):
         return None
     lanes = E.vector_lanes("add", compute, ctx.target.vector_bits)
     if lanes is None:
         return None
-    operands = {id(p): inst.operands[p.parameter_number] for p in params} if params \
+    operands = {id(p): inst.operands[p.param_number] for p in params} if params \
         else {id(op): op for op in inst.operands}
     mapped: dict = {}
     seen: set = set()
@@ -85,18 +85,21 @@ def same_shape_outputs(inst: HloInstruction, root: HloInstruction
     (``analysis.loop_outputs``: a kernel over their whole arrays would rewrite them)."""
     if kernel_outputs(inst) is not None:
         return None
+    found: list[tuple[HloInstruction, ShapeIndex, ArrayShape]]
     if isinstance(inst.shape, ArrayShape):
         found = [(root, (), inst.shape)]
     elif inst.opcode == "fusion" and root.opcode == "tuple" and root.operands:
-        found = [(value, (k,), value.shape) for k, value in enumerate(root.operands)]
+        found = [(value, (k,), value.shape) for k, value in enumerate(root.operands)
+                 if isinstance(value.shape, ArrayShape)]
+        if len(found) != len(root.operands):
+            return None
     else:
         return None
     first = found[0][2]
-    if any(not isinstance(s, ArrayShape) or s.dims != first.dims
-           or s.minor_to_major != first.minor_to_major for _, _, s in found) \
-            or first.element_count == 0:
+    if any(s.dims != first.dims or s.minor_to_major != first.minor_to_major
+           for _, _, s in found) or first.element_count == 0:
         return None
-    return found  # type: ignore[return-value]
+    return found
 
 
 def stored_value(value: HloInstruction, shape: ArrayShape) -> HloInstruction:
@@ -148,7 +151,7 @@ def _vectorizes(inst: HloInstruction, out: ArrayShape, compute: str, operands: d
 def _kept_order(inst: HloInstruction) -> tuple[int, ...] | None:
     """A copy, or a reshape that only adds or drops size-1 dimensions, keeps the other
     dimensions in order (size-1 operand dimensions map anywhere: their index is 0)."""
-    source, dims = inst.operands[0].shape.dims, inst.shape.dims  # type: ignore[union-attr]
+    source, dims = inst.operands[0].array_shape.dims, inst.array_shape.dims
     kept_source = [k for k, n in enumerate(source) if n != 1]
     kept = [d for d, n in enumerate(dims) if n != 1]
     if [source[k] for k in kept_source] != [dims[d] for d in kept]:
@@ -180,7 +183,7 @@ class _VectorEmitter:
                  compute: str, lanes: int, operands: dict, mapped: dict) -> None:
         self.ctx, self.inst, self.out, self.lanes = ctx, inst, out, lanes
         self.operands, self.mapped = operands, mapped
-        self.kb = kb = kernel_builder(out, *(o.shape for o in inst.operands))  # type: ignore[arg-type]
+        self.kb = kb = kernel_builder(out, *(o.shape for o in inst.operands))
         if out.element_count + lanes >= 2 ** 31:
             kb.index_type = "long"      # the last block's end must not overflow
         self.em = ElementalEmitter(kb, {}, None)
@@ -217,9 +220,10 @@ class _VectorEmitter:
             return self._load_mapped(inst, *self.mapped[id(inst)])
         if id(inst) in self.operands:
             return self._load(self.operands[id(inst)])
-        et = inst.shape.element_type
+        et = inst.array_shape.element_type
         if inst.opcode == "constant":
-            v = kb.scalar(self.scalar, argument_value(et, inst.literal.data),  # type: ignore[union-attr]
+            assert inst.literal is not None   # every constant has one
+            v = kb.scalar(self.scalar, argument_value(et, inst.literal.data),
                           key=("const", id(inst)))
             return kb.let(vec, f"({vec})({v})")
         if inst.opcode == "broadcast":
@@ -244,12 +248,12 @@ class _VectorEmitter:
             else value
 
     def _pointer(self, operand: HloInstruction) -> str:
-        return self.kb.buffer(operand.shape.element_type, self.ctx.ref(operand),
+        return self.kb.buffer(operand.array_shape.element_type, self.ctx.ref(operand),
                               key=("in", id(operand)))
 
     def _load(self, operand: HloInstruction) -> str:
         ptr = self._pointer(operand)
-        et = operand.shape.element_type
+        et = operand.array_shape.element_type
         if operand.shape.rank == 0:
             return self.kb.let(self.vec, f"({self.vec})({cltypes.load(et, ptr, '0')})")
         return self._vector_or_lanes(
@@ -263,7 +267,7 @@ class _VectorEmitter:
         element)."""
         kb, lanes = self.kb, self.lanes
         ptr = self._pointer(operand)
-        source: ArrayShape = operand.shape  # type: ignore[assignment]
+        source: ArrayShape = operand.array_shape
         et = source.element_type
         strides = element_strides(source)
         key = ("mapped", id(inst))

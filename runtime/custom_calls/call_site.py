@@ -90,8 +90,8 @@ def call_site(inst: HloInstruction, ref: Callable[[HloInstruction, ShapeIndex], 
     if api_version == "API_VERSION_TYPED_FFI" and isinstance(config, BackendConfig):
         attrs = parse_attributes(config.text, location=_config_location(inst, config),
                                  instruction=inst.name)
-    constraints: tuple[Shape | None, ...] = inst.attrs.get(  # type: ignore[assignment]
-        "operand_layout_constraints") or (None,) * len(inst.operands)
+    constraints: tuple[Shape | None, ...] = inst.optional_attr(
+        "operand_layout_constraints", tuple) or (None,) * len(inst.operands)
     return CallSite(
         target=target, instruction=inst.name, location=inst.location, api_version=api_version,
         opaque=opaque, attrs=attrs,

@@ -21,11 +21,11 @@ left alone (or given ``info``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
-_PREFIX_DTYPES = {"s": np.dtype(np.float32), "d": np.dtype(np.float64),
+_PREFIX_DTYPES: dict[str, np.dtype[Any]] = {"s": np.dtype(np.float32), "d": np.dtype(np.float64),
                   "c": np.dtype(np.complex64), "z": np.dtype(np.complex128)}
 _TRANSPOSE = {"N": 0, "T": 1, "C": 2}
 

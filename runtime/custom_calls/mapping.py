@@ -51,7 +51,8 @@ class MappedLeaves:
                 span[0] = min(span[0], leaf.ref.offset)
                 span[1] = max(span[1], leaf.ref.offset + leaf.nbytes)
         self._spans = dict(spans)
-        self._maps: dict[int, tuple[int, np.ndarray]] = {}
+        # allocation -> (its first mapped byte, pyopencl's mapped array: its base is the map)
+        self._maps: dict[int, tuple[int, Any]] = {}
 
     def __enter__(self) -> MappedLeaves:
         cl = opencl()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -256,7 +257,8 @@ def convert_number(text: str, dtype: np.dtype, offset: int) -> np.generic:
         if _type_name(dtype) in _FLOAT_TYPES:
             if is_hex:
                 bits = np.array(int(text, 16), dtype=f"uint{dtype.itemsize * 8}")
-                return bits.view(dtype)[()]
+                scalar: Any = bits.view(dtype)[()]   # numpy's stubs type a 0-d index as an array
+                return scalar
             return dtype.type(float(text))
         value = int(text, 16) if is_hex else int(text)
         if dtype.kind == "b":

@@ -16,7 +16,7 @@ are.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from ..execution.device import opencl
 from ..errors import DeviceError
@@ -71,7 +71,7 @@ class OpenCLCallRunner:
                                   hint="compile with the device's base-address alignment "
                                        f"({device.mem_base_addr_align} bytes)") from error
         if self.target.launcher is not None:
-            self._run_launcher(device, buffers)
+            self._run_launcher(self.target.launcher, device, buffers)
             return
         size = self.launch_size()
         if 0 in size:
@@ -84,12 +84,13 @@ class OpenCLCallRunner:
             raise self.site.error(f"launching kernel {self.target.kernel_name} over {size} "
                                   f"failed: {error}") from error
 
-    def _run_launcher(self, device, buffers: list[Any]) -> None:
+    def _run_launcher(self, launcher: Callable[..., Any], device: Any,
+                      buffers: list[Any]) -> None:
         site = self.site
         args = CallArguments(opaque=site.opaque, attrs=site.attrs, queue=device.queue,
                              buffers=buffers)
         try:
-            LAUNCHER_CONVENTIONS[site.api_version](self.target.launcher, args)
+            LAUNCHER_CONVENTIONS[site.api_version](launcher, args)
         except Exception as error:
             raise site.error(f"the launcher raised {type(error).__name__}: {error}") from error
         if args.status.failed:

@@ -138,7 +138,7 @@ class Device:
         off by 2.5-3 ulp unless asked otherwise; XLA's results are correctly rounded. ``-w``
         keeps the compiler's warnings out of the user's output.
         """
-        options = ("-cl-denorms-are-zero", "-w")    # -w: see runtime.execution.quiet
+        options: tuple[str, ...] = ("-cl-denorms-are-zero", "-w")   # -w: runtime.execution.quiet
         if self.correctly_rounded_divide_sqrt:
             options += ("-cl-fp32-correctly-rounded-divide-sqrt",)
         return options
@@ -374,7 +374,8 @@ def _diagnostics(log: str) -> list[tuple[str, str, str]]:
         for pattern in _DIAGNOSTICS:
             match = pattern.match(raw.strip())
             if match:
-                found.append(match.groups())
+                line, column, message = match.groups()
+                found.append((line, column, message))
                 break
     return found
 

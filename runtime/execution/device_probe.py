@@ -27,6 +27,7 @@ does that before pyopencl loads: an ICD directory in the project's cache naming 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import re
 from dataclasses import dataclass
@@ -67,9 +68,10 @@ _SYSTEM_VENDORS = Path("/etc/OpenCL/vendors")
 def host_isa() -> str:
     """The widest vector ISA this CPU runs: "avx512" (AVX-512 F), "avx2" or "baseline"."""
     try:
-        from numpy._core._multiarray_umath import __cpu_features__ as features
+        umath = importlib.import_module("numpy._core._multiarray_umath")
     except ImportError:  # numpy < 2
-        from numpy.core._multiarray_umath import __cpu_features__ as features
+        umath = importlib.import_module("numpy.core._multiarray_umath")
+    features: dict[str, bool] = umath.__cpu_features__
     if features.get("AVX512F"):
         return "avx512"
     if features.get("AVX2") and features.get("FMA3"):
@@ -181,7 +183,8 @@ def reasons(found: list[Device], used: Device, chosen_by: str | None = None) -> 
                         f"intel-cmplr-lib-rt)")
             out[d.spec] = f"used ({why})"
         elif not a.usable:
-            out[d.spec] = f"not used: cannot compile ({a.problem.splitlines()[-1][:160]})"
+            problem = (a.problem or "no reason given").splitlines()[-1][:160]
+            out[d.spec] = f"not used: cannot compile ({problem})"
         elif chosen_by:
             out[d.spec] = f"not used: {chosen_by} picks {used.spec}"
         elif d.kind != "cpu":

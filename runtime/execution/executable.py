@@ -18,7 +18,7 @@ import functools
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -29,6 +29,9 @@ from ..hlo.shape import ArrayShape, Shape, TupleShape, physical_order
 from .arrays import DeviceArray, upload
 from .device import allocate_buffer, opencl
 from .output_buffers import OutputRecycler
+
+if TYPE_CHECKING:
+    from ..codegen.plan import Launch
 
 _RUN_COUNTER = itertools.count(1)
 
@@ -217,6 +220,7 @@ class Executable:
                 yield from self._check_leaf(i, a, s, index + (k,))
             return
         assert isinstance(shape, ArrayShape)
+        value: DeviceArray | np.ndarray
         if isinstance(arg, DeviceArray):
             arg._check_alive()
             if arg.device is not self.device:
@@ -397,7 +401,7 @@ class Executable:
             kernel = self._bind_arguments(step, bindings)
         self._enqueue(kernel, step.global_size, step.local_size)
 
-    def _bind_arguments(self, step, bindings):
+    def _bind_arguments(self, step: Launch, bindings: list[Any]) -> Any:
         """Set only the arguments that can change between runs. Each launch step has a kernel
         object of its own (steps sharing a deduplicated kernel would otherwise set every
         argument at each launch: a loop body's thirteen in-place updates through one kernel

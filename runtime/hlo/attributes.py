@@ -9,8 +9,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
 
 from .shape import ShapeIndex, index_text
+
+if TYPE_CHECKING:
+    from .literal import Literal
 
 
 @dataclass(frozen=True)
@@ -105,16 +110,16 @@ def parse_dim_labels(text: str) -> ConvDimensionNumbers:
     def roles(labels: str, first: str, second: str, what: str) -> tuple[int, int, tuple[int, ...]]:
         if labels.count(first) != 1 or labels.count(second) != 1:
             raise ValueError(f"dim_labels {text!r}: {what} needs exactly one '{first}' and one '{second}'")
-        digits = [None] * spatial
+        digits: dict[int, int] = {}   # spatial label -> position
         for pos, ch in enumerate(labels):
             if ch.isdigit():
                 k = int(ch)
-                if k >= spatial or digits[k] is not None:
+                if k >= spatial or k in digits:
                     raise ValueError(f"dim_labels {text!r}: bad spatial label {ch!r} in {what}")
                 digits[k] = pos
-        if any(d is None for d in digits):
+        if len(digits) != spatial:
             raise ValueError(f"dim_labels {text!r}: {what} is missing spatial dimensions")
-        return labels.index(first), labels.index(second), tuple(digits)  # type: ignore[arg-type]
+        return labels.index(first), labels.index(second), tuple(digits[k] for k in range(spatial))
 
     ib, if_, isp = roles(lhs, "b", "f", "input")
     ki, ko, ksp = roles(rhs, "i", "o", "kernel")
@@ -214,10 +219,10 @@ class Metadata:
 class ShapedLiteral:
     """The custom-call ``literal=`` attribute: a shape and a literal of that shape."""
 
-    literal: object  # runtime.hlo.literal.Literal
+    literal: Literal
 
     def to_text(self) -> str:
-        return self.literal.to_text(with_shape=True)  # type: ignore[attr-defined]
+        return self.literal.to_text(with_shape=True)
 
 
 @dataclass(frozen=True)
@@ -251,8 +256,8 @@ _SIMPLE = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "a": "\a", "b": "\b", "f"
 
 def unquote_string(body: str) -> str:
     """Undo C escapes inside a string literal's body (without its quotes)."""
-    def repl(m: re.Match) -> str:
-        e = m.group(1)
+    def repl(m: re.Match[str]) -> str:
+        e: str = m.group(1)
         if e[0] == "x" and len(e) == 3:
             return chr(int(e[1:], 16))
         if e.isdigit() and all(c in "01234567" for c in e) and e != "0":

@@ -8,6 +8,7 @@ across the API (ml_dtypes for bf16, f8 and sub-byte types, as JAX does).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import ml_dtypes
 import numpy as np
@@ -67,9 +68,10 @@ class ElementType:
 
 
 def _numpy_dtype(name: str) -> np.dtype:
-    if hasattr(np, name) and name not in ("int4", "uint4", "int2", "uint2", "int1", "uint1"):
-        return np.dtype(getattr(np, name))
-    return np.dtype(getattr(ml_dtypes, name))
+    module = np if hasattr(np, name) and name not in (
+        "int4", "uint4", "int2", "uint2", "int1", "uint1") else ml_dtypes
+    dtype: np.dtype[Any] = np.dtype(getattr(module, name))
+    return dtype
 
 
 _ROWS = [

@@ -10,14 +10,16 @@ computation needs no string fix-ups.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterator
+from typing import Iterator, TypeVar
 
-from ..errors import SourceLocation
+from ..errors import InternalCompilerError, SourceLocation
 from .attribute_accessors import TypedAttributes
 from .graph import post_order
 from .literal import Literal
 from .printer import module_to_text
-from .shape import Shape, ShapeIndex
+from .shape import ArrayShape, Shape, ShapeIndex, TupleShape
+
+_T = TypeVar("_T")
 
 
 @dataclass(eq=False)
@@ -47,12 +49,80 @@ class HloInstruction(TypedAttributes):
         return out
 
     @property
-    def control_predecessors(self) -> list[HloInstruction]:
-        value = self.attrs.get("control-predecessors")
-        return list(value) if value else []
+    def array_shape(self) -> ArrayShape:
+        """The shape of an instruction that produces an array. Lowering and the analyses call
+        it where the opcode (or an earlier check) guarantees an array, so a tuple here is a bug
+        in this compiler, reported at the instruction's line."""
+        if isinstance(self.shape, TupleShape):
+            raise self._wrong_shape("an array")
+        return self.shape
 
-    def attr(self, name: str, default=None):
-        return self.attrs.get(name, default)
+    @property
+    def tuple_shape(self) -> TupleShape:
+        """The shape of a tuple-shaped instruction (``tuple``, a multi-output fusion, a while
+        loop's state); an array here is a bug in this compiler, as for ``array_shape``."""
+        if isinstance(self.shape, ArrayShape):
+            raise self._wrong_shape("a tuple")
+        return self.shape
+
+    @property
+    def param_number(self) -> int:
+        """A parameter's number (``parameter_number`` is None for every other opcode); the
+        callers index operands or signatures with it where the opcode is known."""
+        if self.parameter_number is None:
+            raise InternalCompilerError("parameter access", TypeError(
+                f"{self.name} is a {self.opcode}, not a parameter"), instruction=self.name,
+                location=self.location)
+        return self.parameter_number
+
+    def _wrong_shape(self, expected: str) -> InternalCompilerError:
+        error = TypeError(f"{self.name} has shape {self.shape}, not {expected}")
+        return InternalCompilerError("shape access", error, instruction=self.name,
+                                     location=self.location)
+
+    @property
+    def control_predecessors(self) -> list[HloInstruction]:
+        return list(self.optional_attr("control-predecessors", tuple) or ())
+
+    def optional_attr(self, name: str, kind: type[_T]) -> _T | None:
+        """An optional attribute of type ``kind``, or None where the text leaves it out (the
+        generated accessors, ``inst.window``, are for the attributes an opcode requires)."""
+        value = self.attrs.get(name)
+        if value is None:
+            return None
+        if not isinstance(value, kind):
+            raise self._wrong_attribute(name, kind.__name__)
+        return value
+
+    def int_attr(self, name: str, default: int) -> int:
+        """An optional integer attribute (``index_vector_dim``, ``feature_group_count``...),
+        ``default`` where the text leaves it out: XLA's printer omits defaults."""
+        value = self.attrs.get(name, default)
+        if not isinstance(value, int):
+            raise self._wrong_attribute(name, "int")
+        return value
+
+    def ints_attr(self, name: str, default: tuple[int, ...] = ()) -> tuple[int, ...]:
+        """An optional list-of-integers attribute (``dimensions``, ``lhs_batch_dims``...)."""
+        value = self.attrs.get(name, default)
+        if not isinstance(value, tuple) or not all(isinstance(v, int) for v in value):
+            raise self._wrong_attribute(name, "list of ints")
+        return value
+
+    def bool_attr(self, name: str, default: bool) -> bool:
+        """An optional boolean attribute (``largest``, ``custom_call_has_side_effect``...)."""
+        value = self.attrs.get(name, default)
+        if not isinstance(value, bool):
+            raise self._wrong_attribute(name, "bool")
+        return value
+
+    def _wrong_attribute(self, name: str, expected: str) -> InternalCompilerError:
+        """The parser reads each attribute by its kind, so a value of another type is a bug
+        in a pass that built the instruction."""
+        error = TypeError(f"attribute {name} of {self.name} is "
+                          f"{type(self.attrs.get(name)).__name__}, not {expected}")
+        return InternalCompilerError("attribute access", error, instruction=self.name,
+                                     location=self.location)
 
     @property
     def comparison_type(self) -> str | None:
@@ -64,7 +134,8 @@ class HloInstruction(TypedAttributes):
         if written is not None:
             return str(written)
         order = self.attrs.get("order")
-        if order is None or not self.operands or not self.operands[0].shape.element_type.is_float:
+        if order is None or not self.operands \
+                or not self.operands[0].array_shape.element_type.is_float:
             return None
         return "TOTALORDER" if str(order) == "TOTAL" else "FLOAT"
 
@@ -110,6 +181,16 @@ class HloComputation:
 
     def __repr__(self) -> str:
         return f"<computation {self.name}: {len(self.instructions)} instructions>"
+
+    @property
+    def root_instruction(self) -> HloInstruction:
+        """The root, which every parsed or built computation has: ``root`` is None only while
+        the parser reads the computation's body."""
+        if self.root is None:
+            raise InternalCompilerError("computation access", ValueError(
+                f"computation {self.name} has no root"), computation=self.name,
+                location=self.location)
+        return self.root
 
     @property
     def parameters(self) -> list[HloInstruction]:
@@ -185,6 +266,15 @@ class HloModule:
 
     def __repr__(self) -> str:
         return f"<HloModule {self.name}: {len(self.computations)} computations>"
+
+    @property
+    def entry_computation(self) -> HloComputation:
+        """The entry, which every parsed module has: ``entry`` is None only while the parser
+        reads the module."""
+        if self.entry is None:
+            raise InternalCompilerError("module access", ValueError(
+                f"module {self.name} has no entry computation"))
+        return self.entry
 
     def computation(self, name: str) -> HloComputation:
         for c in self.computations:

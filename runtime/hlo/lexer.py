@@ -91,7 +91,7 @@ class Lexer:
     def advance(self) -> None:
         m = _TOKEN.match(self.text, self.pos)
         group = m.lastgroup if m is not None else None
-        if group is None:
+        if m is None or group is None:
             skip = _SKIP.match(self.text, self.pos)
             at = skip.end() if skip else self.pos
             if at >= len(self.text):

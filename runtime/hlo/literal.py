@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any, Callable
 
 import numpy as np
 
@@ -48,13 +49,16 @@ class Literal:
         return self.data
 
 
-def _nested_text(a: np.ndarray, fmt) -> str:
+def _nested_text(a: np.ndarray, fmt: Formatter) -> str:
     if a.ndim == 1:
         return "{" + ", ".join(fmt(x) for x in a) + "}"
     return "{ " + ", ".join(_nested_text(sub, fmt) for sub in a) + " }"
 
 
-def element_formatter(et: ElementType):
+Formatter = Callable[[Any], str]   # one element (a numpy scalar) -> its HLO text
+
+
+def element_formatter(et: ElementType) -> Formatter:
     if et.is_pred:
         return lambda x: "true" if bool(x) else "false"
     if et.is_integer:
@@ -67,8 +71,8 @@ def element_formatter(et: ElementType):
     return lambda x: str(x)
 
 
-def _float_formatter(np_type, bits: int):
-    def fmt(x) -> str:
+def _float_formatter(np_type: type[np.floating[Any]], bits: int) -> Formatter:
+    def fmt(x: Any) -> str:
         v = np_type(x)
         f = float(v)
         if math.isnan(f):
@@ -88,7 +92,7 @@ def _float_formatter(np_type, bits: int):
     return fmt
 
 
-def _shortest(np_type, v) -> str:
+def _shortest(np_type: type[np.floating[Any]], v: np.floating[Any]) -> str:
     f = float(v)
     for digits in range(1, 18):
         text = f"{f:.{digits}g}"
@@ -97,7 +101,7 @@ def _shortest(np_type, v) -> str:
     return repr(f)
 
 
-def _nan_text(v, bits: int) -> str:
+def _nan_text(v: np.floating[Any], bits: int) -> str:
     """XLA prints a NaN's payload when it is not the default quiet NaN."""
     if bits not in (16, 32, 64):
         return "nan"
@@ -111,7 +115,7 @@ def _nan_text(v, bits: int) -> str:
     return ("-" if sign else "") + text
 
 
-def _mantissa_bits(dtype: np.dtype, bits: int) -> int:
+def _mantissa_bits(dtype: np.dtype[Any], bits: int) -> int:
     if dtype == np.float16:
         return 10
     if dtype == np.float32:
@@ -121,8 +125,9 @@ def _mantissa_bits(dtype: np.dtype, bits: int) -> int:
     return 7  # bfloat16
 
 
-def nan_with_payload(et: ElementType, payload: int | None, negative: bool):
-    """A NaN of type ``et`` with the given mantissa payload (None: the default quiet NaN)."""
+def nan_with_payload(et: ElementType, payload: int | None, negative: bool) -> Any:
+    """A NaN of type ``et`` with the given mantissa payload (None: the default quiet NaN), as a
+    numpy scalar of ``et``'s type (``Any``: numpy types a 0-d view's item as an array)."""
     dtype = et.numpy
     bits = et.bits
     if bits not in (16, 32, 64):

@@ -9,6 +9,7 @@ raw text so the parser can point its caret at the offending element.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import numpy as np
 
@@ -66,9 +67,10 @@ def _float_value(text: str, et: ElementType) -> float | np.generic:
     if m:
         payload = int(m.group(2), 16) if m.group(2) else None
         try:
-            return nan_with_payload(et, payload, bool(m.group(1)))
+            nan: np.generic = nan_with_payload(et, payload, bool(m.group(1)))
         except ValueError as e:
             raise LiteralTextError(str(e)) from None
+        return nan
     if text in ("inf", "-inf"):
         return float(text)
     if not re.fullmatch(r"-?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", text):
@@ -81,7 +83,7 @@ def complex_part(et: ElementType) -> ElementType:
     return ELEMENT_TYPES["f32" if et.name == "c64" else "f64"]
 
 
-def to_array(values: list, et: ElementType, dims: tuple[int, ...]) -> np.ndarray:
+def to_array(values: list[Any], et: ElementType, dims: tuple[int, ...]) -> np.ndarray:
     """Values as an array of ``et``, rounded to the type; out-of-range floats become
     infinities, as XLA's parser makes them. Values are Python numbers, numpy scalars (NaNs with
     payloads) or, for complex types, (re, im) pairs of those: the parts are stored separately
@@ -95,7 +97,7 @@ def to_array(values: list, et: ElementType, dims: tuple[int, ...]) -> np.ndarray
     return _real_array(values, et).reshape(dims)
 
 
-def _real_array(values: list, et: ElementType) -> np.ndarray:
+def _real_array(values: list[Any], et: ElementType) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         if any(isinstance(v, np.generic) for v in values):
             arr = np.empty(len(values), dtype=et.numpy)
@@ -139,7 +141,7 @@ class _ArrayReader:
             if m.lastgroup != "blank":
                 self.tokens.append((m.start(), m.group()))
         self.i = 0
-        self.values: list = []
+        self.values: list[Any] = []   # scalars, or (re, im) pairs for complex types
 
     def read(self) -> np.ndarray:
         self.level(0, ())
@@ -208,7 +210,7 @@ class _ArrayReader:
         else:
             self.values.append(self.word(et))
 
-    def word(self, et: ElementType):
+    def word(self, et: ElementType) -> bool | int | float | np.generic:
         pos, tok = self.take()
         if tok == "{":
             raise LiteralTextError(f"expects nested array in rank {len(self.dims)}, but sees "

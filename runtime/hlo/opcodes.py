@@ -12,9 +12,16 @@ one reader and one writer per kind rather than one per attribute.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Iterable
 
 from . import shape_inference as rules
+from .shape import Shape
+
+if TYPE_CHECKING:
+    from .ir import HloInstruction
+
+# infers (and checks) an instruction's shape; the verifier calls it
+ShapeRule = Callable[["HloInstruction"], Shape]
 
 # --- attribute value syntaxes -------------------------------------------------------------
 
@@ -96,7 +103,7 @@ class OpcodeSpec:
     name: str
     min_operands: int
     max_operands: int | None            # None: any number
-    shape_rule: Callable
+    shape_rule: ShapeRule
     attrs: frozenset[str] = frozenset()
     required: frozenset[str] = frozenset()
     shape_required: bool = False        # the text must write the result shape
@@ -130,9 +137,11 @@ class OpcodeSpec:
 OPCODES: dict[str, OpcodeSpec] = {}
 
 
-def _op(name: str, arity, rule: Callable, attrs=(), required=(), *, shape_required=False,
-        elementwise=False, side_effect=False, operand_types=None, cost="cheap",
-        one_device=None) -> None:
+def _op(name: str, arity: int | tuple[int, int | None], rule: ShapeRule,
+        attrs: Iterable[str] = (), required: Iterable[str] = (), *, shape_required: bool = False,
+        elementwise: bool = False, side_effect: bool = False,
+        operand_types: Iterable[str] | None = None, cost: str = "cheap",
+        one_device: str | None = None) -> None:
     lo, hi = (arity, arity) if isinstance(arity, int) else arity
     OPCODES[name] = OpcodeSpec(name, lo, hi, rule, frozenset(attrs) | frozenset(required),
                                frozenset(required), shape_required, elementwise, side_effect,
@@ -142,7 +151,9 @@ def _op(name: str, arity, rule: Callable, attrs=(), required=(), *, shape_requir
 
 _ACCURACY = ("result_accuracy",)
 
-# element-type classes
+# element-type classes (the loops below read them and the attribute lists as one type each)
+_types: tuple[str, ...] | None
+_a: tuple[str, ...]
 FLOAT = ("float",)
 FLOAT_OR_COMPLEX = ("float", "complex")
 INTEGER = ("sint", "uint")

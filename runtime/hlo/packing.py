@@ -25,7 +25,8 @@ def to_storage(physical: np.ndarray, et: ElementType) -> np.ndarray:
     codes = np.concatenate([codes, np.zeros(-len(codes) % per_byte, np.uint8)])
     lanes = codes.reshape(-1, per_byte).astype(np.uint8)
     shifts = np.arange(per_byte, dtype=np.uint8) * np.uint8(bits)
-    return np.bitwise_or.reduce(lanes << shifts, axis=1).astype(np.uint8)
+    packed: np.ndarray = np.bitwise_or.reduce(lanes << shifts, axis=1).astype(np.uint8)
+    return packed
 
 
 def from_storage(raw: np.ndarray, et: ElementType, count: int) -> np.ndarray:

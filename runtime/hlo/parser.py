@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import difflib
 import re
+from typing import Any
+
+import numpy as np
 
 from ..errors import HloParseError, SourceLocation
 from . import lexer as L
 from .attributes import (
-    BackendConfig, Identifier, IdentifierList, Metadata, OperandAlias, OperandAliasing, PadDim,
-    PaddingConfig, RawText, ShapedLiteral, SliceDim, SliceSpec, Window, WindowDim,
-    parse_dim_labels, unquote_string,
+    BackendConfig, ConvDimensionNumbers, Identifier, IdentifierList, Metadata, OperandAlias,
+    OperandAliasing, PadDim, PaddingConfig, RawText, ShapedLiteral, SliceDim, SliceSpec, Window,
+    WindowDim, parse_dim_labels, unquote_string,
 )
 from .dtypes import ELEMENT_TYPES, F64
 from .graph import post_order
@@ -437,6 +440,7 @@ class Parser:
             raise self.error(f"unknown opcode: {opcode}", opcode_at,
                              hint=f"did you mean {guess}?" if guess else None)
         lx.advance()
+        # the shape is None until _infer_omitted_shapes when the text leaves it out
         inst = HloInstruction(name=name, opcode=opcode, shape=shape,  # type: ignore[arg-type]
                               location=lx.location(at), parent=comp)
         self.expect_punct("(", f"after opcode {opcode}")
@@ -508,11 +512,12 @@ class Parser:
         if lx.kind not in (L.NAME, L.IDENT):
             raise self.error(f"expects an operand name but sees {lx.describe()}")
         name = lx.value
-        inst = self.names.get(name)
-        if inst is None:
+        found = self.names.get(name)
+        if found is None:
             guess = difflib.get_close_matches(name, list(self.names), n=1)
             raise self.error(f"instruction does not exist: {name}", at,
                              hint=f"did you mean {guess[0]}?" if guess else None)
+        inst = found
         lx.advance()
         while lx.at_punct("#"):
             inst = self.tuple_element(comp, inst, at)
@@ -543,7 +548,7 @@ class Parser:
         if element is None:
             element = HloInstruction(
                 name=self.fresh_name(f"{tuple_.name}_{index}"), opcode="get-tuple-element",
-                shape=None if shape is None else shape.elements[index],  # type: ignore[arg-type]
+                shape=None if shape is None else shape.elements[index],
                 operands=[tuple_], attrs={"index": index}, location=lx.location(at), parent=comp)
             self.elements[key] = element
             self.element_ids.add(id(element))
@@ -579,11 +584,11 @@ class Parser:
         lx.advance()
         value_at = lx.start
         value = getattr(self, "attr_" + ATTRIBUTE_KINDS[name])()
-        allowed = ATTRIBUTE_VALUES.get(name)
-        if allowed is not None and str(value) not in allowed:
-            guess = difflib.get_close_matches(str(value), list(allowed), n=1)
+        values = ATTRIBUTE_VALUES.get(name)
+        if values is not None and str(value) not in values:
+            guess = difflib.get_close_matches(str(value), list(values), n=1)
             raise self.error(f"unexpected value {value} for attribute {name}; expected one of "
-                             f"{', '.join(sorted(allowed))}", value_at,
+                             f"{', '.join(sorted(values))}", value_at,
                              hint=f"did you mean {guess[0]}?" if guess else None)
         if isinstance(value, _PendingComputation) or (
                 isinstance(value, tuple) and any(isinstance(v, _PendingComputation) for v in value)):
@@ -690,7 +695,7 @@ class Parser:
     def attr_window(self) -> Window:
         lx = self.lx
         self.expect_punct("{", "to open window")
-        fields: dict[str, list] = {}
+        fields: dict[str, list[Any]] = {}   # ints, or (low, high) pairs for pad
         while lx.kind == L.ATTR:
             key, at = lx.value, lx.start
             lx.advance()
@@ -734,7 +739,7 @@ class Parser:
                 reversal=bool(fields.get("rhs_reversal", [0] * rank)[i])))
         return Window(tuple(dims))
 
-    def attr_dim_labels(self):
+    def attr_dim_labels(self) -> ConvDimensionNumbers:
         lx = self.lx
         if lx.kind != L.DIM_LABELS:
             raise self.error(f"expects dim_labels like b01f_01io->b01f but sees {lx.describe()}")
@@ -745,19 +750,19 @@ class Parser:
         lx.advance()
         return value
 
-    def attr_computation(self) -> object:
+    def attr_computation(self) -> HloComputation | _PendingComputation:
         lx = self.lx
         if lx.at_punct("{"):
             return self.parse_inline_computation()
         if lx.kind not in (L.NAME, L.IDENT):
             raise self.error(f"expects a computation name but sees {lx.describe()}")
         value = self.computations.get(lx.value)
-        if value is None:
-            value = _PendingComputation(lx.value, lx.location(lx.start))   # type: ignore[assignment]
+        found = value if value is not None else _PendingComputation(lx.value,
+                                                                    lx.location(lx.start))
         lx.advance()
-        return value
+        return found
 
-    def attr_computation_list(self) -> tuple:
+    def attr_computation_list(self) -> tuple[HloComputation | _PendingComputation, ...]:
         self.expect_punct("{", "to open a list of computations")
         out = []
         while not self.lx.at_punct("}"):
@@ -916,7 +921,8 @@ class Parser:
         m = _SIMPLE_SHAPE.match(self.text, lx.start)
         if m is None or (m.group(3) is not None and not with_layout):
             return None
-        after = L._SKIP.match(self.text, m.end()).end()
+        skip = L._SKIP.match(self.text, m.end())
+        after = skip.end() if skip else m.end()
         if self.text.startswith("{", after):        # a layout with a tail, or a body
             return None
         key = m.group()
@@ -1009,7 +1015,7 @@ class Parser:
         except LiteralTextError as e:
             raise self.error(e.message, open_at + e.pos) from None
 
-    def parse_scalar(self, shape: ArrayShape):
+    def parse_scalar(self, shape: ArrayShape) -> np.ndarray:
         """A rank-0 value: one token, or a parenthesised ``(re, im)`` for complex types."""
         lx = self.lx
         at = lx.start

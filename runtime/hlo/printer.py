@@ -8,7 +8,7 @@ gives the same text, which is the round-trip property the tests check.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from .attributes import quote_string
 from .opcodes import ATTRIBUTE_KINDS
@@ -81,17 +81,25 @@ def instruction_to_text(inst: HloInstruction) -> str:
 
 def attribute_text(key: str, value: object) -> str:
     kind = ATTRIBUTE_KINDS.get(key)
-    if kind == "int_list":
-        return "{" + ",".join(str(v) for v in value) + "}"
-    if kind == "computation":
+    if isinstance(value, (tuple, list)):
+        if kind == "int_list":
+            return "{" + ",".join(str(v) for v in value) + "}"
+        if kind in ("computation_list", "instruction_list"):
+            return "{" + ", ".join(f"%{c.name}" for c in value) + "}"
+        if kind == "shape_list":
+            return "{" + ", ".join(s.to_text() for s in value) + "}"
+    if kind == "computation" and isinstance(value, _Named):
         return f"%{value.name}"
-    if kind == "computation_list":
-        return "{" + ", ".join(f"%{c.name}" for c in value) + "}"
-    if kind == "instruction_list":
-        return "{" + ", ".join(f"%{i.name}" for i in value) + "}"
-    if kind == "shape_list":
-        return "{" + ", ".join(s.to_text() for s in value) + "}"
     return _value_text(value)
+
+
+@runtime_checkable
+class _Named(Protocol):
+    """A computation, which attributes refer to by name (the IR imports this module, so the
+    printer knows it by this shape only)."""
+
+    @property
+    def name(self) -> str: ...
 
 
 def _value_text(value: object) -> str:
@@ -106,5 +114,5 @@ def _value_text(value: object) -> str:
         return quote_string(value)
     to_text = getattr(value, "to_text", None)
     if to_text is not None:
-        return to_text()
+        return str(to_text())
     raise TypeError(f"cannot print attribute value {value!r}")

@@ -60,7 +60,7 @@ def fill_elided_constants(module: HloModule, fill: str) -> int:
         raise ValueError(f"elided_constants={fill!r}: expected one of {ELIDED_FILLS}")
     filled = 0
     for inst in module.instructions():
-        if has_elided_values(inst):
+        if inst.literal is not None and has_elided_values(inst):
             inst.literal = _filled(inst.literal, fill, zlib.crc32(inst.name.encode()))
             filled += 1
     return filled

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Iterator, Union
+from typing import ClassVar, Iterator, Literal, Union
 
 from .dtypes import ElementType, TOKEN
 
@@ -63,7 +63,8 @@ class ArrayShape:
         if len(self.dynamic) != len(self.dims):
             object.__setattr__(self, "dynamic", (False,) * len(self.dims))
 
-    is_tuple = False
+    # a Literal, so that ``if shape.is_tuple`` narrows a ``Shape`` for the type checker
+    is_tuple: ClassVar[Literal[False]] = False
 
     @property
     def rank(self) -> int:
@@ -146,8 +147,8 @@ def _dim_text(d: int, dynamic: bool) -> str:
 class TupleShape:
     elements: tuple[Shape, ...] = field(default_factory=tuple)
 
-    is_tuple = True
-    rank = 0
+    is_tuple: ClassVar[Literal[True]] = True
+    rank: ClassVar[int] = 0
 
     @property
     def is_token(self) -> bool:
@@ -195,6 +196,15 @@ def subshape(shape: Shape, index: ShapeIndex) -> Shape:
     return shape
 
 
+def leaf_shape(shape: Shape, index: ShapeIndex) -> ArrayShape:
+    """The array at ``index`` (a leaf: an output of a multi-output kernel, a buffer); raises
+    ValueError, as ``subshape`` does, when the index is bad or names a tuple."""
+    leaf = subshape(shape, index)
+    if isinstance(leaf, TupleShape):
+        raise ValueError(f"shape index {index_text(index)} of {shape} is a tuple, not an array")
+    return leaf
+
+
 def is_valid_index(shape: Shape, index: ShapeIndex) -> bool:
     try:
         subshape(shape, index)
@@ -209,20 +219,20 @@ def index_text(index: ShapeIndex) -> str:
 
 def compatible(a: Shape, b: Shape) -> bool:
     """Equal ignoring layouts (what XLA's verifier compares by default)."""
-    if a.is_tuple != b.is_tuple:
-        return False
-    if a.is_tuple:
+    if isinstance(a, TupleShape) and isinstance(b, TupleShape):
         return len(a.elements) == len(b.elements) and all(
             compatible(x, y) for x, y in zip(a.elements, b.elements))
-    return a.element_type is b.element_type and a.dims == b.dims
+    if isinstance(a, ArrayShape) and isinstance(b, ArrayShape):
+        return a.element_type is b.element_type and a.dims == b.dims
+    return False
 
 
 def compatible_ignoring_fp_precision(a: Shape, b: Shape) -> bool:
-    if a.is_tuple != b.is_tuple:
-        return False
-    if a.is_tuple:
+    if isinstance(a, TupleShape) and isinstance(b, TupleShape):
         return len(a.elements) == len(b.elements) and all(
             compatible_ignoring_fp_precision(x, y) for x, y in zip(a.elements, b.elements))
+    if not (isinstance(a, ArrayShape) and isinstance(b, ArrayShape)):
+        return False
     same_type = a.element_type is b.element_type or (a.element_type.is_float and b.element_type.is_float)
     return same_type and a.dims == b.dims
 

@@ -10,7 +10,7 @@ instruction's name and location.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, NoReturn, Sequence
 
 from ..errors import HloVerifyError
 from .attributes import Window, WindowDim
@@ -27,7 +27,7 @@ class ShapeError(HloVerifyError):
     """A shape rule failed; the verifier re-raises it located at the instruction."""
 
 
-def fail(message: str, expected: str | None = None, got: str | None = None):
+def fail(message: str, expected: str | None = None, got: str | None = None) -> NoReturn:
     raise ShapeError(message, expected=expected, got=got)
 
 
@@ -37,7 +37,7 @@ def _array(inst: HloInstruction, i: int, what: str = "operand") -> ArrayShape:
     s = inst.operands[i].shape
     if s.is_tuple or not s.is_array:
         fail(f"{what} {i} of {inst.opcode} must be an array, but is {s}")
-    return s  # type: ignore[return-value]
+    return s
 
 
 def _declared(inst: HloInstruction) -> Shape:
@@ -50,20 +50,15 @@ def _declared_array(inst: HloInstruction) -> ArrayShape:
     s = _declared(inst)
     if s.is_tuple or not s.is_array:
         fail(f"{inst.opcode} produces an array, but the declared shape is {s}")
-    return s  # type: ignore[return-value]
+    return s
 
 
 def _shape(et: ElementType, dims: Sequence[int], like: Shape | None = None) -> ArrayShape:
     """A result shape; takes the declared layout when the declared shape matches."""
     dims = tuple(dims)
     if like is not None and not like.is_tuple and like.dims == dims and like.element_type is et:
-        return like  # type: ignore[return-value]
+        return like
     return ArrayShape(et, dims)
-
-
-def _dims_list(inst: HloInstruction, name: str) -> tuple[int, ...]:
-    v = inst.attrs.get(name)
-    return tuple(v) if v is not None else ()
 
 
 def _check_dims_in_range(dims: Sequence[int], rank: int, what: str) -> None:
@@ -302,7 +297,7 @@ def iota(inst: HloInstruction) -> Shape:
 def broadcast(inst: HloInstruction) -> Shape:
     x = _array(inst, 0)
     out = _declared_array(inst)
-    dims = _dims_list(inst, "dimensions")
+    dims = inst.ints_attr("dimensions")
     if "dimensions" not in inst.attrs and x.rank != 0:
         fail("attribute dimensions is expected but not seen")
     if len(dims) != x.rank:
@@ -336,7 +331,7 @@ def reshape(inst: HloInstruction) -> Shape:
 
 def transpose(inst: HloInstruction) -> Shape:
     x = _array(inst, 0)
-    perm = _dims_list(inst, "dimensions")
+    perm = inst.ints_attr("dimensions")
     if sorted(perm) != list(range(x.rank)):
         fail(f"transpose dimensions {list(perm)} are not a permutation of the operand's "
              f"{x.rank} dimensions")
@@ -394,7 +389,7 @@ def _index_operands(inst: HloInstruction, first: int, rank: int, what: str) -> N
 
 def dynamic_slice(inst: HloInstruction) -> Shape:
     x = _array(inst, 0)
-    sizes = _dims_list(inst, "dynamic_slice_sizes")
+    sizes = inst.ints_attr("dynamic_slice_sizes")
     _index_operands(inst, 1, x.rank, "dynamic-slice")
     if len(sizes) != x.rank:
         fail(f"dynamic_slice_sizes has {len(sizes)} entries for rank {x.rank}")
@@ -417,7 +412,7 @@ def dynamic_update_slice(inst: HloInstruction) -> Shape:
 
 
 def concatenate(inst: HloInstruction) -> Shape:
-    dims = _dims_list(inst, "dimensions")
+    dims = inst.ints_attr("dimensions")
     if len(dims) != 1:
         fail(f"concatenate needs exactly one dimension, got {list(dims)}")
     d = dims[0]
@@ -460,7 +455,7 @@ def pad(inst: HloInstruction) -> Shape:
 
 def reverse(inst: HloInstruction) -> Shape:
     x = _array(inst, 0)
-    _check_dims_in_range(_dims_list(inst, "dimensions"), x.rank, "reverse dimension")
+    _check_dims_in_range(inst.ints_attr("dimensions"), x.rank, "reverse dimension")
     return _shape(x.element_type, x.dims, inst.shape)
 
 
@@ -481,7 +476,7 @@ def tuple_(inst: HloInstruction) -> Shape:
 
 def get_dimension_size(inst: HloInstruction) -> Shape:
     x = _array(inst, 0)
-    dims = _dims_list(inst, "dimensions")
+    dims = inst.ints_attr("dimensions")
     if len(dims) != 1 or not 0 <= dims[0] < x.rank:
         fail(f"get-dimension-size dimension {list(dims)} is out of range for rank {x.rank}")
     return ArrayShape(S32, ())
@@ -489,7 +484,7 @@ def get_dimension_size(inst: HloInstruction) -> Shape:
 
 def set_dimension_size(inst: HloInstruction) -> Shape:
     x, n = _array(inst, 0), _array(inst, 1)
-    dims = _dims_list(inst, "dimensions")
+    dims = inst.ints_attr("dimensions")
     if len(dims) != 1 or not 0 <= dims[0] < x.rank:
         fail(f"set-dimension-size dimension {list(dims)} is out of range for rank {x.rank}")
     if n.rank != 0 or n.element_type is not S32:
@@ -505,12 +500,12 @@ def gather(inst: HloInstruction) -> Shape:
     x, idx = _array(inst, 0), _array(inst, 1)
     if not idx.element_type.is_integer:
         fail(f"gather indices must be integers, but are {idx}")
-    offset_dims = _dims_list(inst, "offset_dims")
-    collapsed = _dims_list(inst, "collapsed_slice_dims")
-    start_map = _dims_list(inst, "start_index_map")
-    sizes = _dims_list(inst, "slice_sizes")
-    op_batch = _dims_list(inst, "operand_batching_dims")
-    idx_batch = _dims_list(inst, "start_indices_batching_dims")
+    offset_dims = inst.ints_attr("offset_dims")
+    collapsed = inst.ints_attr("collapsed_slice_dims")
+    start_map = inst.ints_attr("start_index_map")
+    sizes = inst.ints_attr("slice_sizes")
+    op_batch = inst.ints_attr("operand_batching_dims")
+    idx_batch = inst.ints_attr("start_indices_batching_dims")
     ivd = inst.attrs.get("index_vector_dim")
     if not isinstance(ivd, int) or not 0 <= ivd <= idx.rank:
         fail(f"gather index_vector_dim {ivd} is out of range for indices of rank {idx.rank}")
@@ -572,10 +567,10 @@ def scatter(inst: HloInstruction) -> Shape:
             fail("scatter updates must all have the same dimensions")
     x = inputs[0]
     u = updates[0]
-    uwd = _dims_list(inst, "update_window_dims")
-    iwd = _dims_list(inst, "inserted_window_dims")
-    sd2od = _dims_list(inst, "scatter_dims_to_operand_dims")
-    in_batch = _dims_list(inst, "input_batching_dims")
+    uwd = inst.ints_attr("update_window_dims")
+    iwd = inst.ints_attr("inserted_window_dims")
+    sd2od = inst.ints_attr("scatter_dims_to_operand_dims")
+    in_batch = inst.ints_attr("input_batching_dims")
     ivd = inst.attrs.get("index_vector_dim")
     if not isinstance(ivd, int) or not 0 <= ivd <= idx.rank:
         fail(f"scatter index_vector_dim {ivd} is out of range for indices of rank {idx.rank}")
@@ -615,7 +610,7 @@ def reduce(inst: HloInstruction) -> Shape:
     n = n_ops // 2
     inputs = [_array(inst, i) for i in range(n)]
     inits = [_array(inst, n + i) for i in range(n)]
-    dims = _dims_list(inst, "dimensions")
+    dims = inst.ints_attr("dimensions")
     types = _reducer_types(inst, inputs, inits)
     _check_dims_in_range(dims, inputs[0].rank, "reduce dimension")
     kept = [d for i, d in enumerate(inputs[0].dims) if i not in dims]
@@ -643,7 +638,7 @@ def _reducer_types(inst: HloInstruction, inputs: list[ArrayShape],
     return [v.element_type for v in inits]
 
 
-def _window_output(in_dims: Sequence[int], window, what: str) -> list[int]:
+def _window_output(in_dims: Sequence[int], window: Window, what: str) -> list[int]:
     wd = window.dims
     if len(wd) != len(in_dims):
         fail(f"{what} window has {len(wd)} dimensions for an operand of rank {len(in_dims)}",
@@ -704,8 +699,8 @@ def map_(inst: HloInstruction) -> Shape:
 
 def dot(inst: HloInstruction) -> Shape:
     a, b = _array(inst, 0), _array(inst, 1)
-    lc, rc = _dims_list(inst, "lhs_contracting_dims"), _dims_list(inst, "rhs_contracting_dims")
-    lb, rb = _dims_list(inst, "lhs_batch_dims"), _dims_list(inst, "rhs_batch_dims")
+    lc, rc = inst.ints_attr("lhs_contracting_dims"), inst.ints_attr("rhs_contracting_dims")
+    lb, rb = inst.ints_attr("lhs_batch_dims"), inst.ints_attr("rhs_batch_dims")
     _check_dims_in_range(lc + lb, a.rank, "dot lhs dimension")
     _check_dims_in_range(rc + rb, b.rank, "dot rhs dimension")
     if len(lc) != len(rc) or len(lb) != len(rb):
@@ -742,9 +737,9 @@ def _contraction_type(inst: HloInstruction, a: ArrayShape, b: ArrayShape) -> Ele
 def convolution(inst: HloInstruction) -> Shape:
     x, k = _array(inst, 0), _array(inst, 1)
     dn = inst.dim_labels
-    window = inst.attrs.get("window")
-    g = inst.attrs.get("feature_group_count", 1)
-    bg = inst.attrs.get("batch_group_count", 1)
+    window = inst.optional_attr("window", Window)
+    g = inst.int_attr("feature_group_count", 1)
+    bg = inst.int_attr("batch_group_count", 1)
     rank = len(dn.input_spatial) + 2
     if x.rank != rank or k.rank != rank:
         fail(f"convolution dim_labels {dn.text} describe rank {rank}, but the operands have "
@@ -758,7 +753,7 @@ def convolution(inst: HloInstruction) -> Shape:
         if window.dims[i].size != k.dims[d]:
             fail(f"convolution window size {window.dims[i].size} in spatial dimension {i} differs "
                  f"from the kernel's {k.dims[d]}", expected=str(k.dims[d]), got=str(window.dims[i].size))
-    if not isinstance(g, int) or g < 1 or not isinstance(bg, int) or bg < 1:
+    if g < 1 or bg < 1:
         fail("feature_group_count and batch_group_count must be positive")
     in_f = x.dims[dn.input_feature]
     k_in = k.dims[dn.kernel_input_feature]
@@ -785,7 +780,7 @@ def convolution(inst: HloInstruction) -> Shape:
 
 def sort(inst: HloInstruction) -> Shape:
     arrays = [_array(inst, i) for i in range(len(inst.operands))]
-    dims = _dims_list(inst, "dimensions")
+    dims = inst.ints_attr("dimensions")
     if len(dims) != 1 or not 0 <= dims[0] < max(arrays[0].rank, 1):
         fail(f"sort dimension {list(dims)} is out of range for rank {arrays[0].rank}")
     for s in arrays[1:]:
@@ -815,7 +810,7 @@ def topk(inst: HloInstruction) -> Shape:
 def fft(inst: HloInstruction) -> Shape:
     x = _array(inst, 0)
     kind = str(inst.attrs.get("fft_type"))
-    length = _dims_list(inst, "fft_length")
+    length = inst.ints_attr("fft_length")
     if kind in ("FFT", "IFFT"):
         if not x.element_type.is_complex:
             fail(f"{kind} needs a complex operand, got {x}")
@@ -908,16 +903,14 @@ def conditional(inst: HloInstruction) -> Shape:
              f"operands", expected=str(len(branches)), got=str(len(inst.operands) - 1))
     if not branches:
         fail("conditional needs at least one branch")
-    result = None
-    for k, comp in enumerate(branches):
+    result = check_computation_signature(branches[0], [inst.operands[1].shape], "branch 0")
+    for k, comp in enumerate(branches[1:], start=1):
         root = check_computation_signature(comp, [inst.operands[k + 1].shape], f"branch {k}")
-        if result is None:
-            result = root
-        elif not compatible(result, root):
+        if not compatible(result, root):
             fail(f"conditional branches return different shapes: {result.to_text(False)} vs "
                  f"{root.to_text(False)} ({comp.name})", expected=result.to_text(False),
                  got=root.to_text(False))
-    return inst.shape if inst.shape is not None and compatible(inst.shape, result) else result  # type: ignore[return-value]
+    return inst.shape if inst.shape is not None and compatible(inst.shape, result) else result
 
 
 def call(inst: HloInstruction) -> Shape:
@@ -953,8 +946,7 @@ def custom_call(inst: HloInstruction) -> Shape:
             fail(f"output_to_operand_aliasing pairs output {index_text(entry.output_index)} with "
                  f"operand {entry.operand_number} {index_text(entry.operand_index)}, which must "
                  "be arrays of one shape", expected=b.to_text(False), got=a.to_text(False))
-    constraints: tuple[Shape, ...] = inst.attrs.get(  # type: ignore[assignment]
-        "operand_layout_constraints") or ()
+    constraints: tuple[Shape, ...] = inst.optional_attr("operand_layout_constraints", tuple) or ()
     if constraints:
         if len(constraints) != len(inst.operands):
             fail(f"operand_layout_constraints gives {len(constraints)} shape(s) for "

@@ -37,10 +37,11 @@ def infer_shape(inst: HloInstruction) -> Shape:
                        expected=e.expected, got=e.got) from None
 
 
-def _located(inst: HloInstruction, message: str, **kwargs) -> HloVerifyError:
+def _located(inst: HloInstruction, message: str, *, expected: str | None = None,
+             got: str | None = None) -> HloVerifyError:
     return HloVerifyError(message, location=inst.location,
                           instruction=inst.name, computation=inst.parent.name if inst.parent else None,
-                          **kwargs)
+                          expected=expected, got=got)
 
 
 def verify_computation(comp: HloComputation) -> None:
@@ -69,7 +70,7 @@ def _verify_parameter_numbers(comp: HloComputation) -> None:
         seen[number] = p
     for expected in range(len(seen)):
         if expected not in seen:
-            p = min((q for n, q in seen.items() if n > expected), key=lambda q: q.parameter_number)
+            p = seen[min(n for n in seen if n > expected)]
             raise _located(p, f"parameter numbers of computation {comp.name} must be "
                            f"0..{len(seen) - 1} without gaps; parameter({expected}) is missing",
                            expected=f"parameter({expected})", got=f"parameter({p.parameter_number})")
@@ -191,11 +192,11 @@ def _verify_aliasing(module: HloModule) -> None:
                                  f"is aliased to two outputs in input_output_alias", location=where)
         outputs_seen.add(a.output_index)
         params_seen.add(key)
-    _verify_donors(module, params_seen)
+    _verify_donors(module, params, params_seen)
 
 
-def _verify_donors(module: HloModule, aliased: set[tuple[int, tuple[int, ...]]]) -> None:
-    params = module.entry.parameters  # type: ignore[union-attr]
+def _verify_donors(module: HloModule, params: list[HloInstruction],
+                   aliased: set[tuple[int, tuple[int, ...]]]) -> None:
     donors_seen: set[tuple[int, tuple[int, ...]]] = set()
     for d in module.buffer_donors:
         where = d.location

@@ -34,7 +34,7 @@ def _call(inst: HloInstruction) -> Boundaries:
 
 
 def _conditional(inst: HloInstruction) -> Boundaries:
-    branches = list(inst.attrs.get("branch_computations") or
+    branches = list(inst.optional_attr("branch_computations", tuple) or
                     (inst.true_computation, inst.false_computation))
     return [(b + 1, comp, 0) for b, comp in enumerate(branches)], branches
 
@@ -66,7 +66,7 @@ def _relayout(value: HloInstruction, want: Shape, names: FreshNames,
     if not isinstance(want, TupleShape):
         made.append(HloInstruction(names.fresh("copy"), "copy", want, [value]))
         return made[-1]
-    have: TupleShape = value.shape  # type: ignore[assignment]
+    have: TupleShape = value.tuple_shape
     parts = []
     for k, element in enumerate(want.elements):
         part = HloInstruction(names.fresh("get-tuple-element"), "get-tuple-element",
@@ -89,12 +89,13 @@ def _insert_before(comp: HloComputation, user: HloInstruction | None,
 def _relayout_operand(inst: HloInstruction, k: int, want: Shape, names: FreshNames) -> None:
     made: list[HloInstruction] = []
     inst.operands[k] = _relayout(inst.operands[k], want, names, made)
-    _insert_before(inst.parent, inst, made)  # type: ignore[arg-type]
+    assert inst.parent is not None   # the pass walks computations' instructions
+    _insert_before(inst.parent, inst, made)
 
 
 def _relayout_root(callee: HloComputation, want: Shape, names: FreshNames) -> None:
     made: list[HloInstruction] = []
-    root = _relayout(callee.root, want, names, made)  # type: ignore[arg-type]
+    root = _relayout(callee.root_instruction, want, names, made)
     _insert_before(callee, None, made)
     callee.root = root
 
@@ -102,7 +103,8 @@ def _relayout_root(callee: HloComputation, want: Shape, names: FreshNames) -> No
 def _redeclare(inst: HloInstruction, want: Shape, names: FreshNames) -> None:
     """Give ``inst`` (a computation's parameter or an instruction's result) the shape
     ``want``; its readers read a relayout of it in the layouts they were written for."""
-    comp: HloComputation = inst.parent  # type: ignore[assignment]
+    comp = inst.parent
+    assert comp is not None   # the pass walks computations' instructions
     if not _differs(inst.shape, want):
         return
     declared = inst.shape

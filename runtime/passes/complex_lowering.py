@@ -21,7 +21,7 @@ than adds and overwrites) raise ``HloUnsupportedError`` naming the instruction.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from ..hlo.attributes import SliceDim, SliceSpec, Window, WindowDim
 from ..hlo.dtypes import ElementType, complex_component
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.literal import Literal
-from ..hlo.shape import ArrayShape, Layout, Shape, TupleShape, default_layout
+from ..hlo.shape import ArrayShape, Layout, Shape, TupleShape, default_layout, leaf_shape
 from ..target import CPU, Target
 from .fft_lowering import lower_fft
 from .names import FreshNames
@@ -59,9 +59,9 @@ def _unfuse_complex_fusions(module: HloModule) -> None:
     pipeline (a fused complex dot is four dots, which no single kernel family computes)."""
     for inst in module.instructions():
         if inst.opcode == "fusion" and (_involves_complex(inst) or any(
-                _involves_complex(i) for i in inst.attrs["calls"].instructions)):  # type: ignore[union-attr]
+                _involves_complex(i) for i in inst.calls.instructions)):
             inst.opcode = "call"
-            inst.attrs = {"to_apply": inst.attrs["calls"],
+            inst.attrs = {"to_apply": inst.calls,
                           **{k: v for k, v in inst.attrs.items() if k == "metadata"}}
 
 
@@ -133,17 +133,17 @@ class _Lowering:
                 if any(r is result for r in added) and not any(r is inst for r in added):
                     result.name = inst.name     # the replacement answers to the user's name
                 self.new[inst] = result
-        root = self.new.get(comp.root, comp.root)
-        if comp.is_entry and _has_complex(self.written[comp.root]):
+        root = self.new.get(comp.root_instruction, comp.root_instruction)
+        if comp.is_entry and _has_complex(self.written[comp.root_instruction]):
             self.b.of = comp.root
-            root = self.to_complex(root, self.written[comp.root])
+            root = self.to_complex(root, self.written[comp.root_instruction])
         comp.instructions = self.out
         comp.root = root
         comp.signature = None       # the shapes written for it were complex
 
     def keep(self, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
         inst.operands = operands
-        preds = inst.attrs.get("control-predecessors")
+        preds = inst.control_predecessors
         if preds:
             inst.attrs["control-predecessors"] = tuple(self.new.get(p, p) for p in preds)
         self.out.append(inst)
@@ -281,7 +281,7 @@ def _index_zero(lo: _Lowering, like: HloInstruction) -> HloInstruction:
 
 
 def _dynamic_slice(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
-    inst.attrs["dynamic_slice_sizes"] = tuple(inst.attrs["dynamic_slice_sizes"]) + (2,)  # type: ignore[arg-type]
+    inst.attrs["dynamic_slice_sizes"] = tuple(inst.dynamic_slice_sizes) + (2,)
     return _reshaped(lo, inst, operands + [_index_zero(lo, operands[1])])
 
 
@@ -292,7 +292,7 @@ def _dynamic_update_slice(lo: _Lowering, inst: HloInstruction,
 
 def _pad(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
     x, value = operands
-    config = inst.attrs["padding"]
+    config = inst.padding
     out = []
     for part_x, part_v in zip(lo.parts(x), lo.parts(value)):
         out.append(lo.b.add("pad", array(type_of(part_x), dims_of(inst)), [part_x, part_v],
@@ -352,7 +352,8 @@ def _sign(b: PartBuilder, x: Parts) -> Parts:
     magnitude = _abs(b, x)
     zero = b.full(0.0, type_of(magnitude), dims_of(magnitude))
     is_zero = b.compare(magnitude, zero, "EQ")
-    return tuple(b.select(is_zero, zero, b.binary("divide", p, magnitude)) for p in x)  # type: ignore[return-value]
+    re, im = (b.select(is_zero, zero, b.binary("divide", p, magnitude)) for p in x)
+    return re, im
 
 
 def _exp(b: PartBuilder, x: Parts) -> Parts:
@@ -512,7 +513,7 @@ def _dot(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) ->
     pair = pair_shape(inst.shape)
     assert isinstance(pair, ArrayShape)
     shape = array(pair.element_type, pair.dims[:-1])
-    attrs = {k: v for k, v in inst.attrs.items() if k.endswith("_dims")}
+    attrs: dict[str, Any] = {k: v for k, v in inst.attrs.items() if k.endswith("_dims")}
 
     def dot(x: HloInstruction, y: HloInstruction) -> HloInstruction:
         return lo.b.add("dot", shape, [x, y], **attrs)
@@ -522,7 +523,7 @@ def _dot(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) ->
 
 
 def _reduce(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
-    kind = lo.kinds.get(inst.attrs["to_apply"]) if len(operands) == 2 else None  # type: ignore[call-overload]
+    kind = lo.kinds.get(inst.to_apply) if len(operands) == 2 else None
     if kind not in ("add", "multiply"):
         raise HloUnsupportedError("a reduce over complex values must be a single sum or product "
                                   "(its to_apply an add or multiply of its two parameters)",
@@ -533,9 +534,9 @@ def _reduce(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction])
     et = pair.element_type
     if kind == "multiply":
         return _over_parts(lo, inst, operands, "reduce", "complex-multiply",
-                           dimensions=inst.attrs["dimensions"])
+                           dimensions=inst.dimensions)
     summed = lo.b.add("reduce", pair, [x, lo.b.full(0.0, et, ())],
-                      dimensions=inst.attrs["dimensions"], to_apply=lo.scalar_computation(et, "add"))
+                      dimensions=inst.dimensions, to_apply=lo.scalar_computation(et, "add"))
     if _is_zero_constant(init):
         return summed
     return lo.b.binary("add", summed, lo.b.broadcast(init, pair.dims, (len(pair.dims) - 1,)))
@@ -560,12 +561,12 @@ def _reduce_window(lo: _Lowering, inst: HloInstruction,
                    operands: list[HloInstruction]) -> HloInstruction:
     """A sum from a constant zero is one reduce-window of the pair form (the scan family's
     cumulative sums); other sums and products combine both parts in a variadic one."""
-    kind = lo.kinds.get(inst.attrs["to_apply"]) if len(operands) == 2 else None  # type: ignore[call-overload]
+    kind = lo.kinds.get(inst.to_apply) if len(operands) == 2 else None
     if kind not in ("add", "multiply"):
         raise HloUnsupportedError("a reduce-window over complex values must be a sum or a "
                                   "product (its to_apply an add or multiply of its two "
                                   "parameters)", location=inst.location, instruction=inst.name)
-    window = inst.attrs["window"]
+    window = inst.window
     assert isinstance(window, Window)
     if kind == "multiply" or not _is_zero_constant(inst.operands[1]):
         return _over_parts(lo, inst, operands, "reduce-window", f"complex-{kind}",
@@ -593,22 +594,22 @@ def _reducer(comp: HloComputation) -> str | None:
 
 def _gather(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
     """Both parts of each element: the pair dimension is one more offset dimension, the last."""
-    inst.attrs["offset_dims"] = tuple(inst.attrs["offset_dims"]) + (_rank(inst),)  # type: ignore[arg-type]
-    inst.attrs["slice_sizes"] = tuple(inst.attrs["slice_sizes"]) + (2,)  # type: ignore[arg-type]
+    inst.attrs["offset_dims"] = tuple(inst.offset_dims) + (_rank(inst),)
+    inst.attrs["slice_sizes"] = tuple(inst.slice_sizes) + (2,)
     return _reshaped(lo, inst, operands)
 
 
 def _scatter(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
     """A scatter of one complex array that adds or overwrites: the pair dimension is one more
     window dimension of the updates, the last, and the combiner acts on each part."""
-    kind = lo.kinds.get(inst.attrs["to_apply"]) if len(operands) == 3 else None  # type: ignore[call-overload]
+    kind = lo.kinds.get(inst.to_apply) if len(operands) == 3 else None
     if kind not in ("add", "assign"):
         raise HloUnsupportedError("a scatter of complex values must add or overwrite one array "
                                   "(its to_apply an add of its parameters, or its second)",
                                   location=inst.location, instruction=inst.name)
-    updates_rank = len(lo.written[inst.operands[2]].dims)  # type: ignore[union-attr]
-    inst.attrs["update_window_dims"] = tuple(inst.attrs["update_window_dims"]) + (updates_rank,)  # type: ignore[arg-type]
-    et = complex_component(lo.written[inst].element_type)   # type: ignore[union-attr]
+    updates_rank = len(leaf_shape(lo.written[inst.operands[2]], ()).dims)
+    inst.attrs["update_window_dims"] = tuple(inst.update_window_dims) + (updates_rank,)
+    et = complex_component(leaf_shape(lo.written[inst], ()).element_type)
     inst.attrs["to_apply"] = lo.scalar_computation(et, kind)
     return _reshaped(lo, inst, operands)
 
@@ -619,12 +620,15 @@ def _is_zero_constant(inst: HloInstruction) -> bool:
 
 
 def _fft(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
-    kind = str(inst.attrs["fft_type"])
-    lengths = tuple(inst.attrs["fft_length"])  # type: ignore[arg-type]
+    kind = str(inst.fft_type)
+    lengths = tuple(inst.fft_length)
     (x,) = operands
     parts = (x, None) if kind == "RFFT" else lo.parts(x)
     re, im = lower_fft(lo.b, kind, lengths, parts)
-    return re if kind == "IRFFT" else lo.join(re, im)
+    if kind == "IRFFT":
+        return re
+    assert im is not None   # lower_fft: only IRFFT's imaginary part is None
+    return lo.join(re, im)
 
 
 def _custom_call(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
@@ -639,9 +643,9 @@ RULES: dict[str, Rule] = {
     **{op: _reshaped for op in ("tuple", "get-tuple-element", "while", "call", "conditional",
                                 "opt-barrier", "copy", "add", "subtract", "negate", "reverse",
                                 "concatenate", "reshape", "bitcast", "add-dependency", "domain")},
-    "transpose": _with_attr("dimensions", lambda i: tuple(i.attrs["dimensions"]) + (_rank(i),)),  # type: ignore[arg-type]
-    "broadcast": _with_attr("dimensions", lambda i: tuple(i.attrs["dimensions"]) + (_rank(i),)),  # type: ignore[arg-type]
-    "slice": _with_attr("slice", lambda i: SliceSpec(i.attrs["slice"].dims + (SliceDim(0, 2, 1),))),  # type: ignore[union-attr]
+    "transpose": _with_attr("dimensions", lambda i: tuple(i.dimensions) + (_rank(i),)),
+    "broadcast": _with_attr("dimensions", lambda i: tuple(i.dimensions) + (_rank(i),)),
+    "slice": _with_attr("slice", lambda i: SliceSpec(i.slice.dims + (SliceDim(0, 2, 1),))),
     "constant": _constant,
     "select": _select,
     "dynamic-slice": _dynamic_slice,

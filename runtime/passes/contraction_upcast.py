@@ -62,7 +62,7 @@ def upcast_narrow_contractions_in_place(module: HloModule, target: Target = CPU)
 
 
 def _dot_depth(dot: HloInstruction, lhs: ArrayShape, rhs: ArrayShape) -> int:
-    return math.prod(lhs.dims[d] for d in dot.attrs.get("lhs_contracting_dims", ()))
+    return math.prod(lhs.dims[d] for d in dot.ints_attr("lhs_contracting_dims"))
 
 
 def _convolution_depth(conv: HloInstruction, lhs: ArrayShape, rhs: ArrayShape) -> int:
@@ -88,14 +88,15 @@ def _widened_operands(inst: HloInstruction) -> tuple[int, ...]:
     depth_of = _DEPTH.get(inst.opcode)
     if depth_of is None or inst.control_predecessors:
         return ()
-    shapes = [op.shape for op in inst.operands] + [inst.shape]
-    if not all(isinstance(s, ArrayShape) for s in shapes):
+    shapes = [s for s in [op.shape for op in inst.operands] + [inst.shape]
+              if isinstance(s, ArrayShape)]
+    if len(shapes) != len(inst.operands) + 1:
         return ()
     lhs, rhs, out = shapes
-    depth = depth_of(inst, lhs, rhs)  # type: ignore[arg-type]
-    if out.element_count * depth < MIN_MULTIPLY_ADDS:  # type: ignore[union-attr]
+    depth = depth_of(inst, lhs, rhs)
+    if out.element_count * depth < MIN_MULTIPLY_ADDS:
         return ()
-    a, b, o = (s.element_type.name for s in shapes)  # type: ignore[union-attr]
+    a, b, o = (s.element_type.name for s in shapes)
     if a in NARROW_FLOATS and b in NARROW_FLOATS and o in NARROW_FLOATS | {"f32"}:
         return (0, 1)
     if a in _INTEGER_MAGNITUDE and b in _INTEGER_MAGNITUDE and o in ("s32", "s64") \
@@ -117,19 +118,19 @@ def _upcast(comp: HloComputation, contraction: HloInstruction, operands: tuple[i
             at += 1
             widened[id(op)] = wide
         contraction.operands[k] = wide
-    out = contraction.shape
-    if out.element_type.name == "f32":   # type: ignore[union-attr]
+    out = contraction.array_shape
+    if out.element_type.name == "f32":
         return
     contraction.shape = _as_f32(out)
     result = contraction
-    if out.element_type.name in BYTE_FLOATS:      # type: ignore[union-attr]
+    if out.element_type.name in BYTE_FLOATS:
         # XLA rounds an 8-bit float contraction's f32 result to f16 first
         result = HloInstruction(names.fresh(f"{contraction.name}.f16"), "convert",
-                                ArrayShape(F16, out.dims, out.dynamic, out.layout),  # type: ignore[union-attr]
+                                ArrayShape(F16, out.dims, out.dynamic, out.layout),
                                 [contraction], parent=comp)
         comp.instructions.insert(at + 1, result)
         at += 1
-    narrow = HloInstruction(names.fresh(f"{contraction.name}.{out.element_type.name}"), "convert",  # type: ignore[union-attr]
+    narrow = HloInstruction(names.fresh(f"{contraction.name}.{out.element_type.name}"), "convert",
                             out, [result], parent=comp)
     for inst in comp.instructions:
         if inst is not result:

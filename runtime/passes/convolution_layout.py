@@ -39,7 +39,7 @@ def relayout_convolution_kernels_in_place(module: HloModule, target: Target = CP
             if wanted is None:
                 continue
             copy = HloInstruction(names.fresh(f"{kernel.name}.relayout"), "copy",
-                                  kernel.shape.with_layout(wanted),  # type: ignore[union-attr]
+                                  kernel.array_shape.with_layout(wanted),
                                   [kernel], parent=comp)
             comp.instructions.insert(comp.instructions.index(conv), copy)
             conv.operands[1] = copy
@@ -54,8 +54,7 @@ def _wanted_layout(conv: HloInstruction, target: Target) -> Layout | None:
     if not isinstance(kernel, ArrayShape) or kernel.rank < 2:
         return None
     dn = conv.dim_labels
-    groups = (int(conv.attrs.get("feature_group_count", 1))  # type: ignore[call-overload]
-              * int(conv.attrs.get("batch_group_count", 1)))  # type: ignore[call-overload]
+    groups = conv.int_attr("feature_group_count", 1) * conv.int_attr("batch_group_count", 1)
     if kernel.dims[dn.kernel_output_feature] // groups >= target.tiles.min_lanes:
         minor = dn.kernel_output_feature
     elif groups == 1:

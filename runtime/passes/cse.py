@@ -19,7 +19,7 @@ instructions with control dependencies.
 
 from __future__ import annotations
 
-from typing import Hashable
+from typing import Hashable, Mapping
 
 from ..analysis.call_graph import sequential_computations
 from ..analysis.side_effects import has_side_effect
@@ -75,11 +75,11 @@ def cse_in_place(module: HloModule, target: Target = CPU) -> None:
             elif last_use[kept] > n or _worth_holding(inst):
                 replacement[inst] = kept
                 last_use[kept] = max(last_use[kept], last_use[inst])
-        comp.root = replacement.get(comp.root, comp.root)
+        comp.root = replacement.get(comp.root_instruction, comp.root_instruction)
     remove_dead_code(module)
 
 
-def _equal(keys: _StructuralKeys, inst: HloInstruction, operands: dict[int, Hashable],
+def _equal(keys: _StructuralKeys, inst: HloInstruction, operands: Mapping[int, Hashable],
            candidates: list[HloInstruction],
            effects: dict[HloComputation, bool]) -> HloInstruction | None:
     """The first of ``candidates`` that computes what ``inst`` does, if any may stand for it."""
@@ -99,7 +99,7 @@ def _last_uses(comp: HloComputation, order: list[HloInstruction]) -> dict[HloIns
     for n, inst in enumerate(order):
         for op in inst.operands:
             last[op] = n
-    last[comp.root] = len(order)
+    last[comp.root_instruction] = len(order)
     return last
 
 
@@ -129,7 +129,7 @@ class _StructuralKeys:
     def __init__(self) -> None:
         self._computations: dict[HloComputation, Hashable] = {}
 
-    def instruction(self, inst: HloInstruction, operand_ids: dict[int, Hashable],
+    def instruction(self, inst: HloInstruction, operand_ids: Mapping[int, Hashable],
                     deep: bool = True) -> Hashable:
         """The key of ``inst`` with its operands named by ``operand_ids``; None when some
         part of it has no comparable form (an elided literal). ``deep=False`` stands for a
@@ -173,7 +173,7 @@ class _StructuralKeys:
             return tuple(self._attribute(v, deep) for v in value)
         if isinstance(value, dict):
             return tuple(sorted((k, self._attribute(v, deep)) for k, v in value.items()))
-        return value  # type: ignore[return-value]
+        return value
 
 
 def _literal_key(literal: Literal) -> Hashable | None:

@@ -43,7 +43,7 @@ def _remove_dead_instructions(comp: HloComputation, memo: dict[HloComputation, b
         stack.extend(inst.control_predecessors)
     comp.instructions = [i for i in comp.instructions if i in live]
     for inst in comp.instructions:
-        preds = inst.attrs.get("control-predecessors")
+        preds = inst.control_predecessors
         if preds and any(p not in live for p in preds):
             inst.attrs["control-predecessors"] = tuple(p for p in preds if p in live)
 

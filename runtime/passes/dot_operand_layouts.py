@@ -29,13 +29,13 @@ def relayout_dot_operands_in_place(module: HloModule, target: Target = CPU) -> N
             if inst.opcode != "dot" or inst.control_predecessors:
                 continue
             for side, k in _SIDES:
-                batch = tuple(inst.attrs.get(f"{side}_batch_dims", ()))  # type: ignore[arg-type]
+                batch = inst.ints_attr(f"{side}_batch_dims")
                 layout = _batch_major(inst.operands[k].shape, batch)
                 if layout is None:
                     continue
                 operand = inst.operands[k]
                 copy = HloInstruction(names.fresh(f"{operand.name}.batch_major"), "copy",
-                                      operand.shape.with_layout(layout), [operand],  # type: ignore[union-attr]
+                                      operand.array_shape.with_layout(layout), [operand],
                                       location=inst.location, parent=comp)
                 comp.instructions.insert(comp.instructions.index(inst), copy)
                 inst.operands[k] = copy

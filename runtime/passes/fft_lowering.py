@@ -20,6 +20,7 @@ leading axes then the inverse of the Hermitian-completed last axis, keeping its 
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import numpy as np
 
@@ -31,6 +32,11 @@ DIRECT_MAX = 128            # lengths transformed by one dot against the DFT mat
 PRIME_DIRECT_MAX = 512      # a prime length up to this is one dot too (else Bluestein)
 
 Value = tuple[HloInstruction, HloInstruction | None]     # real part, imaginary part (None: 0)
+Pair = tuple[HloInstruction, HloInstruction]             # real part, imaginary part
+
+
+def _each(f: Callable[[HloInstruction], HloInstruction], pair: Pair) -> Pair:
+    return f(pair[0]), f(pair[1])
 
 
 def lower_fft(b: PartBuilder, kind: str, lengths: tuple[int, ...], x: Value) -> Value:
@@ -53,7 +59,8 @@ def lower_fft(b: PartBuilder, kind: str, lengths: tuple[int, ...], x: Value) -> 
     return _along(b, x, axes[-1], lambda v, _: (_full(b, _hermitian(b, v, n), n, True)[0], None))
 
 
-def _along(b: PartBuilder, x: Value, axis: int, transform) -> Value:
+def _along(b: PartBuilder, x: Value, axis: int,
+           transform: Callable[[Value, int], Value]) -> Value:
     """``transform`` applied to ``x``'s rows along ``axis``: the axis moved last, the others
     flattened into one batch dimension, and both undone afterwards."""
     dims = dims_of(x[0])
@@ -62,20 +69,18 @@ def _along(b: PartBuilder, x: Value, axis: int, transform) -> Value:
     inverse = [perm.index(d) for d in range(rank)]
     batch = math.prod(dims[d] for d in perm[:-1])
 
-    def rows(v: HloInstruction | None) -> HloInstruction | None:
-        return None if v is None else b.reshape(b.transpose(v, perm), (batch, dims[axis]))
-    re, im = transform((rows(x[0]), rows(x[1])), dims[axis])
+    def rows(v: HloInstruction) -> HloInstruction:
+        return b.reshape(b.transpose(v, perm), (batch, dims[axis]))
+    re, im = transform((rows(x[0]), None if x[1] is None else rows(x[1])), dims[axis])
     moved = [dims[d] for d in perm[:-1]]
 
-    def back(v: HloInstruction | None) -> HloInstruction | None:
-        if v is None:
-            return None
+    def back(v: HloInstruction) -> HloInstruction:
         return b.transpose(b.reshape(v, moved + [dims_of(v)[-1]]), inverse)
-    return back(re), back(im)   # type: ignore[return-value]
+    return back(re), None if im is None else back(im)
 
 
-def _cut(b: PartBuilder, x: Value, n: int) -> Value:
-    return b.slice(x[0], 1, 0, n), b.slice(x[1], 1, 0, n)   # type: ignore[arg-type]
+def _cut(b: PartBuilder, x: Pair, n: int) -> Pair:
+    return b.slice(x[0], 1, 0, n), b.slice(x[1], 1, 0, n)
 
 
 def _hermitian(b: PartBuilder, x: Value, n: int) -> Value:
@@ -93,11 +98,11 @@ def _hermitian(b: PartBuilder, x: Value, n: int) -> Value:
             b.concatenate([b.slice(im, 1, 0, head), mirror_im], 1))
 
 
-def _full(b: PartBuilder, x: Value, n: int, inverse: bool) -> Value:
+def _full(b: PartBuilder, x: Value, n: int, inverse: bool) -> Pair:
     """The DFT of each row of ``x`` ([rows, n]); the inverse is divided by ``n``."""
     re, im = _dft(b, x, n, inverse)
     if inverse:
-        re, im = b.scaled(re, 1.0 / n), b.scaled(im, 1.0 / n)   # type: ignore[arg-type]
+        re, im = b.scaled(re, 1.0 / n), b.scaled(im, 1.0 / n)
     return re, im
 
 
@@ -158,18 +163,17 @@ def _four_step(b: PartBuilder, x: Value, n1: int, n2: int,
     rows = dims_of(x[0])[0]
     et = type_of(x[0])
 
-    def columns(v: HloInstruction | None) -> HloInstruction | None:     # [rows * n2, n1]
-        if v is None:
-            return None
+    def columns(v: HloInstruction) -> HloInstruction:     # [rows * n2, n1]
         return b.reshape(b.transpose(b.reshape(v, (rows, n1, n2)), (0, 2, 1)), (rows * n2, n1))
-    y = _dft(b, (columns(x[0]), columns(x[1])), n1, inverse)             # [rows * n2, k1]
+    y = _dft(b, (columns(x[0]), None if x[1] is None else columns(x[1])), n1,
+             inverse)                                                     # [rows * n2, k1]
     twiddle = _complex_constant(b, _roots(n1 * n2, np.arange(n2), np.arange(n1), inverse), et)
-    spread = tuple(b.broadcast(t, (rows, n2, n1), (1, 2)) for t in twiddle)
-    y = b.complex_multiply(tuple(b.reshape(v, (rows, n2, n1)) for v in y), spread)   # type: ignore[arg-type]
-    y = tuple(b.reshape(b.transpose(v, (0, 2, 1)), (rows * n1, n2)) for v in y)
+    spread = _each(lambda t: b.broadcast(t, (rows, n2, n1), (1, 2)), twiddle)
+    y = b.complex_multiply(_each(lambda v: b.reshape(v, (rows, n2, n1)), y), spread)
+    y = _each(lambda v: b.reshape(b.transpose(v, (0, 2, 1)), (rows * n1, n2)), y)
     z = _dft(b, y, n2, inverse)                                           # [rows * n1, k2]
-    return tuple(b.reshape(b.transpose(b.reshape(v, (rows, n1, n2)), (0, 2, 1)),   # type: ignore[return-value]
-                           (rows, n1 * n2)) for v in z)
+    return _each(lambda v: b.reshape(b.transpose(b.reshape(v, (rows, n1, n2)), (0, 2, 1)),
+                                     (rows, n1 * n2)), z)
 
 
 def _bluestein(b: PartBuilder, x: Value, n: int, inverse: bool) -> tuple[HloInstruction, HloInstruction]:
@@ -185,16 +189,16 @@ def _bluestein(b: PartBuilder, x: Value, n: int, inverse: bool) -> tuple[HloInst
     kernel[m - n + 1:] = np.conj(chirp[1:])[::-1]
     spectrum = np.fft.fft(kernel)
     c = _complex_constant(b, chirp, et)
-    c_rows = tuple(b.broadcast(v, (rows, n), (1,)) for v in c)
+    c_rows = _each(lambda v: b.broadcast(v, (rows, n), (1,)), c)
     xr, xi = x
     if xi is None:
-        a = tuple(b.binary("multiply", xr, v) for v in c_rows)
+        a = _each(lambda v: b.binary("multiply", xr, v), c_rows)
     else:
-        a = b.complex_multiply((xr, xi), c_rows)      # type: ignore[arg-type]
+        a = b.complex_multiply((xr, xi), c_rows)
     zero = b.full(0.0, et, ())
-    padded = tuple(b.pad(v, zero, 1, m - n) for v in a)
-    f = _dft(b, padded, m, False)                                          # type: ignore[arg-type]
-    s = tuple(b.broadcast(v, (rows, m), (1,)) for v in _complex_constant(b, spectrum, et))
-    conv = _dft(b, b.complex_multiply(f, s), m, True)                               # type: ignore[arg-type]
-    conv = tuple(b.scaled(b.slice(v, 1, 0, n), 1.0 / m) for v in conv)
-    return b.complex_multiply(conv, c_rows)     # type: ignore[arg-type]
+    padded = _each(lambda v: b.pad(v, zero, 1, m - n), a)
+    f = _dft(b, padded, m, False)
+    s = _each(lambda v: b.broadcast(v, (rows, m), (1,)), _complex_constant(b, spectrum, et))
+    conv = _dft(b, b.complex_multiply(f, s), m, True)
+    conv = _each(lambda v: b.scaled(b.slice(v, 1, 0, n), 1.0 / m), conv)
+    return b.complex_multiply(conv, c_rows)

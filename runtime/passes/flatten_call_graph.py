@@ -36,7 +36,8 @@ def flatten_in_place(module: HloModule) -> None:
                 value = inst.attrs.get(attr)
                 if value is None:
                     continue
-                callees = list(value) if isinstance(value, tuple) else [value]
+                callees = [c for c in (value if isinstance(value, tuple) else (value,))
+                           if isinstance(c, HloComputation)]
                 owned = []
                 for callee in callees:
                     if callee in claimed or callee in thread_local:

@@ -228,7 +228,7 @@ class _Planner:
         if reused and not may_evaluate_repeatedly(producer):
             return None
         same_index = all(u in group.same_index and OPCODES[u.opcode].elementwise
-                         and producer.shape.dims == u.shape.dims for u in inside)   # type: ignore[union-attr]
+                         and producer.array_shape.dims == u.array_shape.dims for u in inside)
         moves = self._only_reader(group, producer)
         if producer.opcode in rules.heroes:
             if group.kind != "kLoop" or not moves or not same_index or reused \
@@ -313,7 +313,7 @@ def _indexings(group: _Group, producer: HloInstruction, inside: list[HloInstruct
     grew its code four-fold per doubling of the scan (n=1500 never finished compiling)."""
     def same_index(user: HloInstruction) -> bool:
         return (OPCODES[user.opcode].elementwise
-                and user.shape.dims == producer.shape.dims)  # type: ignore[union-attr]
+                and user.array_shape.dims == producer.array_shape.dims)
 
     shared = max((group.indexings[u] for u in inside if same_index(u)), default=0)
     return shared + sum(group.indexings[u] * sum(op is producer for op in u.operands)

@@ -39,6 +39,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
 from ..analysis.rows import is_expensive, plan_rows, reused_members
+from ..hlo.attributes import ConvDimensionNumbers, Window
 from ..hlo.ir import HloComputation, HloInstruction
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape
@@ -57,28 +58,26 @@ def _work_reduce(inst: HloInstruction) -> float:
 
 
 def _work_dot(inst: HloInstruction) -> float:
-    lhs = inst.operands[0].shape
-    dims = inst.attrs.get("lhs_contracting_dims", ())
-    return float(math.prod(lhs.dims[d] for d in dims))  # type: ignore[union-attr]
+    lhs = inst.operands[0].array_shape
+    return float(math.prod(lhs.dims[d] for d in inst.ints_attr("lhs_contracting_dims")))
 
 
 def _work_convolution(inst: HloInstruction) -> float:
-    kernel, out = inst.operands[1].shape, inst.shape
-    labels = inst.attrs.get("dim_labels")
-    feature = getattr(labels, "output_feature", None)
-    features = out.dims[feature] if feature is not None else 1  # type: ignore[union-attr]
+    kernel, out = inst.operands[1].shape, inst.array_shape
+    labels = inst.optional_attr("dim_labels", ConvDimensionNumbers)
+    features = out.dims[labels.output_feature] if labels is not None else 1
     return _count(kernel) / max(features, 1)
 
 
 def _work_window(inst: HloInstruction) -> float:
-    window = inst.attrs.get("window")
-    return float(math.prod(w.size for w in window.dims)) if window is not None else 1.0  # type: ignore[union-attr]
+    window = inst.optional_attr("window", Window)
+    return float(math.prod(w.size for w in window.dims)) if window is not None else 1.0
 
 
 def _work_sort(inst: HloInstruction) -> float:
     dims = _first_dims(inst.shape)
-    d = inst.attrs.get("dimensions", (len(dims) - 1,))
-    n = dims[d[0]] if dims else 1   # type: ignore[index]
+    d = inst.ints_attr("dimensions", (len(dims) - 1,))
+    n = dims[d[0]] if dims else 1
     return len(inst.operands) * max(math.log2(max(n, 2)), 1.0)
 
 
@@ -130,7 +129,7 @@ def kernel_work(inst: HloInstruction) -> float:
     (``codegen.launch_chaining``)."""
     fused = inst.opcode == "fusion"
     members = inst.calls.instructions if fused else [inst]
-    root = inst.calls.root if fused else inst
+    root = inst.calls.root_instruction if fused else inst
     untouched = {id(m.operands[_IN_PLACE[m.opcode][0]]) for m in members
                  if m.opcode in _IN_PLACE}
     reads = [m for m in members if m.opcode == "parameter"] if fused else inst.operands
@@ -247,7 +246,7 @@ def reduction_evaluations(computation: HloComputation) -> dict[HloInstruction, f
     """For each reduce of a fused computation, how many times the generated kernel computes
     each of its output elements: with a row plan, once per row (rows / the reduce's elements);
     without one, the root's loop evaluates it per root element (a reduce at the root once)."""
-    root = computation.root
+    root = computation.root_instruction
     members = computation.instructions
     reduces = [m for m in members if m.opcode == "reduce"]
     if not reduces:

@@ -52,15 +52,15 @@ def _inline_in(comp: HloComputation, names: FreshNames) -> None:
         copies: dict[HloInstruction, HloInstruction] = {}
         for c in callee.instructions:
             if c.opcode == "parameter":
-                copies[c] = inst.operands[c.parameter_number]  # type: ignore[index]
+                copies[c] = inst.operands[c.param_number]
                 continue
             copies[c] = dataclasses.replace(
                 c, name=names.fresh(c.name), operands=[copies[op] for op in c.operands],
                 attrs=dict(c.attrs), parent=comp)
             body.append(copies[c])
-        root = copies[callee.root]  # type: ignore[index]
+        root = copies[callee.root_instruction]
         replacement[inst] = root
-        if root.opcode == "tuple" and callee.root.opcode == "tuple":
+        if root.opcode == "tuple" and callee.root_instruction.opcode == "tuple":
             elements[root] = list(root.operands)
     comp.instructions = body
     if comp.root in replacement:

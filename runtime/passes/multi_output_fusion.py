@@ -77,7 +77,7 @@ def _outputs(inst: HloInstruction) -> list[HloInstruction]:
     instruction itself when it is not a fusion)."""
     if inst.opcode != "fusion":
         return [inst]
-    root = inst.calls.root
+    root = inst.calls.root_instruction
     return list(root.operands) if root.opcode == "tuple" else [root]
 
 
@@ -101,8 +101,8 @@ def _kind(et: ElementType) -> str:
 
 def _row_kernel(inst: HloInstruction) -> bool:
     """A fusion the row kernel computes (``analysis.rows``), its expensive values once a row."""
-    return inst.opcode == "fusion" and inst.calls.root.opcode != "tuple" \
-        and plan_rows(inst.calls.root, inst.calls.instructions) is not None
+    return inst.opcode == "fusion" and inst.calls.root_instruction.opcode != "tuple" \
+        and plan_rows(inst.calls.root_instruction, inst.calls.instructions) is not None
 
 
 class _Merger:
@@ -177,16 +177,16 @@ class _Merger:
         the kernel now computes itself, or read only by the consumer that absorbed a
         multi-output producer) leave the kernel."""
         gtes = self.users[fusion]
-        read = {g.attrs["index"] for g in gtes if self.users[g] or self.comp.root is g}
-        root = fusion.calls.root
+        read = {g.index for g in gtes if self.users[g] or self.comp.root is g}
+        root = fusion.calls.root_instruction
         keep = [k for k in range(len(root.operands)) if k in read]
         if len(keep) == len(root.operands):
             return
         root.operands = [root.operands[k] for k in keep]
         root.shape = fusion.shape = TupleShape(tuple(o.shape for o in root.operands))
         for gte in gtes:
-            if gte.attrs["index"] in read:
-                gte.attrs["index"] = keep.index(gte.attrs["index"])
+            if gte.index in read:
+                gte.attrs["index"] = keep.index(gte.index)
             else:
                 del self.pos[gte]
         self.users[fusion] = [g for g in gtes if g in self.pos]
@@ -210,7 +210,7 @@ class _Merger:
         if found is not None:
             return found[0] if found[0].element_count >= 2 else None
         if inst.opcode == "fusion" and (str(inst.attrs.get("kind")) != "kLoop"
-                                        or inst.calls.root.opcode in in_place_roots()):
+                                        or inst.calls.root_instruction.opcode in in_place_roots()):
             return None
         if inst.opcode != "fusion" and not _loop_kernel(inst):
             return None
@@ -218,9 +218,9 @@ class _Merger:
 
     def _window_mergeable(self, host: HloInstruction, window: HloInstruction) -> bool:
         space = self._space(host)
-        dus = window.calls.root if window.opcode == "fusion" else window
+        dus = window.calls.root_instruction if window.opcode == "fusion" else window
         if space is None or not window_fits(space, dus) \
-                or _kind(dus.shape.element_type) != _kind(space.element_type):  # type: ignore[union-attr]
+                or _kind(dus.array_shape.element_type) != _kind(space.element_type):
             return False
         target = _target(window)
         results = self._results(host)
@@ -258,8 +258,9 @@ class _Merger:
                    if u is not last and u not in results]
         if all(self.pos[u] > end for u in readers):
             return end
-        between = [u for u in self.users[_target(window)] if u is not window
-                   and start < self.pos[u] < end] if last is window else []
+        target = _target(window)
+        between = [u for u in self.users[target] if u is not window
+                   and start < self.pos[u] < end] if last is window and target else []
         if all(self._before(op, start) for op in last.operands if op not in results) \
                 and not between:
             return start
@@ -278,9 +279,9 @@ class _Merger:
         if window.opcode != "fusion":
             return all(op not in results for k, op in enumerate(window.operands) if k != 1)
         fused = window.calls
-        return all(parameter_read_at_own_index(fused, p.parameter_number, {id(fused.root)})
+        return all(parameter_read_at_own_index(fused, p.param_number, {id(fused.root)})
                    for p in fused.parameters
-                   if window.operands[p.parameter_number] in results)
+                   if window.operands[p.param_number] in results)
 
     def _merge_window(self, host: HloInstruction, window: HloInstruction) -> HloInstruction:
         at = self._place(host, window, self._results(host))
@@ -317,11 +318,11 @@ class _Merger:
         """A multi-output ``kernel``'s get-tuple-elements read ``fusion`` instead, ``offset``
         outputs on, right after it; ``kernel`` (and ``skip``, which the fusion absorbed) leave
         their readers; ``kernel`` leaves the order."""
-        n = len(fusion.shape.elements)  # type: ignore[union-attr]
+        n = len(fusion.tuple_shape.elements)
         for gte in self.users.pop(kernel):
             gte.operands = [fusion]
-            gte.attrs["index"] += offset
-            self.pos[gte] = self.pos[fusion] + (gte.attrs["index"] + 1) / (n + 1)
+            gte.attrs["index"] = gte.index + offset
+            self.pos[gte] = self.pos[fusion] + (gte.index + 1) / (n + 1)
             self.users[gte] = [u for u in self.users[gte] if u is not skip]
             self.users[fusion].append(gte)
         del self.pos[kernel]
@@ -380,11 +381,11 @@ class _Merger:
         if consumer.opcode != "fusion":
             return True
         params = [p for p in consumer.calls.parameters
-                  if consumer.operands[p.parameter_number] in results]
+                  if consumer.operands[p.param_number] in results]
         for inst in consumer.calls.instructions:
             for op in inst.operands:
                 if op in params and not (OPCODES[inst.opcode].elementwise
-                                         and inst.shape.dims == shape.dims):  # type: ignore[union-attr]
+                                         and inst.array_shape.dims == shape.dims):
                     return False
         return True
 
@@ -438,7 +439,7 @@ class _Merger:
         copies: dict[HloInstruction, HloInstruction] = {}
         for member in inst.calls.instructions:
             if member.opcode == "parameter":
-                copies[member] = bind(inst.operands[member.parameter_number])
+                copies[member] = bind(inst.operands[member.param_number])
             elif member is not inst.calls.root or member.opcode != "tuple":
                 copies[member] = self._copy(member, fused,
                                             [copies[op] for op in member.operands])
@@ -480,7 +481,7 @@ class _Merger:
 
     def _element(self, fusion: HloInstruction, k: int) -> HloInstruction:
         """A get-tuple-element of output ``k``, placed right after the fusion."""
-        elements = fusion.shape.elements  # type: ignore[union-attr]
+        elements = fusion.tuple_shape.elements
         gte = HloInstruction(self.names.fresh("get-tuple-element"), "get-tuple-element",
                              elements[k], operands=[fusion], attrs={"index": k},
                              parent=self.comp)
@@ -498,7 +499,7 @@ def _bound(outer: HloInstruction, producer: HloInstruction,
     if outer is producer:
         return values[0]
     if outer.opcode == "get-tuple-element" and outer.operands[0] is producer:
-        return values[outer.attrs["index"]]
+        return values[outer.index]
     return None
 
 
@@ -507,9 +508,9 @@ def _target(inst: HloInstruction) -> HloInstruction | None:
     dynamic-update-slice's operand 0, or that of a ``kLoop`` fusion rooted at one on a
     parameter it updates in place; None for any other instruction."""
     if inst.opcode == "dynamic-update-slice":
-        return inst.operands[0] if inst.shape.element_count >= 2 else None  # type: ignore[union-attr]
+        return inst.operands[0] if inst.array_shape.element_count >= 2 else None
     if inst.opcode != "fusion" or str(inst.attrs.get("kind")) != "kLoop" \
-            or inst.calls.root.opcode != "dynamic-update-slice" or inst.shape.is_tuple:
+            or inst.calls.root_instruction.opcode != "dynamic-update-slice" or inst.shape.is_tuple:
         return None
     pairs = in_place_pairs(inst)
     return inst.operands[pairs[0].operand_number] if pairs else None

@@ -134,9 +134,10 @@ def _leaf_result_shape(inst: HloInstruction, i: int, operand: Shape | None = Non
     """The result shape of operand ``i``'s value: from ``inst``'s written result (its layout)
     when that has the operand's element type and dimensions, else the operand's own (the
     caller then reports the mismatch)."""
-    written = _result_part(inst)
-    if isinstance(written, TupleShape):
-        written = written.elements[i] if i < len(written.elements) else None
+    part = _result_part(inst)
+    written: Shape | None = part
+    if isinstance(part, TupleShape):
+        written = part.elements[i] if i < len(part.elements) else None
     own = operand if operand is not None else inst.operands[i].shape
     if written is not None and compatible(written, own):
         return written

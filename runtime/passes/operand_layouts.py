@@ -30,7 +30,7 @@ def _sort(inst: HloInstruction) -> list[tuple[int, Layout | None]]:
 
 def _top_k(inst: HloInstruction) -> list[tuple[int, Layout | None]]:
     """Rows contiguous: the last dimension minor."""
-    operand: ArrayShape = inst.operands[0].shape  # type: ignore[assignment]
+    operand: ArrayShape = inst.operands[0].array_shape
     return [(0, default_layout(operand.rank))]
 
 

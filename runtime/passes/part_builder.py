@@ -11,7 +11,7 @@ and reports still point at the user's line).
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from ..hlo.attributes import Identifier, PadDim, PaddingConfig, SliceDim, SliceS
 from ..hlo.dtypes import ELEMENT_TYPES, ElementType
 from ..hlo.ir import HloComputation, HloInstruction
 from ..hlo.literal import Literal
-from ..hlo.shape import ArrayShape, default_layout
+from ..hlo.shape import ArrayShape, Shape, default_layout
 from .names import FreshNames
 
 PRED = ELEMENT_TYPES["pred"]
@@ -49,8 +49,8 @@ class PartBuilder:
         self.names = names
         self.of: HloInstruction | None = None
 
-    def add(self, opcode: str, shape, operands: Sequence[HloInstruction] = (),
-            literal: Literal | None = None, **attrs) -> HloInstruction:
+    def add(self, opcode: str, shape: Shape, operands: Sequence[HloInstruction] = (),
+            literal: Literal | None = None, **attrs: object) -> HloInstruction:
         base = self.of.name if self.of is not None else self.comp.name
         inst = HloInstruction(self.names.fresh(f"{base}.{opcode}"), opcode, shape,
                               list(operands), dict(attrs), literal=literal,
@@ -143,7 +143,7 @@ class PartBuilder:
         return self.binary("subtract", *products[:2]), self.binary("add", *products[2:])
 
     def dot(self, a: HloInstruction, b: HloInstruction, a_contracting: int,
-            b_contracting: int, **batch) -> HloInstruction:
+            b_contracting: int, **batch: tuple[int, ...]) -> HloInstruction:
         """A dot contracting one dimension of each operand (no batch dimensions unless given as
         ``lhs_batch_dims``/``rhs_batch_dims``)."""
         da, db = dims_of(a), dims_of(b)
@@ -152,8 +152,8 @@ class PartBuilder:
         free_a = [n for i, n in enumerate(da) if i != a_contracting and i not in lb]
         free_b = [n for i, n in enumerate(db) if i != b_contracting and i not in rb]
         out = [da[i] for i in lb] + free_a + free_b
-        return self.add("dot", array(type_of(a), out), [a, b],
-                        **({"lhs_batch_dims": lb, "rhs_batch_dims": rb} if lb else {}),
+        batch_dims: dict[str, Any] = {"lhs_batch_dims": lb, "rhs_batch_dims": rb} if lb else {}
+        return self.add("dot", array(type_of(a), out), [a, b], **batch_dims,
                         lhs_contracting_dims=(a_contracting,),
                         rhs_contracting_dims=(b_contracting,))
 
@@ -177,7 +177,7 @@ def expand_in_place(comp: HloComputation, names: FreshNames,
             replaced[id(inst)] = value
     for inst in out:
         inst.operands = [replaced.get(id(op), op) for op in inst.operands]
-        preds = inst.attrs.get("control-predecessors")
+        preds = inst.control_predecessors
         if preds:
             inst.attrs["control-predecessors"] = tuple(replaced.get(id(p), p) for p in preds)
     comp.instructions = out

@@ -78,7 +78,7 @@ def _identity(inst: HloInstruction) -> HloInstruction | None:
     if inst.opcode == "transpose" and tuple(inst.dimensions) != \
             tuple(range(inst.shape.rank)):
         return None
-    if inst.opcode == "broadcast" and tuple(inst.attrs.get("dimensions", ())) != \
+    if inst.opcode == "broadcast" and inst.ints_attr("dimensions") != \
             tuple(range(inst.shape.rank)):
         return None
     return op
@@ -94,19 +94,19 @@ def _reshape(inst: HloInstruction) -> HloInstruction | None:
 
 def _broadcast(inst: HloInstruction) -> HloInstruction | None:
     op = inst.operands[0]
-    dims = tuple(inst.attrs.get("dimensions", ()))  # type: ignore[arg-type]
+    dims = inst.ints_attr("dimensions")
     if op.opcode == "broadcast":
-        inner = tuple(op.attrs.get("dimensions", ()))  # type: ignore[arg-type]
+        inner = op.ints_attr("dimensions")
         inst.operands = [op.operands[0]]
         inst.attrs["dimensions"] = tuple(dims[d] for d in inner)
         return inst
     if op.opcode == "reshape":
-        through = _through_size_one_reshape(op, dims, inst.shape.dims)  # type: ignore[union-attr]
+        through = _through_size_one_reshape(op, dims, inst.array_shape.dims)
         if through is not None:
             inst.operands = [op.operands[0]]
             inst.attrs["dimensions"] = through
             return inst
-    if inst.shape.element_count == op.shape.element_count and op.shape.rank:  # type: ignore[union-attr]
+    if inst.array_shape.element_count == op.array_shape.element_count and op.shape.rank:
         # only size-1 dimensions are added: it is a reshape, which composes with reshapes
         inst.opcode = "reshape"
         del inst.attrs["dimensions"]
@@ -118,8 +118,8 @@ def _through_size_one_reshape(reshape: HloInstruction, dims: tuple[int, ...],
                               out_dims: tuple[int, ...]) -> tuple[int, ...] | None:
     """Broadcast dimensions for the reshape's operand, when the reshape only inserts or
     removes size-1 dimensions (None otherwise, or when no increasing assignment exists)."""
-    src = reshape.operands[0].shape.dims  # type: ignore[union-attr]
-    mid = reshape.shape.dims  # type: ignore[union-attr]
+    src = reshape.operands[0].array_shape.dims
+    mid = reshape.array_shape.dims
     if [n for n in src if n != 1] != [n for n in mid if n != 1]:
         return None
     big_targets = iter(dims[d] for d, n in enumerate(mid) if n != 1)
@@ -139,7 +139,7 @@ def _through_size_one_reshape(reshape: HloInstruction, dims: tuple[int, ...],
 def _reduce(inst: HloInstruction) -> HloInstruction | None:
     op = inst.operands[0]
     if not isinstance(inst.shape, ArrayShape) or not init_is_identity(inst) \
-            or inst.shape.element_count != op.shape.element_count:  # type: ignore[union-attr]
+            or inst.array_shape.element_count != op.array_shape.element_count:
         return None
     inst.opcode = "reshape"
     inst.operands = [op]

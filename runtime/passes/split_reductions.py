@@ -51,7 +51,7 @@ def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRule
         return
     assert red is not None
     x, init = red.operands
-    src: ArrayShape = x.shape  # type: ignore[assignment]
+    src: ArrayShape = x.array_shape
     kept = src.rank - len(red.dimensions)
     outer = src.dims[:kept]
     length = src.element_count // max(1, _product(outer))

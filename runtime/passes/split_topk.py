@@ -55,7 +55,7 @@ def _chunks(inst: HloInstruction) -> int | None:
     if not isinstance(src, ArrayShape) or src.rank == 0 \
             or src.minor_to_major != tuple(range(src.rank - 1, -1, -1)):
         return None
-    n, k = src.dims[-1], int(inst.attrs["k"])  # type: ignore[arg-type]
+    n, k = src.dims[-1], int(inst.k)
     rows = src.element_count // n if n else 0
     if rows == 0 or rows >= TARGET_ITEMS or k == 0:
         return None
@@ -68,8 +68,8 @@ def _chunks(inst: HloInstruction) -> int | None:
 
 def _split(comp: HloComputation, topk: HloInstruction, chunks: int, names: FreshNames) -> None:
     x = topk.operands[0]
-    src: ArrayShape = x.shape  # type: ignore[assignment]
-    n, k = src.dims[-1], int(topk.attrs["k"])  # type: ignore[arg-type]
+    src: ArrayShape = x.array_shape
+    n, k = src.dims[-1], int(topk.k)
     rows = src.element_count // n
     length = n // chunks
     at = comp.instructions.index(topk)
@@ -113,7 +113,7 @@ def _split(comp: HloComputation, topk: HloInstruction, chunks: int, names: Fresh
     index = add("index", "gather", array(S32, rows, k), [flat_found, where],
                 offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,),
                 index_vector_dim=2, slice_sizes=(1,))
-    out: TupleShape = topk.shape  # type: ignore[assignment]
+    out: TupleShape = topk.tuple_shape
     result_values = add("values", "reshape", out.elements[0], [best])
     result_index = add("index_out", "reshape", out.elements[1], [index])
     topk.opcode = "tuple"

@@ -36,7 +36,7 @@ def _expand(build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
 
 def _decompose(build: PartBuilder, inst: HloInstruction) -> HloInstruction:
     x, random = inst.operands
-    to = inst.shape.element_type  # type: ignore[union-attr]
+    to = inst.array_shape.element_type
     if not (to.is_integer and to.is_signed) or not type_of(x).is_float:
         raise HloUnsupportedError(
             f"stochastic-convert {inst.name} converts {type_of(x)} to {to}; XLA implements "

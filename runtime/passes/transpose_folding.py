@@ -67,14 +67,14 @@ def _swap_dot_operands(transpose: HloInstruction, users: dict[int, list[HloInstr
     for key, value in dot.attrs.items():
         if key[:4] in other:
             value = dot.attrs[other[key[:4]] + key[4:]]
-        elif key == "operand_precision":
-            value = IdentifierList(tuple(reversed(value.names)))  # type: ignore[attr-defined]
+        elif key == "operand_precision" and isinstance(value, IdentifierList):
+            value = IdentifierList(tuple(reversed(value.names)))
         attrs[key] = value
     transpose.opcode = "dot"
     transpose.operands = [rhs, lhs]
     transpose.attrs = attrs
     if not transpose.is_root and all(_reads_any_layout(u) for u in users[id(transpose)]):
-        shape: ArrayShape = transpose.shape  # type: ignore[assignment]
+        shape: ArrayShape = transpose.array_shape
         transpose.shape = shape.with_layout(default_layout(shape.rank))
 
 
@@ -90,11 +90,11 @@ def _reads_any_layout(user: HloInstruction) -> bool:
 
 
 def _rank(inst: HloInstruction) -> int:
-    return inst.shape.rank  # type: ignore[union-attr]
+    return inst.shape.rank
 
 
 def _dims(inst: HloInstruction, name: str) -> tuple[int, ...]:
-    return tuple(inst.attrs.get(name, ()))  # type: ignore[call-overload]
+    return inst.ints_attr(name)
 
 
 def _fold(dot: HloInstruction, side: str, k: int) -> None:
@@ -102,8 +102,8 @@ def _fold(dot: HloInstruction, side: str, k: int) -> None:
     if operand.opcode != "transpose" or operand.control_predecessors:
         return
     perm = operand.dimensions
-    batch = tuple(dot.attrs.get(f"{side}_batch_dims", ()))  # type: ignore[arg-type]
-    contracting = tuple(dot.attrs.get(f"{side}_contracting_dims", ()))  # type: ignore[arg-type]
+    batch = dot.ints_attr(f"{side}_batch_dims")
+    contracting = dot.ints_attr(f"{side}_contracting_dims")
     free = [d for d in range(len(perm)) if d not in batch and d not in contracting]
     mapped = [perm[d] for d in free]
     if mapped != sorted(mapped):

@@ -45,8 +45,8 @@ def _rewrite(comp: HloComputation, reduce: HloInstruction, names: FreshNames) ->
     """Window reductions ahead of ``reduce`` until its reduced dimensions are all short."""
     x, init = reduce.operands
     at = comp.instructions.index(reduce)
-    while any(x.shape.dims[d] > WINDOW for d in reduce.dimensions):  # type: ignore[union-attr]
-        shape: ArrayShape = x.shape  # type: ignore[assignment]
+    while any(x.array_shape.dims[d] > WINDOW for d in reduce.dimensions):
+        shape: ArrayShape = x.array_shape
         window, dims = [], []
         for d, n in enumerate(shape.dims):
             if d not in reduce.dimensions:
@@ -63,7 +63,7 @@ def _rewrite(comp: HloComputation, reduce: HloInstruction, names: FreshNames) ->
                            ArrayShape(shape.element_type, tuple(dims),
                                       layout=default_layout(len(dims))),
                            [x, init], {"window": Window(tuple(window)),
-                                       "to_apply": reduce.attrs["to_apply"]},
+                                       "to_apply": reduce.to_apply},
                            location=reduce.location, parent=comp)
         comp.instructions.insert(at, x)
         at += 1

@@ -67,7 +67,7 @@ def _while(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
             if isinstance(step, HostConditional) and step.instruction in members:
                 step.selected = selector_values(inst, members[step.instruction].operands[0],
                                                 len(values))
-    return [HostWhile(condition=ctx.lower_computation(cond), predicate=ctx.ref(cond.root),
+    return [HostWhile(condition=ctx.lower_computation(cond), predicate=ctx.ref(cond.root_instruction),
                       body=steps, instruction=inst.name, counter_values=values)]
 
 

@@ -75,7 +75,7 @@ def _window(conv: HloInstruction) -> Window:
     dn: ConvDimensionNumbers = conv.dim_labels
     if isinstance(window, Window) and window.dims:
         return window
-    return Window(tuple(WindowDim(conv.operands[1].shape.dims[d]) for d in dn.kernel_spatial))
+    return Window(tuple(WindowDim(conv.operands[1].array_shape.dims[d]) for d in dn.kernel_spatial))
 
 
 def plan_convolution(c: Contraction, target: Target) -> ConvPlan | None:
@@ -83,14 +83,14 @@ def plan_convolution(c: Contraction, target: Target) -> ConvPlan | None:
     tiles = target.tiles
     if acc is None:
         return None
-    lhs, rhs = (o.shape for o in c.operands)
-    g = int(c.op.attrs.get("feature_group_count", 1))
-    bg = int(c.op.attrs.get("batch_group_count", 1))
+    lhs, rhs = (o.array_shape for o in c.operands)
+    g = c.op.int_attr("feature_group_count", 1)
+    bg = c.op.int_attr("batch_group_count", 1)
     if g > 1 and bg > 1:
         return None
     dn: ConvDimensionNumbers = c.op.dim_labels
-    columns = rhs.dims[dn.kernel_output_feature] // (g * bg)  # type: ignore[union-attr]
-    out: ArrayShape = c.op.shape  # type: ignore[assignment]
+    columns = rhs.dims[dn.kernel_output_feature] // (g * bg)
+    out: ArrayShape = c.op.array_shape
     rows = out.element_count // out.dims[dn.output_feature]
     if columns == 1 and g * bg > 1:
         lanes = lanes_for(acc, g * bg, tiles)
@@ -110,13 +110,13 @@ def _narrow_plan(c: Contraction, acc: Accumulation, columns: int, groups: int,
     """The narrow form, for fewer output features than a vector (an image model's RGB
     output, a segmentation head): ungrouped, input features contiguous and at least one
     vector of them."""
-    lhs, rhs = (o.shape for o in c.operands)
+    lhs, rhs = (o.array_shape for o in c.operands)
     dn: ConvDimensionNumbers = c.op.dim_labels
-    contiguous = element_strides(lhs)[dn.input_feature] == 1  # type: ignore[arg-type]
+    contiguous = element_strides(lhs)[dn.input_feature] == 1
     if (groups != 1 or acc.lanes < 2 or not contiguous
-            or rhs.dims[dn.kernel_input_feature] < acc.lanes):  # type: ignore[union-attr]
+            or rhs.dims[dn.kernel_input_feature] < acc.lanes):
         return None
-    out: ArrayShape = c.op.shape  # type: ignore[assignment]
+    out: ArrayShape = c.op.array_shape
     rows = out.element_count // out.dims[dn.output_feature]
     return ConvPlan(acc, acc.lanes, columns, min(rows_for(rows, target.tiles),
                                                  target.tiles.inner_rows),
@@ -156,10 +156,10 @@ class _ConvKernel:
         self.c, self.p = c, p
         self.dn: ConvDimensionNumbers = c.op.dim_labels
         self.window = _window(c.op)
-        self.lhs: ArrayShape = c.operands[0].shape  # type: ignore[assignment]
-        self.rhs: ArrayShape = c.operands[1].shape  # type: ignore[assignment]
-        self.out: ArrayShape = c.op.shape  # type: ignore[assignment]
-        self.kb = kb = kernel_builder(self.lhs, self.rhs, c.inst.shape)  # type: ignore[arg-type]
+        self.lhs: ArrayShape = c.operands[0].array_shape
+        self.rhs: ArrayShape = c.operands[1].array_shape
+        self.out: ArrayShape = c.op.array_shape
+        self.kb = kb = kernel_builder(self.lhs, self.rhs, c.inst.shape)
         self.t = kb.index_type
         self.em = ElementalEmitter(kb, operand_leaves(ctx, c.inst, c.params), ctx.program.embed)
         self.writer = OutputWriter(ctx, kb, self.em, c, p.acc)
@@ -479,5 +479,5 @@ def _tap_rows(kb, window: Window, dn: ConvDimensionNumbers, lhs: ArrayShape, sx,
     return valid, offsets
 
 
-register_contraction("convolution", plan_convolution, _emit,  # type: ignore[arg-type]
+register_contraction("convolution", plan_convolution, _emit,
                      target=TargetKind.CPU, priority=30)

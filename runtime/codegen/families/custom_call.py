@@ -27,7 +27,7 @@ from ...custom_calls.mlir_attributes import parse_attributes
 from ...custom_calls.opencl import OpenCLCallRunner
 from ...custom_calls.registry import CustomCallTarget, unknown_target_message
 from ...custom_calls.unimplemented import UnimplementedCall
-from ...errors import HloError
+from ...errors import CustomCallError, HloError
 from ...hlo.attributes import BackendConfig, Metadata
 from ...hlo.ir import HloInstruction, HloModule
 from ..context import LoweringContext
@@ -119,6 +119,9 @@ def unimplemented_calls(module: HloModule,
 
 
 def _host_step(site: CallSite, target: CustomCallTarget) -> HostCall:
+    if target.function is None:   # registration gives every host target a function
+        raise CustomCallError(f"host custom call target {target.name!r} has no function",
+                              target=target.name)
     return HostCall(run=HostCallRunner(site, target.function), buffers=site.buffer_refs(),
                     instruction=site.instruction)
 

@@ -72,7 +72,16 @@ class DotAxis:
     out: int | None
 
     def dim(self, side: str) -> int | None:
-        return getattr(self, side)
+        value: int | None = getattr(self, side)
+        return value
+
+    def at(self, side: str) -> int:
+        """``dim`` of a side the axis is known to index (a contracting axis, either operand;
+        a free axis, its own); None there is a bug in the plan."""
+        d = self.dim(side)
+        if d is None:
+            raise TypeError(f"the axis of size {self.size} does not index {side}")
+        return d
 
 
 @dataclass(frozen=True)
@@ -105,11 +114,10 @@ class DotPlan:
 
 
 def _axes(dot: HloInstruction):
-    lhs: ArrayShape = dot.operands[0].shape  # type: ignore[assignment]
-    rhs: ArrayShape = dot.operands[1].shape  # type: ignore[assignment]
-    a = dot.attrs
-    lb, rb = tuple(a.get("lhs_batch_dims", ())), tuple(a.get("rhs_batch_dims", ()))  # type: ignore[arg-type]
-    lc, rc = tuple(a.get("lhs_contracting_dims", ())), tuple(a.get("rhs_contracting_dims", ()))  # type: ignore[arg-type]
+    lhs: ArrayShape = dot.operands[0].array_shape
+    rhs: ArrayShape = dot.operands[1].array_shape
+    lb, rb = dot.ints_attr("lhs_batch_dims"), dot.ints_attr("rhs_batch_dims")
+    lc, rc = dot.ints_attr("lhs_contracting_dims"), dot.ints_attr("rhs_contracting_dims")
     lf = [d for d in range(lhs.rank) if d not in lb and d not in lc]
     rf = [d for d in range(rhs.rank) if d not in rb and d not in rc]
     batch = [DotAxis(lhs.dims[x], x, y, k) for k, (x, y) in enumerate(zip(lb, rb))]
@@ -132,7 +140,7 @@ def _joined(axes: tuple[DotAxis, ...], strides: dict) -> tuple[DotAxis, ...]:
     for ax in axes:
         prev = out[-1] if out else None
         if prev is not None and all(
-                strides[side][prev.dim(side)] == strides[side][ax.dim(side)] * ax.size
+                strides[side][prev.at(side)] == strides[side][ax.at(side)] * ax.size
                 for side in ("lhs", "rhs")):
             out[-1] = DotAxis(prev.size * ax.size, ax.lhs, ax.rhs, None)
         else:
@@ -145,8 +153,8 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
     tiles = target.tiles
     if acc is None:
         return None
-    lhs, rhs = (o.shape for o in c.operands)
-    strides = {"lhs": element_strides(lhs), "rhs": element_strides(rhs)}  # type: ignore[arg-type]
+    lhs, rhs = (o.array_shape for o in c.operands)
+    strides = {"lhs": element_strides(lhs), "rhs": element_strides(rhs)}
     batch, lhs_free, rhs_free, contracting = _axes(c.op)
     free = {"lhs": lhs_free, "rhs": rhs_free}
 
@@ -182,9 +190,9 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
                        rows_for(count, tiles), pairs=pairs)
     for k in contracting:
         if unit(k, "lhs") and unit(k, "rhs"):
-            bits = rhs.element_type.bits  # type: ignore[union-attr]
+            bits = rhs.element_type.bits
             column_bytes = _extent(rhs_free) * k.size * bits // 8
-            row_bits = lhs.element_type.bits  # type: ignore[union-attr]
+            row_bits = lhs.element_type.bits
             all_rows = _all_rows_plan(acc, tiles, lhs_free, rhs_free, batch, contracting, k,
                                       row_bits, column_bytes)
             if all_rows is not None:
@@ -213,8 +221,8 @@ def _pairs(c: Contraction, acc: Accumulation, tiles: TileShape, contracting,
     in 32 bits and added to its accumulator, which wraps as before: the same bits as one
     step at a time. An int8-quantised MLP's 256x2048x512 s8 dot: see ``TileShape.pair_madd``."""
     return (tiles.pair_madd and acc.scalar == "uint" and lanes in _PAIR_LANES
-            and c.op.shape.element_type.name in ("s32", "u32") and len(contracting) == 1
-            and all(o.shape.element_type.name in _PAIR_OPERANDS for o in c.operands))
+            and c.op.array_shape.element_type.name in ("s32", "u32") and len(contracting) == 1
+            and all(o.array_shape.element_type.name in _PAIR_OPERANDS for o in c.operands))
 
 
 def _streams(rows: int, col: DotAxis, contracting, width: int, tiles: TileShape) -> bool:
@@ -241,8 +249,8 @@ def _column_axis(c: Contraction, acc: Accumulation, tiles: TileShape, free: dict
     4096x64x32 105 / 82, 2048x256x96 217 / 174 (179 / 163); on AVX2 64 or 128 columns tile
     two vectors wide, not three, and lose (8192x64x64 93 / 126, 4096x128x128 115 / 157)."""
     out = c.inst.shape if isinstance(c.inst.shape, ArrayShape) \
-        and c.inst.shape.rank == c.op.shape.rank else c.op.shape
-    stored = element_strides(out)  # type: ignore[arg-type]
+        and c.inst.shape.rank == c.op.shape.rank else c.op.array_shape
+    stored = element_strides(out)
     best = best_stored = None
     for side in ("rhs", "lhs"):
         for axis in free[side]:
@@ -364,7 +372,7 @@ def _cached(c: Contraction, side: str, cols, contracting, tiles: TileShape) -> b
     layer's embedding gradient 256x16000x256 7.2 / 16.7 ms; 96x512x512 (1 MiB, 96 rows) 154 /
     176 us. AVX2 setting (which packs row-major columns anyway): 64x256x256 49 / 45 us,
     96x512x512 262 / 254, 128x768x768 (2.3 MiB) 724 / 864."""
-    bits = c.operands[0 if side == "lhs" else 1].shape.element_type.bits
+    bits = c.operands[0 if side == "lhs" else 1].array_shape.element_type.bits
     return _extent(cols) * _extent(contracting) * bits // 8 <= tiles.pack_cached_bytes
 
 
@@ -389,9 +397,9 @@ class _DotKernel:
     def __init__(self, ctx: LoweringContext, c: Contraction, plan: DotPlan) -> None:
         self.ctx, self.c, self.plan = ctx, c, plan
         shapes = [o.shape for o in c.operands] + [c.inst.shape]
-        self.kb: KernelBuilder = kernel_builder(*shapes)  # type: ignore[arg-type]
+        self.kb: KernelBuilder = kernel_builder(*shapes)
         self.t = self.kb.index_type
-        self.strides = {side: element_strides(o.shape)  # type: ignore[arg-type]
+        self.strides = {side: element_strides(o.array_shape)
                         for side, o in zip(("lhs", "rhs"), c.operands)}
         self.em = ElementalEmitter(self.kb, operand_leaves(self.ctx, c.inst, c.params),
                                    ctx.program.embed)
@@ -551,7 +559,7 @@ def _pair_step(k: _DotKernel, tile: Tile, first: str, second: str | None, x_rows
         halves = [f"as_{uvec}(convert_int{lanes}(vload{lanes}(0, {y_base} + {o} + {j * lanes})))"
                   for o in ky]
         ys.append(kb.let(uvec, _pair_of(halves, f"({uvec})"), "yp"))
-    adjacent = second is not None and k.strides[p.row_side][axis.dim(p.row_side)] == 1
+    adjacent = second is not None and k.strides[p.row_side][axis.at(p.row_side)] == 1
     for r in range(tile.rows):
         if adjacent:    # both elements in one load, widened to 16 bits each
             pair = f"as_uint(convert_short2(vload2(0, {x_rows[r]} + {kx[0]})))"
@@ -683,7 +691,7 @@ def _fill_pair_panel(k: _DotKernel, panel: str, width: int, group: int, lid: str
     chunk's end)."""
     p, kb, t = k.plan, k.kb, k.t
     n, kaxis, lanes = p.cols[0], p.vector_k, p.lanes
-    assert kaxis is not None and k.strides[p.col_side][n.dim(p.col_side)] == 1  # type: ignore[index]
+    assert kaxis is not None and k.strides[p.col_side][n.at(p.col_side)] == 1
     uvec, i = f"uint{lanes}", kb.fresh("k")
     rows = kb.let(t, f"({n_k} + 1) / 2", "np")
     share = kb.let(t, f"({rows} + {group - 1}) / {group}", "share")
@@ -709,7 +717,7 @@ def _panel_pair_steps(k: _DotKernel, tile: Tile, panel: str, width: int, x_rows,
     p, kb, t = k.plan, k.kb, k.t
     kaxis, lanes, uvec = p.vector_k, p.lanes, f"uint{p.lanes}"
     assert kaxis is not None
-    adjacent = kaxis.size % 2 == 0 and k.strides[p.row_side][kaxis.dim(p.row_side)] == 1  # type: ignore[index]
+    adjacent = kaxis.size % 2 == 0 and k.strides[p.row_side][kaxis.at(p.row_side)] == 1
     i = kb.fresh("k")
     with k.em.block(f"for ({t} {i} = 0; {i} < ({n_k} + 1) / 2; ++{i})"):
         first = f"({k0} + 2 * {i})"
@@ -735,7 +743,7 @@ def _row_group(k: _DotKernel, tiles: TileShape) -> int:
     ``pack_strided_row_group`` where the row operand is strided along the contraction."""
     p = k.plan
     assert p.vector_k is not None
-    if k.strides[p.row_side][p.vector_k.dim(p.row_side)] == 1:  # type: ignore[index]
+    if k.strides[p.row_side][p.vector_k.at(p.row_side)] == 1:
         return tiles.pack_row_group
     return tiles.pack_strided_row_group or tiles.pack_row_group
 
@@ -751,7 +759,7 @@ def _fill_panel(k: _DotKernel, panel: str, width: int, group: int, lid: str, y_e
     n, kaxis = p.cols[0], p.vector_k
     assert kaxis is not None
     j, i = kb.fresh("j"), kb.fresh("k")
-    columns_contiguous = k.strides[p.col_side][n.dim(p.col_side)] == 1  # type: ignore[index]
+    columns_contiguous = k.strides[p.col_side][n.at(p.col_side)] == 1
     if columns_contiguous:
         share = kb.let(t, f"({n_k} + {group - 1}) / {group}", "share")
         with k.em.block(f"for ({t} {i} = {lid} * {share}; {i} < min(({lid} + 1) * {share}, "
@@ -764,7 +772,7 @@ def _fill_panel(k: _DotKernel, panel: str, width: int, group: int, lid: str, y_e
                         f"{v * p.lanes});")
         return
     start = "0"
-    if k.strides[p.col_side][kaxis.dim(p.col_side)] == 1:  # type: ignore[index]
+    if k.strides[p.col_side][kaxis.at(p.col_side)] == 1:
         start = _fill_panel_blocks(k, panel, width, group, lid, y_et, y_buf, y_z, col0, k0, n_k)
     with k.em.block(f"for ({t} {j} = {lid}; {j} < {width}; {j} += {group})"):
         col = kb.let(t, f"{col0} + {j}", "col")
@@ -874,5 +882,5 @@ def emit_dot(ctx: LoweringContext, c: Contraction, plan: DotPlan) -> Launch:
     return _FORMS[plan.form](ctx, c, plan)
 
 
-register_contraction("dot", plan_dot, emit_dot,  # type: ignore[arg-type]
+register_contraction("dot", plan_dot, emit_dot,
                      target=TargetKind.CPU, priority=20)

@@ -39,7 +39,7 @@ Mapping = tuple[int, ...]
 def vectorizes(root: HloInstruction, op: HloInstruction, em: ElementalEmitter,
                column_dim: int, bits: int) -> bool:
     """Whether the epilogue from ``op`` up to ``root`` has a vector form (see the module)."""
-    out = op.shape
+    out = op.array_shape
     compute = VECTOR_COMPUTE.get(out.element_type.name)
     if compute is None:
         return False
@@ -65,20 +65,20 @@ def vectorizes(root: HloInstruction, op: HloInstruction, em: ElementalEmitter,
         if inst.opcode == "select":
             p, on_true, on_false = inst.operands
             return _mask_vectorizes(p, shape, operand_mapping(p, shape, mapping)) \
-                and all((o.shape.rank == 0 or o.shape.dims == shape.dims)
+                and all((o.shape.rank == 0 or o.array_shape.dims == shape.dims)
                         and check(o, operand_mapping(o, shape, mapping))
                         for o in (on_true, on_false))
         return ((inst.opcode == "convert"
                  or E.vector_lanes(inst.opcode, compute, bits) is not None)
-                and all((o.shape.rank == 0 or o.shape.dims == shape.dims)
+                and all((o.shape.rank == 0 or o.array_shape.dims == shape.dims)
                         and check(o, operand_mapping(o, shape, mapping)) for o in inst.operands))
     def _mask_vectorizes(p: HloInstruction, shape: ArrayShape, mapping: Mapping) -> bool:
         """A select's predicate as a lane mask: one value for the whole vector (the elemental
         emitter's, splat), or a pred operand read along the columns (a dropout mask)."""
-        if not varies_along(p.shape, mapping, column_dim):  # type: ignore[arg-type]
+        if not varies_along(p.array_shape, mapping, column_dim):
             return not reaches(p, op)
-        return p.shape.dims == shape.dims \
-            and isinstance(em.leaves.get((id(p), ())), BufferLeaf)  # type: ignore[union-attr]
+        return p.array_shape.dims == shape.dims \
+            and isinstance(em.leaves.get((id(p), ())), BufferLeaf)
 
     return check(root, tuple(range(out.rank)))
 
@@ -121,7 +121,7 @@ class VectorEpilogue:
                  column_dim: int, lanes: int) -> None:
         self.em, self.kb, self.root, self.op = em, em.kb, root, op
         self.column_dim, self.lanes = column_dim, lanes
-        self.et = op.shape.element_type
+        self.et = op.array_shape.element_type
         self.compute = VECTOR_COMPUTE[self.et.name]
         self.scalar = cltypes.compute_type(self.et)
         self.vec = f"{self.scalar}{lanes}"
@@ -178,16 +178,16 @@ class VectorEpilogue:
         allows it."""
         kb, lanes = self.kb, self.lanes
         mask = f"int{lanes}"
-        if not varies_along(p.shape, mapping, self.column_dim):  # type: ignore[arg-type]
-            at = tuple("0" if p.shape.dims[k] == 1 else index[d]  # type: ignore[union-attr]
+        if not varies_along(p.array_shape, mapping, self.column_dim):
+            at = tuple("0" if p.array_shape.dims[k] == 1 else index[d]
                        for k, d in enumerate(mapping))
             return kb.let(mask, f"({mask})(-(int)(({self.em.value(p, Index(at))}) != 0))", "em")
-        leaf = self.em.leaves[(id(p), ())]
-        ptr, first, along, stride = self._leaf_position(leaf, index, mapping)  # type: ignore[arg-type]
+        leaf = self.em.buffer_leaf(p)
+        ptr, first, along, stride = self._leaf_position(leaf, index, mapping)
         if stride == 1:
             loaded = f"convert_{mask}(vload{lanes}(0, {ptr} + {first}))"
         else:
-            step = kb.param(stride, key=(leaf.key, "stride", along))  # type: ignore[union-attr]
+            step = kb.param(stride, key=(leaf.key, "stride", along))
             loaded = f"({mask})({', '.join(f'{ptr}[{first} + {i} * {step}]' for i in range(lanes))})"
         return kb.let(mask, f"({loaded} != ({mask})0)", "em")
 

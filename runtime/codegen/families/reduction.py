@@ -105,7 +105,7 @@ def _row_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
         if value.opcode == "reduce":
             _bind(em, value, _reduce(em, value, index, lanes))
         else:
-            _bind(em, value, [em.value(value, index)])
+            _bind(em, value, [em.element(value, index)])
     vector = _column_vectors(em, inst, root, plan, lanes)
     columns: dict[int, str] = {}
     blocks = []
@@ -123,7 +123,7 @@ def _row_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
         for start in range(0, size - size % width, width):
             index = Index(tuple(str(start) if k == d else row[k] for k in range(out.rank)))
             store_lanes(em, out.element_type, outputs[0][2], em.offset(out, index, ("out", ())),
-                        vector_em.value(root, index), width)
+                        vector_em.element(root, index), width)
         for k in range(size - size % width, size):
             _store(em, inst, root, outputs,
                    Index(tuple(str(k) if c == d else row[c] for c in range(out.rank))))
@@ -136,7 +136,7 @@ def _row_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
         index = Index(tuple(columns.get(k, row[k]) for k in range(out.rank)))
         with em.block(f"for (; {columns[d]} + {width} <= {n}; {columns[d]} += {width})"):
             store_lanes(em, out.element_type, outputs[0][2], em.offset(out, index, ("out", ())),
-                        vector_em.value(root, index), width)
+                        vector_em.element(root, index), width)
         blocks.append(em.block(f"for (; {columns[d]} < {n}; ++{columns[d]})"))
         blocks[-1].__enter__()
     index = Index(tuple(columns.get(d, row[d]) for d in range(out.rank)))
@@ -200,7 +200,7 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
     order, the contiguous one with ``lanes`` partial accumulators when that is allowed."""
     kb = em.kb
     inputs, inits, comp = _parts(red)
-    src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
+    src: ArrayShape = inputs[0].array_shape
     reduced = tuple(red.dimensions)
     accs = _accumulators(em, inits)
     if src.element_count == 0:
@@ -220,7 +220,7 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
         _close(blocks)
         return accs
     operation = _lane_operation(comp, inputs, lanes)
-    vector = None
+    vector = ""   # the accumulator vector, where there is an operation
     if operation is not None:
         vec = f"{_ctype(comp, 0)}{lanes}"
         vector = kb.declare(vec, "accv", f"({vec})({accs[0]})")
@@ -231,11 +231,12 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
     lane_dim = order[-1]
     vector_em = None if operation is None else lane_emitter(
         em, inputs[0], lanes, lane_dim, src.dims[lane_dim] % lanes == 0)
-    if vector_em is not None and not blocks and _unrolled(src.dims[lane_dim], lanes):
+    if operation is not None and vector_em is not None and not blocks \
+            and _unrolled(src.dims[lane_dim], lanes):
         size = src.dims[lane_dim]
         for start in range(0, size - size % lanes, lanes):
             at = _input_index(red, index, {lane_dim: str(start)})
-            _combine_lanes(em, comp, operation, vector, vector_em.value(inputs[0], at), lanes)
+            _combine_lanes(em, comp, operation, vector, vector_em.element(inputs[0], at), lanes)
         for k in range(size - size % lanes, size):
             _combine(em, comp, partial[0], [em.value(x, _input_index(red, index, {lane_dim: str(k)}))
                                             for x in inputs])
@@ -243,27 +244,28 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
         _lane_loops(em, red, index, variables, lane_dim, lanes, vector_em, operation, vector,
                     partial)
     _close(blocks)
-    if operation in _ORDER_FREE:
+    if operation is not None and operation in _ORDER_FREE:
         partial = [[_halved(em, comp, operation, vector, lanes)]]
     for lane in partial:
         _combine(em, comp, accs, lane)
     return accs
 
 
-def _lane_loops(em: ElementalEmitter, red: HloInstruction, index: Index, variables: dict,
-                lane_dim: int, lanes: int, vector_em, operation: str | None,
-                vector: str | None, partial: list) -> None:
+def _lane_loops(em: ElementalEmitter, red: HloInstruction, index: Index,
+                variables: dict[int, str], lane_dim: int, lanes: int,
+                vector_em: ElementalEmitter | None, operation: str | None,
+                vector: str, partial: list[list[str]]) -> None:
     """The contiguous run in blocks of ``lanes`` (on vectors, or element by element into
     ``lanes`` partial accumulators), then the remainder element by element."""
     kb = em.kb
     inputs, _, comp = _parts(red)
-    src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
+    src: ArrayShape = inputs[0].array_shape
     j = kb.declare(kb.index_type, "j", "0")
     n = kb.param(src.dims[lane_dim], key=(("reduce", id(red)), "n", lane_dim))
     subtracting = accumulation_subtracts(comp, inputs)
     with em.block(f"for (; {j} + {lanes} <= {n}; {j} += {lanes})", subtracting):
-        if vector_em is not None:
-            x = vector_em.value(inputs[0], _input_index(red, index, {**variables, lane_dim: j}))
+        if operation is not None and vector_em is not None:
+            x = vector_em.element(inputs[0], _input_index(red, index, {**variables, lane_dim: j}))
             _combine_lanes(em, comp, operation, vector, x, lanes)
         else:
             xs = []
@@ -309,13 +311,13 @@ def _halved(em: ElementalEmitter, comp: HloComputation, operation: str, vector: 
     scalar ones. A softmax over rows of 49 (a Swin window's attention) spent a third of its
     kernel on the sixteen NaN-propagating maxima a row: 47,040 rows 3.39 -> 2.15 ms (AMD
     EPYC, Zen 5, AVX-512), the same bits."""
-    et = comp.root.shape.element_type  # type: ignore[union-attr]
-    ctype = cltypes.compute_type(et)  # type: ignore[arg-type]
+    et = comp.root_instruction.array_shape.element_type
+    ctype = cltypes.compute_type(et)
     while lanes > 1:
         lanes //= 2
         halves = [f"{vector}.lo", f"{vector}.hi"]
         vector = em.kb.let(f"{ctype}{lanes}" if lanes > 1 else ctype,
-                           arithmetic(operation, et, et, halves, lanes=lanes), "half")  # type: ignore[arg-type]
+                           arithmetic(operation, et, et, halves, lanes=lanes), "half")
     return vector
 
 
@@ -334,13 +336,14 @@ def _in_order_blocks(em: ElementalEmitter, red: HloInstruction, index: Index, or
     2.6 ms a step element by element."""
     kb = em.kb
     inputs, _, comp = _parts(red)
-    src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
+    src: ArrayShape = inputs[0].array_shape
     lane_dim = order[-1]
     aligned = src.dims[lane_dim] % lanes == 0
-    if any(x.shape.element_type.name not in _STORED_LANES for x in inputs):  # type: ignore[union-attr]
+    if any(x.array_shape.element_type.name not in _STORED_LANES for x in inputs):
         return False
-    emitters = [lane_emitter(em, x, lanes, lane_dim, aligned) for x in inputs]
-    if any(e is None for e in emitters):
+    emitters = [e for x in inputs
+                if (e := lane_emitter(em, x, lanes, lane_dim, aligned)) is not None]
+    if len(emitters) != len(inputs):
         return False
     variables, blocks = _loops(em, red, order[:-1])
     j = kb.declare(kb.index_type, "j", "0")
@@ -350,10 +353,10 @@ def _in_order_blocks(em: ElementalEmitter, red: HloInstruction, index: Index, or
         at = _input_index(red, index, {**variables, lane_dim: j})
         blocks_of = []
         for x, vector_em in zip(inputs, emitters):
-            ctype = cltypes.compute_type(x.shape.element_type)  # type: ignore[union-attr]
+            ctype = cltypes.compute_type(x.array_shape.element_type)
             name = kb.fresh("block")
             kb.line(f"{ctype} {name}[{lanes}];")
-            kb.line(f"vstore{lanes}({vector_em.value(x, at)}, 0, {name});")  # type: ignore[union-attr]
+            kb.line(f"vstore{lanes}({vector_em.element(x, at)}, 0, {name});")
             blocks_of.append(name)
         k = kb.fresh("k")
         with em.block(f"for (int {k} = 0; {k} < {lanes}; ++{k})", subtracting):
@@ -378,7 +381,7 @@ def _argminmax_lanes(em: ElementalEmitter, red: HloInstruction, index: Index, or
     (XLA 18.9; AMD EPYC, Zen 5, AVX-512)."""
     direction = argminmax_direction(red)
     inputs, _, comp = _parts(red)
-    src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
+    src: ArrayShape = inputs[0].array_shape
     if direction is None or src.element_type.name != "f32" or lanes not in E.VECTOR_WIDTHS:
         return False
     lane_dim = order[-1]
@@ -396,8 +399,8 @@ def _argminmax_lanes(em: ElementalEmitter, red: HloInstruction, index: Index, or
     n = kb.param(src.dims[lane_dim], key=(("reduce", id(red)), "n", lane_dim))
     with em.block(f"for (; {j} + {lanes} <= {n}; {j} += {lanes})"):
         at = _input_index(red, index, {lane_dim: j})
-        x = kb.let(fv, value_em.value(inputs[0], at), "x")
-        x_index = kb.let(iv, index_em.value(inputs[1], at), "xi")
+        x = kb.let(fv, value_em.element(inputs[0], at), "x")
+        x_index = kb.let(iv, index_em.element(inputs[1], at), "xi")
         nan = kb.let(iv, f"isnan({x})", "nan")
         take = kb.let(iv, f"({nan} & ~isnan({best})) | ({x} {better} {best})", "take")
         kb.line(f"{best} = select({best}, {x}, {take});")
@@ -458,12 +461,12 @@ def _lane_operation(comp: HloComputation, inputs: list[HloInstruction],
     on ``lanes``-wide vectors, else None. Such a reduction keeps its partial accumulators in
     one vector: PoCL's compiler vectorises sixteen scalar partial sums, but not sixteen
     NaN-propagating maxima (a row maximum ran at 3.7 GB/s against the sum's 20.8)."""
-    root = comp.root
+    root = comp.root_instruction
     params = comp.parameters
     if len(inputs) != 1 or len(comp.instructions) != 3 or len(root.operands) != 2 \
             or {id(o) for o in root.operands} != {id(p) for p in params}:
         return None
-    et = root.shape.element_type  # type: ignore[union-attr]
+    et = root.array_shape.element_type
     if et.name not in ("f32", "f64") or lanes not in E.VECTOR_WIDTHS \
             or E.vector_lanes(root.opcode, et, lanes * et.bits) != lanes:
         return None
@@ -472,7 +475,7 @@ def _lane_operation(comp: HloComputation, inputs: list[HloInstruction],
 
 def _pack(em: ElementalEmitter, comp: HloComputation, values: list) -> str:
     """One vector of the reducer's type holding ``values`` as its lanes."""
-    ctype = cltypes.compute_type(comp.root.shape.element_type)  # type: ignore[union-attr]
+    ctype = cltypes.compute_type(comp.root_instruction.array_shape.element_type)
     vec = f"{ctype}{len(values)}"
     return em.kb.let(vec, f"({vec})({', '.join(map(str, values))})", "x")
 
@@ -480,8 +483,8 @@ def _pack(em: ElementalEmitter, comp: HloComputation, values: list) -> str:
 def _combine_lanes(em: ElementalEmitter, comp: HloComputation, operation: str, vector: str,
                    x: str, lanes: int) -> None:
     """``vector``'s lane k = reducer(lane k, lane k of ``x``), in the reducer's operand order."""
-    et = comp.root.shape.element_type  # type: ignore[union-attr]
-    args = [vector, x] if comp.root.operands[0] is comp.parameters[0] else [x, vector]
+    et = comp.root_instruction.array_shape.element_type
+    args = [vector, x] if comp.root_instruction.operands[0] is comp.parameters[0] else [x, vector]
     em.kb.line(f"{vector} = {arithmetic(operation, et, et, args, lanes=lanes)};")
 
 
@@ -489,7 +492,7 @@ def _reduce_columns(em: ElementalEmitter, red: HloInstruction,
                     indices: list[Index]) -> list[list[str]]:
     """One sequential reduction per index, sharing one loop nest (the column kernel)."""
     inputs, inits, comp = _parts(red)
-    src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
+    src: ArrayShape = inputs[0].array_shape
     reduced = tuple(red.dimensions)
     results = [_accumulators(em, inits) for _ in indices]
     if src.element_count == 0:
@@ -508,7 +511,7 @@ def _parts(red: HloInstruction) -> tuple[list[HloInstruction], list[HloInstructi
 
 
 def _accumulators(em: ElementalEmitter, inits: list[HloInstruction]) -> list[str]:
-    return [em.kb.declare(cltypes.compute_type(i.shape.element_type), "acc",  # type: ignore[union-attr]
+    return [em.kb.declare(cltypes.compute_type(i.array_shape.element_type), "acc",
                           str(em.value(i, SCALAR))) for i in inits]
 
 
@@ -522,14 +525,14 @@ def _combine(em: ElementalEmitter, comp: HloComputation, accs: list[str], xs: li
 
 
 def _ctype(comp: HloComputation, i: int) -> str:
-    shape = comp.root.shape  # type: ignore[union-attr]
+    shape = comp.root_instruction.shape
     leaf = list(shape.leaves())[i][1]
     return cltypes.compute_type(leaf.element_type)
 
 
 def _loops(em: ElementalEmitter, red: HloInstruction, dims: list[int]):
     """``for`` loops over the given input dimensions of ``red`` (outermost first)."""
-    src: ArrayShape = red.operands[0].shape  # type: ignore[assignment]
+    src: ArrayShape = red.operands[0].array_shape
     variables: dict[int, str] = {}
     blocks = []
     inputs, _, comp = _parts(red)
@@ -551,7 +554,7 @@ def _close(blocks) -> None:
 
 def _input_index(red: HloInstruction, index: Index, variables: dict[int, str]) -> Index:
     """The input index: kept dimensions from the result's index, reduced ones from loops."""
-    src: ArrayShape = red.operands[0].shape  # type: ignore[assignment]
+    src: ArrayShape = red.operands[0].array_shape
     reduced = tuple(red.dimensions)
     kept = iter(index.exprs)
     return Index(tuple(variables.get(d, "0") if d in reduced else next(kept)

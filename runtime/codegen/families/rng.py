@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ...errors import HloUnsupportedError
 from ...hlo.ir import HloInstruction
-from ...hlo.shape import ArrayShape
+from ...hlo.shape import ArrayShape, leaf_shape
 from .. import cltypes
 from ..elemental import ElementalEmitter
 from ..context import LoweringContext
@@ -22,9 +22,9 @@ from ..rng_algorithms import rng_bit_generator
 @register("rng-bit-generator")
 def lower_rng_bit_generator(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     state_in = inst.operands[0]
-    state_shape: ArrayShape = state_in.shape  # type: ignore[assignment]
-    new_state: ArrayShape = inst.shape.elements[0]  # type: ignore[union-attr]
-    bits: ArrayShape = inst.shape.elements[1]  # type: ignore[union-attr]
+    state_shape: ArrayShape = state_in.array_shape
+    new_state = leaf_shape(inst.shape, (0,))
+    bits = leaf_shape(inst.shape, (1,))
     words = state_shape.element_count
     if not state_shape.element_type.is_integer:
         raise HloUnsupportedError(f"rng-bit-generator {inst.name} takes an integer state "

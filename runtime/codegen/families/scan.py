@@ -39,7 +39,7 @@ def scanned_dimension(rw: HloInstruction) -> tuple[int, bool] | None:
     prefix or suffix scan from its reducer's identity, else None."""
     if len(rw.operands) != 2 or not init_is_identity(rw):
         return None
-    shape: ArrayShape = rw.operands[0].shape  # type: ignore[assignment]
+    shape: ArrayShape = rw.operands[0].array_shape
     scanned = None
     for d, w in enumerate(rw.window.dims):
         plain = w.stride == 1 and w.lhs_dilation == 1 and w.rhs_dilation == 1 \
@@ -60,7 +60,7 @@ def scanned_dimension(rw: HloInstruction) -> tuple[int, bool] | None:
 
 def _order_free(rw: HloInstruction) -> bool:
     op = reducer_opcode(rw.to_apply)
-    et = rw.shape.element_type  # type: ignore[union-attr]
+    et = rw.array_shape.element_type
     return op in _ORDER_FREE or (op in ("add", "multiply") and not et.is_float)
 
 
@@ -73,7 +73,7 @@ def lower_scan(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     if scanned is None:
         return None
     dim, backwards = scanned
-    out: ArrayShape = inst.shape  # type: ignore[assignment]
+    out: ArrayShape = inst.shape
     n = out.dims[dim]
     lines = out.element_count // n
     kb = kernel_builder(*all_shapes(inst))

@@ -19,6 +19,7 @@ modulo the number of owners, so that sorted indices (segment ids) spread over al
 from __future__ import annotations
 
 import contextlib
+from typing import Sequence
 
 from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
@@ -35,7 +36,7 @@ def _source_of(inst: HloInstruction, node: HloInstruction, params) -> HloInstruc
     if params is None:
         return node
     if node.opcode == "parameter":
-        return inst.operands[node.parameter_number]  # type: ignore[index]
+        return inst.operands[node.param_number]
     return None
 
 
@@ -73,17 +74,16 @@ def _update_launch(ctx, inst: HloInstruction, root: HloInstruction, params, outp
     n = len(root.operands) // 2
     indices = root.operands[n]
     updates = root.operands[n + 1:]
-    a = root.attrs
-    uwd = tuple(a["update_window_dims"])  # type: ignore[arg-type]
-    iwd = tuple(a["inserted_window_dims"])  # type: ignore[arg-type]
-    sd2od = tuple(a["scatter_dims_to_operand_dims"])  # type: ignore[arg-type]
-    in_batch = tuple(a.get("input_batching_dims", ()))  # type: ignore[arg-type]
-    idx_batch = tuple(a.get("scatter_indices_batching_dims", ()))  # type: ignore[arg-type]
-    ivd = int(a["index_vector_dim"])
-    unique = bool(a.get("unique_indices", False))
-    upd: ArrayShape = updates[0].shape  # type: ignore[assignment]
+    uwd = root.update_window_dims
+    iwd = root.inserted_window_dims
+    sd2od = root.scatter_dims_to_operand_dims
+    in_batch = root.ints_attr("input_batching_dims")
+    idx_batch = root.ints_attr("scatter_indices_batching_dims")
+    ivd = root.index_vector_dim
+    unique = root.bool_attr("unique_indices", False)
+    upd: ArrayShape = updates[0].array_shape
     out0: ArrayShape = outputs[0][1]
-    idx_shape: ArrayShape = indices.shape  # type: ignore[assignment]
+    idx_shape: ArrayShape = indices.array_shape
     scatter_dims = [d for d in range(upd.rank) if d not in uwd]
     window_sizes = [upd.dims[d] for d in uwd]
     operand_window_dims = [d for d in range(out0.rank) if d not in iwd and d not in in_batch]
@@ -179,7 +179,7 @@ def _update_launch(ctx, inst: HloInstruction, root: HloInstruction, params, outp
             stack.enter_context(em.block(f"if (({element_key}) % {owners_p} == {owner})"))
         current = [em.load(leaf, o_index) for leaf in current_leaves]
         news = [em.value(u, Index(tuple(u_exprs))) for u in updates]
-        combined = em.call(root.to_apply, current + news)  # type: ignore[arg-type]
+        combined = em.call(root.to_apply, [*current, *news])
         values = list(combined) if isinstance(combined, tuple) else [combined]
         results = [kb.let(cltypes.compute_type(s.element_type), str(v), "r")
                    for (_, s), v in zip(outputs, values)]
@@ -190,7 +190,7 @@ def _update_launch(ctx, inst: HloInstruction, root: HloInstruction, params, outp
 
 def _shared_window_index(kb, em: ElementalEmitter, stack: contextlib.ExitStack, key,
                          window_sizes: list[int], split_k: list[int],
-                         split_idx: list[str]) -> list[str]:
+                         split_idx: Sequence[str]) -> tuple[str, ...]:
     """The window index of a shared scatter: this work-item's coordinates along the split
     window dimensions, a loop over the others (row-major, as the sequential loop)."""
     looped_k = [k for k in range(len(window_sizes)) if k not in split_k]
@@ -209,7 +209,7 @@ def _shared_window_index(kb, em: ElementalEmitter, stack: contextlib.ExitStack, 
                                 _row_major(len(looped_k)), (key, "wl"))
         for k, value in zip(looped_k, looped):
             w_idx[k] = value
-    return w_idx
+    return tuple(w_idx)
 
 
 def _row_major(rank: int) -> tuple[int, ...]:

@@ -44,7 +44,7 @@ def lower_by_planes(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | 
         return None
     moving = [d for d, w in enumerate(window.dims)
               if (w.size, w.stride, w.pad_low, w.pad_high) != (1, 1, 0, 0)]
-    out: ArrayShape = inst.shape  # type: ignore[assignment]
+    out: ArrayShape = inst.shape
     planes = out.element_count // max(1, math.prod(out.dims[d] for d in moving))
     if planes < _MIN_PLANES or any(ctx.same_bytes(inst, op) for op in inst.operands):
         return None
@@ -75,7 +75,7 @@ def lower_by_planes(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | 
     kb.line(cltypes.store(out.element_type, ptr, em.offset(out, at(cells), ("out", ())),
                           initial))
     close_loops(blocks)
-    src: ArrayShape = source.shape  # type: ignore[assignment]
+    src: ArrayShape = source.shape
     wins, win_blocks = nest({d: src.dims[d] for d in moving}, "w")
     best = {d: kb.declare(t, "b", "0") for d in moving}
     best_value = kb.declare(cltypes.compute_type(operand.shape.element_type), "bv")

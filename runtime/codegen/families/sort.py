@@ -19,7 +19,7 @@ from __future__ import annotations
 from ...errors import HloUnsupportedError
 from ...hlo.dtypes import S32
 from ...hlo.ir import HloComputation, HloInstruction
-from ...hlo.shape import ArrayShape
+from ...hlo.shape import ArrayShape, leaf_shape
 from .. import cltypes, templates as E
 from ..elemental import ElementalEmitter, Index, SCALAR
 from ..kernel import KernelBuilder
@@ -177,7 +177,7 @@ def _fill_outputs(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
         src = inst.operands[k]
         if ctx.ref(src) == ctx.ref(inst, idx) or not shape.byte_size:
             continue
-        if src.shape.minor_to_major != shape.minor_to_major and shape.rank > 1:
+        if src.array_shape.minor_to_major != shape.minor_to_major and shape.rank > 1:
             raise HloUnsupportedError(f"sort {inst.name}: operand {k} and result have different "
                                       f"layouts", instruction=inst.name)
         steps.append(CopyBytes(ctx.ref(src), ctx.ref(inst, idx), shape.byte_size, inst.name))
@@ -215,8 +215,8 @@ def _topk_launch(ctx: LoweringContext, inst: HloInstruction, better,
     ``<`` by which a key ranks before another), for skipping whole vectors of elements
     (f32 and s32 values only: their C type is their storage type)."""
     operand = inst.operands[0]
-    src: ArrayShape = operand.shape  # type: ignore[assignment]
-    values: ArrayShape = inst.shape.elements[0]  # type: ignore[union-attr]
+    src: ArrayShape = operand.array_shape
+    values = leaf_shape(inst.shape, (0,))
     k = values.dims[-1] if values.rank else 0
     rows, n, _ = _row_geometry(src, src.rank - 1)
     if rows == 0 or k == 0:
@@ -301,7 +301,7 @@ _ORDER_KEYS = {
 
 @register("topk")
 def lower_topk(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
-    et = inst.operands[0].shape.element_type
+    et = inst.operands[0].array_shape.element_type
     largest = bool(inst.attrs.get("largest", True))
     direction = "GT" if largest else "LT"
     ctype = "TOTALORDER" if et.is_float else None
@@ -315,11 +315,11 @@ def lower_topk(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
 
 def lower_topk_custom_call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     """XLA's ``TopK`` custom call: the called computation is the "goes before" comparator."""
-    comps = inst.attrs.get("called_computations") or ()
-    if len(comps) != 1:  # type: ignore[arg-type]
+    comps = inst.optional_attr("called_computations", tuple) or ()
+    if len(comps) != 1:
         raise HloUnsupportedError(f"TopK custom call {inst.name} needs exactly one comparator "
                                   f"in called_computations", instruction=inst.name)
-    comp = comps[0]  # type: ignore[index]
+    comp = comps[0]
 
     def better(em: ElementalEmitter, a: str, b: str, ia: str, ib: str) -> str:
         args = [a, b, ia, ib][:len(comp.parameters)]

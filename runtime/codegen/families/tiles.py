@@ -21,7 +21,7 @@ fusion may write over an operand it reads elementwise).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, TypeVar
 
 from ...hlo.dtypes import ElementType
 from ...hlo.ir import HloComputation, HloInstruction
@@ -35,7 +35,9 @@ from ..context import LoweringContext
 from ..plan import Launch, Step
 from ..registry import FUSION, register
 from ...passes.fusion_rules import in_epilogue
-from ...target import Target, TileShape
+from ...target import Target, TargetKind, TileShape
+
+_Row = TypeVar("_Row")   # how a tile store names a row (a family's own index form)
 
 # (element types that accumulate this way, C scalar type); vectors have the target's lanes
 _ACCUMULATORS = (
@@ -153,8 +155,8 @@ def tiled_accumulation(c: Contraction, target: Target) -> Accumulation | None:
     """The accumulation of a contraction that gets tiles: only for operand types
     ``accumulation`` accepts (the register-tiled families are registered for the CPU target;
     the GPU's work-group dot, ``workgroup_dot``, uses the same accumulations)."""
-    return accumulation(c.op.shape.element_type,
-                        tuple(o.shape.element_type for o in c.operands),  # type: ignore[union-attr]
+    return accumulation(c.op.array_shape.element_type,
+                        tuple(o.array_shape.element_type for o in c.operands),
                         target)
 
 
@@ -229,8 +231,8 @@ def contraction_parts(inst: HloInstruction, opcode: str) -> Contraction | None:
     op = ops[0]
     if not _epilogue_only(comp, op):
         return None
-    operands = tuple(inst.operands[o.parameter_number] for o in op.operands)  # type: ignore[index]
-    return Contraction(inst, op, comp.root, operands, comp.parameters)  # type: ignore[arg-type]
+    operands = tuple(inst.operands[o.param_number] for o in op.operands)
+    return Contraction(inst, op, comp.root_instruction, operands, comp.parameters)
 
 
 def operand_buffer(ctx: LoweringContext, kb: KernelBuilder, c: Contraction,
@@ -239,7 +241,7 @@ def operand_buffer(ctx: LoweringContext, kb: KernelBuilder, c: Contraction,
     epilogue's reads of the same fusion operand."""
     outer = c.operands[k]
     number = c.op.operands[k].parameter_number if c.params is not None else k
-    et = outer.shape.element_type
+    et = outer.array_shape.element_type
     return et, kb.buffer(et, ctx.ref(outer), key=("in", number, ()))
 
 
@@ -253,7 +255,7 @@ def _epilogue_only(comp: HloComputation, op: HloInstruction) -> bool:
         for user in users[id(stack.pop())]:
             if id(user) in downstream:
                 continue
-            if not OPCODES[user.opcode].elementwise or user.shape.dims != op.shape.dims:
+            if not OPCODES[user.opcode].elementwise or user.array_shape.dims != op.array_shape.dims:
                 return False
             downstream.add(id(user))
             stack.append(user)
@@ -356,7 +358,7 @@ class OutputWriter:
 
     @property
     def shape(self) -> ArrayShape:
-        return self.contraction.inst.shape  # type: ignore[return-value]
+        return self.contraction.inst.array_shape
 
     def pointer(self) -> str:
         return self.kb.buffer(self.shape.element_type, self.ctx.ref(self.contraction.inst),
@@ -366,7 +368,7 @@ class OutputWriter:
         """Store the element whose accumulator is ``accumulated`` at logical index ``exprs``."""
         kb, em = self.kb, self.em
         op = self.contraction.op
-        value = kb.let(cltypes.compute_type(op.shape.element_type), self.acc.finish(accumulated))
+        value = kb.let(cltypes.compute_type(op.array_shape.element_type), self.acc.finish(accumulated))
         index = Index(exprs)
         if self.contraction.fused:
             em.leaves[(id(op), ())] = ValueLeaf(value)
@@ -410,8 +412,8 @@ class OutputWriter:
             kb.line("return;")
 
     def store_tile(self, tile: str, rows: int, width: int, first_row: str, nrows: str,
-                   first_lane: str, row_index: Callable[[str], object],
-                   element: Callable[[object, str], tuple[tuple[str, ...], str]]) -> None:
+                   first_lane: str, row_index: Callable[[str], _Row],
+                   element: Callable[[_Row, str], tuple[tuple[str, ...], str]]) -> None:
         """Store the spilled ``tile`` element by element: rows ``first_row + r`` below
         ``nrows`` (``row_index`` turns one into what ``element`` needs), lanes from
         ``first_lane``; ``element(row, lane)`` gives the output index and a guard."""
@@ -473,9 +475,12 @@ def launch_3d(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
                   (cols, rows, outer), (columns, group, 1), inst.name)
 
 
-def register_contraction(opcode: str, plan: Callable[[Contraction, Target], object | None],
-                         emit: Callable[[LoweringContext, Contraction, object], Launch], *,
-                         target: str | None, priority: int) -> None:
+_Plan = TypeVar("_Plan")   # a family's plan: what its planner chose and its emitter reads
+
+
+def register_contraction(opcode: str, plan: Callable[[Contraction, Target], _Plan | None],
+                         emit: Callable[[LoweringContext, Contraction, _Plan], Launch], *,
+                         target: TargetKind | None, priority: int) -> None:
     """Register a contraction family for ``target``: ``opcode`` (and fusions rooted at it)
     lower through ``plan`` (given the target) and ``emit`` (a plan of None declines to the
     elemental loop kernel); output fusions over one ``opcode`` (elementwise roots) are claimed
@@ -485,13 +490,13 @@ def register_contraction(opcode: str, plan: Callable[[Contraction, Target], obje
         c = contraction_parts(inst, opcode)
         if c is None:
             return None
-        if inst.shape.element_count == 0:  # type: ignore[union-attr]
+        if inst.array_shape.element_count == 0:
             return []
         chosen = plan(c, ctx.target)
         return None if chosen is None else [emit(ctx, c, chosen)]
 
     def output_fusion(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
-        root = inst.calls.root
+        root = inst.calls.root_instruction
         return None if root.opcode == opcode else lower_contraction(ctx, inst)
 
     register(opcode, target=target, fusion_root_too=True)(lower_contraction)

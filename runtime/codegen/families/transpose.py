@@ -15,6 +15,7 @@ kernel shape over its storage type.
 from __future__ import annotations
 
 import math
+from typing import Sequence
 
 from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape
@@ -39,7 +40,7 @@ def transpose_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruct
     if params is not None:
         if source.opcode != "parameter":
             return None
-        source = inst.operands[source.parameter_number]  # type: ignore[index]
+        source = inst.operands[source.param_number]
     out, src = inst.shape, source.shape
     if not isinstance(out, ArrayShape) or not isinstance(src, ArrayShape) or out.element_count == 0:
         return None
@@ -57,9 +58,9 @@ def transpose_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruct
 
 def _kernel(ctx: LoweringContext, inst: HloInstruction, source: HloInstruction, a: int, b: int,
             in_strides, out_strides):
-    out: ArrayShape = inst.shape  # type: ignore[assignment]
+    out: ArrayShape = inst.array_shape
     edge = ctx.target.transpose_block
-    kb = kernel_builder(out, source.shape)  # type: ignore[arg-type]
+    kb = kernel_builder(out, source.shape)
     t = kb.index_type
     em = ElementalEmitter(kb, {}, ctx.program.embed)
     others = [d for d in range(out.rank) if d not in (a, b) and out.dims[d] > 1]
@@ -75,8 +76,9 @@ def _kernel(ctx: LoweringContext, inst: HloInstruction, source: HloInstruction, 
     zi = em.delinearize(z, tuple(out.dims[d] for d in others), row_major(len(others)), "z") \
         if others else ()
 
-    def base(strides, side: str, unit: int, other: int) -> str:
-        terms = [(i, kb.param(strides[d], key=(side, d))) for i, d in zip(zi, others)]
+    def base(strides: Sequence[int], side: str, unit: int, other: int) -> str:
+        terms: list[tuple[str, str | None]] = [
+            (i, kb.param(strides[d], key=(side, d))) for i, d in zip(zi, others)]
         terms += [(starts[other], kb.param(strides[other], key=(side, other))),
                   (starts[unit], None)]
         return kb.let(t, linear_sum(terms), side)
@@ -93,14 +95,14 @@ def _kernel(ctx: LoweringContext, inst: HloInstruction, source: HloInstruction, 
         for j, c in enumerate(cols):
             kb.line(f"vstore{edge}({c}, 0, {dst} + {out_base} + {j} * {out_step});")
     with kb.block("else"):
-        tmp, j, lane = kb.fresh("block"), kb.fresh("j"), kb.fresh("l")
+        tmp, jv, lane = kb.fresh("block"), kb.fresh("j"), kb.fresh("l")
         kb.line(f"{cltypes.storage_type(out.element_type)} {tmp}[{edge * edge}];")
         for k, c in enumerate(cols):
             kb.line(f"vstore{edge}({c}, 0, {tmp} + {k * edge});")
-        with kb.block(f"for ({t} {j} = {skips[b]}; {j} < {edge}; ++{j})"):
+        with kb.block(f"for ({t} {jv} = {skips[b]}; {jv} < {edge}; ++{jv})"):
             with kb.block(f"for ({t} {lane} = {skips[a]}; {lane} < {edge}; ++{lane})"):
-                kb.line(f"{dst}[{out_base} + {j} * {out_step} + {lane}] = "
-                        f"{tmp}[{j} * {edge} + {lane}];")
+                kb.line(f"{dst}[{out_base} + {jv} * {out_step} + {lane}] = "
+                        f"{tmp}[{jv} * {edge} + {lane}];")
     return launch_3d(ctx, kb, inst, blocks_a, blocks_b,
                      math.prod(out.dims[d] for d in others))
 

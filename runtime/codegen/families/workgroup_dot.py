@@ -112,7 +112,7 @@ def _contiguous_along_depth(k: _DotKernel, side: str, free) -> bool:
     """Whether ``side``'s innermost contracting axis is its contiguous one (then the staging
     loads walk the contraction fastest), rather than its innermost free axis."""
     contracting = k.plan.contracting
-    if contracting and k.strides[side][contracting[-1].dim(side)] == 1:
+    if contracting and k.strides[side][contracting[-1].at(side)] == 1:
         return True
     return not (free and k.strides[side][free[-1].dim(side)] == 1)
 

@@ -57,7 +57,7 @@ def lower_group_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] |
     members = inst.calls.instructions if params is not None else [inst]
     plan = plan_rows(root, members)
     group = None if plan is None else _group_size(plan, groups.reduce_group)
-    if group is None:
+    if plan is None or group is None:
         return None
     out = _first_leaf(inst)
     if out.element_count == 0:
@@ -84,7 +84,7 @@ def _group_size(plan: RowPlan, largest: int) -> int | None:
 
 
 def _argminmax_f32(red: HloInstruction) -> bool:
-    return bool(argminmax_direction(red)) and red.operands[0].shape.element_type.name == "f32"
+    return bool(argminmax_direction(red)) and red.operands[0].array_shape.element_type.name == "f32"
 
 
 def _strided_length(red: HloInstruction) -> tuple[int, bool]:
@@ -96,7 +96,7 @@ def _strided_length(red: HloInstruction) -> tuple[int, bool]:
     run = _contiguous_length(red)
     if run >= MIN_GROUP:
         return run, True
-    src: ArrayShape = red.operands[0].shape  # type: ignore[assignment]
+    src: ArrayShape = red.operands[0].array_shape
     total = 1
     for d in red.dimensions:
         total *= src.dims[d]
@@ -105,7 +105,7 @@ def _strided_length(red: HloInstruction) -> tuple[int, bool]:
 
 def _contiguous_length(red: HloInstruction) -> int:
     """The length of ``red``'s input along its contiguous dimension if that is reduced, else 0."""
-    src: ArrayShape = red.operands[0].shape  # type: ignore[assignment]
+    src: ArrayShape = red.operands[0].array_shape
     if not src.rank or src.minor_to_major[0] not in red.dimensions:
         return 0
     return src.dims[src.minor_to_major[0]]
@@ -150,7 +150,7 @@ def _group_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
         elif value.opcode == "reduce":
             _bind(em, value, [_tree_reduce(em, value, index, lid, group, scratch[id(value)][0])])
         else:
-            _bind(em, value, [em.value(value, index)])
+            _bind(em, value, [em.element(value, index)])
     columns: dict[int, str] = {}
     blocks = []
     for pos, d in enumerate(plan.column_dims):
@@ -184,8 +184,8 @@ def _tree_reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lid: s
     local memory; every work-item gets the result."""
     kb, t = em.kb, em.kb.index_type
     inputs, inits, comp = _parts(red)
-    ctype = cltypes.compute_type(red.shape.element_type)  # type: ignore[union-attr]
-    src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
+    ctype = cltypes.compute_type(red.array_shape.element_type)
+    src: ArrayShape = inputs[0].array_shape
     order = [d for d in reversed(src.minor_to_major) if d in red.dimensions]
     acc = _accumulators(em, inits)
     length, contiguous = _strided_length(red)
@@ -228,7 +228,7 @@ def _tree_argminmax(em: ElementalEmitter, red: HloInstruction, index: Index, lid
     value of the row's last zero, as the sequence's ties do."""
     kb, t = em.kb, em.kb.index_type
     inputs, inits, comp = _parts(red)
-    src: ArrayShape = inputs[0].shape  # type: ignore[assignment]
+    src: ArrayShape = inputs[0].array_shape
     lane_dim = [d for d in reversed(src.minor_to_major) if d in red.dimensions][-1]
     better = ">" if argminmax_direction(red) == "GT" else "<"
     acc = _accumulators(em, inits)
