@@ -4,8 +4,12 @@ Like ``%%cython -a`` for memory: every instruction the program runs as a step of
 gets its step, the allocation, offset and size of each leaf of its result, and the live range
 of the buffer there; a fusion also lists the instructions it was fused from, by the names of the
 module the user wrote (and their lines), and expands to its fused computation. The numbers are
-read from the buffer assignment (``slice``, ``placement``), never recomputed. Rendered as HTML
-(rows coloured by allocation, fusions in ``<details>``) and as plain text.
+read from the buffer assignment (``slice``, ``placement``), never recomputed. Each instruction
+also carries the Python line JAX recorded for it (``runtime.hlo.source_locations``) and what its
+kernel costs (bytes moved and element operations, ``fusion_cost.kernel_cost``), and the view
+groups instructions by Python line, as ``%%cython -a`` groups C by Python: where the bytes and
+the work of a program come from. Rendered as HTML (rows tinted by cost, a coloured edge for
+the allocation, fusions in ``<details>``) and as plain text.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ from runtime.hlo import HloModule
 from runtime.hlo.ir import HloInstruction
 from runtime.hlo.printer import instruction_to_text
 from runtime.hlo.shape import ShapeIndex, index_text
+from runtime.hlo.source_locations import SourceLocation, source_location
+from runtime.passes.fusion_cost import kernel_cost
 
 from .formatting import format_bytes
 from .names import fused_members, source_name
@@ -27,7 +33,11 @@ from .names import fused_members, source_name
 PALETTE = ("#77AADD", "#EE8866", "#EEDD88", "#FFAABB", "#99DDFF", "#44BB99", "#BBCC33",
            "#AAAA00", "#DDDDDD")
 _CODE = ("font-family:var(--jp-code-font-family,monospace);white-space:pre;display:inline-block;"
-         "max-width:60em;overflow:hidden;text-overflow:ellipsis;vertical-align:top")
+         "max-width:46em;overflow:hidden;text-overflow:ellipsis;vertical-align:top")
+# the cost tint: the most expensive instruction (bytes moved plus element operations) at full
+# strength, as %%cython -a yellows the lines that call into Python most
+_HEAT = "#F2B01E"
+_NOTE = "font-size:0.85em;opacity:0.8;white-space:normal;max-width:46em"
 _CELL = "padding:1px 8px 1px 0;text-align:left;vertical-align:top"
 
 
@@ -60,10 +70,30 @@ class AnnotatedInstruction:
     fused: list[AnnotatedInstruction] = field(default_factory=list)
     source_lines: list[int] = field(default_factory=list)
     origin: str = ""                            # what made it, when the source has no such name
+    python: SourceLocation | None = None        # JAX's record of the Python line (a fusion: its
+                                                # root's, else its first member's that has one)
+    bytes: float = 0.0                          # its kernel's bytes read and written
+    operations: float = 0.0                     # its kernel's element operations
 
     @property
     def allocation(self) -> int | None:
         return self.slots[0].allocation if self.slots else None
+
+
+@dataclass(frozen=True)
+class PythonLine:
+    """The instructions one Python line became, and what they cost together."""
+
+    location: SourceLocation
+    instructions: list[AnnotatedInstruction]
+
+    @property
+    def bytes(self) -> float:
+        return sum(i.bytes for i in self.instructions)
+
+    @property
+    def operations(self) -> float:
+        return sum(i.operations for i in self.instructions)
 
 
 @dataclass(frozen=True)
@@ -94,6 +124,19 @@ class AnnotatedModule:
     def instructions(self) -> list[AnnotatedInstruction]:
         return [i for c in self.computations for i in c.instructions]
 
+    def by_python_line(self) -> list[PythonLine]:
+        """The instructions the program runs (the entry's and loop bodies', not the members
+        of fusions) grouped by the Python line JAX recorded, in file and line order."""
+        groups: dict[tuple[str, int], list[AnnotatedInstruction]] = {}
+        for comp in self.computations:
+            if comp.role == "called":
+                continue
+            for inst in comp.instructions:
+                if inst.python is not None and (inst.bytes or inst.operations):
+                    groups.setdefault((inst.python.file, inst.python.line), []).append(inst)
+        return [PythonLine(members[0].python, members)  # type: ignore[arg-type]
+                for _, members in sorted(groups.items())]
+
     def to_text(self) -> str:
         return annotated_text(self)
 
@@ -121,7 +164,7 @@ def annotate(plan: BufferAssignment, source: HloModule | None = None) -> Annotat
     lines = {i.name: i.location.line for i in source.instructions() if i.location is not None}
     names = {i.name for i in source.instructions()}
     origins = {c.instruction: f"inserted copy: {c.reason}" for c in plan.copies}
-    builder = _Builder(plan, names, lines, origins)
+    builder = _Builder(plan, names, lines, origins, source)
     module = plan.module
     assert module.entry is not None
     fused = {c for i in module.instructions() if i.opcode == "fusion"
@@ -147,11 +190,25 @@ def annotate(plan: BufferAssignment, source: HloModule | None = None) -> Annotat
 
 class _Builder:
     def __init__(self, plan: BufferAssignment, names: set[str], lines: dict[str, int],
-                 origins: dict[str, str]) -> None:
+                 origins: dict[str, str], source: HloModule) -> None:
         self.plan = plan
         self.names = names
         self.lines = lines
         self.origins = origins
+        # the module the plan was made from keeps the stack-frame tables; the passes keep
+        # instructions' metadata
+        self.tables = source if source.stack_frames else plan.module
+
+    def python(self, inst: HloInstruction) -> SourceLocation | None:
+        if inst.opcode != "fusion":
+            return source_location(self.tables, inst)
+        members = inst.calls.instructions
+        root = inst.calls.root_instruction
+        for member in [root, *reversed(members)]:
+            found = source_location(self.tables, member)
+            if found is not None:
+                return found
+        return source_location(self.tables, inst)
 
     def source_name(self, name: str) -> str | None:
         return source_name(name, self.names)
@@ -186,9 +243,22 @@ class _Builder:
             origin = f"a pass's copy of {original}"
         traced = held or ([original] if original else [])
         source_lines = sorted({self.lines[n] for n in traced if n in self.lines})
+        step = self.plan.schedule.step.get(inst)
+        runs = step is not None and _RUNS_A_KERNEL(inst)
+        cost = kernel_cost(inst) if runs else None
         return AnnotatedInstruction(inst.name, inst.opcode, instruction_to_text(inst),
-                                    self.plan.schedule.step.get(inst), self.slots(inst),
-                                    held, fused, source_lines, origin)
+                                    step, self.slots(inst), held, fused, source_lines, origin,
+                                    self.python(inst), cost.bytes if cost else 0.0,
+                                    cost.operations if cost else 0.0)
+
+
+
+def _RUNS_A_KERNEL(inst: HloInstruction) -> bool:
+    """Whether lowering gives ``inst`` work of its own: not a parameter or constant (bound,
+    uploaded), not a value passed on (tuple, get-tuple-element, bitcast), not control flow
+    (the instructions of its computations have rows of their own)."""
+    return inst.opcode not in ("parameter", "constant", "tuple", "get-tuple-element", "bitcast",
+                               "while", "conditional", "call")
 
 
 # --- rendering ---------------------------------------------------------------------------------
@@ -214,18 +284,27 @@ def _slot_text(inst: AnnotatedInstruction, slot: Slot) -> str:
 def _notes(inst: AnnotatedInstruction) -> list[str]:
     notes = []
     if inst.fused_from:
-        more = f" (+{len(inst.fused_from) - 12} more)" if len(inst.fused_from) > 12 else ""
-        notes.append(f"fused from {', '.join(inst.fused_from[:12])}{more}")
+        more = f" (+{len(inst.fused_from) - 8} more)" if len(inst.fused_from) > 8 else ""
+        notes.append(f"fused from {', '.join(inst.fused_from[:8])}{more}")
     if inst.origin:
         notes.append(inst.origin)
     if inst.source_lines:
         notes.append(f"source {_lines_text(inst.source_lines)}")
+    if inst.python is not None:
+        notes.append(f"Python {inst.python.where}")
     return ["; ".join(notes)] if notes else []
 
 
 def annotated_text(view: AnnotatedModule) -> str:
     out = [f"HloModule {view.name} after the passes: step, allocation, offset, size, live "
            f"range of each result"]
+    lines = view.by_python_line()
+    if lines:
+        out.append("")
+        out.append("By Python line (bytes moved, element operations):")
+        for line in lines:
+            out.append(f"  {line.location.where:<24} {_cost_text(line):<36} "
+                       f"{len(line.instructions)} instruction(s)  {line.location.function}")
     for comp in view.computations:
         out.append("")
         out.append(f"{'ENTRY ' if comp.role == 'entry' else ''}%{comp.name} {comp.signature}"
@@ -281,26 +360,82 @@ def _slots_cell(inst: AnnotatedInstruction) -> str:
     return f"<details><summary>{text} (+{len(inst.slots) - 1} leaves)</summary>{rest}</details>"
 
 
-def _row(inst: AnnotatedInstruction) -> str:
-    colour = allocation_colour(inst.allocation) if inst.allocation is not None else None
-    style = (f"background:{_tint(colour, 0.22)};border-left:4px solid {colour}" if colour
-             else "border-left:4px solid transparent")
+def _cost(inst: AnnotatedInstruction | PythonLine) -> float:
+    return inst.bytes + inst.operations
+
+
+def _heat(cost: float, most: float) -> str:
+    """The cost tint: transparent for nothing, full for the most expensive row."""
+    share = cost / most if most > 0 else 0.0
+    return "transparent" if share <= 0 else _tint(_HEAT, round(0.08 + 0.5 * share ** 0.5, 3))
+
+
+def _cost_text(item: AnnotatedInstruction | PythonLine) -> str:
+    return f"{format_bytes(int(item.bytes))} moved, {_count(item.operations)} operations"
+
+
+def _count(n: float) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return f"{n:.0f}"
+
+
+def _python_cell(inst: AnnotatedInstruction) -> str:
+    if inst.python is None:
+        return ""
+    where = inst.python
+    title = " ".join(p for p in (where.op_name, f"{where.file}:{where.line}", where.function) if p)
+    return f'<span title="{_e(title)}">{_e(where.where)}</span>'
+
+
+def _row(inst: AnnotatedInstruction, most: float) -> str:
+    colour = allocation_colour(inst.allocation) if inst.allocation is not None else "transparent"
+    style = f"background:{_heat(_cost(inst), most)};border-left:4px solid {colour}"
     step = "" if inst.step is None else str(inst.step)
-    notes = "<br>".join(_e(n) for n in _notes(inst))
+    notes = _notes(inst) + ([_cost_text(inst)] if _cost(inst) else [])
+    under = f'<div style="{_NOTE}">{"<br>".join(_e(n) for n in notes)}</div>' if notes else ""
     return (f'<tr data-instruction="{_e(inst.name)}" style="{style}">'
             f'<td style="{_CELL};text-align:right">{step}</td>'
             f'<td style="{_CELL};white-space:nowrap">{_slots_cell(inst)}</td>'
-            f'<td style="{_CELL}">{_instruction_cell(inst)}</td>'
-            f'<td style="{_CELL}">{notes}</td></tr>')
+            f'<td style="{_CELL}">{_instruction_cell(inst)}{under}</td>'
+            f'<td style="{_CELL};white-space:nowrap">{_python_cell(inst)}</td></tr>')
+
+
+def _python_lines_html(view: AnnotatedModule) -> str:
+    """The %%cython -a view: one row a Python line, tinted by what its instructions cost,
+    folding the instructions it became."""
+    lines = view.by_python_line()
+    if not lines:
+        return ""
+    most = max(_cost(line) for line in lines)
+    rows = []
+    for line in lines:
+        where = line.location
+        names = ", ".join(i.name for i in line.instructions)
+        rows.append(
+            f'<tr data-python-line="{_e(where.where)}" style="background:{_heat(_cost(line), most)}">'
+            f'<td style="{_CELL};white-space:nowrap" title="{_e(where.file)}">{_e(where.where)}</td>'
+            f'<td style="{_CELL}">{_e(where.function)}</td>'
+            f'<td style="{_CELL};white-space:nowrap">{_e(_cost_text(line))}</td>'
+            f'<td style="{_CELL}"><details><summary>{len(line.instructions)} instruction(s)'
+            f'</summary><span style="{_NOTE}">{_e(names)}</span></details></td></tr>')
+    head = "".join(f'<th style="{_CELL}">{c}</th>' for c in
+                   ("Python line", "function", "cost", "instructions"))
+    return (f'<details open><summary><b>By Python line</b> <small>(JAX\'s metadata; tinted by '
+            f'bytes moved plus element operations)</small></summary><table style="border-collapse:'
+            f'collapse"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+            f'</details>')
 
 
 def annotated_html(view: AnnotatedModule) -> str:
     head = "".join(f'<th style="{_CELL}">{c}</th>' for c in
-                   ("step", "allocation +offset size, live range", "instruction (after the passes)",
-                    "fused from / origin"))
-    blocks = []
+                   ("step", "allocation +offset size, live range",
+                    "instruction (after the passes)", "Python"))
+    most = max((_cost(i) for i in view.instructions()), default=0.0)
+    blocks = [_python_lines_html(view)]
     for comp in view.computations:
-        rows = "".join(_row(i) for i in comp.instructions)
+        rows = "".join(_row(i, most) for i in comp.instructions)
         title = (f"{'ENTRY ' if comp.role == 'entry' else ''}%{_e(comp.name)} "
                  f"<small>{_e(comp.signature)}</small>"
                  + (" <i>(called: no buffers of its own)</i>" if comp.role == "called" else ""))
@@ -314,5 +449,5 @@ def annotated_html(view: AnnotatedModule) -> str:
         f'{allocation_colour(i)}">#{i} {_e(kind)} {format_bytes(size)}</span>'
         for i, kind, size in view.allocations)
     return (f'<div class="hlo-annotated" style="color:inherit;overflow-x:auto">'
-            f'<details><summary>allocations (row colours)</summary>{legend}</details>'
+            f'<details><summary>allocations (row edges)</summary>{legend}</details>'
             f'{"".join(blocks)}</div>')

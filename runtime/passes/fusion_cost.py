@@ -120,27 +120,42 @@ def work_per_element(inst: HloInstruction) -> float:
 _IN_PLACE = {"dynamic-update-slice": (0, 1), "scatter": (0, -1)}
 
 
-def kernel_work(inst: HloInstruction) -> float:
-    """What a kernel computing ``inst`` costs, in the fusion model's units: every element
-    computed (``work_per_element``, at least one operation each), every byte read from
-    memory and every result byte written. An in-place update (``dynamic-update-slice``,
-    ``scatter``) computes its update's elements and leaves the rest of the buffer it writes
-    into alone. What tells a kernel of microseconds from a longer one
-    (``codegen.launch_chaining``)."""
+@dataclass(frozen=True)
+class KernelCost:
+    """A kernel's bytes read from and written to memory, and its element operations."""
+
+    bytes: float
+    operations: float
+
+
+def kernel_cost(inst: HloInstruction) -> KernelCost:
+    """What a kernel computing ``inst`` moves and computes: every element computed
+    (``work_per_element``, at least one operation each), every byte read from memory and every
+    result byte written. An in-place update (``dynamic-update-slice``, ``scatter``) computes
+    its update's elements and leaves the rest of the buffer it writes into alone."""
     fused = inst.opcode == "fusion"
     members = inst.calls.instructions if fused else [inst]
     root = inst.calls.root_instruction if fused else inst
     untouched = {id(m.operands[_IN_PLACE[m.opcode][0]]) for m in members
                  if m.opcode in _IN_PLACE}
     reads = [m for m in members if m.opcode == "parameter"] if fused else inst.operands
-    work = sum(_bytes(r.shape) for r in reads if id(r) not in untouched) * BYTE_COST
+    moved = float(sum(_bytes(r.shape) for r in reads if id(r) not in untouched))
+    operations = 0.0
     for m in members:
         if m.opcode in _IN_PLACE:
-            work += _count(m.operands[_IN_PLACE[m.opcode][1]].shape) * OP_COST
+            operations += _count(m.operands[_IN_PLACE[m.opcode][1]].shape)
         elif m.opcode != "parameter":
-            work += _count(m.shape) * max(work_per_element(m), 1.0) * OP_COST
+            operations += _count(m.shape) * max(work_per_element(m), 1.0)
     written = root.operands[_IN_PLACE[root.opcode][1]] if root.opcode in _IN_PLACE else root
-    return work + _bytes(written.shape) * BYTE_COST
+    return KernelCost(moved + _bytes(written.shape), operations)
+
+
+def kernel_work(inst: HloInstruction) -> float:
+    """What a kernel computing ``inst`` costs, in the fusion model's units (``kernel_cost``
+    weighed by ``BYTE_COST`` and ``OP_COST``): what tells a kernel of microseconds from a
+    longer one (``codegen.launch_chaining``)."""
+    cost = kernel_cost(inst)
+    return cost.bytes * BYTE_COST + cost.operations * OP_COST
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ assignment's, fusions trace back to the source names, and both renderings carry 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -91,16 +92,57 @@ def test_a_fusion_names_the_source_instructions_it_holds():
     assert "in buffer w" in text
 
 
-def test_html_colours_rows_by_allocation_and_folds_fusions():
+def test_html_tints_rows_by_cost_edges_them_by_allocation_and_folds_fusions():
     source, plan = plan_of(SGD)
     html = annotate(plan, source).to_html()
-    rows = re.findall(r'<tr data-instruction="([^"]+)" style="background:([^;]+);', html)
-    colours = dict(rows)
-    assert colours["w"] == colours[next(n for n in colours if n.startswith("subtract_fusion"))]
-    assert colours["w"] != colours["g"]
+    rows = re.findall(r'<tr data-instruction="([^"]+)" style="background:([^;]+);'
+                      r'border-left:4px solid ([^"]+)"', html)
+    tint = {name: background for name, background, _ in rows}
+    edge = {name: border for name, _, border in rows}
+    fusion = next(n for n in tint if n.startswith("subtract_fusion"))
+    assert edge["w"] == edge[fusion] != edge["g"]
+    assert tint["w"] == "transparent" and tint[fusion].startswith("rgba(242,176,30,")
     assert '<details class="hlo-fusion"><summary>' in html
     assert "#0 parameter +0 4.0 MiB live 0\u20132 (buffer w)" in html
+    assert "12.0 MiB moved, 3.1M operations" in html  # w, g read, new_w written
     assert "<script" not in html
+
+
+METADATA = """HloModule m
+ENTRY e {
+  x = f32[256] parameter(0)
+  y = f32[256] exponential(x), metadata={op_name="jit(f)/exp" source_file="/home/u/model.py" source_line=12}
+  z = f32[256] add(y, y), metadata={op_name="jit(f)/add" source_file="/home/u/model.py" source_line=13}
+  ROOT s = f32[256] sine(z), metadata={op_name="jit(f)/sin" source_file="/home/u/model.py" source_line=12}
+}
+"""
+
+
+def test_instructions_grouped_by_the_python_line_jax_recorded():
+    source, plan = plan_of(METADATA)
+    view = annotate(plan, source)
+    lines = view.by_python_line()
+    assert [line.location.where for line in lines] == ["model.py:12"]  # one fused kernel
+    (fusion,) = lines[0].instructions
+    assert fusion.python.op_name == "jit(f)/sin" and fusion.bytes == 2 * 256 * 4
+    view = annotate(run_pipeline(runtime.parse(METADATA), alignment=128, fusion=False))
+    by_line = {line.location.where: [i.name for i in line.instructions]
+               for line in view.by_python_line()}
+    assert by_line == {"model.py:12": ["y", "s"], "model.py:13": ["z"]}
+    html = view.to_html()
+    assert 'data-python-line="model.py:12"' in html and "By Python line" in html
+    assert "model.py:13" in view.to_text()
+
+
+def test_python_lines_from_a_stack_frame_table():
+    """jax 0.12 and XLA's dumps name lines through the module's stack-frame tables: the line
+    is the innermost frame outside the libraries (the user's call into an Equinox GRU)."""
+    path = Path(__file__).parents[1] / "jax12" / "data" / "eqx_gru_scan.opt.hlo"
+    source, plan = plan_of(path.read_text())
+    lines = {line.location.where: line for line in annotate(plan, source).by_python_line()}
+    assert "make_programs.py:84" in lines
+    assert all(not where.startswith("_rnn.py") for where in lines)
+    assert lines["make_programs.py:84"].location.function.endswith("run.<locals>.body")
 
 
 def test_copies_and_pass_made_instructions_say_where_they_come_from():
