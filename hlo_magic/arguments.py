@@ -7,17 +7,43 @@ from __future__ import annotations
 import difflib
 import keyword
 import re
+from types import ModuleType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from IPython.core.error import UsageError
+from IPython.core.magic_arguments import parse_argstring
 
 from runtime.buffers.donation_spec import resolve_donation
 from runtime.errors import HloArgumentError
 
+from .donation import ParameterInfo
 from .report import SECTIONS
 
 SHOW_VALUES = (*SECTIONS, "none")
+_UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)", re.S)
 _NOT_IDENTIFIER = re.compile(r"\W")
+
+
+def parse_line(magic: Callable, line: str):
+    """``parse_argstring`` with a hint for a mistyped option: ``--shwo`` is an unknown option,
+    and the closest of the magic's own options (``--show``) is suggested."""
+    try:
+        return parse_argstring(magic, line)
+    except UsageError as error:
+        unknown = _UNRECOGNIZED.match(str(error))
+        if unknown is None:
+            raise
+        options = [o for action in magic.parser._actions for o in action.option_strings]
+        flags = [t for t in unknown.group(1).split() if t.startswith("-")]
+        if not flags:
+            raise
+        hints = []
+        for flag in flags:
+            close = difflib.get_close_matches(flag.split("=")[0], options, n=2, cutoff=0.7)
+            hints.append(f"unknown option {flag}" + (f": did you mean {' or '.join(close)}?"
+                                                     if close else ""))
+        raise UsageError(f"{'; '.join(hints)} (options: "
+                         f"{', '.join(o for o in options if o.startswith('--'))})") from None
 
 
 def parse_show(value: str, flag: str = "--show") -> tuple[str, ...]:
@@ -42,6 +68,43 @@ def parse_donate(value: str, names: Sequence[str]) -> frozenset[int]:
     except HloArgumentError as error:
         hint = f" ({error.hint})" if error.hint else ""
         raise UsageError(f"{error.message}{hint}") from None
+
+
+MADE_UP = ("random", "zeros")     # --run WORD: inputs made from the parameters' shapes
+
+
+def made_up_inputs(run: list[str] | None, seed: int | None,
+                   namespace: Mapping[str, Any]) -> str | None:
+    """"random" or "zeros" for ``--run random`` / ``--run zeros``, else None. A notebook
+    variable of that name that could be an input is refused rather than guessed at: the
+    module would run on other values than the user meant (``import random`` or numpy's
+    ``zeros`` function are not inputs, and do not count)."""
+    word = run[0] if run and len(run) == 1 and run[0] in MADE_UP else None
+    if seed is not None and (word != "random" or seed < 0):
+        raise UsageError(f"--seed {seed}: a non-negative seed for --run random's inputs"
+                         if word == "random" else
+                         f"--seed {seed} is the seed of --run random's inputs; give --run "
+                         "random as well")
+    if word is not None and word in namespace and not _not_an_input(namespace[word]):
+        raise UsageError(f"--run {word}: the notebook has a variable named {word!r}, and "
+                         f"--run {word} means made-up {word} inputs; pass the variable with "
+                         f"-i {word}, or rename it")
+    return word
+
+
+def _not_an_input(value: Any) -> bool:
+    return isinstance(value, ModuleType) or callable(value)
+
+
+def donation_warnings(value: str, donated: frozenset[int],
+                      parameters: Sequence[ParameterInfo]) -> list[str]:
+    """A sentence for each parameter ``--donate`` named that no output can live in: the run
+    keeps its buffer, so the donation the user asked for does nothing (``all`` asks for
+    every parameter that can be donated, and warns about none)."""
+    if value.strip() in ("all", "*"):
+        return []
+    return [f"--donate {p.name}: parameter {p.number} cannot be donated, so its buffer is "
+            f"kept: {p.blocked}" for p in parameters if p.number in donated and p.blocked]
 
 
 def split_names(value: str | None) -> list[str]:

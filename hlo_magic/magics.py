@@ -21,15 +21,15 @@ from IPython.core.error import UsageError
 from IPython.core.magic import (
     Magics, cell_magic, line_cell_magic, line_magic, magics_class, no_var_expand,
 )
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, observe, validate
 
 import runtime
 
 from .arguments import (
-    SHOW_VALUES, check_identifier, lookup, lookup_function, parse_donate, parse_show,
-    python_name, split_names,
+    SHOW_VALUES, check_identifier, donation_warnings, lookup, lookup_function, made_up_inputs,
+    parse_donate, parse_line, parse_show, python_name, split_names,
 )
 from .custom_calls import Registration, register_host, register_opencl
 from .devices import DeviceTable
@@ -125,7 +125,10 @@ class HloMagics(Magics):
     @magic_arguments("%hlo")
     @argument("--run", nargs="*", metavar="NAME", default=None,
               help="run the module with these notebook variables as parameters 0, 1, ... and "
-                   "show the outputs (a module without parameters: --run alone)")
+                   "show the outputs (a module without parameters: --run alone); --run "
+                   "random or --run zeros makes inputs of the parameters' shapes and dtypes")
+    @argument("--seed", type=int, default=None, metavar="N",
+              help="the seed of --run random's inputs (default 0)")
     @argument("-i", "--inputs", metavar="A,B", default=None,
               help="the same as --run A B, comma-separated")
     @argument("--donate", default="", metavar="IDX|NAME,...",
@@ -174,7 +177,8 @@ class HloMagics(Magics):
         ``r.memory_stats``, ``r.figure()``, ``r.panel()``).
 
         Inputs: ``--run A B`` or ``-i A,B`` name notebook variables (numpy arrays, numbers,
-        nested lists, or device arrays). Donation: ``--donate 0,2``, ``--donate w`` (by
+        nested lists, or device arrays); ``--run random`` (``--seed N``) or ``--run zeros``
+        makes them (``runtime.random_arguments``). Donation: ``--donate 0,2``, ``--donate w`` (by
         name) or ``--donate all``.
         Display: ``--show hlo|assignment|timeline|annotated|kernels|panel|none``
         (comma-separated), ``-q`` for nothing. Build: ``--device SPEC``, ``-f`` to ignore the
@@ -182,7 +186,7 @@ class HloMagics(Magics):
         as ``{...}``.
         Settings (default device, alignment, table sizes): ``%config HloMagics``.
         """
-        opts = parse_argstring(self.hlo, line)
+        opts = parse_line(self.hlo, line)
         if opts.show is not None:
             show = parse_show(opts.show)
         else:
@@ -194,17 +198,24 @@ class HloMagics(Magics):
             raise UsageError("give the inputs either with --run A B or with -i A,B, not both")
         out_name = check_identifier(opts.out, "-o") if opts.out else None
         will_run = opts.run is not None or opts.inputs is not None
+        made_up = made_up_inputs(opts.run, opts.seed, self.shell.user_ns)
         flag = "--run" if opts.run is not None else "-i"
-        args = lookup(self.shell.user_ns, opts.run or split_names(opts.inputs), flag)
+        args = [] if made_up else lookup(self.shell.user_ns, opts.run or split_names(opts.inputs),
+                                         flag)
         device = self._cell_device(opts.device)
         progress = NotebookProgress(_module_name(cell), self.progress_after)
         with self._program_errors():
             exe = runtime.compile(cell, device=device, alignment=self.alignment or None,
                                   force=opts.force, lazy=True, elided_constants=opts.elided)
         exe.progress = progress
+        if made_up == "random":
+            args = exe.random_arguments(0 if opts.seed is None else opts.seed)
+        elif made_up == "zeros":
+            args = exe.zeros_arguments()
         donated = parse_donate(opts.donate, exe.parameter_names)
         with self._program_errors():
             parameters = describe_parameters(exe.buffer_assignment)
+            warnings = donation_warnings(opts.donate, donated, parameters)
             forced = frozenset(p.number for p in parameters if p.must_alias)
             plan = exe.buffer_assignment.reassign(donated | forced)
             outputs = None
@@ -215,7 +226,8 @@ class HloMagics(Magics):
         shown = not opts.quiet and "none" not in show
         result = HloResult(exe, plan, parameters, donated | forced, outputs, exe.last_run,
                            bound_as, show, self.max_table_rows, self.timeline_max_buffers,
-                           explain_terms=shown and not self._terms_explained)
+                           explain_terms=shown and not self._terms_explained,
+                           warnings=tuple(warnings))
         self._terms_explained |= shown
         if out_name:
             self.shell.user_ns[out_name] = result
@@ -280,7 +292,7 @@ class HloMagics(Magics):
         function ``do_custom_call(out, ins)`` instead (XLA's CPU convention, numpy arrays).
         Registering a target again replaces it.
         """
-        opts = parse_argstring(self.hlo_custom_call, line)
+        opts = parse_line(self.hlo_custom_call, line)
         if opts.host is not None and (cell is not None or opts.kernel or opts.launcher):
             raise UsageError("--host registers a notebook function on its own: use the line "
                              f"magic %hlo_custom_call {opts.target} --host {opts.host} (no cell "

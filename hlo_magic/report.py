@@ -155,6 +155,7 @@ def answer_facts(result: HloResult, members: dict[str, list[str]]) -> Facts:
                           f"({label(peak.name, members)}), of "
                           f"{format_bytes(plan.memory_stats.total)} allocated"))
     items.append(("biggest saving", biggest_saving(result)))
+    items += [("warning", warning) for warning in result.warnings]
     unimplemented = result.executable.analysis.unimplemented_custom_calls
     if unimplemented:
         items.append(("custom calls", f"{len(unimplemented)} without an implementation (a run "

@@ -19,6 +19,7 @@ from .execution.arrays import DeviceArray, device_put
 from .execution.device import Device, device_reasons, devices, get_device
 from .execution.executable import Executable, RunRecord
 from .hlo import HloModule
+from .inputs import random_arguments, zeros_arguments
 from .hlo.parser import parse as _parse_unverified
 from .hlo.verifier import verify as _verify
 from .version import __version__
@@ -44,5 +45,5 @@ __all__ = [
     "HloArgumentError", "DonatedBufferError", "CustomCallError", "DeviceError",
     "InternalCompilerError", "__version__",
     "register_custom_call", "unregister_custom_call", "registered_custom_calls",
-    "CustomCallTarget", "CustomCallStatus",
+    "CustomCallTarget", "CustomCallStatus", "random_arguments", "zeros_arguments",
 ]
