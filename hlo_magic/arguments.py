@@ -4,6 +4,7 @@ line; a subclass would get a full traceback)."""
 
 from __future__ import annotations
 
+import ast
 import difflib
 import keyword
 import re
@@ -16,7 +17,6 @@ from IPython.core.magic_arguments import parse_argstring
 from runtime.buffers.donation_spec import resolve_donation
 from runtime.errors import HloArgumentError
 
-from .donation import ParameterInfo
 from .report import SECTIONS
 
 SHOW_VALUES = (*SECTIONS, "none")
@@ -96,17 +96,6 @@ def _not_an_input(value: Any) -> bool:
     return isinstance(value, ModuleType) or callable(value)
 
 
-def donation_warnings(value: str, donated: frozenset[int],
-                      parameters: Sequence[ParameterInfo]) -> list[str]:
-    """A sentence for each parameter ``--donate`` named that no output can live in: the run
-    keeps its buffer, so the donation the user asked for does nothing (``all`` asks for
-    every parameter that can be donated, and warns about none)."""
-    if value.strip() in ("all", "*"):
-        return []
-    return [f"--donate {p.name}: parameter {p.number} cannot be donated, so its buffer is "
-            f"kept: {p.blocked}" for p in parameters if p.number in donated and p.blocked]
-
-
 def split_names(value: str | None) -> list[str]:
     """``-i a,b`` -> ["a", "b"]."""
     if not value:
@@ -126,6 +115,37 @@ def lookup(namespace: Mapping[str, Any], names: Iterable[str], flag: str) -> lis
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UsageError(f"{flag}: no variable named {name!r} in the notebook{hint}")
     return values
+
+
+def evaluate_call(line: str, namespace: dict[str, Any], magic: str) -> tuple[Any, tuple, dict]:
+    """``f(x, *xs, n=2, **kw)`` -> the function and its arguments, each expression evaluated
+    in the notebook's ``namespace`` (the call itself is not made)."""
+    text = line.strip()
+    try:
+        call = ast.parse(text, mode="eval").body
+    except SyntaxError as error:
+        raise UsageError(f"{magic} {text!r}: expected a call such as f(x, y) ({error.msg})") \
+            from None
+    if not isinstance(call, ast.Call):
+        raise UsageError(f"{magic} {text!r}: expected a call such as f(x, y), the way the "
+                         "jitted function is called")
+
+    def value(node: ast.expr) -> Any:
+        return eval(compile(ast.Expression(node), f"<{magic}>", "eval"), namespace)
+
+    args: list[Any] = []
+    for node in call.args:
+        if isinstance(node, ast.Starred):
+            args.extend(value(node.value))
+        else:
+            args.append(value(node))
+    kwargs: dict[str, Any] = {}
+    for keyword_node in call.keywords:
+        if keyword_node.arg is None:
+            kwargs.update(value(keyword_node.value))
+        else:
+            kwargs[keyword_node.arg] = value(keyword_node.value)
+    return value(call.func), tuple(args), kwargs
 
 
 def lookup_function(namespace: Mapping[str, Any], name: str, flag: str) -> Callable:

@@ -1,4 +1,5 @@
-"""``HloMagics``: ``%%hlo``, ``%hlo_devices`` and ``%%hlo_custom_call``, with their settings.
+"""``HloMagics``: ``%%hlo``, ``%hlo_jax``, ``%hlo_devices`` and ``%%hlo_custom_call``, with their
+settings.
 
 The magics turn a line and a cell into calls to ``runtime``'s public API and wrap what comes
 back for display; every decision about HLO, memory or devices is the runtime's. Three tiers
@@ -16,7 +17,6 @@ from dataclasses import replace
 from functools import partial
 from typing import Iterator
 
-import numpy as np
 from IPython.core.error import UsageError
 from IPython.core.magic import (
     Magics, cell_magic, line_cell_magic, line_magic, magics_class, no_var_expand,
@@ -28,13 +28,14 @@ from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, observe, vali
 import runtime
 
 from .arguments import (
-    SHOW_VALUES, check_identifier, donation_warnings, lookup, lookup_function, made_up_inputs,
-    parse_donate, parse_line, parse_show, python_name, split_names,
+    SHOW_VALUES, check_identifier, lookup, lookup_function, made_up_inputs,
+    parse_donate, parse_line, parse_show, python_name, split_names, evaluate_call,
 )
 from .custom_calls import Registration, register_host, register_opencl
 from .devices import DeviceTable
-from .donation import describe_parameters
 from .progress import NotebookProgress
+from .jax_programs import jax_program, not_a_program, report
+from .outcome import make_result
 from .result import HloResult
 from .themes import set_figure_theme
 from .tracebacks import render as render_error
@@ -213,26 +214,54 @@ class HloMagics(Magics):
         elif made_up == "zeros":
             args = exe.zeros_arguments()
         donated = parse_donate(opts.donate, exe.parameter_names)
-        with self._program_errors():
-            parameters = describe_parameters(exe.buffer_assignment)
-            warnings = donation_warnings(opts.donate, donated, parameters)
-            forced = frozenset(p.number for p in parameters if p.must_alias)
-            plan = exe.buffer_assignment.reassign(donated | forced)
-            outputs = None
-            if will_run:
-                outputs = _host(exe.run(*args, donate=tuple(sorted(donated))))
         bound_as = python_name(exe.name)
-        self.shell.user_ns[bound_as] = exe
         shown = not opts.quiet and "none" not in show
-        result = HloResult(exe, plan, parameters, donated | forced, outputs, exe.last_run,
-                           bound_as, show, self.max_table_rows, self.timeline_max_buffers,
-                           explain_terms=shown and not self._terms_explained,
-                           warnings=tuple(warnings))
+        every = opts.donate.strip() in ("all", "*")      # not one by one: no warnings
+        with self._program_errors():
+            result = make_result(exe, donated, args if will_run else None,
+                                 named=frozenset() if every else donated, bound_as=bound_as,
+                                 show=show,
+                                 max_table_rows=self.max_table_rows,
+                                 timeline_max_buffers=self.timeline_max_buffers,
+                                 explain_terms=shown and not self._terms_explained)
+        self.shell.user_ns[bound_as] = exe
         self._terms_explained |= shown
         if out_name:
             self.shell.user_ns[out_name] = result
         if opts.quiet or (show == ("none",) and out_name):
             return None
+        return self._display(result)
+
+    # --- %hlo_jax ---------------------------------------------------------------------------
+    @no_var_expand
+    @line_magic
+    def hlo_jax(self, line: str) -> HloResult | None:
+        """The %%hlo report and run of a JAX program: ``%hlo_jax f(x, y)`` for a jitted
+        function ``f`` called on notebook values (also a ``jax.stages.Lowered`` or
+        ``Compiled``, called on its non-static arguments), donating what ``f``'s
+        ``donate_argnums`` donates. ``r = %hlo_jax f(x, y)`` keeps the result;
+        ``hlo_magic.from_jax(f, x, y)`` is the same outside the magic.
+        """
+        fn, args, kwargs = evaluate_call(line, self.shell.user_ns, "%hlo_jax")
+        problem = not_a_program(fn)
+        if problem:
+            raise UsageError(f"%hlo_jax {line.strip()}: {problem}")
+        show = parse_show(self.default_show, "HloMagics.default_show")
+        device = self._cell_device(None)
+        with self._program_errors():
+            program = jax_program(fn, args, kwargs)
+            result = report(program, device=device, alignment=self.alignment or None,
+                            progress=NotebookProgress("the JAX program", self.progress_after),
+                            show=show, max_table_rows=self.max_table_rows,
+                            timeline_max_buffers=self.timeline_max_buffers,
+                            explain_terms="none" not in show and not self._terms_explained)
+        self._terms_explained |= "none" not in show
+        return self._display(result)
+
+    def _display(self, result: HloResult) -> HloResult | None:
+        """The report, and the live timeline and donation panel after it where asked for
+        (returned, a result displays itself; the widgets need ``display``)."""
+        show = result.show
         live_timeline = "timeline" in show and getattr(self.shell, "kernel", None) is not None
         if "panel" in show or live_timeline:
             display(replace(result, show=tuple(s for s in show if s != "timeline"))
@@ -353,9 +382,3 @@ def _module_name(text: str) -> str:
     match = _MODULE_NAME.search(text)
     return match.group(1) if match else "module"
 
-
-def _host(outputs):
-    """Device results as numpy arrays (a nested tuple for a tuple result)."""
-    if isinstance(outputs, tuple):
-        return tuple(_host(o) for o in outputs)
-    return np.asarray(outputs)

@@ -42,6 +42,7 @@ def test_load_registers_one_instance_and_loading_again_is_harmless(ip):
     manager = ip.magics_manager
     assert "hlo" in manager.magics["cell"] and "hlo_custom_call" in manager.magics["cell"]
     assert "hlo_devices" in manager.magics["line"] and "hlo_custom_call" in manager.magics["line"]
+    assert "hlo_jax" in manager.magics["line"]
     with capture_output() as cap:
         ip.run_line_magic("load_ext", "hlo_magic")
     assert "already loaded" in cap.stdout
@@ -453,7 +454,7 @@ def test_run_zeros_and_a_variable_named_like_the_word(ip):
 def test_donating_a_parameter_nothing_can_alias_is_a_warning_in_the_report(ip):
     ip.user_ns.update(a=np.ones((4, 8), np.float32), b=np.ones((4, 8), np.float32))
     result = ip.run_cell_magic("hlo", "--run a b --donate y", ADD_MUL)
-    assert result.warnings == ("--donate y: parameter 1 cannot be donated, so its buffer is "
+    assert result.warnings == ("--donate: parameter 1 (y) cannot be donated, so its buffer is "
                                "kept: no input_output_alias or buffer_donor entry names this "
                                "parameter, so no output can live in its buffer",)
     assert any(line.split() == ["warning", *result.warnings[0].split()]
@@ -515,14 +516,14 @@ def test_full_traceback_brings_back_the_python_traceback(ip):
 
 
 def test_our_own_bugs_keep_their_full_traceback(ip, monkeypatch):
-    import hlo_magic.magics
+    import hlo_magic.outcome
 
     def broken(assignment):
         raise KeyError("a bug in hlo_magic")
-    monkeypatch.setattr(hlo_magic.magics, "describe_parameters", broken)
+    monkeypatch.setattr(hlo_magic.outcome, "describe_parameters", broken)
     result, cap = run(ip, "%%hlo\n" + INCREMENT)
     assert isinstance(result.error_in_exec, KeyError)
-    assert "magics.py" in cap.stdout and "a bug in hlo_magic" in cap.stdout
+    assert "outcome.py" in cap.stdout and "a bug in hlo_magic" in cap.stdout
 
 
 def test_a_configured_device_is_kept_when_there_is_no_opencl(ip, monkeypatch):
