@@ -24,6 +24,7 @@ from runtime.hlo.shape import ArrayShape, index_text
 
 from .donation import ParameterInfo, aliased_outputs
 from .formatting import format_bytes, format_seconds
+from .glossary import GLOSSARY
 from .names import buffer_label, fusions, label
 from .sharing import reuses, sentence
 
@@ -89,18 +90,6 @@ class Markup:
 
 
 Part = Union[Facts, Table, Preformatted, Picture, Folded, Markup]
-
-GLOSSARY: list[tuple[str, str]] = [
-    ("argument", "parameter allocations"),
-    ("output", "maybe-live-out allocations (aliased parameters and tuple tables included)"),
-    ("alias", "parameter bytes an output lives in"),
-    ("temp", "the temp arena, shared by every temporary"),
-    ("constant", "constant allocations"),
-    ("total", "argument + output + temp \u2212 alias"),
-    ("peak", "live-range peak: the most bytes live at one step of the schedule (parameters, "
-             "constants, outputs and temporaries)"),
-    ("fragmentation", "temp arena beyond its liveness lower bound"),
-]
 
 
 def build_report(result: HloResult) -> list[Part]:
