@@ -20,6 +20,7 @@ from runtime.errors import HloArgumentError
 from .report import SECTIONS
 
 SHOW_VALUES = (*SECTIONS, "none")
+MADE_UP = ("random", "zeros")     # --run WORD: inputs made from the parameters' shapes
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)", re.S)
 _NOT_IDENTIFIER = re.compile(r"\W")
 
@@ -68,9 +69,6 @@ def parse_donate(value: str, names: Sequence[str]) -> frozenset[int]:
     except HloArgumentError as error:
         hint = f" ({error.hint})" if error.hint else ""
         raise UsageError(f"{error.message}{hint}") from None
-
-
-MADE_UP = ("random", "zeros")     # --run WORD: inputs made from the parameters' shapes
 
 
 def made_up_inputs(run: list[str] | None, seed: int | None,

@@ -28,14 +28,14 @@ from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, observe, vali
 import runtime
 
 from .arguments import (
-    SHOW_VALUES, check_identifier, lookup, lookup_function, made_up_inputs,
-    parse_donate, parse_line, parse_show, python_name, split_names, evaluate_call,
+    SHOW_VALUES, check_identifier, evaluate_call, lookup, lookup_function, made_up_inputs,
+    parse_donate, parse_line, parse_show, python_name, split_names,
 )
 from .custom_calls import Registration, register_host, register_opencl
 from .devices import DeviceTable
-from .progress import NotebookProgress
 from .jax_programs import jax_program, not_a_program, report
 from .outcome import make_result
+from .progress import NotebookProgress
 from .result import HloResult
 from .themes import set_figure_theme
 from .tracebacks import render as render_error
@@ -179,8 +179,8 @@ class HloMagics(Magics):
 
         Inputs: ``--run A B`` or ``-i A,B`` name notebook variables (numpy arrays, numbers,
         nested lists, or device arrays); ``--run random`` (``--seed N``) or ``--run zeros``
-        makes them (``runtime.random_arguments``). Donation: ``--donate 0,2``, ``--donate w`` (by
-        name) or ``--donate all``.
+        makes them (``runtime.random_arguments``). Donation: ``--donate 0,2``, ``--donate w``
+        (by name) or ``--donate all``.
         Display: ``--show hlo|assignment|timeline|annotated|kernels|panel|none``
         (comma-separated), ``-q`` for nothing. Build: ``--device SPEC``, ``-f`` to ignore the
         compile cache, ``--elided zeros|random`` to run a module whose constants were printed
@@ -381,4 +381,3 @@ def _module_name(text: str) -> str:
     """The name in the header, for the progress line shown before the module is parsed."""
     match = _MODULE_NAME.search(text)
     return match.group(1) if match else "module"
-

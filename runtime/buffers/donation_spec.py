@@ -3,8 +3,9 @@
 ``Executable.run(donate=...)``, ``hlo run --donate`` and ``%%hlo --donate`` accept the same
 forms: ``0``, ``(0, 2)``, ``"0,2"``, ``"w"`` or ``("w", "g")`` (the entry's parameter names,
 as the report and the donation panel show them, with or without a leading ``%``), mixtures of
-both, and ``"all"``. A name that is not a parameter's gets the closest names first. A parameter given twice (``0,0``, or ``w`` and its number) is an error
-rather than silently one donation: it usually means a slip in which one was meant.
+both, and ``"all"``. A parameter given twice (``0,0``, or ``w`` and its number) is an error
+rather than silently one donation: it usually means a slip in which one was meant. A name
+that is no parameter's gets the closest names first, not a list of a model's 243.
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ rather than realistic: floats are standard normal scaled by ``FLOAT_SCALE`` (an 
 stays finite through a few layers, even in f8); integers are small and non-negative
 (``INTEGER_HIGH``), so an integer parameter used as a token id, a gather index or a loop
 bound stays in range for most modules; pred is a fair coin. Elided constants
-(``runnable.fill_elided_constants``) are filled by the same rules.
+(``runnable.fill_elided_constants``) are filled by the same rules. Made-up values know no
+model's invariants: an Adam second moment gets negative values, and its ``sqrt`` makes NaNs
+in the outputs (XLA's too, on the same inputs).
 """
 
 from __future__ import annotations
