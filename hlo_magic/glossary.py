@@ -37,8 +37,8 @@ NOTATION: list[tuple[str, str]] = [
                       "({1,0} is row-major; {0} for one dimension)"),
     ("output {0}, {1,2}", "a shape index: element 0 of the result tuple, element 2 of its "
                           "element 1; {} is the whole result"),
-    ("#28, #3 +128", "allocation 28 (a row of the Allocations table); byte offset 128 in "
-                     "allocation 3"),
+    ("#28, #3 +128", "allocation 28 (its number in the allocation table); byte offset 128 "
+                     "in allocation 3"),
     ("kLoop, kInput, kOutput", "fusion kinds: an elementwise loop; a fusion rooted at a "
                                "reduction; elementwise work fused around a dot or convolution"),
     ("flat_0_.1, w__b__.1", "JAX's parameter names: the argument's path (flat[0], w['b']) with "
