@@ -102,3 +102,34 @@ def test_hlo_jax_evaluates_the_call_in_the_notebook(ip):
     with pytest.raises(UsageError, match=r"%hlo_jax plain\(params\): expected a jitted "
                                          r"function .* wrap it in jax.jit"):
         ip.run_line_magic("hlo_jax", "plain(params)")
+
+
+def tutorial_programs():
+    """The JAX programs the tutorials' shipped modules were printed from, with inputs."""
+    import importlib.util
+
+    from ..conftest import REPO
+    path = REPO / "notebooks" / "modules" / "make_modules.py"
+    spec = importlib.util.spec_from_file_location("make_modules", path)
+    made = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(made)
+    rng = np.random.default_rng(0)
+    f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)     # noqa: E731
+    return [(made.mlp_forward, (f32(8, 32), f32(32, 64), f32(64), f32(64, 10), f32(10)), ()),
+            (made.attention, (f32(2, 16, 32), f32(2, 16, 32), f32(2, 16, 32)), ()),
+            (made.sgd_tanh, (f32(16, 32), f32(16, 32)), (0,)),
+            (made.transformer_train_step, made.transformer_inputs(rng), (0,))]
+
+
+@pytest.mark.parametrize("case", range(4), ids=["mlp_forward", "attention", "sgd_tanh",
+                                                "transformer_train_step"])
+def test_the_tutorials_jax_programs(case):
+    fn, args, donate = tutorial_programs()[case]
+    jitted = jax.jit(fn, donate_argnums=donate)
+    result = from_jax(jitted, *args)
+    want = jax.tree_util.tree_leaves(jax.jit(fn)(*args))
+    got = result.outputs if isinstance(result.outputs, tuple) else (result.outputs,)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, np.asarray(w), rtol=1e-4, atol=1e-5)
+    donated_leaves = len(jax.tree_util.tree_leaves([args[i] for i in donate]))
+    assert result.donated == frozenset(range(donated_leaves)) and result.warnings == ()
