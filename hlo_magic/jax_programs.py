@@ -15,7 +15,7 @@ buffers; a donated leaf no output can take is a warning in the report (JAX warns
 caller's arrays are copied to the device, so donating never deletes them.
 
 jax is imported only here, when called; JAX's own private fields are read in one place each
-(``_static``, ``_kept``) with a checked fallback.
+(``_dynamic``, ``_kept``) with a checked fallback.
 """
 
 from __future__ import annotations
@@ -83,9 +83,17 @@ def jax_program(fn_or_lowered: Any, args: tuple, kwargs: dict) -> JaxProgram:
     avals = jax.tree_util.tree_leaves(staged.in_avals)
     donated = [info.donated for info in jax.tree_util.tree_leaves(staged.args_info)]
     kept = _kept(staged, len(leaves))
-    # a donated leaf gets its own copy: the run may pass the same array again elsewhere
-    values = [np.array(leaves[i], dtype=avals[i].dtype, copy=donated[i] or None) for i in kept]
+    values = [_host_value(jax, leaves[i], avals[i], donated[i]) for i in kept]
     return JaxProgram(source, values, frozenset(n for n, i in enumerate(kept) if donated[i]))
+
+
+def _host_value(jax: Any, leaf: Any, aval: Any, donated: bool) -> np.ndarray:
+    """A leaf as the numpy array of its parameter: in the aval's dtype (JAX converts a
+    Python float to f32, or an f64 array without x64), a typed PRNG key as its key data;
+    a donated leaf gets its own copy, as the run may pass the same array again elsewhere."""
+    if jax.dtypes.issubdtype(aval.dtype, jax.dtypes.prng_key):
+        return np.array(jax.random.key_data(leaf), copy=donated or None)
+    return np.array(leaf, dtype=aval.dtype, copy=donated or None)
 
 
 def entry_arguments(exe: runtime.Executable, values: list) -> list:
@@ -102,8 +110,8 @@ def not_a_program(obj: Any) -> str | None:
         jax = _jax()
     except ImportError as error:
         return str(error)
-    if isinstance(obj, (jax.stages.Compiled, jax.stages.Lowered)) or \
-            callable(getattr(obj, "lower", None)):
+    jitted = callable(obj) and all(callable(getattr(obj, m, None)) for m in ("lower", "trace"))
+    if jitted or isinstance(obj, (jax.stages.Compiled, jax.stages.Lowered)):
         return None
     return ("expected a jitted function (jax.jit(f)), a jax.stages.Lowered or a "
             f"jax.stages.Compiled, not {type(obj).__name__}"

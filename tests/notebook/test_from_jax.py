@@ -80,6 +80,8 @@ def test_a_donated_argument_no_output_can_take_is_a_warning():
 def test_what_from_jax_does_not_take():
     with pytest.raises(TypeError, match=r"not function: wrap it in jax.jit"):
         from_jax(sgd, PARAMS)
+    with pytest.raises(TypeError, match=r"jax.stages.Compiled, not str$"):
+        from_jax("HloModule m", PARAMS)
 
 
 def test_without_jax_the_error_says_what_to_install(monkeypatch):
@@ -133,3 +135,14 @@ def test_the_tutorials_jax_programs(case):
         np.testing.assert_allclose(g, np.asarray(w), rtol=1e-4, atol=1e-5)
     donated_leaves = len(jax.tree_util.tree_leaves([args[i] for i in donate]))
     assert result.donated == frozenset(range(donated_leaves)) and result.warnings == ()
+
+
+def test_a_typed_prng_key_is_passed_as_its_key_data():
+    from hlo_magic.jax_programs import jax_program
+    noisy = jax.jit(lambda key, x: x + jax.random.uniform(key, x.shape))
+    key, x = jax.random.key(3), np.zeros(4, np.float32)
+    program = jax_program(noisy, (key, x), {})
+    np.testing.assert_array_equal(program.arguments[0], np.asarray(jax.random.key_data(key)))
+    assert program.arguments[0].dtype == np.uint32
+    raw = jax.random.PRNGKey(3)
+    np.testing.assert_allclose(from_jax(noisy, raw, x).outputs, np.asarray(noisy(raw, x)))
