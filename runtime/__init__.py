@@ -19,9 +19,9 @@ from .execution.arrays import DeviceArray, device_put
 from .execution.device import Device, device_reasons, devices, get_device
 from .execution.executable import Executable, RunRecord
 from .hlo import HloModule
-from .inputs import random_arguments, zeros_arguments
 from .hlo.parser import parse as _parse_unverified
 from .hlo.verifier import verify as _verify
+from .inputs import random_arguments, zeros_arguments
 from .version import __version__
 
 
