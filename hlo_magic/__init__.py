@@ -12,13 +12,13 @@ from typing import Any
 __all__ = ["load_ipython_extension", "unload_ipython_extension", "HloMagics", "HloResult",
            "DonationModel", "DonationPanel", "plot_timeline", "plot_packing",
            "plot_peak_buffers", "plot_memory", "compare", "MemoryTimeline",
-           "annotate"]
+           "annotate", "from_jax"]
 
 _EXPORTS = {
     "HloMagics": "magics", "HloResult": "result", "DonationModel": "donation",
     "DonationPanel": "widgets", "plot_timeline": "timeline", "plot_packing": "timeline",
     "plot_peak_buffers": "timeline", "plot_memory": "timeline", "compare": "timeline",
-    "MemoryTimeline": "timeline_widget", "annotate": "annotated",
+    "MemoryTimeline": "timeline_widget", "annotate": "annotated", "from_jax": "jax_programs",
 }
 
 

@@ -4,12 +4,15 @@ line; a subclass would get a full traceback)."""
 
 from __future__ import annotations
 
+import ast
 import difflib
 import keyword
 import re
+from types import ModuleType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from IPython.core.error import UsageError
+from IPython.core.magic_arguments import parse_argstring
 
 from runtime.buffers.donation_spec import resolve_donation
 from runtime.errors import HloArgumentError
@@ -17,7 +20,32 @@ from runtime.errors import HloArgumentError
 from .report import SECTIONS
 
 SHOW_VALUES = (*SECTIONS, "none")
+MADE_UP = ("random", "zeros")     # --run WORD: inputs made from the parameters' shapes
+_UNRECOGNIZED = re.compile(r"unrecognized arguments: (.*)", re.S)
 _NOT_IDENTIFIER = re.compile(r"\W")
+
+
+def parse_line(magic: Callable, line: str):
+    """``parse_argstring`` with a hint for a mistyped option: ``--shwo`` is an unknown option,
+    and the closest of the magic's own options (``--show``) is suggested."""
+    try:
+        return parse_argstring(magic, line)
+    except UsageError as error:
+        unknown = _UNRECOGNIZED.match(str(error))
+        if unknown is None:
+            raise
+        parser = getattr(magic, "parser")     # set by magic_arguments' decorators
+        options = [o for action in parser._actions for o in action.option_strings]
+        flags = [t for t in unknown.group(1).split() if t.startswith("-")]
+        if not flags:
+            raise
+        hints = []
+        for flag in flags:
+            close = difflib.get_close_matches(flag.split("=")[0], options, n=2, cutoff=0.7)
+            hints.append(f"unknown option {flag}" + (f": did you mean {' or '.join(close)}?"
+                                                     if close else ""))
+        raise UsageError(f"{'; '.join(hints)} (options: "
+                         f"{', '.join(o for o in options if o.startswith('--'))})") from None
 
 
 def parse_show(value: str, flag: str = "--show") -> tuple[str, ...]:
@@ -44,6 +72,29 @@ def parse_donate(value: str, names: Sequence[str]) -> frozenset[int]:
         raise UsageError(f"{error.message}{hint}") from None
 
 
+def made_up_inputs(run: list[str] | None, seed: int | None,
+                   namespace: Mapping[str, Any]) -> str | None:
+    """"random" or "zeros" for ``--run random`` / ``--run zeros``, else None. A notebook
+    variable of that name that could be an input is refused rather than guessed at: the
+    module would run on other values than the user meant (``import random`` or numpy's
+    ``zeros`` function are not inputs, and do not count)."""
+    word = run[0] if run and len(run) == 1 and run[0] in MADE_UP else None
+    if seed is not None and (word != "random" or seed < 0):
+        raise UsageError(f"--seed {seed}: a non-negative seed for --run random's inputs"
+                         if word == "random" else
+                         f"--seed {seed} is the seed of --run random's inputs; give --run "
+                         "random as well")
+    if word is not None and word in namespace and not _not_an_input(namespace[word]):
+        raise UsageError(f"--run {word}: the notebook has a variable named {word!r}, and "
+                         f"--run {word} means made-up {word} inputs; pass the variable with "
+                         f"-i {word}, or rename it")
+    return word
+
+
+def _not_an_input(value: Any) -> bool:
+    return isinstance(value, ModuleType) or callable(value)
+
+
 def split_names(value: str | None) -> list[str]:
     """``-i a,b`` -> ["a", "b"]."""
     if not value:
@@ -63,6 +114,37 @@ def lookup(namespace: Mapping[str, Any], names: Iterable[str], flag: str) -> lis
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise UsageError(f"{flag}: no variable named {name!r} in the notebook{hint}")
     return values
+
+
+def evaluate_call(line: str, namespace: dict[str, Any], magic: str) -> tuple[Any, tuple, dict]:
+    """``f(x, *xs, n=2, **kw)`` -> the function and its arguments, each expression evaluated
+    in the notebook's ``namespace`` (the call itself is not made)."""
+    text = line.strip()
+    try:
+        call = ast.parse(text, mode="eval").body
+    except SyntaxError as error:
+        raise UsageError(f"{magic} {text!r}: expected a call such as f(x, y) ({error.msg})") \
+            from None
+    if not isinstance(call, ast.Call):
+        raise UsageError(f"{magic} {text!r}: expected a call such as f(x, y), the way the "
+                         "jitted function is called")
+
+    def value(node: ast.expr) -> Any:
+        return eval(compile(ast.Expression(node), f"<{magic}>", "eval"), namespace)
+
+    args: list[Any] = []
+    for node in call.args:
+        if isinstance(node, ast.Starred):
+            args.extend(value(node.value))
+        else:
+            args.append(value(node))
+    kwargs: dict[str, Any] = {}
+    for keyword_node in call.keywords:
+        if keyword_node.arg is None:
+            kwargs.update(value(keyword_node.value))
+        else:
+            kwargs[keyword_node.arg] = value(keyword_node.value)
+    return value(call.func), tuple(args), kwargs
 
 
 def lookup_function(namespace: Mapping[str, Any], name: str, flag: str) -> Callable:

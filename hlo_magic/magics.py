@@ -1,4 +1,5 @@
-"""``HloMagics``: ``%%hlo``, ``%hlo_devices`` and ``%%hlo_custom_call``, with their settings.
+"""``HloMagics``: ``%%hlo``, ``%hlo_jax``, ``%hlo_devices`` and ``%%hlo_custom_call``, with their
+settings.
 
 The magics turn a line and a cell into calls to ``runtime``'s public API and wrap what comes
 back for display; every decision about HLO, memory or devices is the runtime's. Three tiers
@@ -16,24 +17,24 @@ from dataclasses import replace
 from functools import partial
 from typing import Any, Iterator
 
-import numpy as np
 from IPython.core.error import UsageError
 from IPython.core.magic import (
     Magics, cell_magic, line_cell_magic, line_magic, magics_class, no_var_expand,
 )
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 from IPython.display import display
 from traitlets import Bool, Enum, Float, Int, TraitError, Unicode, observe, validate
 
 import runtime
 
 from .arguments import (
-    SHOW_VALUES, check_identifier, lookup, lookup_function, parse_donate, parse_show,
-    python_name, split_names,
+    SHOW_VALUES, check_identifier, evaluate_call, lookup, lookup_function, made_up_inputs,
+    parse_donate, parse_line, parse_show, python_name, split_names,
 )
 from .custom_calls import Registration, register_host, register_opencl
 from .devices import DeviceTable
-from .donation import describe_parameters
+from .jax_programs import jax_program, not_a_program, report
+from .outcome import make_result
 from .progress import NotebookProgress
 from .result import HloResult
 from .themes import set_figure_theme
@@ -133,7 +134,10 @@ class HloMagics(Magics):
     @magic_arguments("%hlo")
     @argument("--run", nargs="*", metavar="NAME", default=None,
               help="run the module with these notebook variables as parameters 0, 1, ... and "
-                   "show the outputs (a module without parameters: --run alone)")
+                   "show the outputs (a module without parameters: --run alone); --run "
+                   "random or --run zeros makes inputs of the parameters' shapes and dtypes")
+    @argument("--seed", type=int, default=None, metavar="N",
+              help="the seed of --run random's inputs (default 0)")
     @argument("-i", "--inputs", metavar="A,B", default=None,
               help="the same as --run A B, comma-separated")
     @argument("--donate", default="", metavar="IDX|NAME,...",
@@ -182,15 +186,16 @@ class HloMagics(Magics):
         ``r.memory_stats``, ``r.figure()``, ``r.panel()``).
 
         Inputs: ``--run A B`` or ``-i A,B`` name notebook variables (numpy arrays, numbers,
-        nested lists, or device arrays). Donation: ``--donate 0,2``, ``--donate w`` (by
-        name) or ``--donate all``.
+        nested lists, or device arrays); ``--run random`` (``--seed N``) or ``--run zeros``
+        makes them (``runtime.random_arguments``). Donation: ``--donate 0,2``, ``--donate w``
+        (by name) or ``--donate all``.
         Display: ``--show hlo|assignment|timeline|annotated|kernels|panel|none``
         (comma-separated), ``-q`` for nothing. Build: ``--device SPEC``, ``-f`` to ignore the
         compile cache, ``--elided zeros|random`` to run a module whose constants were printed
         as ``{...}``.
         Settings (default device, alignment, table sizes): ``%config HloMagics``.
         """
-        opts = parse_argstring(self.hlo, line)
+        opts = parse_line(self.hlo, line)
         if opts.show is not None:
             show = parse_show(opts.show)
         else:
@@ -202,33 +207,69 @@ class HloMagics(Magics):
             raise UsageError("give the inputs either with --run A B or with -i A,B, not both")
         out_name = check_identifier(opts.out, "-o") if opts.out else None
         will_run = opts.run is not None or opts.inputs is not None
+        made_up = made_up_inputs(opts.run, opts.seed, self._namespace)
         flag = "--run" if opts.run is not None else "-i"
-        args = lookup(self._namespace, opts.run or split_names(opts.inputs), flag)
+        args = [] if made_up else lookup(self._namespace, opts.run or split_names(opts.inputs),
+                                         flag)
         device = self._cell_device(opts.device)
         progress = NotebookProgress(_module_name(cell), self.progress_after)
         with self._program_errors():
             exe = runtime.compile(cell, device=device, alignment=self.alignment or None,
                                   force=opts.force, lazy=True, elided_constants=opts.elided)
         exe.progress = progress
+        if made_up == "random":
+            args = exe.random_arguments(0 if opts.seed is None else opts.seed)
+        elif made_up == "zeros":
+            args = exe.zeros_arguments()
         donated = parse_donate(opts.donate, exe.parameter_names)
-        with self._program_errors():
-            parameters = describe_parameters(exe.buffer_assignment)
-            forced = frozenset(p.number for p in parameters if p.must_alias)
-            plan = exe.buffer_assignment.reassign(donated | forced)
-            outputs = None
-            if will_run:
-                outputs = _host(exe.run(*args, donate=tuple(sorted(donated))))
         bound_as = python_name(exe.name)
-        self._namespace[bound_as] = exe
         shown = not opts.quiet and "none" not in show
-        result = HloResult(exe, plan, parameters, donated | forced, outputs, exe.last_run,
-                           bound_as, show, self.max_table_rows, self.timeline_max_buffers,
-                           explain_terms=shown and not self._terms_explained)
+        every = opts.donate.strip() in ("all", "*")      # not one by one: no warnings
+        with self._program_errors():
+            result = make_result(exe, donated, args if will_run else None,
+                                 named=frozenset() if every else donated, bound_as=bound_as,
+                                 show=show,
+                                 max_table_rows=self.max_table_rows,
+                                 timeline_max_buffers=self.timeline_max_buffers,
+                                 explain_terms=shown and not self._terms_explained)
+        self._namespace[bound_as] = exe
         self._terms_explained |= shown
         if out_name:
             self._namespace[out_name] = result
         if opts.quiet or (show == ("none",) and out_name):
             return None
+        return self._display(result)
+
+    # --- %hlo_jax ---------------------------------------------------------------------------
+    @no_var_expand
+    @line_magic
+    def hlo_jax(self, line: str) -> HloResult | None:
+        """The %%hlo report and run of a JAX program: ``%hlo_jax f(x, y)`` for a jitted
+        function ``f`` called on notebook values (also a ``jax.stages.Lowered`` or
+        ``Compiled``, called on its non-static arguments), donating what ``f``'s
+        ``donate_argnums`` donates. ``r = %hlo_jax f(x, y)`` keeps the result;
+        ``hlo_magic.from_jax(f, x, y)`` is the same outside the magic.
+        """
+        fn, args, kwargs = evaluate_call(line, self._namespace, "%hlo_jax")
+        problem = not_a_program(fn)
+        if problem:
+            raise UsageError(f"%hlo_jax {line.strip()}: {problem}")
+        show = parse_show(self.default_show, "HloMagics.default_show")
+        device = self._cell_device(None)
+        with self._program_errors():
+            program = jax_program(fn, args, kwargs)
+            result = report(program, device=device, alignment=self.alignment or None,
+                            progress=NotebookProgress("the JAX program", self.progress_after),
+                            show=show, max_table_rows=self.max_table_rows,
+                            timeline_max_buffers=self.timeline_max_buffers,
+                            explain_terms="none" not in show and not self._terms_explained)
+        self._terms_explained |= "none" not in show
+        return self._display(result)
+
+    def _display(self, result: HloResult) -> HloResult | None:
+        """The report, and the live timeline and donation panel after it where asked for
+        (returned, a result displays itself; the widgets need ``display``)."""
+        show = result.show
         live_timeline = "timeline" in show and getattr(self.shell, "kernel", None) is not None
         if "panel" in show or live_timeline:
             display(replace(result, show=tuple(s for s in show if s != "timeline"))
@@ -288,7 +329,7 @@ class HloMagics(Magics):
         function ``do_custom_call(out, ins)`` instead (XLA's CPU convention, numpy arrays).
         Registering a target again replaces it.
         """
-        opts = parse_argstring(self.hlo_custom_call, line)
+        opts = parse_line(self.hlo_custom_call, line)
         if opts.host is not None and (cell is not None or opts.kernel or opts.launcher):
             raise UsageError("--host registers a notebook function on its own: use the line "
                              f"magic %hlo_custom_call {opts.target} --host {opts.host} (no cell "
@@ -349,10 +390,3 @@ def _module_name(text: str) -> str:
     """The name in the header, for the progress line shown before the module is parsed."""
     match = _MODULE_NAME.search(text)
     return match.group(1) if match else "module"
-
-
-def _host(outputs):
-    """Device results as numpy arrays (a nested tuple for a tuple result)."""
-    if isinstance(outputs, tuple):
-        return tuple(_host(o) for o in outputs)
-    return np.asarray(outputs)

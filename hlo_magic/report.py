@@ -24,6 +24,7 @@ from runtime.hlo.shape import ArrayShape, index_text
 
 from .donation import ParameterInfo, aliased_outputs
 from .formatting import format_bytes, format_seconds
+from .glossary import GLOSSARY
 from .names import buffer_label, fusions, label
 from .sharing import reuses, sentence
 
@@ -90,18 +91,6 @@ class Markup:
 
 Part = Union[Facts, Table, Preformatted, Picture, Folded, Markup]
 
-GLOSSARY: list[tuple[str, str]] = [
-    ("argument", "parameter allocations"),
-    ("output", "maybe-live-out allocations (aliased parameters and tuple tables included)"),
-    ("alias", "parameter bytes an output lives in"),
-    ("temp", "the temp arena, shared by every temporary"),
-    ("constant", "constant allocations"),
-    ("total", "argument + output + temp \u2212 alias"),
-    ("peak", "live-range peak: the most bytes live at one step of the schedule (parameters, "
-             "constants, outputs and temporaries)"),
-    ("fragmentation", "temp arena beyond its liveness lower bound"),
-]
-
 
 def build_report(result: HloResult) -> list[Part]:
     """The parts shown for ``result.show``: answers first, then the details folded."""
@@ -155,6 +144,7 @@ def answer_facts(result: HloResult, members: dict[str, list[str]]) -> Facts:
                           f"({label(peak.name, members)}), of "
                           f"{format_bytes(plan.memory_stats.total)} allocated"))
     items.append(("biggest saving", biggest_saving(result)))
+    items += [("warning", warning) for warning in result.warnings]
     unimplemented = result.executable.analysis.unimplemented_custom_calls
     if unimplemented:
         items.append(("custom calls", f"{len(unimplemented)} without an implementation (a run "
@@ -182,15 +172,21 @@ def _outputs_fit(outputs) -> bool:
 
 def biggest_saving(result: HloResult) -> str:
     """The sentence of the largest of the result's ``savings``."""
-    return max(result.savings(), key=lambda pair: pair[0])[1]
+    found = result.savings()
+    if not found:
+        return "none found: nothing to donate, no bytes shared"
+    return max(found, key=lambda pair: pair[0])[1]
 
 
 def savings(result: HloResult) -> list[tuple[int, str]]:
-    """(bytes, sentence) for each way this plan saves or could save memory: the donations
-    made (against donating nothing optional), the donations left (donating every donatable
-    parameter), and sharing the temp arena (bytes of all temporaries beyond the arena)."""
+    """(bytes of total allocated memory saved, sentence) for each way this plan saves or could
+    save memory: the donations made (against donating nothing optional), the donations left
+    (donating every donatable parameter), and sharing the temp arena (bytes of all
+    temporaries beyond the arena). Empty when there is none. A donation's sentence also says
+    what it does to the peak, which it often leaves alone (in a training step the new weights
+    are written after the peak)."""
     plan = result.assignment
-    found: list[tuple[int, str]] = [(0, "none found: nothing to donate, no bytes shared")]
+    found: list[tuple[int, str]] = []
     params = {p.number: p for p in result.parameters}
     forced = frozenset(n for n, p in params.items() if p.must_alias)
     donatable = frozenset(n for n, p in params.items() if p.blocked is None) - forced
@@ -199,18 +195,14 @@ def savings(result: HloResult) -> list[tuple[int, str]]:
     base = _replan(plan, result.donated - chosen) if chosen else None
     if base is not None:
         names = _names([params[n].name for n in sorted(chosen)], SHOWN_NAMES)
-        found.append((base.peak - plan.peak,
-                      f"donating {names} saves {format_bytes(base.peak - plan.peak)} of peak "
-                      f"({format_bytes(base.peak)} \u2192 {format_bytes(plan.peak)})"))
+        found.append(donation_saving(f"donating {names}", "saves", base, plan))
     best = _replan(plan, result.donated | missing) if missing else None
     if best is not None:
         names = ",".join(params[n].name for n in sorted(missing))
         flag = names if len(missing) <= SHOWN_NAMES else "all"
-        found.append((plan.peak - best.peak,
-                      f"donating {_names(names.split(','), SHOWN_NAMES)} (--donate {flag}) "
-                      f"would save "
-                      f"{format_bytes(plan.peak - best.peak)} of peak "
-                      f"({format_bytes(plan.peak)} \u2192 {format_bytes(best.peak)})"))
+        found.append(donation_saving(
+            f"donating {_names(names.split(','), SHOWN_NAMES)} (--donate {flag})",
+            "would save", plan, best))
     for allocation in plan.allocations:
         held = sum(b.size for b in allocation.buffers)
         if allocation.kind == "temp" and held > allocation.size:
@@ -219,6 +211,23 @@ def savings(result: HloResult) -> list[tuple[int, str]]:
                           f"{len(allocation.buffers)} temporaries of {format_bytes(held)} in "
                           f"{format_bytes(allocation.size)}"))
     return found
+
+
+def donation_saving(what: str, verb: str, before: BufferAssignment,
+                    after: BufferAssignment) -> tuple[int, str]:
+    """``donating w saves 4.0 KiB of peak (8.0 KiB -> 4.0 KiB)`` when the peak drops by what
+    the total allocated drops by; otherwise both figures, each with its own change."""
+    total = before.memory_stats.total - after.memory_stats.total
+    peak = before.peak - after.peak
+    peaks = f"{format_bytes(before.peak)} \u2192 {format_bytes(after.peak)}"
+    if total == peak:
+        return total, f"{what} {verb} {format_bytes(peak)} of peak ({peaks})"
+    totals = (f"{format_bytes(before.memory_stats.total)} \u2192 "
+              f"{format_bytes(after.memory_stats.total)}")
+    text = f"{what} {verb} {format_bytes(total)} of total allocated ({totals})"
+    if peak:
+        return total, f"{text} and {format_bytes(peak)} of peak ({peaks})"
+    return total, f"{text}; the peak stays {format_bytes(after.peak)}"
 
 
 def _replan(plan: BufferAssignment, donated: frozenset[int]) -> BufferAssignment | None:

@@ -46,6 +46,7 @@ class HloResult:
     max_table_rows: int = 25
     timeline_max_buffers: int = 40
     explain_terms: bool = True         # the glossary starts open (the session's first report)
+    warnings: tuple[str, ...] = ()     # what the cell asked for that did not happen
     _png: bytes | None = field(default=None, repr=False)
     _savings: list[tuple[int, str]] | None = field(default=None, repr=False)
 

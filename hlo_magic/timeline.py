@@ -161,14 +161,18 @@ def _edge_values(values: list[int]) -> list[int]:
     return [*values, values[-1]] if values else [0]
 
 
-def _mark_peak(ax: Axes, assignment: BufferAssignment, colour: str, label: str = "") -> None:
+def _mark_peak(ax: Axes, assignment: BufferAssignment, colour: str, label: str = "",
+               row: int = 0) -> None:
+    """The peak's line, marker and label; ``row`` stacks labels of plans whose peaks meet
+    (``compare``: two plans with the same peak at the same step would overprint)."""
     step, peak = assignment.peak_step, assignment.peak
     ax.axvline(step, color=colour, linestyle=":", linewidth=0.8, gid="peak-line")
     ax.plot([step], [peak], marker="v", color=colour, markersize=7, linestyle="none", gid="peak")
     right_half = step > 0.55 * len(assignment.schedule.flattened)
     ax.annotate(f"{label}peak {format_bytes(peak)} at step {step} "
                 f"({assignment.peak_instruction.name})", (step, peak),
-                xytext=(-6 if right_half else 6, 4), ha="right" if right_half else "left",
+                xytext=(-6 if right_half else 6, 4 + 11 * row),
+                ha="right" if right_half else "left",
                 textcoords="offset points", fontsize=8, color=colour)
 
 
@@ -368,13 +372,13 @@ def compare(before: BufferAssignment, after: BufferAssignment, *,
     fig = Figure(figsize=(13, 7.5), layout="constrained")
     grid = fig.add_gridspec(2, 2, height_ratios=(1, 1.5))
     live = fig.add_subplot(grid[0, :])
-    for assignment, label, colour, style in ((before, labels[0], "#777777", "--"),
-                                             (after, labels[1], "#CC3311", "-")):
+    for row, (assignment, label, colour, style) in enumerate((
+            (before, labels[0], "#777777", "--"), (after, labels[1], "#CC3311", "-"))):
         values = assignment.live_bytes()
         live.step([s - 0.5 for s in range(len(values) + 1)], _edge_values(values), where="post",
                   color=colour, linestyle=style,
                   label=f"{label}: peak {format_bytes(assignment.peak)}", gid=f"live-{label}")
-        _mark_peak(live, assignment, colour, f"{label}: ")
+        _mark_peak(live, assignment, colour, f"{label}: ", row)
     longest = max(len(before.schedule.flattened), len(after.schedule.flattened))
     live.set_xlim(-0.5, longest - 0.5)
     live.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -383,7 +387,8 @@ def compare(before: BufferAssignment, after: BufferAssignment, *,
     live.set_xlabel(PROGRAM_ORDER)
     live.set_ylabel("live bytes")
     _bytes_axis(live.yaxis, top)
-    live.legend(loc="upper left", fontsize=8, frameon=False)
+    # outside the axes, where no peak label can reach it
+    live.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, frameon=False)
     live.set_title(f"{after.module.name}: peak {format_bytes(before.peak)} \u2192 "
                    f"{format_bytes(after.peak)} ({format_change(before.peak, after.peak)})",
                    fontsize=10)

@@ -21,6 +21,7 @@ from .execution.executable import Executable, RunRecord
 from .hlo import HloModule
 from .hlo.parser import parse as _parse_unverified
 from .hlo.verifier import verify as _verify
+from .inputs import random_arguments, zeros_arguments
 from .version import __version__
 
 
@@ -44,5 +45,5 @@ __all__ = [
     "HloArgumentError", "DonatedBufferError", "CustomCallError", "DeviceError",
     "InternalCompilerError", "__version__",
     "register_custom_call", "unregister_custom_call", "registered_custom_calls",
-    "CustomCallTarget", "CustomCallStatus",
+    "CustomCallTarget", "CustomCallStatus", "random_arguments", "zeros_arguments",
 ]

@@ -100,14 +100,33 @@ def _print_outputs(result, index: tuple[int, ...] = ()) -> None:
     print(np.array2string(a, threshold=64, edgeitems=3))
 
 
+def _check_inputs(args: argparse.Namespace) -> None:
+    """ARGs, ``--random`` and ``--zeros`` are three ways to give the inputs: one at a time."""
+    if args.made_up is not None and args.args:
+        raise HloArgumentError(f"--{args.made_up} makes every argument; got "
+                               f"{len(args.args)} argument(s) as well: give one or the other")
+    if args.seed is not None and args.made_up != "random":
+        raise HloArgumentError("--seed is the seed of --random inputs; give --random as well")
+
+
+def _arguments(exe, args: argparse.Namespace) -> list:
+    """The run's arguments: the command line's, or made up with ``--random``/``--zeros``."""
+    if args.made_up == "random":
+        return exe.random_arguments(0 if args.seed is None else args.seed)
+    if args.made_up == "zeros":
+        return exe.zeros_arguments()
+    return [parse_argument(a) for a in args.args]
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from . import compile as compile_module
     text = _read(args.file)
     progress = CompileProgress()
     try:
+        _check_inputs(args)
         exe = compile_module(text, device=args.device, progress=progress,
                              elided_constants=args.elided)
-        values = [parse_argument(a) for a in args.args]
+        values = _arguments(exe, args)
         result = exe.run(*values, donate=args.donate)
         _print_outputs(result)
     except HloError as e:
@@ -229,6 +248,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("args", nargs="*", metavar="ARG",
                    help="one per entry parameter: a number, a nested list like [[1,2],[3,4]], "
                         "or @file.npy")
+    made_up = r.add_mutually_exclusive_group()
+    made_up.add_argument("--random", dest="made_up", action="store_const", const="random",
+                         help="run on seeded random inputs of the parameters' shapes and "
+                              "dtypes (small normal floats, small non-negative integers) "
+                              "instead of ARGs")
+    made_up.add_argument("--zeros", dest="made_up", action="store_const", const="zeros",
+                         help="run on all-zeros inputs instead of ARGs")
+    r.add_argument("--seed", type=int, default=None, metavar="N",
+                   help="the seed of --random inputs (default 0)")
     r.add_argument("--device", default=None, help="OpenCL device: cpu, gpu, gpu:1, pocl, ... "
                                                   "(default: $HLO_DEVICE or the best CPU device; "
                                                   "see hlo devices)")

@@ -4,7 +4,8 @@
 forms: ``0``, ``(0, 2)``, ``"0,2"``, ``"w"`` or ``("w", "g")`` (the entry's parameter names,
 as the report and the donation panel show them, with or without a leading ``%``), mixtures of
 both, and ``"all"``. A parameter given twice (``0,0``, or ``w`` and its number) is an error
-rather than silently one donation: it usually means a slip in which one was meant.
+rather than silently one donation: it usually means a slip in which one was meant. A name
+that is no parameter's gets the closest names first, not a list of a model's 243.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..errors import HloArgumentError
+
+LISTED_NAMES = 8       # an error lists every parameter name only for entries this small
 
 
 def resolve_donation(donate: object, names: Sequence[str], *,
@@ -53,9 +56,17 @@ def _number(item: object, names: Sequence[str], what: str) -> int:
             return _number(int(item), names, what)
         if item.lstrip("%") in names:
             return list(names).index(item.lstrip("%"))
-    allowed = (f"numbers 0..{len(names) - 1}, names {', '.join(names)}, or 'all'" if names
-               else "none (the entry has no parameters)")
-    close = difflib.get_close_matches(item, list(names), n=1) if isinstance(item, str) else []
-    raise HloArgumentError(f"{what}: {item!r} is not a parameter number or name; "
-                           f"expected {allowed}",
-                           hint=f"did you mean {close[0]}?" if close else None)
+    close = difflib.get_close_matches(item, list(names), n=3) if isinstance(item, str) else []
+    guess = f"; did you mean {', '.join(close)}?" if close else ""
+    raise HloArgumentError(f"{what}: {item!r} is not a parameter number or name{guess}; "
+                           f"expected {_allowed(names)}")
+
+
+def _allowed(names: Sequence[str]) -> str:
+    """What ``donate`` accepts, short: a model's 243 parameter names are not listed."""
+    if not names:
+        return "none (the entry has no parameters)"
+    if len(names) <= LISTED_NAMES:
+        return f"numbers 0..{len(names) - 1}, names {', '.join(names)}, or 'all'"
+    return (f"numbers 0..{len(names) - 1}, one of the {len(names)} parameter names "
+            f"({', '.join(names[:3])}, \u2026 {names[-1]}), or 'all'")

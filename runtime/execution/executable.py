@@ -25,6 +25,7 @@ import numpy as np
 from ..buffers.donation_spec import resolve_donation
 from ..errors import DeviceError, HloArgumentError
 from ..hlo.dtypes import ElementType, from_numpy
+from ..hlo.sample_values import sample_arguments
 from ..hlo.shape import ArrayShape, Shape, TupleShape, physical_order
 from .arrays import DeviceArray, upload
 from .device import allocate_buffer, opencl
@@ -150,6 +151,17 @@ class Executable:
     @property
     def result_shape(self) -> Shape:
         return self.buffer_assignment.module.entry.root.shape
+
+    def random_arguments(self, seed: int = 0) -> list:
+        """Seeded random arguments of the entry's parameter shapes and dtypes, for a run whose
+        inputs do not matter (memory, timing, a smoke test): ``exe(*exe.random_arguments())``.
+        Floats are small normal values, integers small and non-negative (valid indices for
+        most modules), tuple parameters nested tuples (``hlo.sample_values``)."""
+        return sample_arguments(self._entry_params, seed)
+
+    def zeros_arguments(self) -> list:
+        """Arguments of the entry's parameter shapes and dtypes, all zeros."""
+        return sample_arguments(self._entry_params, None)
 
     def signature(self) -> str:
         params = ", ".join(f"{p.name}: {p.shape.to_text()}" for p in self._entry_params)

@@ -9,7 +9,8 @@ compiler calls first, so the refusal names the instruction and its line.
 Running a module with elided constants is still useful for its timing and memory, so
 ``compile(..., elided_constants="zeros"|"random")`` opts in: ``fill_elided_constants`` gives
 each elided constant values (zeros, or reproducible random values seeded by the
-instruction's name), and the executable says that its outputs are not the model's.
+instruction's name, made as ``sample_values`` makes run inputs), and the executable says that
+its outputs are not the model's.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 from ..errors import HloUnsupportedError
 from .ir import HloInstruction, HloModule
 from .literal import Literal
+from .sample_values import sample_array
 
 
 ELIDED_FILLS = ("zeros", "random")
@@ -72,21 +74,9 @@ def _filled(literal: Literal, fill: str, seed: int) -> Literal:
             _filled(e, fill, seed + k) for k, e in enumerate(literal.elements)))
     if not literal.elided:
         return literal
-    et = literal.shape.element_type
-    dims = literal.shape.dims
-    if fill == "zeros":
-        return Literal(literal.shape, np.zeros(dims, dtype=et.numpy))
-    rng = np.random.default_rng(seed)
-    if et.is_pred:
-        data = rng.integers(0, 2, dims).astype(et.numpy)
-    elif et.is_integer:
-        high = min(16, 2 ** (et.bits - 1) if et.is_signed else 2 ** et.bits)
-        data = rng.integers(0, high, dims).astype(et.numpy)   # small: valid as most indices
-    elif et.is_complex:
-        data = (rng.uniform(-1, 1, dims) + 1j * rng.uniform(-1, 1, dims)).astype(et.numpy)
-    else:
-        data = rng.uniform(-1, 1, dims).astype(et.numpy)
-    return Literal(literal.shape, data)
+    rng = np.random.default_rng(seed) if fill == "random" else None
+    return Literal(literal.shape, sample_array(literal.shape.element_type, literal.shape.dims,
+                                               rng, f"constant {literal.shape.to_text(False)}"))
 
 
 def _array_literals(literal: Literal) -> Iterator[Literal]:

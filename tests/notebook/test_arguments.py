@@ -33,7 +33,7 @@ def test_donate_values():
     ("w,0", r"parameter 0 \(w\) is given as 'w' and again as '0'"),
     ("q", r"'q' is not a parameter number or name; expected numbers 0..2, names w, g, lr, or "
           r"'all'$"),
-    ("gg", r"'gg' is not a parameter number or name.*\(did you mean g\?\)"),
+    ("gg", r"'gg' is not a parameter number or name; did you mean g\?; expected"),
     ("3", r"--donate '3': 3 is not a parameter number or name"),
 ])
 def test_donate_mistakes_are_one_usage_error(value, message):
@@ -56,3 +56,14 @@ def test_lookup_reads_only_the_named_variables():
     assert lookup(namespace, ["b", "a"], "--run") == [2, 1]
     with pytest.raises(UsageError, match=r"^--run: no variable named 'c' in the notebook$"):
         lookup(namespace, ["c"], "--run")
+
+
+def test_a_donated_name_on_a_model_gets_the_closest_names_not_every_name():
+    names = [f"flat_{k}_.1" for k in range(243)]
+    with pytest.raises(UsageError) as e:
+        parse_donate("flat_24_1", names)
+    message = str(e.value)
+    assert message.startswith("--donate 'flat_24_1': 'flat_24_1' is not a parameter number or "
+                              "name; did you mean flat_24_.1, ")
+    assert message.endswith("expected numbers 0..242, one of the 243 parameter names "
+                            "(flat_0_.1, flat_1_.1, flat_2_.1, \u2026 flat_242_.1), or 'all'")

@@ -10,6 +10,7 @@ from IPython.utils.capture import capture_output
 import runtime
 from hlo_magic import HloMagics, HloResult
 
+from ..conftest import REPO
 from .fresh_python import run_python
 from .hlo_texts import ADD_MUL, INCREMENT, JAX_NAMED, MUST_ALIAS
 
@@ -41,6 +42,7 @@ def test_load_registers_one_instance_and_loading_again_is_harmless(ip):
     manager = ip.magics_manager
     assert "hlo" in manager.magics["cell"] and "hlo_custom_call" in manager.magics["cell"]
     assert "hlo_devices" in manager.magics["line"] and "hlo_custom_call" in manager.magics["line"]
+    assert "hlo_jax" in manager.magics["line"]
     with capture_output() as cap:
         ip.run_line_magic("load_ext", "hlo_magic")
     assert "already loaded" in cap.stdout
@@ -415,10 +417,59 @@ def test_elided_constants_run_with_an_explicit_fill_and_the_report_says_so(ip, b
     assert not np.array_equal(other.outputs, result.outputs)
 
 
+# --- made-up inputs -------------------------------------------------------------------------
+
+MLP = (REPO / "notebooks" / "modules" / "mlp_forward.hlo").read_text()
+
+
+def test_run_random_runs_a_shipped_module_on_seeded_inputs(ip):
+    """The inputs are ``runtime.random_arguments``'s for the seed (so the outputs are
+    checked against numpy on them), the same seed gives the same outputs, another seed others."""
+    result = ip.run_cell_magic("hlo", "--run random --seed 3", MLP)
+    x, w1, b1, w2, b2 = runtime.random_arguments(result.executable, seed=3)
+    expected = np.maximum(x @ w1 + b1, 0) @ w2 + b2
+    np.testing.assert_allclose(result.outputs, expected, rtol=1e-5, atol=1e-6)
+    assert np.abs(expected).max() > 0.01
+    again = ip.run_cell_magic("hlo", "--run random --seed 3 -q -o again", MLP)
+    np.testing.assert_array_equal(ip.user_ns["again"].outputs, result.outputs)
+    seed0 = ip.run_cell_magic("hlo", "--run random", MLP)
+    np.testing.assert_array_equal(seed0.outputs, ip.user_ns["jit_mlp_forward"](
+        *runtime.random_arguments(MLP)))
+    assert not np.allclose(seed0.outputs, result.outputs)
+    assert again is None
+
+
+def test_run_zeros_and_a_variable_named_like_the_word(ip):
+    result = ip.run_cell_magic("hlo", "--run zeros", INCREMENT)
+    assert float(result.outputs) == 1.0
+    ip.user_ns["zeros"] = np.float32(5)
+    with pytest.raises(UsageError, match=r"--run zeros: the notebook has a variable named "
+                                         r"'zeros'.*pass the variable with -i zeros"):
+        ip.run_cell_magic("hlo", "--run zeros", INCREMENT)
+    assert float(ip.run_cell_magic("hlo", "-i zeros", INCREMENT).outputs) == 6.0
+    ip.user_ns["zeros"] = np.zeros       # a function is no input: the word wins
+    assert float(ip.run_cell_magic("hlo", "--run zeros", INCREMENT).outputs) == 1.0
+
+
+def test_donating_a_parameter_nothing_can_alias_is_a_warning_in_the_report(ip):
+    ip.user_ns.update(a=np.ones((4, 8), np.float32), b=np.ones((4, 8), np.float32))
+    result = ip.run_cell_magic("hlo", "--run a b --donate y", ADD_MUL)
+    assert result.warnings == ("--donate: parameter 1 (y) cannot be donated, so its buffer is "
+                               "kept: no input_output_alias or buffer_donor entry names this "
+                               "parameter, so no output can live in its buffer",)
+    assert any(line.split() == ["warning", *result.warnings[0].split()]
+               for line in result.report_text().splitlines())
+    assert ip.run_cell_magic("hlo", "--run a b --donate all", ADD_MUL).warnings == ()
+    assert ip.run_cell_magic("hlo", "--run a b --donate x", ADD_MUL).warnings == ()
+
+
 # --- errors -------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("line, cell, message", [
-    ("--bogus", INCREMENT, "unrecognized arguments: --bogus"),
+    ("--bogus", INCREMENT, "unknown option --bogus (options: --run, --seed, --inputs,"),
+    ("--shwo hlo", INCREMENT, "unknown option --shwo: did you mean --show?"),
+    ("--run x --donatte 0", INCREMENT, "unknown option --donatte: did you mean --donate?"),
+    ("--seed 3", INCREMENT, "--seed 3 is the seed of --run random's inputs"),
     ("--show everything", INCREMENT, "--show 'everything': expected a comma-separated list of "
                                      "hlo, assignment, timeline, annotated, kernels, panel, none"),
     ("--show none,hlo", INCREMENT, "'none' cannot be combined"),
@@ -465,14 +516,14 @@ def test_full_traceback_brings_back_the_python_traceback(ip):
 
 
 def test_our_own_bugs_keep_their_full_traceback(ip, monkeypatch):
-    import hlo_magic.magics
+    import hlo_magic.outcome
 
     def broken(assignment):
         raise KeyError("a bug in hlo_magic")
-    monkeypatch.setattr(hlo_magic.magics, "describe_parameters", broken)
+    monkeypatch.setattr(hlo_magic.outcome, "describe_parameters", broken)
     result, cap = run(ip, "%%hlo\n" + INCREMENT)
     assert isinstance(result.error_in_exec, KeyError)
-    assert "magics.py" in cap.stdout and "a bug in hlo_magic" in cap.stdout
+    assert "outcome.py" in cap.stdout and "a bug in hlo_magic" in cap.stdout
 
 
 def test_a_configured_device_is_kept_when_there_is_no_opencl(ip, monkeypatch):
