@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import shape_inference as rules
+from .opcode_enum import Opcode
 
 # --- attribute value syntaxes -------------------------------------------------------------
 
@@ -93,7 +94,7 @@ COMPUTATION_ATTRIBUTES = frozenset(
 
 @dataclass(frozen=True)
 class OpcodeSpec:
-    name: str
+    name: Opcode
     min_operands: int
     max_operands: int | None            # None: any number
     shape_rule: Callable
@@ -127,17 +128,18 @@ class OpcodeSpec:
         return f"{self.min_operands} to {self.max_operands}"
 
 
-OPCODES: dict[str, OpcodeSpec] = {}
+OPCODES: dict[Opcode, OpcodeSpec] = {}
 
 
 def _op(name: str, arity, rule: Callable, attrs=(), required=(), *, shape_required=False,
         elementwise=False, side_effect=False, operand_types=None, cost="cheap",
         one_device=None) -> None:
     lo, hi = (arity, arity) if isinstance(arity, int) else arity
-    OPCODES[name] = OpcodeSpec(name, lo, hi, rule, frozenset(attrs) | frozenset(required),
-                               frozenset(required), shape_required, elementwise, side_effect,
-                               None if operand_types is None else frozenset(operand_types),
-                               cost, one_device)
+    opcode = Opcode(name)
+    OPCODES[opcode] = OpcodeSpec(opcode, lo, hi, rule, frozenset(attrs) | frozenset(required),
+                                 frozenset(required), shape_required, elementwise, side_effect,
+                                 None if operand_types is None else frozenset(operand_types),
+                                 cost, one_device)
 
 
 _ACCURACY = ("result_accuracy",)
