@@ -11,7 +11,7 @@ one reader and one writer per kind rather than one per attribute.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 from . import shape_inference as rules
@@ -118,6 +118,22 @@ class OpcodeSpec:
     # result element of its start), "value" (all-reduce-done: its start's value, which is the
     # result); None: not a collective
     one_device: str | None = None
+    # as a reducer (a reduce's or reduce-window's computation): its identity, the init value
+    # that applying more than once is harmless ("zero", "one", "all-ones", "lowest",
+    # "highest"; analysis/reducers turns it into a value of an element type); None: kernels
+    # never regroup a reduction by it
+    identity: str | None = None
+    # as a reducer, whether its fold gives the same result in any order: "any" on every
+    # element type it takes (a float maximum or minimum too: XLA's NaN wins, +0 above -0, is
+    # exactly associative and commutative), "exact" only where its arithmetic is exact (not
+    # on floats); None: order matters
+    order_free: str | None = None
+    # a user that only forwards its operand's buffer (a tuple, an alias, a call's argument):
+    # liveness counts no read at it, the value lives on through what it forwards to
+    forwards: bool = False
+    # the attributes through which it runs computations as program steps, in the order the
+    # call graph lists them (a while's condition before its body, a conditional's branches)
+    sequential_calls: tuple[str, ...] = ()
 
     @property
     def arity_text(self) -> str:
@@ -325,3 +341,28 @@ _op("async-start", (0, None), rules.declared,
 _op("async-update", 1, rules.declared, shape_required=True)
 _op("async-done", 1, rules.declared, shape_required=True)
 
+
+
+# --- facts that cut across the families above ---------------------------------------------
+
+def _set(column: str, value: object, *names: str) -> None:
+    """Give the rows of ``names`` ``value`` in ``column``: facts that cut across the families
+    the rows above are grouped by."""
+    for name in names:
+        opcode = Opcode(name)
+        OPCODES[opcode] = replace(OPCODES[opcode], **{column: value})
+
+
+_set("identity", "zero", "add", "or", "xor")
+_set("identity", "one", "multiply")
+_set("identity", "all-ones", "and")
+_set("identity", "lowest", "maximum")
+_set("identity", "highest", "minimum")
+_set("order_free", "any", "maximum", "minimum", "and", "or")
+_set("order_free", "exact", "add", "multiply")
+_set("forwards", True, "tuple", "get-tuple-element", "bitcast", "domain", "opt-barrier",
+     "add-dependency", "call")
+_set("sequential_calls", ("to_apply",), "call")
+_set("sequential_calls", ("condition", "body"), "while")
+_set("sequential_calls", ("true_computation", "false_computation", "branch_computations"),
+     "conditional")
