@@ -134,6 +134,32 @@ class OpcodeSpec:
     # the attributes through which it runs computations as program steps, in the order the
     # call graph lists them (a while's condition before its body, a conditional's branches)
     sequential_calls: tuple[str, ...] = ()
+    # an in-place update: (the operand it writes into, not reading it whole; the operand
+    # holding the update it computes); None: not one
+    updates: tuple[int, int] | None = None
+    # moves or re-indexes elements without arithmetic: fused like an elementwise op, and may
+    # root a loop fusion
+    data_movement: bool = False
+    # computes each result element from indices into its operands, so a loop kernel can root
+    # a fusion at it (besides elementwise and data-movement ops)
+    loop_root: bool = False
+    # reads nothing big: copied into kernels without counting against a target's
+    # ``max_duplicates``
+    free_duplicate: bool = False
+    # cheap per element and loops over nothing: the contraction families evaluate it in an
+    # output fusion's epilogue beside the dot or convolution (elementwise ops always are)
+    epilogue_safe: bool = False
+    # reads an operand through the operand's own layout, whatever it is (elementwise ops
+    # always do), so transpose folding may leave a transposed layout in place for it
+    layout_free_reader: bool = False
+    # instances are distinct by intent, whatever their operands: CSE never merges two
+    distinct: bool = False
+    # its work is in the computations it runs (a loop, a branch, a call, a custom call),
+    # which the fusion cost model's ``kernel_work`` does not count
+    runs_computations: bool = False
+    # holds complex values without computing on them: a module whose complex values meet
+    # only these stays in complex form (passes/complex_lowering)
+    complex_pass_through: bool = False
 
     @property
     def arity_text(self) -> str:
@@ -366,3 +392,19 @@ _set("sequential_calls", ("to_apply",), "call")
 _set("sequential_calls", ("condition", "body"), "while")
 _set("sequential_calls", ("true_computation", "false_computation", "branch_computations"),
      "conditional")
+_set("updates", (0, 1), "dynamic-update-slice")
+_set("updates", (0, -1), "scatter")
+_set("data_movement", True, "broadcast", "reshape", "transpose", "slice", "pad", "concatenate",
+     "reverse", "bitcast-convert")
+_set("loop_root", True, "dynamic-slice", "dynamic-update-slice", "gather", "reduce-window",
+     "scatter")
+_set("free_duplicate", True, "constant", "iota", "broadcast")
+_set("epilogue_safe", True, "parameter", "constant", "broadcast", "iota", "reshape", "bitcast",
+     "transpose", "slice", "copy", "reverse", "pad", "concatenate", "dynamic-slice", "gather")
+_set("layout_free_reader", True, "dot", "convolution", "reduce", "reshape", "transpose",
+     "broadcast", "slice", "dynamic-slice", "concatenate", "copy", "pad", "reverse",
+     "reduce-window")
+_set("distinct", True, "parameter", "opt-barrier", "add-dependency", "domain", "after-all")
+_set("runs_computations", True, "while", "conditional", "call", "custom-call")
+_set("complex_pass_through", True, "parameter", "tuple", "get-tuple-element", "custom-call",
+     "opt-barrier", "bitcast")

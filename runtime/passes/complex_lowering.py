@@ -30,6 +30,8 @@ from ..hlo.attributes import SliceDim, SliceSpec, Window, WindowDim
 from ..hlo.dtypes import ElementType, complex_component
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.literal import Literal
+from ..hlo.opcode_enum import Opcode
+from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Layout, Shape, TupleShape, default_layout
 from ..target import CPU, Target
 from .fft_lowering import lower_fft
@@ -40,7 +42,7 @@ Parts = tuple[HloInstruction, HloInstruction]
 
 
 def lower_complex_in_place(module: HloModule, target: Target = CPU) -> None:
-    if not any(_involves_complex(i) and i.opcode not in _PASS_THROUGH
+    if not any(_involves_complex(i) and not OPCODES[i.opcode].complex_pass_through
                for i in module.instructions()):
         return
     _unfuse_complex_fusions(module)
@@ -58,9 +60,9 @@ def _unfuse_complex_fusions(module: HloModule) -> None:
     calls: their bodies are lowered like any computation, inlined, and fused again by this
     pipeline (a fused complex dot is four dots, which no single kernel family computes)."""
     for inst in module.instructions():
-        if inst.opcode == "fusion" and (_involves_complex(inst) or any(
+        if inst.opcode == Opcode.FUSION and (_involves_complex(inst) or any(
                 _involves_complex(i) for i in inst.attrs["calls"].instructions)):  # type: ignore[union-attr]
-            inst.opcode = "call"
+            inst.opcode = Opcode.CALL
             inst.attrs = {"to_apply": inst.attrs["calls"],
                           **{k: v for k, v in inst.attrs.items() if k == "metadata"}}
 
@@ -85,11 +87,6 @@ def pair_shape(shape: Shape) -> Shape:
             default_layout(shape.rank).minor_to_major:
         layout = Layout((shape.rank,) + tuple(shape.layout.minor_to_major))
     return ArrayShape(complex_component(shape.element_type), shape.dims + (2,), layout=layout)
-
-
-# complex values only passing through: a module holding nothing else is left alone
-_PASS_THROUGH = frozenset({"parameter", "tuple", "get-tuple-element", "custom-call",
-                           "opt-barrier", "bitcast"})
 
 
 class _Lowering:
@@ -118,7 +115,7 @@ class _Lowering:
             operands = [self.new.get(o, o) for o in inst.operands]
             if inst not in self.involved:
                 self.keep(inst, operands)
-            elif inst.opcode == "parameter":
+            elif inst.opcode == Opcode.PARAMETER:
                 self._parameter(inst)
             else:
                 rule = RULES.get(inst.opcode)
@@ -215,7 +212,7 @@ class _Lowering:
             comp = HloComputation(self.names.fresh(f"{kind}_{et.name}"))
             scalar = array(et, ())
             count = 4 if kind.startswith("complex") else 2
-            params = [HloInstruction(self.names.fresh("p"), "parameter", scalar,
+            params = [HloInstruction(self.names.fresh("p"), Opcode.PARAMETER, scalar,
                                      parameter_number=k, parent=comp) for k in range(count)]
             comp.instructions = list(params)
             b = PartBuilder(comp, comp.instructions, self.names)
@@ -585,7 +582,7 @@ def _reducer(comp: HloComputation) -> str | None:
         return None
     if root is comp.parameter(1):
         return "assign"
-    if root.opcode not in ("add", "multiply") \
+    if root.opcode not in (Opcode.ADD, Opcode.MULTIPLY) \
             or {id(o) for o in root.operands} != {id(p) for p in comp.parameters}:
         return None
     return root.opcode
@@ -614,7 +611,7 @@ def _scatter(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]
 
 
 def _is_zero_constant(inst: HloInstruction) -> bool:
-    return inst.opcode == "constant" and inst.literal is not None and \
+    return inst.opcode == Opcode.CONSTANT and inst.literal is not None and \
         inst.literal.data is not None and not np.any(inst.literal.data)
 
 
@@ -635,46 +632,46 @@ def _custom_call(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruct
     return lo.to_pair(inst)
 
 
-RULES: dict[str, Rule] = {
+RULES: dict[Opcode, Rule] = {
     **{op: _reshaped for op in ("tuple", "get-tuple-element", "while", "call", "conditional",
                                 "opt-barrier", "copy", "add", "subtract", "negate", "reverse",
                                 "concatenate", "reshape", "bitcast", "add-dependency", "domain")},
-    "transpose": _with_attr("dimensions", lambda i: tuple(i.attrs["dimensions"]) + (_rank(i),)),  # type: ignore[arg-type]
-    "broadcast": _with_attr("dimensions", lambda i: tuple(i.attrs["dimensions"]) + (_rank(i),)),  # type: ignore[arg-type]
-    "slice": _with_attr("slice", lambda i: SliceSpec(i.attrs["slice"].dims + (SliceDim(0, 2, 1),))),  # type: ignore[union-attr]
-    "constant": _constant,
-    "select": _select,
-    "dynamic-slice": _dynamic_slice,
-    "dynamic-update-slice": _dynamic_update_slice,
-    "pad": _pad,
-    "multiply": _elementwise(PartBuilder.complex_multiply),
-    "divide": _elementwise(_divide),
-    "sign": _elementwise(_sign),
-    "exponential": _elementwise(_exp),
-    "log": _elementwise(_log),
-    "sqrt": _elementwise(_sqrt),
-    "rsqrt": _elementwise(_rsqrt),
-    "power": _elementwise(_power),
-    "sine": _elementwise(_sine),
-    "cosine": _elementwise(_cosine),
-    "sinh": _elementwise(_sinh),
-    "cosh": _elementwise(_cosh),
-    "tanh": _elementwise(_tanh),
-    "tan": _elementwise(_tan),
-    "exponential-minus-one": _elementwise(_expm1),
-    "log-plus-one": _elementwise(_log1p),
-    "abs": _to_real(_abs),
-    "complex": _complex,
-    "real": _real,
-    "imag": _imag,
-    "convert": _convert,
-    "compare": _compare,
-    "dot": _dot,
-    "reduce": _reduce,
-    "reduce-window": _reduce_window,
-    "fft": _fft,
-    "custom-call": _custom_call,
-    "gather": _gather,
-    "scatter": _scatter,
+    Opcode.TRANSPOSE: _with_attr("dimensions", lambda i: tuple(i.attrs["dimensions"]) + (_rank(i),)),  # type: ignore[arg-type]
+    Opcode.BROADCAST: _with_attr("dimensions", lambda i: tuple(i.attrs["dimensions"]) + (_rank(i),)),  # type: ignore[arg-type]
+    Opcode.SLICE: _with_attr("slice", lambda i: SliceSpec(i.attrs["slice"].dims + (SliceDim(0, 2, 1),))),  # type: ignore[union-attr]
+    Opcode.CONSTANT: _constant,
+    Opcode.SELECT: _select,
+    Opcode.DYNAMIC_SLICE: _dynamic_slice,
+    Opcode.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice,
+    Opcode.PAD: _pad,
+    Opcode.MULTIPLY: _elementwise(PartBuilder.complex_multiply),
+    Opcode.DIVIDE: _elementwise(_divide),
+    Opcode.SIGN: _elementwise(_sign),
+    Opcode.EXPONENTIAL: _elementwise(_exp),
+    Opcode.LOG: _elementwise(_log),
+    Opcode.SQRT: _elementwise(_sqrt),
+    Opcode.RSQRT: _elementwise(_rsqrt),
+    Opcode.POWER: _elementwise(_power),
+    Opcode.SINE: _elementwise(_sine),
+    Opcode.COSINE: _elementwise(_cosine),
+    Opcode.SINH: _elementwise(_sinh),
+    Opcode.COSH: _elementwise(_cosh),
+    Opcode.TANH: _elementwise(_tanh),
+    Opcode.TAN: _elementwise(_tan),
+    Opcode.EXPONENTIAL_MINUS_ONE: _elementwise(_expm1),
+    Opcode.LOG_PLUS_ONE: _elementwise(_log1p),
+    Opcode.ABS: _to_real(_abs),
+    Opcode.COMPLEX: _complex,
+    Opcode.REAL: _real,
+    Opcode.IMAG: _imag,
+    Opcode.CONVERT: _convert,
+    Opcode.COMPARE: _compare,
+    Opcode.DOT: _dot,
+    Opcode.REDUCE: _reduce,
+    Opcode.REDUCE_WINDOW: _reduce_window,
+    Opcode.FFT: _fft,
+    Opcode.CUSTOM_CALL: _custom_call,
+    Opcode.GATHER: _gather,
+    Opcode.SCATTER: _scatter,
 }
 

@@ -21,6 +21,7 @@ import re
 
 from ..errors import HloUnsupportedError, HloVerifyError
 from ..hlo.ir import HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape, TupleShape, compatible
 from ..target import CPU, Target
@@ -72,7 +73,7 @@ def _value(build: PartBuilder, inst: HloInstruction, kind: str) -> HloInstructio
         return inst.operands[0]
     if kind == "done":
         start = inst.operands[0]
-        if start.opcode != "tuple" or len(start.operands) < 2:
+        if start.opcode != Opcode.TUPLE or len(start.operands) < 2:
             raise _unsupported(inst, "its operand is not the async start it completes")
         return start.operands[1]
     if kind.endswith("-start"):
@@ -86,7 +87,7 @@ def _value(build: PartBuilder, inst: HloInstruction, kind: str) -> HloInstructio
                                               *(c.shape for c in context))),
                          [operands, result, *context])
     if kind == "identity":
-        if inst.opcode == "all-to-all" and "dimensions" not in inst.attrs \
+        if inst.opcode == Opcode.ALL_TO_ALL and "dimensions" not in inst.attrs \
                 and len(inst.operands) != 1:
             raise HloVerifyError(
                 f"all-to-all {inst.name}: its tuple form exchanges one operand per member of a "

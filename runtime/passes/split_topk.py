@@ -24,6 +24,7 @@ from ..hlo.dtypes import S32
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.literal import Literal
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ArrayShape, TupleShape, default_layout
 from ..target import CPU, Target
 from .names import FreshNames
@@ -49,7 +50,7 @@ def split_topk_in_place(module: HloModule, target: Target = CPU) -> None:
 
 def _chunks(inst: HloInstruction) -> int | None:
     """Chunks per row for a ``topk`` worth splitting, else None."""
-    if inst.opcode != "topk" or inst.control_predecessors:
+    if inst.opcode != Opcode.TOPK or inst.control_predecessors:
         return None
     src = inst.operands[0].shape
     if not isinstance(src, ArrayShape) or src.rank == 0 \
@@ -116,7 +117,7 @@ def _split(comp: HloComputation, topk: HloInstruction, chunks: int, names: Fresh
     out: TupleShape = topk.shape  # type: ignore[assignment]
     result_values = add("values", "reshape", out.elements[0], [best])
     result_index = add("index_out", "reshape", out.elements[1], [index])
-    topk.opcode = "tuple"
+    topk.opcode = Opcode.TUPLE
     topk.operands = [result_values, result_index]
     topk.attrs = {}
 
