@@ -42,7 +42,7 @@ _IDENTITY_VALUES: dict[str, Callable[[ElementType], object]] = {
 }
 
 
-def reducer_opcode(comp: HloComputation) -> str | None:
+def reducer_opcode(comp: HloComputation) -> Opcode | None:
     """The opcode of a reducer that is one binary op on its two parameters, else None."""
     root = comp.root
     params = comp.parameters

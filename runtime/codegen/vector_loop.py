@@ -35,6 +35,7 @@ from __future__ import annotations
 from ..analysis.in_place import kernel_outputs
 from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloInstruction
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ArrayShape
 from . import cltypes, templates as E
 from .elemental import ElementalEmitter, arithmetic, element_strides, factor
@@ -86,7 +87,7 @@ def same_shape_outputs(inst: HloInstruction, root: HloInstruction
         return None
     if isinstance(inst.shape, ArrayShape):
         found = [(root, (), inst.shape)]
-    elif inst.opcode == "fusion" and root.opcode == "tuple" and root.operands:
+    elif inst.opcode == Opcode.FUSION and root.opcode == Opcode.TUPLE and root.operands:
         found = [(value, (k,), value.shape) for k, value in enumerate(root.operands)]
     else:
         return None
@@ -103,7 +104,7 @@ def stored_value(value: HloInstruction, shape: ArrayShape) -> HloInstruction:
     ``value``: an integer output converted from a float (a quantised activation: scaled,
     rounded, clamped, converted to s8) computes the float and converts each vector as it is
     stored (``templates.convert_vector``); any other output computes ``value``."""
-    source = value.operands[0] if value.opcode == "convert" else None
+    source = value.operands[0] if value.opcode == Opcode.CONVERT else None
     if shape.element_type.name in E.VECTOR_INTEGERS and source is not None \
             and isinstance(source.shape, ArrayShape) and source.shape.element_type.is_float:
         return source
@@ -127,7 +128,7 @@ def _vectorizes(inst: HloInstruction, out: ArrayShape, compute: str, operands: d
         if leaf.rank != 0 and leaf.minor_to_major != out.minor_to_major:
             mapped[id(inst)] = (operands[id(inst)], tuple(range(leaf.rank)))
         return leaf.rank == 0 or leaf.dims == out.dims
-    if inst.opcode == "constant":
+    if inst.opcode == Opcode.CONSTANT:
         return shape.element_count == 1 and inst.literal is not None and not inst.literal.elided
     source = inst.operands[0] if inst.operands else inst
     if inst.opcode in _MAPPINGS and id(source) in operands and source.shape.rank != 0 \
@@ -136,10 +137,11 @@ def _vectorizes(inst: HloInstruction, out: ArrayShape, compute: str, operands: d
         if mapping is not None:
             mapped[id(inst)] = (operands[id(source)], mapping)
             return True
-    if inst.opcode == "broadcast":
+    if inst.opcode == Opcode.BROADCAST:
         return source.shape.rank == 0 and _vectorizes(source, out, compute, operands, mapped,
                                                       seen, bits)
-    return ((inst.opcode == "convert" or E.vector_lanes(inst.opcode, compute, bits) is not None)
+    return ((inst.opcode == Opcode.CONVERT
+             or E.vector_lanes(inst.opcode, compute, bits) is not None)
             and all(_vectorizes(op, out, compute, operands, mapped, seen, bits)
                     for op in inst.operands))
 
@@ -166,9 +168,9 @@ VECTOR_COMPUTE = {"f32": "f32", "bf16": "f32", "f16": "f32", "f64": "f64"}
 
 # how instructions over an operand map the operand's dimensions onto the output's
 _MAPPINGS = {
-    "broadcast": lambda inst: tuple(inst.dimensions),
-    "copy": _kept_order,
-    "reshape": _kept_order,
+    Opcode.BROADCAST: lambda inst: tuple(inst.dimensions),
+    Opcode.COPY: _kept_order,
+    Opcode.RESHAPE: _kept_order,
 }
 
 
@@ -217,14 +219,14 @@ class _VectorEmitter:
         if id(inst) in self.operands:
             return self._load(self.operands[id(inst)])
         et = inst.shape.element_type
-        if inst.opcode == "constant":
+        if inst.opcode == Opcode.CONSTANT:
             v = kb.scalar(self.scalar, argument_value(et, inst.literal.data),  # type: ignore[union-attr]
                           key=("const", id(inst)))
             return kb.let(vec, f"({vec})({v})")
-        if inst.opcode == "broadcast":
+        if inst.opcode == Opcode.BROADCAST:
             return self.value(inst.operands[0])
         args = [self.value(op) for op in inst.operands]
-        if inst.opcode == "convert":
+        if inst.opcode == Opcode.CONVERT:
             value = args[0]
         else:
             compute = VECTOR_COMPUTE[et.name]

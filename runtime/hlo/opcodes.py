@@ -160,6 +160,15 @@ class OpcodeSpec:
     # holds complex values without computing on them: a module whose complex values meet
     # only these stays in complex form (passes/complex_lowering)
     complex_pass_through: bool = False
+    # passes a value on unchanged as a number (a convert, a copy, a re-indexing): a negation
+    # below one is still the value's, as the elemental emitter's accumulation checks read it
+    passes_value: bool = False
+    # its result is exact in any float format, so a narrow float (f16, bf16) result needs no
+    # rounding after it
+    exact: bool = False
+    # why the OpenCL backend does not lower it (the code generator refuses it with this, and
+    # the exhaustiveness test reads it); None: lowered
+    unsupported: str | None = None
 
     @property
     def arity_text(self) -> str:
@@ -408,3 +417,37 @@ _set("distinct", True, "parameter", "opt-barrier", "add-dependency", "domain", "
 _set("runs_computations", True, "while", "conditional", "call", "custom-call")
 _set("complex_pass_through", True, "parameter", "tuple", "get-tuple-element", "custom-call",
      "opt-barrier", "bitcast")
+_set("passes_value", True, "convert", "copy", "bitcast", "reshape", "broadcast", "transpose",
+     "slice", "reverse")
+_set("exact", True, "abs", "negate", "sign", "floor", "ceil", "round-nearest-afz",
+     "round-nearest-even", "copy", "is-finite", "maximum", "minimum", "real", "imag")
+
+_HOST_IO = "host I/O channels do not exist on this single-device runtime"
+_COLLECTIVE = ("asynchronous and collective operations are not supported; print the module "
+               "before XLA's SPMD/async passes")
+_ONE_DEVICE = ("a one-device collective is rewritten to copies or constants before code "
+               "generation (passes/one_device_collectives), and this one was not")
+_EXPANDED_BY_XLA = ("XLA rewrites it into simpler HLO before code generation; print the "
+                    "module after XLA's optimisation passes (compiled.as_text()) to run it")
+_DYNAMIC = "dynamic shapes are not supported"
+_RAGGED = "ragged and scaled dots are not implemented"
+_set("unsupported", _HOST_IO, "infeed", "outfeed", "send", "send-done", "recv", "recv-done")
+_set("unsupported", _COLLECTIVE, "async-start", "async-update", "async-done", "copy-start",
+     "copy-done", "ragged-all-to-all")
+_set("unsupported", _ONE_DEVICE, *(n for n, s in OPCODES.items() if s.one_device is not None))
+_set("unsupported", "kernels never see FFTs: the complex lowering pass writes them as dots "
+     "against DFT matrices (passes/fft_lowering), and this one was not rewritten", "fft")
+_set("unsupported", "JAX lowers it to the lapack_?potrf_ffi custom call on CPU, which this "
+     "runtime implements; use that form", "cholesky")
+_set("unsupported", "JAX lowers it to the lapack_?trsm_ffi custom call on CPU, which this "
+     "runtime implements; use that form", "triangular-solve")
+_set("unsupported", _EXPANDED_BY_XLA, "batch-norm-training", "batch-norm-inference",
+     "batch-norm-grad")
+_set("unsupported", "kernels never see it: passes/stochastic_convert writes it as XLA's "
+     "decomposition, and this one was not rewritten", "stochastic-convert")
+_set("unsupported", "its random stream is implementation-defined; use rng-bit-generator (or "
+     "JAX's threefry, which is plain integer HLO)", "rng")
+_set("unsupported", "module-level rng state is not supported; use rng-bit-generator with an "
+     "explicit state", "rng-get-and-update-state")
+_set("unsupported", _DYNAMIC, "dynamic-reshape", "get-dimension-size", "set-dimension-size")
+_set("unsupported", _RAGGED, "ragged-dot", "scaled-dot")

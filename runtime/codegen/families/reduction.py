@@ -44,6 +44,8 @@ from __future__ import annotations
 from ...analysis.reducers import argminmax_direction, reorderable
 from ...analysis.rows import RowPlan, plan_rows
 from ...hlo.ir import HloComputation, HloInstruction
+from ...hlo.opcode_enum import Opcode
+from ...hlo.opcodes import OPCODES
 from ...hlo.shape import ArrayShape
 from ...target import ReductionShape
 from .. import cltypes, templates as E
@@ -78,7 +80,7 @@ def lower_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     return [_launch(ctx, kb, inst, count, shape.local_size)]
 
 
-@register("reduce", fusion_root_too=True)
+@register(Opcode.REDUCE, fusion_root_too=True)
 def lower_reduce(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     """A reduce (or a fusion rooted at one) as a row kernel; declines to the loop kernel."""
     return lower_rows(ctx, inst)
@@ -102,7 +104,7 @@ def _row_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
     row = em.delinearize(gid, out.dims, tuple(reversed(plan.row_dims)), "row")
     for value in plan.hoisted:
         index = Index(tuple(row[k] if k is not None else "0" for k in plan.index_of[value]))
-        if value.opcode == "reduce":
+        if value.opcode == Opcode.REDUCE:
             _bind(em, value, _reduce(em, value, index, lanes))
         else:
             _bind(em, value, [em.value(value, index)])
@@ -243,7 +245,7 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
         _lane_loops(em, red, index, variables, lane_dim, lanes, vector_em, operation, vector,
                     partial)
     _close(blocks)
-    if operation in _ORDER_FREE:
+    if operation is not None and OPCODES[operation].order_free == "any":
         partial = [[_halved(em, comp, operation, vector, lanes)]]
     for lane in partial:
         _combine(em, comp, accs, lane)
@@ -295,11 +297,6 @@ def _unrolled(size: int, lanes: int) -> bool:
     49, a Swin window's attention, computed each score's scaling in all three passes and its
     exponential in two: 47,040 such rows 2.13 -> 1.66 ms a run, AMD EPYC, Zen 5)."""
     return size <= _UNROLLED_BLOCKS * lanes
-
-
-# reducers whose result does not depend on the order they combine values in: a float maximum
-# or minimum (XLA's: NaN wins, +0 above -0) is exactly associative and commutative
-_ORDER_FREE = frozenset({"maximum", "minimum"})
 
 
 def _halved(em: ElementalEmitter, comp: HloComputation, operation: str, vector: str,
@@ -572,7 +569,7 @@ def _bind(em: ElementalEmitter, inst: HloInstruction, values: list[str]) -> None
 def _column_hero(root: HloInstruction, plan: RowPlan, members, shape: ReductionShape):
     """The reduction a column kernel is built around: the only one, computed per output,
     keeping its input's contiguous dimension as the output's contiguous dimension."""
-    reduces = [m for m in members if m.opcode == "reduce"]
+    reduces = [m for m in members if m.opcode == Opcode.REDUCE]
     if plan.column_dims or len(reduces) != 1 or shape.column_lanes == 1:
         return None
     red = reduces[0]
