@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from runtime.buffers import BufferAssignment
 from runtime.hlo import HloModule
 from runtime.hlo.ir import HloInstruction
+from runtime.hlo.opcode_enum import Opcode
 from runtime.hlo.printer import instruction_to_text
 from runtime.hlo.shape import ShapeIndex, index_text
 
@@ -124,7 +125,7 @@ def annotate(plan: BufferAssignment, source: HloModule | None = None) -> Annotat
     builder = _Builder(plan, names, lines, origins)
     module = plan.module
     assert module.entry is not None
-    fused = {c for i in module.instructions() if i.opcode == "fusion"
+    fused = {c for i in module.instructions() if i.opcode == Opcode.FUSION
              for c in i.called_computations}
     steps = plan.schedule.step
     spans = plan.schedule.spans
@@ -172,13 +173,13 @@ class _Builder:
 
     def instruction(self, inst: HloInstruction) -> AnnotatedInstruction:
         fused = [self.instruction(m) for c in inst.called_computations for m in c.instructions] \
-            if inst.opcode == "fusion" else []
-        held = fused_members(inst, self.names) if inst.opcode == "fusion" else []
+            if inst.opcode == Opcode.FUSION else []
+        held = fused_members(inst, self.names) if inst.opcode == Opcode.FUSION else []
         original = self.source_name(inst.name)
         origin = ""
         if inst.name in self.origins:
             origin = self.origins[inst.name]
-        elif inst.opcode == "fusion":
+        elif inst.opcode == Opcode.FUSION:
             origin = "" if held else "made by fusion"
         elif original is None:
             origin = "made by the passes"
