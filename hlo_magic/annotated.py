@@ -53,7 +53,7 @@ class Slot:
 @dataclass(frozen=True)
 class AnnotatedInstruction:
     name: str
-    opcode: str
+    opcode: Opcode
     text: str                                   # the printed HLO line
     step: int | None                            # None inside fusions and called computations
     slots: list[Slot] = field(default_factory=list)

@@ -75,7 +75,7 @@ def reorderable(reduce: HloInstruction) -> bool:
     if not init_is_identity(reduce):
         return False
     op = reducer_opcode(reduce.to_apply)
-    return not (op in ("add", "multiply")
+    return not (op is not None and OPCODES[op].order_free == "exact"
                 and reduce.operands[1].shape.element_type.name in BYTE_FLOATS + SMALL_FLOATS)  # type: ignore[union-attr]
 
 
@@ -130,11 +130,11 @@ def _argminmax_reducer(comp: HloComputation) -> str | None:
     direction = _first_or_nan(picked, v, w)
     if direction is None:
         return None
-    pair = _pair(pick_index.operands[0], "or")
+    pair = _pair(pick_index.operands[0], Opcode.OR)
     if pair is None or picked not in pair:
         return None
     tie = pair[1] if pair[0] is picked else pair[0]
-    tie_parts = _pair(tie, "and")
+    tie_parts = _pair(tie, Opcode.AND)
     if tie_parts is None:
         return None
     equal = any(_compare(p, "EQ", v, w) or _compare(p, "EQ", w, v) for p in tie_parts)
@@ -142,7 +142,7 @@ def _argminmax_reducer(comp: HloComputation) -> str | None:
     return direction if equal and earlier else None
 
 
-def _pair(inst: HloInstruction, opcode: str) -> tuple[HloInstruction, HloInstruction] | None:
+def _pair(inst: HloInstruction, opcode: Opcode) -> tuple[HloInstruction, HloInstruction] | None:
     if inst.opcode != opcode or len(inst.operands) != 2:
         return None
     return inst.operands[0], inst.operands[1]
@@ -157,7 +157,7 @@ def _compare(inst: HloInstruction, direction: str, a: HloInstruction,
 
 def _first_or_nan(inst: HloInstruction, v: HloInstruction, w: HloInstruction) -> str | None:
     """"GT"/"LT" where ``inst`` is ``v > w or v != v`` (``<``), in either order, else None."""
-    pair = _pair(inst, "or")
+    pair = _pair(inst, Opcode.OR)
     if pair is None:
         return None
     for ordered, nan in (pair, pair[::-1]):

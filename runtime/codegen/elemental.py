@@ -272,7 +272,7 @@ def _operand_index_same(em: ElementalEmitter, inst: HloInstruction, op: HloInstr
     return index
 
 
-def arithmetic(opcode: str, et_in: ElementType, et_out: ElementType, args: list[str],
+def arithmetic(opcode: Opcode, et_in: ElementType, et_out: ElementType, args: list[str],
                lanes: int = 1) -> str:
     """The template expression (``elementwise``'s tables) of an arithmetic elementwise opcode
     over ``args``: the one dispatch from such an opcode to its template, shared by the vector
@@ -788,7 +788,8 @@ def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
         l_exprs[a] = r_exprs[b] = loop_vars[k]
     x = E.convert(lhs.shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
     y = E.convert(rhs.shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
-    em.kb.line(f"{acc} = {E.binary('add', acc_et, acc, E.binary('multiply', acc_et, x, y))};")
+    product = E.binary(Opcode.MULTIPLY, acc_et, x, y)
+    em.kb.line(f"{acc} = {E.binary(Opcode.ADD, acc_et, acc, product)};")
     close_loops(blocks)
     return em.computed(et, cltypes.round_to_storage(et, acc))
 
@@ -843,7 +844,8 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
             r_exprs[d] = tap
         x = E.convert(lhs.shape.element_type, et, em.value(lhs, Index(tuple(l_exprs))))
         y = E.convert(rhs.shape.element_type, et, em.value(rhs, Index(tuple(r_exprs))))
-        kb.line(f"{acc} = {E.binary('add', acc_et, acc, E.binary('multiply', acc_et, x, y))};")
+        product = E.binary(Opcode.MULTIPLY, acc_et, x, y)
+        kb.line(f"{acc} = {E.binary(Opcode.ADD, acc_et, acc, product)};")
     close_loops(blocks)
     close_loops(c_blocks)
     return em.computed(et, cltypes.round_to_storage(et, acc))

@@ -341,7 +341,7 @@ def round_vector(et: ElementType | str, lanes: int, value: str) -> str:
     return f"xla_round_{_name(et)}x{lanes}({value})"
 
 
-def rounds(opcode: str) -> bool:
+def rounds(opcode: Opcode) -> bool:
     """Whether ``opcode``'s float result needs rounding to a narrow float's precision."""
     return not OPCODES[opcode].exact
 
@@ -418,7 +418,7 @@ _PRED_RESULTS = frozenset({Opcode.IS_FINITE})
 
 
 
-def unary(opcode: str, et_in: ElementType | str, et_out: ElementType | str, x: str,
+def unary(opcode: Opcode, et_in: ElementType | str, et_out: ElementType | str, x: str,
           lanes: int = 1) -> str:
     """XLA's ``opcode`` applied to ``x`` (of ``et_in``), as an expression of ``et_out``; with
     ``lanes`` > 1, on vectors (only where ``vector_lanes`` says so)."""
@@ -478,7 +478,7 @@ _BINARY: dict[tuple[str, str], str] = {
 }
 
 
-def binary(opcode: str, et: ElementType | str, a: str, b: str, lanes: int = 1) -> str:
+def binary(opcode: Opcode, et: ElementType | str, a: str, b: str, lanes: int = 1) -> str:
     """XLA's ``opcode`` of ``a`` and ``b`` (both of ``et``; the result is ``et`` too)."""
     row = cl_type(et)
     template = _packed_integer(opcode, row) or _BINARY.get((opcode, row.family))
@@ -506,7 +506,7 @@ _PACKED_INTEGER: dict[tuple, str] = {
 }
 
 
-def _packed_integer(opcode: str, row: ClType) -> str | None:
+def _packed_integer(opcode: Opcode, row: ClType) -> str | None:
     """``opcode``'s template on the codes of a 2- or 4-bit integer, where it needs one."""
     if row.family not in ("sint", "uint") or row.bits >= C_BITS[row.compute]:
         return None
@@ -572,7 +572,7 @@ VECTOR_UNSIGNED = frozenset({Opcode.ADD, Opcode.SUBTRACT, Opcode.MULTIPLY, Opcod
                              Opcode.XOR, Opcode.SHIFT_LEFT, Opcode.SHIFT_RIGHT_LOGICAL})
 
 
-def vector_lanes(opcode: str, et: ElementType | str, vector_bits: int) -> int | None:
+def vector_lanes(opcode: Opcode, et: ElementType | str, vector_bits: int) -> int | None:
     """The lanes of ``opcode``'s vector form on ``et`` operands with an ``et`` result, in
     vectors of ``vector_bits`` (the target's), or None where there is none. Every float
     template is an OpenCL builtin, an operator or a helper instantiated for vectors, all

@@ -60,7 +60,7 @@ def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction
     if compute is None or any(VECTOR_COMPUTE.get(value.shape.element_type.name) != compute
                               for value in computed):
         return None
-    lanes = E.vector_lanes("add", compute, ctx.target.vector_bits)
+    lanes = E.vector_lanes(Opcode.ADD, compute, ctx.target.vector_bits)
     if lanes is None:
         return None
     operands = {id(p): inst.operands[p.parameter_number] for p in params} if params \

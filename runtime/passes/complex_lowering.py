@@ -158,11 +158,11 @@ class _Lowering:
         """``value`` (complex, or a tuple holding complex leaves) in pair form: bitcasts."""
         shape = value.shape
         if isinstance(shape, TupleShape):
-            leaves = [self.to_pair(self.b.add("get-tuple-element", s, [value], index=i))
+            leaves = [self.to_pair(self.b.add(Opcode.GET_TUPLE_ELEMENT, s, [value], index=i))
                       for i, s in enumerate(shape.elements)]
-            pair = self.b.add("tuple", pair_shape(shape), leaves)
+            pair = self.b.add(Opcode.TUPLE, pair_shape(shape), leaves)
         elif shape.element_type.is_complex:
-            pair = self.b.add("bitcast", pair_shape(shape), [value])
+            pair = self.b.add(Opcode.BITCAST, pair_shape(shape), [value])
         else:
             return value
         self.complex_of[pair] = value
@@ -175,12 +175,12 @@ class _Lowering:
         if known is not None:
             return known
         if isinstance(shape, TupleShape):
-            leaves = [self.to_complex(self.b.add("get-tuple-element", pair_shape(s), [pair],
+            leaves = [self.to_complex(self.b.add(Opcode.GET_TUPLE_ELEMENT, pair_shape(s), [pair],
                                                  index=i), s)
                       for i, s in enumerate(shape.elements)]
-            return self.b.add("tuple", shape, leaves)
+            return self.b.add(Opcode.TUPLE, shape, leaves)
         if _has_complex(shape):
-            return self.b.add("bitcast", shape, [self.laid_out(pair, pair_shape(shape))])
+            return self.b.add(Opcode.BITCAST, shape, [self.laid_out(pair, pair_shape(shape))])
         return pair
 
     def laid_out(self, value: HloInstruction, shape: Shape) -> HloInstruction:
@@ -190,7 +190,7 @@ class _Lowering:
                 or shape.layout is None or value.shape.layout is None \
                 or shape.layout.minor_to_major == value.shape.layout.minor_to_major:
             return value
-        return self.b.add("copy", shape, [value])
+        return self.b.add(Opcode.COPY, shape, [value])
 
     # --- parts ------------------------------------------------------------------------------
     def parts(self, pair: HloInstruction) -> Parts:
@@ -217,14 +217,14 @@ class _Lowering:
             comp.instructions = list(params)
             b = PartBuilder(comp, comp.instructions, self.names)
             if kind == "add":
-                comp.root = b.binary("add", *params)
+                comp.root = b.binary(Opcode.ADD, *params)
             elif kind == "assign":
                 comp.root = params[1]
             else:
                 x, y = (params[0], params[1]), (params[2], params[3])
                 re, im = b.complex_multiply(x, y) if kind == "complex-multiply" else \
-                    (b.binary("add", x[0], y[0]), b.binary("add", x[1], y[1]))
-                comp.root = b.add("tuple", TupleShape((scalar, scalar)), [re, im])
+                    (b.binary(Opcode.ADD, x[0], y[0]), b.binary(Opcode.ADD, x[1], y[1]))
+                comp.root = b.add(Opcode.TUPLE, TupleShape((scalar, scalar)), [re, im])
             self.module.computations.insert(0, comp)
             self.reducers[(et.name, kind)] = comp
         return comp
@@ -292,7 +292,7 @@ def _pad(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) ->
     config = inst.attrs["padding"]
     out = []
     for part_x, part_v in zip(lo.parts(x), lo.parts(value)):
-        out.append(lo.b.add("pad", array(type_of(part_x), dims_of(inst)), [part_x, part_v],
+        out.append(lo.b.add(Opcode.PAD, array(type_of(part_x), dims_of(inst)), [part_x, part_v],
                             padding=config))
     return lo.join(*out)
 
@@ -317,7 +317,7 @@ def _divide(b: PartBuilder, x: Parts, y: Parts) -> Parts:
     (ar, ai), (br, bi) = x, y
     mul, add, sub, div = (lambda p, q, o=o: b.binary(o, p, q)
                           for o in ("multiply", "add", "subtract", "divide"))
-    real_larger = b.compare(b.unary("abs", br), b.unary("abs", bi), "GE")
+    real_larger = b.compare(b.unary(Opcode.ABS, br), b.unary(Opcode.ABS, bi), "GE")
     # |br| >= |bi|: r = bi/br, d = br + bi r, ((ar + ai r)/d, (ai - ar r)/d)
     r1 = div(bi, br)
     d1 = add(br, mul(bi, r1))
@@ -332,12 +332,13 @@ def _divide(b: PartBuilder, x: Parts, y: Parts) -> Parts:
 def _abs(b: PartBuilder, x: Parts) -> HloInstruction:
     """``max * sqrt(1 + (min/max)^2)``: no overflow where ``re^2 + im^2`` would; 0 for 0,
     infinity when either part is infinite (even with the other NaN)."""
-    re, im = (b.unary("abs", p) for p in x)
+    re, im = (b.unary(Opcode.ABS, p) for p in x)
     et, d = type_of(re), dims_of(re)
-    big, small = b.binary("maximum", re, im), b.binary("minimum", re, im)
-    q = b.binary("divide", small, big)
+    big, small = b.binary(Opcode.MAXIMUM, re, im), b.binary(Opcode.MINIMUM, re, im)
+    q = b.binary(Opcode.DIVIDE, small, big)
     one = b.full(1.0, et, d)
-    out = b.binary("multiply", big, b.unary("sqrt", b.binary("add", one, b.binary("multiply", q, q))))
+    out = b.binary(Opcode.MULTIPLY, big, b.unary(
+        Opcode.SQRT, b.binary(Opcode.ADD, one, b.binary(Opcode.MULTIPLY, q, q))))
     zero = b.full(0.0, et, d)
     out = b.select(b.compare(big, zero, "EQ"), zero, out)
     inf = b.full(np.inf, et, d)
@@ -349,19 +350,20 @@ def _sign(b: PartBuilder, x: Parts) -> Parts:
     magnitude = _abs(b, x)
     zero = b.full(0.0, type_of(magnitude), dims_of(magnitude))
     is_zero = b.compare(magnitude, zero, "EQ")
-    return tuple(b.select(is_zero, zero, b.binary("divide", p, magnitude)) for p in x)  # type: ignore[return-value]
+    return tuple(b.select(is_zero, zero, b.binary(Opcode.DIVIDE, p, magnitude))  # type: ignore[return-value]
+                 for p in x)
 
 
 def _exp(b: PartBuilder, x: Parts) -> Parts:
     re, im = x
-    scale = b.unary("exponential", re)
-    return (b.binary("multiply", scale, b.unary("cosine", im)),
-            b.binary("multiply", scale, b.unary("sine", im)))
+    scale = b.unary(Opcode.EXPONENTIAL, re)
+    return (b.binary(Opcode.MULTIPLY, scale, b.unary(Opcode.COSINE, im)),
+            b.binary(Opcode.MULTIPLY, scale, b.unary(Opcode.SINE, im)))
 
 
 def _log(b: PartBuilder, x: Parts) -> Parts:
     re, im = x
-    return b.unary("log", _abs(b, x)), b.binary("atan2", im, re)
+    return b.unary(Opcode.LOG, _abs(b, x)), b.binary(Opcode.ATAN2, im, re)
 
 
 def _sqrt(b: PartBuilder, x: Parts) -> Parts:
@@ -369,13 +371,14 @@ def _sqrt(b: PartBuilder, x: Parts) -> Parts:
     else ``(|im| / 2t, copysign(t, im))``; ``(0, im)`` at 0."""
     re, im = x
     et, d = type_of(re), dims_of(re)
-    t = b.unary("sqrt", b.scaled(b.binary("add", _abs(b, x), b.unary("abs", re)), 0.5))
+    t = b.unary(Opcode.SQRT,
+                b.scaled(b.binary(Opcode.ADD, _abs(b, x), b.unary(Opcode.ABS, re)), 0.5))
     two_t = b.scaled(t, 2.0)
     zero = b.full(0.0, et, d)
     nonnegative = b.compare(re, zero, "GE")
-    out_re = b.select(nonnegative, t, b.binary("divide", b.unary("abs", im), two_t))
-    signed_t = b.select(b.compare(im, zero, "LT"), b.unary("negate", t), t)
-    out_im = b.select(nonnegative, b.binary("divide", im, two_t), signed_t)
+    out_re = b.select(nonnegative, t, b.binary(Opcode.DIVIDE, b.unary(Opcode.ABS, im), two_t))
+    signed_t = b.select(b.compare(im, zero, "LT"), b.unary(Opcode.NEGATE, t), t)
+    out_im = b.select(nonnegative, b.binary(Opcode.DIVIDE, im, two_t), signed_t)
     is_zero = b.compare(t, zero, "EQ")
     return b.select(is_zero, zero, out_re), b.select(is_zero, im, out_im)
 
@@ -391,8 +394,8 @@ def _power(b: PartBuilder, x: Parts, y: Parts) -> Parts:
     re, im = _exp(b, b.complex_multiply(y, _log(b, x)))
     et, d = type_of(re), dims_of(re)
     zero, one = b.full(0.0, et, d), b.full(1.0, et, d)
-    base_zero = b.binary("and", b.compare(x[0], zero, "EQ"), b.compare(x[1], zero, "EQ"))
-    exponent_zero = b.binary("and", b.compare(y[0], zero, "EQ"), b.compare(y[1], zero, "EQ"))
+    base_zero = b.binary(Opcode.AND, b.compare(x[0], zero, "EQ"), b.compare(x[1], zero, "EQ"))
+    exponent_zero = b.binary(Opcode.AND, b.compare(y[0], zero, "EQ"), b.compare(y[1], zero, "EQ"))
     zero_re = b.select(exponent_zero, one, zero)
     return b.select(base_zero, zero_re, re), b.select(base_zero, zero, im)
 
@@ -401,72 +404,77 @@ def _sine(b: PartBuilder, x: Parts) -> Parts:
     """``(sin re cosh im, cos re sinh im)``."""
     re, im = x
     cosh, sinh = _cosh_sinh(b, im)
-    return (b.binary("multiply", b.unary("sine", re), cosh),
-            b.binary("multiply", b.unary("cosine", re), sinh))
+    return (b.binary(Opcode.MULTIPLY, b.unary(Opcode.SINE, re), cosh),
+            b.binary(Opcode.MULTIPLY, b.unary(Opcode.COSINE, re), sinh))
 
 
 def _cosine(b: PartBuilder, x: Parts) -> Parts:
     """``(cos re cosh im, -sin re sinh im)``."""
     re, im = x
     cosh, sinh = _cosh_sinh(b, im)
-    return (b.binary("multiply", b.unary("cosine", re), cosh),
-            b.unary("negate", b.binary("multiply", b.unary("sine", re), sinh)))
+    return (b.binary(Opcode.MULTIPLY, b.unary(Opcode.COSINE, re), cosh),
+            b.unary(Opcode.NEGATE, b.binary(Opcode.MULTIPLY, b.unary(Opcode.SINE, re), sinh)))
 
 
 def _cosh_sinh(b: PartBuilder, x: HloInstruction) -> Parts:
-    return b.unary("cosh", x), b.unary("sinh", x)
+    return b.unary(Opcode.COSH, x), b.unary(Opcode.SINH, x)
 
 
 def _sinh(b: PartBuilder, x: Parts) -> Parts:
     """``(sinh re cos im, cosh re sin im)``."""
     re, im = x
     cosh, sinh = _cosh_sinh(b, re)
-    return (b.binary("multiply", sinh, b.unary("cosine", im)),
-            b.binary("multiply", cosh, b.unary("sine", im)))
+    return (b.binary(Opcode.MULTIPLY, sinh, b.unary(Opcode.COSINE, im)),
+            b.binary(Opcode.MULTIPLY, cosh, b.unary(Opcode.SINE, im)))
 
 
 def _cosh(b: PartBuilder, x: Parts) -> Parts:
     """``(cosh re cos im, sinh re sin im)``."""
     re, im = x
     cosh, sinh = _cosh_sinh(b, re)
-    return (b.binary("multiply", cosh, b.unary("cosine", im)),
-            b.binary("multiply", sinh, b.unary("sine", im)))
+    return (b.binary(Opcode.MULTIPLY, cosh, b.unary(Opcode.COSINE, im)),
+            b.binary(Opcode.MULTIPLY, sinh, b.unary(Opcode.SINE, im)))
 
 
 def _tanh(b: PartBuilder, x: Parts) -> Parts:
     """``(tanh re + i tan im) / (1 + i tanh re tan im)``: finite for any real part."""
     re, im = x
-    t, u = b.unary("tanh", re), b.unary("tan", im)
-    return _divide(b, (t, u), (b.full(1.0, type_of(re), dims_of(re)), b.binary("multiply", t, u)))
+    t, u = b.unary(Opcode.TANH, re), b.unary(Opcode.TAN, im)
+    return _divide(b, (t, u),
+                   (b.full(1.0, type_of(re), dims_of(re)), b.binary(Opcode.MULTIPLY, t, u)))
 
 
 def _tan(b: PartBuilder, x: Parts) -> Parts:
     """``tan z = -i tanh(i z)``."""
-    re, im = _tanh(b, (b.unary("negate", x[1]), x[0]))
-    return im, b.unary("negate", re)
+    re, im = _tanh(b, (b.unary(Opcode.NEGATE, x[1]), x[0]))
+    return im, b.unary(Opcode.NEGATE, re)
 
 
 def _expm1(b: PartBuilder, x: Parts) -> Parts:
     """``(expm1(re) cos im - 2 sin^2(im/2), e^re sin im)``: exact near 0."""
     re, im = x
-    half = b.unary("sine", b.scaled(im, 0.5))
-    cos_minus_one = b.scaled(b.binary("multiply", half, half), -2.0)
-    out_re = b.binary("add", b.binary("multiply", b.unary("exponential-minus-one", re),
-                                      b.unary("cosine", im)), cos_minus_one)
-    return out_re, b.binary("multiply", b.unary("exponential", re), b.unary("sine", im))
+    half = b.unary(Opcode.SINE, b.scaled(im, 0.5))
+    cos_minus_one = b.scaled(b.binary(Opcode.MULTIPLY, half, half), -2.0)
+    out_re = b.binary(Opcode.ADD,
+                      b.binary(Opcode.MULTIPLY, b.unary(Opcode.EXPONENTIAL_MINUS_ONE, re),
+                               b.unary(Opcode.COSINE, im)),
+                      cos_minus_one)
+    return out_re, b.binary(Opcode.MULTIPLY, b.unary(Opcode.EXPONENTIAL, re),
+                            b.unary(Opcode.SINE, im))
 
 
 def _log1p(b: PartBuilder, x: Parts) -> Parts:
     """``(log1p(2 re + re^2 + im^2) / 2, atan2(im, 1 + re))``: exact near 0."""
     re, im = x
     one = b.full(1.0, type_of(re), dims_of(re))
-    grown = b.binary("add", b.scaled(re, 2.0), b.binary(
-        "add", b.binary("multiply", re, re), b.binary("multiply", im, im)))
-    return b.scaled(b.unary("log-plus-one", grown), 0.5), b.binary("atan2", im, b.binary("add", one, re))
+    grown = b.binary(Opcode.ADD, b.scaled(re, 2.0), b.binary(
+        Opcode.ADD, b.binary(Opcode.MULTIPLY, re, re), b.binary(Opcode.MULTIPLY, im, im)))
+    return (b.scaled(b.unary(Opcode.LOG_PLUS_ONE, grown), 0.5),
+            b.binary(Opcode.ATAN2, im, b.binary(Opcode.ADD, one, re)))
 
 
 def _negate(b: PartBuilder, x: Parts) -> Parts:
-    return b.unary("negate", x[0]), b.unary("negate", x[1])
+    return b.unary(Opcode.NEGATE, x[0]), b.unary(Opcode.NEGATE, x[1])
 
 
 def _complex(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
@@ -486,11 +494,11 @@ def _convert(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]
     pair = pair_shape(inst.shape)
     assert isinstance(pair, ArrayShape)
     if not _has_complex(inst.operands[0].shape):       # real -> complex: an imaginary part of 0
-        re = lo.b.add("convert", array(pair.element_type, dims_of(x)), [x])
+        re = lo.b.add(Opcode.CONVERT, array(pair.element_type, dims_of(x)), [x])
         return lo.join(re, lo.b.full(0.0, pair.element_type, dims_of(x)))
     if type_of(x) == pair.element_type:
         return x
-    return lo.b.add("convert", pair, [x])
+    return lo.b.add(Opcode.CONVERT, pair, [x])
 
 
 def _compare(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
@@ -512,9 +520,9 @@ def _dot(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) ->
     attrs = {k: v for k, v in inst.attrs.items() if k.endswith("_dims")}
 
     def dot(x: HloInstruction, y: HloInstruction) -> HloInstruction:
-        return lo.b.add("dot", shape, [x, y], **attrs)
-    re = lo.b.binary("subtract", dot(ar, br), dot(ai, bi))
-    im = lo.b.binary("add", dot(ar, bi), dot(ai, br))
+        return lo.b.add(Opcode.DOT, shape, [x, y], **attrs)
+    re = lo.b.binary(Opcode.SUBTRACT, dot(ar, br), dot(ai, bi))
+    im = lo.b.binary(Opcode.ADD, dot(ar, bi), dot(ai, br))
     return lo.join(re, im)
 
 
@@ -529,17 +537,17 @@ def _reduce(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction])
     assert isinstance(pair, ArrayShape)
     et = pair.element_type
     if kind == "multiply":
-        return _over_parts(lo, inst, operands, "reduce", "complex-multiply",
+        return _over_parts(lo, inst, operands, Opcode.REDUCE, "complex-multiply",
                            dimensions=inst.attrs["dimensions"])
-    summed = lo.b.add("reduce", pair, [x, lo.b.full(0.0, et, ())],
+    summed = lo.b.add(Opcode.REDUCE, pair, [x, lo.b.full(0.0, et, ())],
                       dimensions=inst.attrs["dimensions"], to_apply=lo.scalar_computation(et, "add"))
     if _is_zero_constant(init):
         return summed
-    return lo.b.binary("add", summed, lo.b.broadcast(init, pair.dims, (len(pair.dims) - 1,)))
+    return lo.b.binary(Opcode.ADD, summed, lo.b.broadcast(init, pair.dims, (len(pair.dims) - 1,)))
 
 
 def _over_parts(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction],
-                opcode: str, kind: str, **attrs) -> HloInstruction:
+                opcode: Opcode, kind: str, **attrs) -> HloInstruction:
     """``opcode`` (reduce, reduce-window) over both parts at once: a variadic form whose
     reducer combines two complex numbers given as parts (``kind``)."""
     x, init = operands
@@ -549,7 +557,7 @@ def _over_parts(lo: _Lowering, inst: HloInstruction, operands: list[HloInstructi
     part = array(et, written.dims)
     both = lo.b.add(opcode, TupleShape((part, part)), [*lo.parts(x), *lo.parts(init)],
                     to_apply=lo.scalar_computation(et, kind), **attrs)
-    re, im = (lo.b.add("get-tuple-element", part, [both], index=k) for k in range(2))
+    re, im = (lo.b.add(Opcode.GET_TUPLE_ELEMENT, part, [both], index=k) for k in range(2))
     return lo.join(re, im)
 
 
@@ -565,11 +573,12 @@ def _reduce_window(lo: _Lowering, inst: HloInstruction,
     window = inst.attrs["window"]
     assert isinstance(window, Window)
     if kind == "multiply" or not _is_zero_constant(inst.operands[1]):
-        return _over_parts(lo, inst, operands, "reduce-window", f"complex-{kind}",
+        return _over_parts(lo, inst, operands, Opcode.REDUCE_WINDOW, f"complex-{kind}",
                            window=window)
     pair = pair_shape(inst.shape)
     assert isinstance(pair, ArrayShape)
-    return lo.b.add("reduce-window", pair, [operands[0], lo.b.full(0.0, pair.element_type, ())],
+    return lo.b.add(Opcode.REDUCE_WINDOW, pair,
+                    [operands[0], lo.b.full(0.0, pair.element_type, ())],
                     window=Window(window.dims + (WindowDim(1),)),
                     to_apply=lo.scalar_computation(pair.element_type, "add"))
 

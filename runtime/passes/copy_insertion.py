@@ -82,7 +82,7 @@ class _Inserter:
         self.at = at
         self.names = names
 
-    def add(self, opcode: str, shape, operands: list[HloInstruction],
+    def add(self, opcode: Opcode, shape, operands: list[HloInstruction],
             attrs: dict | None = None) -> HloInstruction:
         inst = HloInstruction(self.names.fresh(opcode), opcode, shape, list(operands),
                               dict(attrs or {}), parent=self.comp)
@@ -141,15 +141,15 @@ class _CopiesEverywhere:
             if not any(leaf[:len(index)] == index for leaf in leaves):
                 return node
             if not node.shape.is_tuple:
-                copy = ins.add("copy", node.shape, [node])
+                copy = ins.add(Opcode.COPY, node.shape, [node])
                 self.roles[copy] = role.replace("{index}", index_text(index))
                 return copy
             children = []
             for k, element in enumerate(node.shape.elements):
                 child = node.operands[k] if node.opcode == Opcode.TUPLE else ins.add(
-                    "get-tuple-element", element, [node], {"index": k})
+                    Opcode.GET_TUPLE_ELEMENT, element, [node], {"index": k})
                 children.append(build(child, index + (k,)))
-            rebuilt = ins.add("tuple", node.shape, children)
+            rebuilt = ins.add(Opcode.TUPLE, node.shape, children)
             self.rebuilt[rebuilt] = node
             return rebuilt
 

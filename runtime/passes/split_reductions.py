@@ -58,7 +58,7 @@ def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRule
     length = src.element_count // max(1, _product(outer))
     padded = -(-length // chunks) * chunks
 
-    def add(name: str, opcode: str, dims: tuple[int, ...], operands, **attrs) -> HloInstruction:
+    def add(name: str, opcode: Opcode, dims: tuple[int, ...], operands, **attrs) -> HloInstruction:
         shape = ArrayShape(src.element_type, dims, layout=default_layout(len(dims)))
         inst = HloInstruction(names.fresh(name), opcode, shape, list(operands), dict(attrs),
                               parent=fused)
@@ -66,13 +66,13 @@ def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRule
         return inst
 
     flat = x if src.dims == outer + (length,) else \
-        add(f"{red.name}.flat", "reshape", outer + (length,), [x])
+        add(f"{red.name}.flat", Opcode.RESHAPE, outer + (length,), [x])
     if padded != length:
-        flat = add(f"{red.name}.pad", "pad", outer + (padded,), [flat, init],
+        flat = add(f"{red.name}.pad", Opcode.PAD, outer + (padded,), [flat, init],
                    padding=PaddingConfig(tuple(PadDim(0, 0) for _ in outer)
                                          + (PadDim(0, padded - length),)))
-    rows = add(f"{red.name}.chunks", "reshape", outer + (chunks, padded // chunks), [flat])
-    partial = add(f"{red.name}.partial", "reduce", outer + (chunks,), [rows, init],
+    rows = add(f"{red.name}.chunks", Opcode.RESHAPE, outer + (chunks, padded // chunks), [flat])
+    partial = add(f"{red.name}.partial", Opcode.REDUCE, outer + (chunks,), [rows, init],
                   dimensions=(kept + 1,), to_apply=red.to_apply)
     fused.instructions.remove(red)
     fused.root = partial

@@ -216,7 +216,7 @@ class Contraction:
         return self.root is not self.op
 
 
-def contraction_parts(inst: HloInstruction, opcode: str) -> Contraction | None:
+def contraction_parts(inst: HloInstruction, opcode: Opcode) -> Contraction | None:
     """``inst`` as a contraction of kind ``opcode``: the op itself, or a fusion of one such op
     on fusion parameters whose users up to the root are elementwise (an output fusion)."""
     if inst.opcode == opcode:
@@ -474,7 +474,7 @@ def launch_3d(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
                   (cols, rows, outer), (columns, group, 1), inst.name)
 
 
-def register_contraction(opcode: str, plan: Callable[[Contraction, Target], object | None],
+def register_contraction(opcode: Opcode, plan: Callable[[Contraction, Target], object | None],
                          emit: Callable[[LoweringContext, Contraction, object], Launch], *,
                          target: str | None, priority: int) -> None:
     """Register a contraction family for ``target``: ``opcode`` (and fusions rooted at it)
