@@ -1,9 +1,12 @@
 """The opcode table: the single source of truth for what each HLO opcode accepts.
 
-One row per opcode: how many operands, which attributes it allows and requires, whether its
-result shape may be omitted in text, whether it is elementwise, which element-type classes
-its operands may have, its cost class, and its shape rule. The parser,
-verifier, passes and code generator all read this table; adding an opcode adds a row.
+One row per opcode, keyed by its ``Opcode`` member: how many operands, which attributes it
+allows and requires, whether its result shape may be omitted in text, whether it is
+elementwise, which element-type classes its operands may have, its cost class, and its shape
+rule; then the facts that cut across those families (a reducer's identity, forwarding, data
+movement, epilogue-safe, the backend's reason for refusing it...), set by ``_set`` lines
+after the rows. The parser, verifier, passes and code generator all read this table rather
+than keep opcode lists of their own; adding an opcode adds a member and a row.
 
 ``ATTRIBUTE_KINDS`` says how each attribute's value is written, so the parser and printer have
 one reader and one writer per kind rather than one per attribute.
