@@ -21,14 +21,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable
-from ..hlo.opcode_enum import Opcode
 
 FUSION = "fusion"
 LOOP = "loop-variant"
 ANY = "*"
 
 
-def fusion_root(opcode: Opcode) -> str:
+def fusion_root(opcode: str) -> str:
     return f"fusion-root:{opcode}"
 
 
