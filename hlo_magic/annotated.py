@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from runtime.buffers import BufferAssignment
 from runtime.hlo import HloModule
 from runtime.hlo.ir import HloInstruction
+from runtime.hlo.opcode_enum import Opcode
+from runtime.hlo.opcodes import OPCODES
 from runtime.hlo.printer import instruction_to_text
 from runtime.hlo.shape import ShapeIndex, index_text
 from runtime.hlo.source_locations import SourceLocation, source_location
@@ -62,7 +64,7 @@ class Slot:
 @dataclass(frozen=True)
 class AnnotatedInstruction:
     name: str
-    opcode: str
+    opcode: Opcode
     text: str                                   # the printed HLO line
     step: int | None                            # None inside fusions and called computations
     slots: list[Slot] = field(default_factory=list)
@@ -167,7 +169,7 @@ def annotate(plan: BufferAssignment, source: HloModule | None = None) -> Annotat
     builder = _Builder(plan, names, lines, origins, source)
     module = plan.module
     assert module.entry is not None
-    fused = {c for i in module.instructions() if i.opcode == "fusion"
+    fused = {c for i in module.instructions() if i.opcode == Opcode.FUSION
              for c in i.called_computations}
     steps = plan.schedule.step
     spans = plan.schedule.spans
@@ -200,7 +202,7 @@ class _Builder:
         self.tables = source if source.stack_frames else plan.module
 
     def python(self, inst: HloInstruction) -> SourceLocation | None:
-        if inst.opcode != "fusion":
+        if inst.opcode != Opcode.FUSION:
             return source_location(self.tables, inst)
         members = inst.calls.instructions
         root = inst.calls.root_instruction
@@ -229,13 +231,13 @@ class _Builder:
 
     def instruction(self, inst: HloInstruction) -> AnnotatedInstruction:
         fused = [self.instruction(m) for c in inst.called_computations for m in c.instructions] \
-            if inst.opcode == "fusion" else []
-        held = fused_members(inst, self.names) if inst.opcode == "fusion" else []
+            if inst.opcode == Opcode.FUSION else []
+        held = fused_members(inst, self.names) if inst.opcode == Opcode.FUSION else []
         original = self.source_name(inst.name)
         origin = ""
         if inst.name in self.origins:
             origin = self.origins[inst.name]
-        elif inst.opcode == "fusion":
+        elif inst.opcode == Opcode.FUSION:
             origin = "" if held else "made by fusion"
         elif original is None:
             origin = "made by the passes"
@@ -244,7 +246,7 @@ class _Builder:
         traced = held or ([original] if original else [])
         source_lines = sorted({self.lines[n] for n in traced if n in self.lines})
         step = self.plan.schedule.step.get(inst)
-        runs = step is not None and _RUNS_A_KERNEL(inst)
+        runs = step is not None and _runs_a_kernel(inst)
         cost = kernel_cost(inst) if runs else None
         return AnnotatedInstruction(inst.name, inst.opcode, instruction_to_text(inst),
                                     step, self.slots(inst), held, fused, source_lines, origin,
@@ -253,12 +255,13 @@ class _Builder:
 
 
 
-def _RUNS_A_KERNEL(inst: HloInstruction) -> bool:
+def _runs_a_kernel(inst: HloInstruction) -> bool:
     """Whether lowering gives ``inst`` work of its own: not a parameter or constant (bound,
     uploaded), not a value passed on (tuple, get-tuple-element, bitcast), not control flow
     (the instructions of its computations have rows of their own)."""
-    return inst.opcode not in ("parameter", "constant", "tuple", "get-tuple-element", "bitcast",
-                               "while", "conditional", "call")
+    row = OPCODES[inst.opcode]
+    return inst.opcode not in (Opcode.PARAMETER, Opcode.CONSTANT) and not row.forwards \
+        and not row.sequential_calls
 
 
 # --- rendering ---------------------------------------------------------------------------------

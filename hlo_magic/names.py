@@ -17,6 +17,7 @@ import re
 
 from runtime.buffers import AssignedBuffer
 from runtime.hlo.ir import HloComputation, HloInstruction, HloModule
+from runtime.hlo.opcode_enum import Opcode
 
 SHOWN_MEMBERS = 3
 _DUPLICATE = re.compile(r"^(.*)\.\d+$")
@@ -49,9 +50,9 @@ def fused_members(fusion: HloInstruction, source_names: set[str] | None = None) 
 def _members(comp: HloComputation, source_names: set[str] | None) -> list[str]:
     names: list[str] = []
     for inst in reversed(comp.instructions):
-        if inst.opcode == "parameter":
+        if inst.opcode == Opcode.PARAMETER:
             continue
-        if inst.opcode == "fusion":
+        if inst.opcode == Opcode.FUSION:
             names += fused_members(inst, source_names)
         elif source_names is None:
             names.append(inst.name)
@@ -68,10 +69,10 @@ def _members(comp: HloComputation, source_names: set[str] | None) -> list[str]:
 
 def fusions(module: HloModule) -> dict[str, list[str]]:
     """Every fusion instruction of ``module`` (outside fused computations) -> its members."""
-    fused = {c for inst in _all(module) if inst.opcode == "fusion"
+    fused = {c for inst in _all(module) if inst.opcode == Opcode.FUSION
              for c in inst.called_computations}
     return {inst.name: fused_members(inst) for comp in module.computations
-            if comp not in fused for inst in comp.instructions if inst.opcode == "fusion"}
+            if comp not in fused for inst in comp.instructions if inst.opcode == Opcode.FUSION}
 
 
 def _all(module: HloModule):

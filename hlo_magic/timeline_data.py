@@ -14,6 +14,7 @@ import numpy as np
 
 from runtime.buffers import AssignedBuffer, BufferAssignment
 from runtime.hlo import HloModule
+from runtime.hlo.opcode_enum import Opcode
 
 from .names import fused_members
 from .sharing import Reuse, reuses, sentence
@@ -85,7 +86,7 @@ def _note(placed: AssignedBuffer, reused: Reuse | None, names: set[str]) -> str:
     else the buffer holds, whose bytes it reuses and why (``sharing``)."""
     lines = []
     inst = placed.buffer.first.instruction
-    if inst.opcode == "fusion":
+    if inst.opcode == Opcode.FUSION:
         fused = fused_members(inst, names)
         more = f" (+{len(fused) - MAX_LISTED} more)" if len(fused) > MAX_LISTED else ""
         lines.append(f"fused from {len(fused)}: {', '.join(fused[:MAX_LISTED])}{more}")

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 
 from ..hlo.ir import AliasEntry, HloInstruction
+from ..hlo.opcode_enum import Opcode
 from .call_graph import sequential_callees
 from .dataflow import Dataflow, HloValue
 from .in_place import in_place_pairs
@@ -67,9 +68,9 @@ class AliasAnalysis:
         flow = self.dataflow
         for comp in flow.call_graph.sequential:
             for inst in comp.instructions:
-                if inst.opcode == "while":
+                if inst.opcode == Opcode.WHILE:
                     self._while_edges(inst)
-                elif inst.opcode == "conditional":
+                elif inst.opcode == Opcode.CONDITIONAL:
                     for k, branch in enumerate(sequential_callees(inst)):
                         assert branch.root is not None
                         roots = flow.value_set(branch.root)

@@ -12,14 +12,7 @@ from __future__ import annotations
 
 from ..errors import HloVerifyError
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
-
-#: attributes through which an opcode calls computations sequentially
-SEQUENTIAL_CALL_ATTRIBUTES: dict[str, tuple[str, ...]] = {
-    "call": ("to_apply",),
-    "while": ("condition", "body"),
-    "conditional": ("true_computation", "false_computation", "branch_computations"),
-}
-
+from ..hlo.opcodes import OPCODES
 
 def sequential_callees(inst: HloInstruction) -> list[HloComputation]:
     """The computations ``inst`` runs as program steps, in execution-relevant order.
@@ -28,7 +21,7 @@ def sequential_callees(inst: HloInstruction) -> list[HloComputation]:
     has branches [true, false]); for a while, [condition, body].
     """
     out: list[HloComputation] = []
-    for attr in SEQUENTIAL_CALL_ATTRIBUTES.get(inst.opcode, ()):
+    for attr in OPCODES[inst.opcode].sequential_calls:
         value = inst.attrs.get(attr)
         if isinstance(value, HloComputation):
             out.append(value)

@@ -20,6 +20,7 @@ from functools import cached_property
 from typing import Callable
 
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import Shape, ShapeIndex, index_text
 from .call_graph import CallGraph, sequential_callees
 
@@ -191,7 +192,7 @@ class Dataflow:
         """The (index, value) pairs of operand ``k`` that ``inst`` touches: a
         get-tuple-element touches only the element it extracts."""
         values = self._sets[inst.operands[k]]
-        if inst.opcode == "get-tuple-element":
+        if inst.opcode == Opcode.GET_TUPLE_ELEMENT:
             element = inst.index
             return [(i, v) for i, v in values.items() if i and i[0] == element]
         return list(values.items())
@@ -203,17 +204,17 @@ class Dataflow:
                     value.uses.append(Use(inst, k, index))
 
 
-_HANDLERS: dict[str, Callable[[Dataflow, HloInstruction], ValueSet]] = {
-    "parameter": Dataflow._parameter,
-    "constant": Dataflow._constant,
-    "tuple": Dataflow._tuple,
-    "get-tuple-element": Dataflow._get_tuple_element,
-    "bitcast": Dataflow._forward_operand,
-    "domain": Dataflow._forward_operand,
-    "opt-barrier": Dataflow._forward_operand,
-    "add-dependency": Dataflow._forward_operand,
-    "copy": Dataflow._copy,
-    "call": Dataflow._call,
-    "while": Dataflow._while,
-    "conditional": Dataflow._conditional,
+_HANDLERS: dict[Opcode, Callable[[Dataflow, HloInstruction], ValueSet]] = {
+    Opcode.PARAMETER: Dataflow._parameter,
+    Opcode.CONSTANT: Dataflow._constant,
+    Opcode.TUPLE: Dataflow._tuple,
+    Opcode.GET_TUPLE_ELEMENT: Dataflow._get_tuple_element,
+    Opcode.BITCAST: Dataflow._forward_operand,
+    Opcode.DOMAIN: Dataflow._forward_operand,
+    Opcode.OPT_BARRIER: Dataflow._forward_operand,
+    Opcode.ADD_DEPENDENCY: Dataflow._forward_operand,
+    Opcode.COPY: Dataflow._copy,
+    Opcode.CALL: Dataflow._call,
+    Opcode.WHILE: Dataflow._while,
+    Opcode.CONDITIONAL: Dataflow._conditional,
 }

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from ..hlo.attributes import OperandAliasing
 from ..hlo.ir import HloComputation, HloInstruction
+from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape, ShapeIndex, subshape
 from .loop_outputs import LoopOutput, loop_outputs
@@ -69,17 +70,17 @@ def _fusion_pairs(inst: HloInstruction) -> list[InPlacePair]:
     if not isinstance(fused, HloComputation) or fused.root is None:
         return []
     root = fused.root
-    outputs = ([((k,), op) for k, op in enumerate(root.operands)] if root.opcode == "tuple"
+    outputs = ([((k,), op) for k, op in enumerate(root.operands)] if root.opcode == Opcode.TUPLE
                else [((), root)])
     users = fused.users()
     pairs = []
     for output_index, producer in outputs:
         rule = _IN_PLACE_RULES.get(producer.opcode)
-        if rule is None or producer.opcode == "fusion":
+        if rule is None or producer.opcode == Opcode.FUSION:
             continue
         for pair in rule(producer):
             operand = producer.operands[pair.operand_number]
-            if (pair.output_index == () and operand.opcode == "parameter"
+            if (pair.output_index == () and operand.opcode == Opcode.PARAMETER
                     and all(u is producer or _reads_same_slice(u, producer)
                             for u in users[id(operand)])
                     and sum(op is operand for op in producer.operands) == 1
@@ -93,7 +94,7 @@ def _fusion_pairs(inst: HloInstruction) -> list[InPlacePair]:
 def _reads_same_slice(user: HloInstruction, update: HloInstruction) -> bool:
     """A dynamic-slice reading exactly the window a dynamic-update-slice then writes (the
     read-modify-write XLA emits for scatter): each element is read before it is written."""
-    if user.opcode != "dynamic-slice" or update.opcode != "dynamic-update-slice":
+    if user.opcode != Opcode.DYNAMIC_SLICE or update.opcode != Opcode.DYNAMIC_UPDATE_SLICE:
         return False
     same_indices = len(user.operands) == len(update.operands) - 1 and all(
         a is b for a, b in zip(user.operands[1:], update.operands[2:]))
@@ -101,11 +102,11 @@ def _reads_same_slice(user: HloInstruction, update: HloInstruction) -> bool:
             and user.ints_attr("dynamic_slice_sizes") == update.operands[1].array_shape.dims)
 
 
-_IN_PLACE_RULES: dict[str, Callable[[HloInstruction], list[InPlacePair]]] = {
-    "dynamic-update-slice": _dynamic_update_slice_pairs,
-    "scatter": _scatter_pairs,
-    "custom-call": _declared_pairs,
-    "fusion": _fusion_pairs,
+_IN_PLACE_RULES: dict[Opcode, Callable[[HloInstruction], list[InPlacePair]]] = {
+    Opcode.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice_pairs,
+    Opcode.SCATTER: _scatter_pairs,
+    Opcode.CUSTOM_CALL: _declared_pairs,
+    Opcode.FUSION: _fusion_pairs,
 }
 
 
@@ -131,7 +132,7 @@ def reads_elementwise(user: HloInstruction, operand_number: int) -> bool:
     each window's update too."""
     if OPCODES[user.opcode].elementwise:
         return True
-    if user.opcode == "fusion":
+    if user.opcode == Opcode.FUSION:
         fused = user.attrs.get("calls")
         found = kernel_outputs(user)
         windows = {id(o.window) for o in found[1] if o.window is not None} if found else set()
@@ -167,9 +168,9 @@ def _keeps_index(user: HloInstruction, operand: HloInstruction, windows: Collect
     """Whether ``user`` reads ``operand`` at its own element: an elementwise op, a root
     tuple, a reshape adding or dropping size-1 dimensions (same logical element), or a
     window output's dynamic-update-slice reading it as its update."""
-    if user.opcode == "tuple" or OPCODES[user.opcode].elementwise:
+    if user.opcode == Opcode.TUPLE or OPCODES[user.opcode].elementwise:
         return True
-    if user.opcode == "reshape":
+    if user.opcode == Opcode.RESHAPE:
         return [n for n in user.array_shape.dims if n != 1] == \
             [n for n in operand.array_shape.dims if n != 1]
     return id(user) in windows and all(
@@ -178,7 +179,7 @@ def _keeps_index(user: HloInstruction, operand: HloInstruction, windows: Collect
 
 def kernel_outputs(inst: HloInstruction) -> tuple[ArrayShape, list[LoopOutput]] | None:
     """``loop_outputs`` of ``inst``, its windows being the outputs it computes in place."""
-    if inst.opcode != "fusion" or not inst.shape.is_tuple:
+    if inst.opcode != Opcode.FUSION or not inst.shape.is_tuple:
         return None
     return loop_outputs(inst, {pair.output_index for pair in in_place_pairs(inst)})
 
@@ -213,7 +214,7 @@ def _one_index_space(user: HloInstruction, later: HloValue) -> bool:
     (``codegen.loop``, ``vector_loop``, ``row_vector_loop``)."""
     if later.index == ():
         return True
-    if user.opcode != "fusion" or len(later.index) != 1:
+    if user.opcode != Opcode.FUSION or len(later.index) != 1:
         return False
     if all(isinstance(s, ArrayShape) and same_physical_shape(s, later.shape)
            for s in user.tuple_shape.elements):

@@ -17,14 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..hlo.ir import HloModule
+from ..hlo.opcode_enum import Opcode
+from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ShapeIndex
 from .call_graph import sequential_callees
 from .dataflow import Dataflow, HloValue, Use
 from .schedule import Schedule
-
-_FORWARDING_USERS = frozenset({"tuple", "get-tuple-element", "bitcast", "domain", "opt-barrier",
-                               "add-dependency", "call"})
-
 
 @dataclass(frozen=True)
 class LiveRange:
@@ -47,7 +45,7 @@ class Liveness:
         writable = writable_parameters(flow.module)
         # a while's condition -> its body
         self._bodies = {inst.condition: inst.body for comp in flow.module.computations
-                        for inst in comp.instructions if inst.opcode == "while"}
+                        for inst in comp.instructions if inst.opcode == Opcode.WHILE}
         self.ranges: dict[HloValue, LiveRange] = {
             v: self._range(v, writable) for v in flow.values}
 
@@ -60,11 +58,11 @@ class Liveness:
 
     def read_step(self, use: Use) -> int | None:
         inst = use.instruction
-        if inst.opcode in _FORWARDING_USERS or (inst.opcode == "copy" and use.operand_index):
+        if OPCODES[inst.opcode].forwards or (inst.opcode == Opcode.COPY and use.operand_index):
             return None
-        if inst.opcode == "while":
+        if inst.opcode == Opcode.WHILE:
             return self.schedule.spans[sequential_callees(inst)[0]][0]
-        if inst.opcode == "conditional":
+        if inst.opcode == Opcode.CONDITIONAL:
             if use.operand_number != 0:
                 return None
             return max(self.schedule.spans[c][1] for c in sequential_callees(inst))

@@ -22,6 +22,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from ..hlo.ir import HloInstruction
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ArrayShape, Layout, ShapeIndex
 
 
@@ -40,14 +41,14 @@ def loop_outputs(inst: HloInstruction, in_place: Collection[ShapeIndex]
     array result is the loop families' own case). ``in_place``:
     the outputs the fusion writes into an operand's bytes (``in_place.kernel_outputs`` gives
     them)."""
-    if inst.opcode != "fusion" or not inst.shape.is_tuple:
+    if inst.opcode != Opcode.FUSION or not inst.shape.is_tuple:
         return None
     root = inst.calls.root_instruction
-    if root.opcode != "tuple" or not root.operands:
+    if root.opcode != Opcode.TUPLE or not root.operands:
         return None
     outputs = []
     for k, value in enumerate(root.operands):
-        if (k,) in in_place and value.opcode == "dynamic-update-slice":
+        if (k,) in in_place and value.opcode == Opcode.DYNAMIC_UPDATE_SLICE:
             outputs.append(LoopOutput(value.operands[1], (k,), value))
         else:
             outputs.append(LoopOutput(value, (k,)))

@@ -15,6 +15,8 @@ import numpy as np
 
 from ..hlo.dtypes import BYTE_FLOATS, SMALL_FLOATS, ElementType
 from ..hlo.ir import HloComputation, HloInstruction
+from ..hlo.opcode_enum import Opcode
+from ..hlo.opcodes import OPCODES
 
 
 def _extreme(et: ElementType, high: bool) -> object:
@@ -30,26 +32,24 @@ def _all_ones(et: ElementType) -> object:
     return True if et.is_pred else (-1 if et.is_signed else np.iinfo(et.numpy).max)
 
 
-# reducer opcode -> its identity for an element type
-IDENTITIES: dict[str, Callable[[ElementType], object]] = {
-    "add": lambda et: False if et.is_pred else 0,
-    "or": lambda et: False if et.is_pred else 0,
-    "xor": lambda et: False if et.is_pred else 0,
-    "multiply": lambda et: True if et.is_pred else 1,
-    "and": _all_ones,
-    "maximum": lambda et: _extreme(et, high=False),
-    "minimum": lambda et: _extreme(et, high=True),
+# the opcode table's ``identity`` column -> the identity's value in an element type
+_IDENTITY_VALUES: dict[str, Callable[[ElementType], object]] = {
+    "zero": lambda et: False if et.is_pred else 0,
+    "one": lambda et: True if et.is_pred else 1,
+    "all-ones": _all_ones,
+    "lowest": lambda et: _extreme(et, high=False),
+    "highest": lambda et: _extreme(et, high=True),
 }
 
 
-def reducer_opcode(comp: HloComputation) -> str | None:
+def reducer_opcode(comp: HloComputation) -> Opcode | None:
     """The opcode of a reducer that is one binary op on its two parameters, else None."""
     root = comp.root
     params = comp.parameters
     if root is None or len(params) != 2 or len(root.operands) != 2 \
             or set(map(id, root.operands)) != set(map(id, params)):
         return None
-    return root.opcode if root.opcode in IDENTITIES else None
+    return root.opcode if OPCODES[root.opcode].identity is not None else None
 
 
 def init_is_identity(reduce: HloInstruction) -> bool:
@@ -58,12 +58,13 @@ def init_is_identity(reduce: HloInstruction) -> bool:
         return False
     init = reduce.operands[1]
     op = reducer_opcode(reduce.to_apply)
-    if op is None or init.opcode != "constant" or init.literal is None \
+    identity = OPCODES[op].identity if op is not None else None
+    if identity is None or init.opcode != Opcode.CONSTANT or init.literal is None \
             or init.literal.data is None:
         return False
     et = init.array_shape.element_type
     value = np.asarray(init.literal.data).reshape(())
-    want = np.asarray(IDENTITIES[op](et)).astype(value.dtype)
+    want = np.asarray(_IDENTITY_VALUES[identity](et)).astype(value.dtype)
     return bool(value == want)
 
 
@@ -96,8 +97,8 @@ def argminmax_direction(reduce: HloInstruction) -> str | None:
     if not (values.array_shape.element_type.is_float
             and indices.array_shape.element_type.name == "s32"):
         return None
-    if init_value.opcode != "constant" or init_value.literal is None \
-            or init_value.literal.data is None or init_index.opcode != "constant" \
+    if init_value.opcode != Opcode.CONSTANT or init_value.literal is None \
+            or init_value.literal.data is None or init_index.opcode != Opcode.CONSTANT \
             or np.isnan(np.asarray(init_value.literal.data, np.float64)).any():
         return None
     if not _iota_along(indices, reduce.dimensions[0]):
@@ -107,11 +108,11 @@ def argminmax_direction(reduce: HloInstruction) -> str | None:
 
 def _iota_along(inst: HloInstruction, dim: int) -> bool:
     """Whether ``inst`` is an iota counting along its dimension ``dim`` (maybe broadcast)."""
-    if inst.opcode == "broadcast":
+    if inst.opcode == Opcode.BROADCAST:
         source = inst.operands[0]
         mapped = list(inst.dimensions)
         return dim in mapped and _iota_along(source, mapped.index(dim))
-    return inst.opcode == "iota" and inst.attrs.get("iota_dimension") == dim
+    return inst.opcode == Opcode.IOTA and inst.attrs.get("iota_dimension") == dim
 
 
 def _argminmax_reducer(comp: HloComputation) -> str | None:
@@ -120,22 +121,22 @@ def _argminmax_reducer(comp: HloComputation) -> str | None:
     and ``and``, else None."""
     params = comp.parameters
     root = comp.root
-    if len(params) != 4 or root is None or root.opcode != "tuple" or len(root.operands) != 2:
+    if len(params) != 4 or root is None or root.opcode != Opcode.TUPLE or len(root.operands) != 2:
         return None
     v, i, w, j = params
     pick_value, pick_index = root.operands
-    if not (pick_value.opcode == "select" and pick_value.operands[1:] == [v, w]
-            and pick_index.opcode == "select" and pick_index.operands[1:] == [i, j]):
+    if not (pick_value.opcode == Opcode.SELECT and pick_value.operands[1:] == [v, w]
+            and pick_index.opcode == Opcode.SELECT and pick_index.operands[1:] == [i, j]):
         return None
     picked = pick_value.operands[0]
     direction = _first_or_nan(picked, v, w)
     if direction is None:
         return None
-    pair = _pair(pick_index.operands[0], "or")
+    pair = _pair(pick_index.operands[0], Opcode.OR)
     if pair is None or picked not in pair:
         return None
     tie = pair[1] if pair[0] is picked else pair[0]
-    tie_parts = _pair(tie, "and")
+    tie_parts = _pair(tie, Opcode.AND)
     if tie_parts is None:
         return None
     equal = any(_compare(p, "EQ", v, w) or _compare(p, "EQ", w, v) for p in tie_parts)
@@ -143,7 +144,7 @@ def _argminmax_reducer(comp: HloComputation) -> str | None:
     return direction if equal and earlier else None
 
 
-def _pair(inst: HloInstruction, opcode: str) -> tuple[HloInstruction, HloInstruction] | None:
+def _pair(inst: HloInstruction, opcode: Opcode) -> tuple[HloInstruction, HloInstruction] | None:
     if inst.opcode != opcode or len(inst.operands) != 2:
         return None
     return inst.operands[0], inst.operands[1]
@@ -152,13 +153,13 @@ def _pair(inst: HloInstruction, opcode: str) -> tuple[HloInstruction, HloInstruc
 def _compare(inst: HloInstruction, direction: str, a: HloInstruction,
              b: HloInstruction) -> bool:
     """Whether ``inst`` is ``compare(a, b)`` in ``direction`` with IEEE (partial) order."""
-    return inst.opcode == "compare" and str(inst.attrs.get("direction")) == direction \
+    return inst.opcode == Opcode.COMPARE and str(inst.attrs.get("direction")) == direction \
         and inst.operands == [a, b] and inst.comparison_type in (None, "FLOAT", "SIGNED")
 
 
 def _first_or_nan(inst: HloInstruction, v: HloInstruction, w: HloInstruction) -> str | None:
     """"GT"/"LT" where ``inst`` is ``v > w or v != v`` (``<``), in either order, else None."""
-    pair = _pair(inst, "or")
+    pair = _pair(inst, Opcode.OR)
     if pair is None:
         return None
     for ordered, nan in (pair, pair[::-1]):

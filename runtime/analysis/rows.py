@@ -22,6 +22,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from ..hlo.ir import HloInstruction
+from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape
 
@@ -77,7 +78,7 @@ def _size_one_reshape(a: HloInstruction, b: HloInstruction) -> bool:
     da, db = _dims(a.shape), _dims(b.shape)
     if [da[d] for d in big_a] != [db[d] for d in big_b]:
         return False
-    if a.opcode != "bitcast":
+    if a.opcode != Opcode.BITCAST:
         return True
     # a bitcast reinterprets bytes: the large dimensions must also keep their memory order
     order_a = [big_a.index(d) for d in a.array_shape.minor_to_major if d in big_a]
@@ -93,28 +94,28 @@ def _operand_sources(user: HloInstruction, k: int, sources: Sources) -> Sources:
     if rank == 0:
         return ()
     spec = OPCODES[user.opcode]
-    if spec.elementwise or user.opcode in ("get-tuple-element", "reduce-precision"):
+    if spec.elementwise or user.opcode in (Opcode.GET_TUPLE_ELEMENT, Opcode.REDUCE_PRECISION):
         return sources if len(sources) == rank else unknown
-    if user.opcode == "broadcast":
+    if user.opcode == Opcode.BROADCAST:
         return tuple(sources[d] for d in user.ints_attr("dimensions"))
-    if user.opcode == "transpose":
+    if user.opcode == Opcode.TRANSPOSE:
         out: list[DimSource] = [UNKNOWN] * rank
         for i, p in enumerate(user.dimensions):
             out[p] = sources[i]
         return tuple(out)
-    if user.opcode in ("reshape", "bitcast"):
+    if user.opcode in (Opcode.RESHAPE, Opcode.BITCAST):
         if not _size_one_reshape(user, op):
             return unknown
         big = iter(sources[d] for d in _squeezed(user.shape))
         return tuple(next(big) if n != 1 else ZERO for n in _dims(op.shape))
-    if user.opcode == "reduce":
+    if user.opcode == Opcode.REDUCE:
         n = len(user.operands) // 2
         if k >= n:
             return unknown
         reduced = tuple(user.dimensions)
         kept = iter(sources)
         return tuple(("loop", id(user), d) if d in reduced else next(kept) for d in range(rank))
-    if user.opcode == "slice":
+    if user.opcode == Opcode.SLICE:
         return tuple(sources[d] if s.start == 0 and s.stride == 1 else UNKNOWN
                      for d, s in enumerate(user.slice.dims))
     return unknown
@@ -170,18 +171,19 @@ def reads_many_times(user: HloInstruction, k: int) -> bool:
     """Whether computing one element of ``user`` may read an element of operand ``k`` that
     other elements of ``user`` read too (so a fused producer is evaluated repeatedly)."""
     op = user.operands[k]
-    if user.opcode == "broadcast":
+    if user.opcode == Opcode.BROADCAST:
         return _element_count(user.shape) > _element_count(op.shape)
     if OPCODES[user.opcode].elementwise:
         return len(_dims(op.shape)) == 0 and len(_dims(user.shape)) > 0
-    if user.opcode in ("reduce", "reduce-window"):
-        return k >= len(user.operands) // 2 or user.opcode == "reduce-window"
-    if user.opcode == "gather":
+    if user.opcode in (Opcode.REDUCE, Opcode.REDUCE_WINDOW):
+        return k >= len(user.operands) // 2 or user.opcode == Opcode.REDUCE_WINDOW
+    if user.opcode == Opcode.GATHER:
         # the source, and each index vector, which the slice's elements all read
         return k == 0 or len(_dims(op.shape)) == 0 or math.prod(user.slice_sizes) > 1
-    if user.opcode in ("dynamic-slice", "dynamic-update-slice", "pad"):
+    if user.opcode in (Opcode.DYNAMIC_SLICE, Opcode.DYNAMIC_UPDATE_SLICE, Opcode.PAD):
         return len(_dims(op.shape)) == 0
-    return user.opcode in ("dot", "convolution", "select-and-scatter", "scatter", "sort", "map")
+    return user.opcode in (Opcode.DOT, Opcode.CONVOLUTION, Opcode.SELECT_AND_SCATTER,
+                           Opcode.SCATTER, Opcode.SORT, Opcode.MAP)
 
 
 def _element_count(shape: Shape) -> int:
@@ -195,7 +197,7 @@ def reused_members(root: HloInstruction, members: Collection[HloInstruction]) ->
     order = _topological(root, set(members))
     reused: set[HloInstruction] = set()
     for inst in reversed(order):
-        once = inst.opcode == "reduce" or (inst in reused and is_expensive(inst))
+        once = inst.opcode == Opcode.REDUCE or (inst in reused and is_expensive(inst))
         for k, op in enumerate(inst.operands):
             if op in members and ((inst in reused and not once) or reads_many_times(inst, k)):
                 reused.add(op)
@@ -209,8 +211,8 @@ def _invariant(sources: Sources, rows: Collection[int]) -> bool:
 
 def _computes(inst: HloInstruction) -> bool:
     """Values worth computing once: arithmetic and reductions (not free index math)."""
-    return inst.opcode == "reduce" or (OPCODES[inst.opcode].elementwise
-                                       and inst.opcode not in ("copy", "convert"))
+    return inst.opcode == Opcode.REDUCE or (OPCODES[inst.opcode].elementwise
+                                       and inst.opcode not in (Opcode.COPY, Opcode.CONVERT))
 
 
 @dataclass(frozen=True)
@@ -229,8 +231,8 @@ def _minimal_split(root: HloInstruction, members: Collection[HloInstruction]) ->
     member_set = set(members)
     order = _topological(root, member_set)
     reused = reused_members(root, member_set)
-    required = [m for m in order if m.opcode == "reduce" or (m in reused and is_expensive(m))]
-    if not required or (root.shape.is_tuple and root.opcode != "reduce"):
+    required = [m for m in order if m.opcode == Opcode.REDUCE or (m in reused and is_expensive(m))]
+    if not required or (root.shape.is_tuple and root.opcode != Opcode.REDUCE):
         return None
     sources = index_sources(root, member_set)
     shape = root.shape if isinstance(root.shape, ArrayShape) else \
@@ -240,7 +242,7 @@ def _minimal_split(root: HloInstruction, members: Collection[HloInstruction]) ->
                   if all(_invariant(sources[m], physical[:k]) for m in required)), None)
     if split is None:
         return None
-    return _Split(split, physical, shape, any(m.opcode == "reduce" for m in required), order,
+    return _Split(split, physical, shape, any(m.opcode == Opcode.REDUCE for m in required), order,
                   sources)
 
 

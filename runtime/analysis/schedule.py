@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 from ..hlo.graph import post_order as graph_post_order
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from .call_graph import CallGraph, sequential_callees
 from .dataflow import Dataflow, HloValue
 from .side_effects import has_side_effect
@@ -123,29 +124,30 @@ def _in_place_updates(comp: HloComputation, module: HloModule | None
             return users.get(param, [])
         if len(index) != 1:
             return []
-        return [u for g in users.get(param, []) if g.opcode == "get-tuple-element"
+        return [u for g in users.get(param, []) if g.opcode == Opcode.GET_TUPLE_ELEMENT
                 and g.index == index[0] for u in users.get(g, [])]
 
     params = comp.parameters
     pairs: list[tuple[HloInstruction, list[HloInstruction]]] = []
-    if module is not None and comp is module.entry and root.opcode == "tuple":
+    if module is not None and comp is module.entry and root.opcode == Opcode.TUPLE:
         by_number = {p.parameter_number: p for p in params}
         for alias in module.input_output_alias:
             param = by_number.get(alias.parameter_number)
             if param is not None and len(alias.output_index) == 1:
                 pairs.append((root.operands[alias.output_index[0]],
                               element_readers(param, tuple(alias.parameter_index))))
-    elif (root.opcode == "tuple" and len(params) == 1 and params[0].shape == root.shape):
+    elif (root.opcode == Opcode.TUPLE and len(params) == 1 and params[0].shape == root.shape):
         pairs = [(update, element_readers(params[0], (i,)))
                  for i, update in enumerate(root.operands)]
     return [(_writer(u), r) for u, r in pairs
-            if _writer(u).opcode not in ("get-tuple-element", "parameter", "constant", "tuple")]
+            if _writer(u).opcode not in (Opcode.GET_TUPLE_ELEMENT, Opcode.PARAMETER,
+                                         Opcode.CONSTANT, Opcode.TUPLE)]
 
 
 def _writer(value: HloInstruction) -> HloInstruction:
     """The instruction computing ``value``: an output of a multi-output fusion is computed by
     the fusion."""
-    if value.opcode == "get-tuple-element" and value.operands[0].opcode == "fusion":
+    if value.opcode == Opcode.GET_TUPLE_ELEMENT and value.operands[0].opcode == Opcode.FUSION:
         return value.operands[0]
     return value
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ..hlo.ir import HloComputation, HloInstruction
+from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import COMPUTATION_ATTRIBUTES, OPCODES
 
 #: opcodes that may run a computation (only those can inherit a side effect from one)
@@ -15,7 +16,7 @@ def has_side_effect(inst: HloInstruction,
     or a computation it runs contains such an instruction."""
     if OPCODES[inst.opcode].side_effect:
         return True
-    if inst.opcode == "custom-call" and inst.attrs.get("custom_call_has_side_effect") is True:
+    if inst.opcode == Opcode.CUSTOM_CALL and inst.attrs.get("custom_call_has_side_effect") is True:
         return True
     if inst.opcode not in _CALLING:
         return False

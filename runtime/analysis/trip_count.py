@@ -23,6 +23,7 @@ from typing import Callable
 import numpy as np
 
 from ..hlo.ir import HloComputation, HloInstruction
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ArrayShape
 
 # beyond this many iterations the count is left unknown (evaluating it costs host time)
@@ -47,19 +48,20 @@ def _remainder(a: int, b: int) -> int:
     return a if b == 0 else a - _divide(a, b) * b
 
 
-_ARITHMETIC: dict[str, Callable[[int, int], int]] = {
-    "add": lambda a, b: a + b, "subtract": lambda a, b: a - b,
-    "multiply": lambda a, b: a * b, "divide": _divide, "remainder": _remainder,
-    "maximum": max, "minimum": min,
-    "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
+_ARITHMETIC: dict[Opcode, Callable[[int, int], int]] = {
+    Opcode.ADD: lambda a, b: a + b, Opcode.SUBTRACT: lambda a, b: a - b,
+    Opcode.MULTIPLY: lambda a, b: a * b, Opcode.DIVIDE: _divide, Opcode.REMAINDER: _remainder,
+    Opcode.MAXIMUM: max, Opcode.MINIMUM: min,
+    Opcode.AND: lambda a, b: a & b, Opcode.OR: lambda a, b: a | b, Opcode.XOR: lambda a, b: a ^ b,
 }
-_UNARY: dict[str, Callable[[int], int]] = {
-    "negate": lambda a: -a, "abs": abs, "not": lambda a: ~a,   # pred's ``not``: _evaluate
+_UNARY: dict[Opcode, Callable[[int], int]] = {
+    Opcode.NEGATE: lambda a: -a, Opcode.ABS: abs,
+    Opcode.NOT: lambda a: ~a,   # pred's ``not``: _evaluate
 }
 # a copy of the counter: copy insertion copies the incremented counter into the body's result
 # where the old one is still read after the increment (a scan writing step i's output)
-_SCALAR_OPS = frozenset(_ARITHMETIC) | frozenset(_UNARY) | {"compare", "convert", "copy",
-                                                            "select"}
+_SCALAR_OPS = frozenset(_ARITHMETIC) | frozenset(_UNARY) | {
+    Opcode.COMPARE, Opcode.CONVERT, Opcode.COPY, Opcode.SELECT}
 
 
 def trip_count(loop: HloInstruction) -> int | None:
@@ -75,7 +77,7 @@ def counter_values(loop: HloInstruction) -> tuple[int, ...] | None:
     body: HloComputation = loop.body
     state = condition.parameter(0)
     counter = _read_element(condition.root_instruction, state)
-    if counter is None or body.root is None or body.root.opcode != "tuple":
+    if counter is None or body.root is None or body.root.opcode != Opcode.TUPLE:
         return None
     step = body.root.operands[counter]
     if _read_element(step, body.parameter(0)) != counter:
@@ -118,7 +120,7 @@ def _induction(loop: HloInstruction, element: int, count: int) -> list[int] | No
     alone."""
     body: HloComputation = loop.body
     state = body.parameter(0)
-    if body.root is None or body.root.opcode != "tuple":
+    if body.root is None or body.root.opcode != Opcode.TUPLE:
         return None
     step = body.root.operands[element]
     x = _initial(loop.operands[0], element)
@@ -145,14 +147,14 @@ def _reads(inst: HloInstruction, state: HloInstruction | None, read: set[int]) -
     indices go to ``read``), or with ``state`` None over a fused computation's parameters."""
     if not _integral_scalar(inst):
         return False
-    if inst.opcode == "get-tuple-element" and inst.operands[0] is state:
+    if inst.opcode == Opcode.GET_TUPLE_ELEMENT and inst.operands[0] is state:
         read.add(int(inst.index))
         return True
-    if inst.opcode == "parameter":
+    if inst.opcode == Opcode.PARAMETER:
         return state is None
-    if inst.opcode == "constant":
+    if inst.opcode == Opcode.CONSTANT:
         return inst.literal is not None and not inst.literal.elided
-    if inst.opcode == "fusion":
+    if inst.opcode == Opcode.FUSION:
         fused: HloComputation = inst.calls
         return (all(_reads(op, state, read) for op in inst.operands)
                 and _reads(fused.root_instruction, None, set()))
@@ -169,10 +171,10 @@ def _initial(init: HloInstruction, counter: int) -> int | None:
     """The constant the loop state's element ``counter`` starts at (through the copies and
     tuples copy insertion puts around loop state)."""
     state = _source(init)
-    if state.opcode != "tuple":
+    if state.opcode != Opcode.TUPLE:
         return None
     value = _source(state.operands[counter])
-    if value.opcode != "constant" or value.literal is None or value.literal.elided:
+    if value.opcode != Opcode.CONSTANT or value.literal is None or value.literal.elided:
         return None
     return int(np.asarray(value.literal.data).reshape(()))
 
@@ -180,9 +182,9 @@ def _initial(init: HloInstruction, counter: int) -> int | None:
 def _source(value: HloInstruction) -> HloInstruction:
     """What ``value`` forwards: through copies and elements of tuples built in place."""
     while True:
-        if value.opcode == "copy":
+        if value.opcode == Opcode.COPY:
             value = value.operands[0]
-        elif value.opcode == "get-tuple-element" and value.operands[0].opcode == "tuple":
+        elif value.opcode == Opcode.GET_TUPLE_ELEMENT and value.operands[0].opcode == Opcode.TUPLE:
             index = int(value.index)
             value = value.operands[0].operands[index]
         else:
@@ -192,24 +194,24 @@ def _source(value: HloInstruction) -> HloInstruction:
 def _evaluate(inst: HloInstruction, values: dict[int, int]) -> int:
     """``inst``'s value when the loop state's counter is ``values``' one entry (keyed by the
     state's id; a fused computation's parameters are keyed by theirs)."""
-    if inst.opcode == "get-tuple-element":
+    if inst.opcode == Opcode.GET_TUPLE_ELEMENT:
         return values[id(inst.operands[0])]
-    if inst.opcode == "parameter":
+    if inst.opcode == Opcode.PARAMETER:
         return values[id(inst)]
-    if inst.opcode == "constant":
+    if inst.opcode == Opcode.CONSTANT:
         assert inst.literal is not None   # _reads admitted only constants with values
         return int(np.asarray(inst.literal.data).reshape(()))
     args = [_evaluate(op, values) for op in inst.operands]
-    if inst.opcode == "fusion":
+    if inst.opcode == Opcode.FUSION:
         fused: HloComputation = inst.calls
         return _evaluate(fused.root_instruction, {id(p): a for p, a in zip(fused.parameters, args)})
-    if inst.opcode == "compare":
+    if inst.opcode == Opcode.COMPARE:
         return int(_COMPARE[str(inst.direction)](*args))
-    if inst.opcode == "select":
+    if inst.opcode == Opcode.SELECT:
         return _wrap(args[1] if args[0] else args[2], inst.array_shape)
     if inst.opcode in _ARITHMETIC:
         result = _ARITHMETIC[inst.opcode](*args)
-    elif inst.opcode == "not" and inst.array_shape.element_type.is_pred:
+    elif inst.opcode == Opcode.NOT and inst.array_shape.element_type.is_pred:
         result = 1 - args[0]
     elif inst.opcode in _UNARY:
         result = _UNARY[inst.opcode](args[0])

@@ -28,6 +28,7 @@ from ..analysis.liveness import LiveRange, Liveness, peak_of
 from ..analysis.schedule import Schedule
 from ..errors import HloArgumentError, HloError
 from ..hlo.ir import AliasEntry, HloComputation, HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ShapeIndex, index_text
 from ..passes.copy_insertion import InsertedCopy, inserted_copies
 from .donation import AliasPlan, UnusedDonor
@@ -327,7 +328,7 @@ class BufferAssignment:
         predecessor: dict[HloBuffer, HloBuffer] = {}
         for b in sorted(temps, key=lambda b: (hull[b].start, b.id)):
             first = min(b.values, key=lambda v: (self.liveness[v].start, v.id))
-            if not first.writes or first.instruction.opcode == "copy" or not b.size:
+            if not first.writes or first.instruction.opcode == Opcode.COPY or not b.size:
                 continue
             for a in ending.get(hull[b].start, ()):
                 if (a is not b and a not in successor and a.size == b.size
@@ -373,8 +374,8 @@ def value_alignment(value: HloValue, alignment: int) -> int:
     """The alignment ``value``'s bytes need in the temp arena: the full alignment for what a
     custom call reads or writes (it gets its own sub-buffer, which the device's base-address
     alignment governs), else ``block_alignment`` of its size."""
-    if any(p.opcode == "custom-call" for p, _ in value.positions) or any(
-            u.instruction.opcode == "custom-call" for u in value.uses):
+    if any(p.opcode == Opcode.CUSTOM_CALL for p, _ in value.positions) or any(
+            u.instruction.opcode == Opcode.CUSTOM_CALL for u in value.uses):
         return alignment
     return block_alignment(value.size, alignment)
 

@@ -21,6 +21,7 @@ from ..analysis.call_graph import sequential_callees
 from ..analysis.dataflow import HloValue
 from ..analysis.in_place import in_place_pairs, may_hand_off
 from ..hlo.ir import HloInstruction
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import index_text
 from .assignment import BufferAssignment, value_alignment
 from .slices import BufferSlice
@@ -99,7 +100,7 @@ def _check_constraints(ba: BufferAssignment, out: list[str]) -> None:
         for inst in comp.instructions:
             callees = sequential_callees(inst)
             for index, _ in inst.shape.subshapes():
-                if inst.opcode == "while":
+                if inst.opcode == Opcode.WHILE:
                     condition, body = callees
                     assert body.root is not None
                     _same(out, f"{inst.name} state {index_text(index)}", [
@@ -108,7 +109,7 @@ def _check_constraints(ba: BufferAssignment, out: list[str]) -> None:
                         ("the condition parameter", ba.slice(condition.parameters[0], index)),
                         ("the body parameter", ba.slice(body.parameters[0], index)),
                         ("the body result", ba.slice(body.root, index))])
-                elif inst.opcode == "conditional":
+                elif inst.opcode == Opcode.CONDITIONAL:
                     _same(out, f"{inst.name} output {index_text(index)}",
                           [("the conditional", ba.slice(inst, index))]
                           + [(f"branch {k}", ba.slice(c.root, index)) for k, c in enumerate(callees)

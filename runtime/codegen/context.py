@@ -13,6 +13,7 @@ from ..buffers.assignment import BufferAssignment
 from ..errors import internal_errors
 from ..hlo.dtypes import PACKED
 from ..hlo.ir import HloComputation, HloInstruction
+from ..hlo.opcode_enum import Opcode
 from ..target import Target
 from . import registry
 from .kernel import BufferRef
@@ -73,7 +74,7 @@ def touches_packed(inst: HloInstruction) -> bool:
     """Whether ``inst``'s result or operands, or anything its fused computation computes, is a
     packed 2- or 4-bit array (its kernel reads or writes packed bytes)."""
     insts = [inst, *inst.operands]
-    if inst.opcode == "fusion":
+    if inst.opcode == Opcode.FUSION:
         insts.extend(inst.calls.instructions)
     return any(shape.element_type.name in PACKED
                for i in insts for _, shape in i.shape.leaves())

@@ -26,6 +26,7 @@ from ..errors import HloUnsupportedError
 from ..hlo.attributes import Window, WindowDim
 from ..hlo.dtypes import BYTE_FLOATS, SMALL_FLOATS, F32, PRED, S32, S64, ElementType
 from ..hlo.ir import HloComputation, HloInstruction
+from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape, leaf_shape
 from . import cltypes, templates as E
@@ -110,7 +111,7 @@ class ElementalEmitter:
         if shape_index:
             if not inst.shape.is_tuple:
                 raise HloUnsupportedError(f"cannot index the array {inst.name} at {shape_index}")
-            if inst.opcode == "tuple":      # its elements may differ in shape: one at ``index``
+            if inst.opcode == Opcode.TUPLE:  # its elements may differ in shape: one at ``index``
                 return self.value(inst.operands[shape_index[0]], index, shape_index[1:])
             whole = self.value(inst, index)
             for i in shape_index:
@@ -294,12 +295,12 @@ def _operand_index_same(em: ElementalEmitter, inst: HloInstruction, op: HloInstr
     return index
 
 
-def arithmetic(opcode: str, et_in: ElementType | str, et_out: ElementType | str, args: list[str],
+def arithmetic(opcode: Opcode, et_in: ElementType | str, et_out: ElementType | str, args: list[str],
                lanes: int = 1) -> str:
     """The template expression (``elementwise``'s tables) of an arithmetic elementwise opcode
     over ``args``: the one dispatch from such an opcode to its template, shared by the vector
     loop (with ``lanes``)."""
-    if opcode == "clamp":
+    if opcode == Opcode.CLAMP:
         lo, x, hi = args
         return E.clamp(et_out, lo, x, hi, lanes=lanes)
     if OPCODES[opcode].max_operands == 1:
@@ -309,7 +310,7 @@ def arithmetic(opcode: str, et_in: ElementType | str, et_out: ElementType | str,
 
 
 def _arithmetic(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
-    args = [em.element(o, _operand_index_same(em, inst, o, index) if inst.opcode == "clamp"
+    args = [em.element(o, _operand_index_same(em, inst, o, index) if inst.opcode == Opcode.CLAMP
                      else index) for o in inst.operands]
     return em.computed(inst.array_shape.element_type,
                        arithmetic(inst.opcode, inst.operands[0].array_shape.element_type,
@@ -667,11 +668,6 @@ def _ctype_of(comp: HloComputation, i: int) -> str:
                                            ).element_type)
 
 
-# ops that pass a value on unchanged (a negation below one is still the accumulated value's)
-_PASS_THROUGH = frozenset({"convert", "copy", "bitcast", "reshape", "broadcast", "transpose",
-                           "slice", "reverse"})
-
-
 def accumulation_subtracts(comp: HloComputation, values: list[HloInstruction]) -> bool:
     """Whether accumulating ``values`` with the reducer ``comp`` may compile to ``acc - x``:
     the reducer subtracts, or it adds a value that is a negation (``negate``, or a product
@@ -679,28 +675,28 @@ def accumulation_subtracts(comp: HloComputation, values: list[HloInstruction]) -
     vectorise such loops wrong (``Target.subtracting_loop_pragma``)."""
     root = comp.root
     assert root is not None
-    combined = root.operands if root.opcode == "tuple" else [root]
-    if any(c.opcode == "subtract" for c in combined):
+    combined = root.operands if root.opcode == Opcode.TUPLE else [root]
+    if any(c.opcode == Opcode.SUBTRACT for c in combined):
         return True
-    return any(c.opcode == "add" for c in combined) and any(_negation(v) for v in values)
+    return any(c.opcode == Opcode.ADD for c in combined) and any(_negation(v) for v in values)
 
 
 def _negation(value: HloInstruction) -> bool:
-    while value.opcode in _PASS_THROUGH:
+    while OPCODES[value.opcode].passes_value:
         value = value.operands[0]
-    if value.opcode == "negate":
+    if value.opcode == Opcode.NEGATE:
         return True
-    if value.opcode == "multiply":
+    if value.opcode == Opcode.MULTIPLY:
         return any(_is_constant(o) for o in value.operands)
-    if value.opcode == "select":
+    if value.opcode == Opcode.SELECT:
         return any(_negation(o) for o in value.operands[1:])
     return False
 
 
 def _is_constant(value: HloInstruction) -> bool:
-    while value.opcode in _PASS_THROUGH:
+    while OPCODES[value.opcode].passes_value:
         value = value.operands[0]
-    return value.opcode == "constant"
+    return value.opcode == Opcode.CONSTANT
 
 
 def loops(em: ElementalEmitter, sizes: Sequence[tuple[int, object]],
@@ -816,7 +812,7 @@ def _dot(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:
         l_exprs[a] = r_exprs[b] = loop_vars[k]
     x = E.convert(lhs.array_shape.element_type, et, em.element(lhs, Index(tuple(l_exprs))))
     y = E.convert(rhs.array_shape.element_type, et, em.element(rhs, Index(tuple(r_exprs))))
-    em.kb.line(f"{acc} = {E.binary('add', acc_et, acc, E.binary('multiply', acc_et, x, y))};")
+    em.kb.line(f"{acc} = {E.binary(Opcode.ADD, acc_et, acc, E.binary(Opcode.MULTIPLY, acc_et, x, y))};")
     close_loops(blocks)
     return em.computed(et, cltypes.round_to_storage(et, acc))
 
@@ -871,7 +867,7 @@ def _convolution(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Va
             r_exprs[d] = tap
         x = E.convert(lhs.array_shape.element_type, et, em.element(lhs, Index(tuple(l_exprs))))
         y = E.convert(rhs.array_shape.element_type, et, em.element(rhs, Index(tuple(r_exprs))))
-        kb.line(f"{acc} = {E.binary('add', acc_et, acc, E.binary('multiply', acc_et, x, y))};")
+        kb.line(f"{acc} = {E.binary(Opcode.ADD, acc_et, acc, E.binary(Opcode.MULTIPLY, acc_et, x, y))};")
     close_loops(blocks)
     close_loops(c_blocks)
     return em.computed(et, cltypes.round_to_storage(et, acc))
@@ -980,17 +976,20 @@ def _select_and_scatter(em: ElementalEmitter, inst: HloInstruction, index: Index
     return acc
 
 
-RULES: dict[str, Callable[[ElementalEmitter, HloInstruction, Index], Value]] = {
-    "convert": _convert, "reduce-precision": _reduce_precision, "bitcast-convert": _bitcast_convert,
-    "compare": _compare, "select": _select,
-    "copy": _identity, "opt-barrier": _identity, "domain": _identity,
-    "constant": _constant, "iota": _iota, "broadcast": _broadcast, "reshape": _reshape,
-    "bitcast": _bitcast, "transpose": _transpose, "slice": _slice,
-    "dynamic-slice": _dynamic_slice, "dynamic-update-slice": _dynamic_update_slice,
-    "pad": _pad, "concatenate": _concatenate, "reverse": _reverse, "tuple": _tuple,
-    "get-tuple-element": _get_tuple_element, "map": _map, "reduce": _reduce,
-    "reduce-window": _reduce_window, "dot": _dot, "convolution": _convolution,
-    "gather": _gather, "select-and-scatter": _select_and_scatter,
+RULES: dict[Opcode, Callable[[ElementalEmitter, HloInstruction, Index], Value]] = {
+    Opcode.CONVERT: _convert, Opcode.REDUCE_PRECISION: _reduce_precision,
+    Opcode.BITCAST_CONVERT: _bitcast_convert,
+    Opcode.COMPARE: _compare, Opcode.SELECT: _select,
+    Opcode.COPY: _identity, Opcode.OPT_BARRIER: _identity, Opcode.DOMAIN: _identity,
+    Opcode.CONSTANT: _constant, Opcode.IOTA: _iota, Opcode.BROADCAST: _broadcast,
+    Opcode.RESHAPE: _reshape,
+    Opcode.BITCAST: _bitcast, Opcode.TRANSPOSE: _transpose, Opcode.SLICE: _slice,
+    Opcode.DYNAMIC_SLICE: _dynamic_slice, Opcode.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice,
+    Opcode.PAD: _pad, Opcode.CONCATENATE: _concatenate, Opcode.REVERSE: _reverse,
+    Opcode.TUPLE: _tuple,
+    Opcode.GET_TUPLE_ELEMENT: _get_tuple_element, Opcode.MAP: _map, Opcode.REDUCE: _reduce,
+    Opcode.REDUCE_WINDOW: _reduce_window, Opcode.DOT: _dot, Opcode.CONVOLUTION: _convolution,
+    Opcode.GATHER: _gather, Opcode.SELECT_AND_SCATTER: _select_and_scatter,
 }
 for _name, _spec in OPCODES.items():
     if _spec.elementwise and _name not in RULES:

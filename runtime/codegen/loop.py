@@ -18,7 +18,8 @@ from __future__ import annotations
 from ..analysis.in_place import kernel_outputs
 from ..analysis.loop_outputs import LoopOutput, window_dimensions
 from ..hlo.ir import HloInstruction
-from ..hlo.shape import ArrayShape, Shape, leaf_shape
+from ..hlo.shape import ArrayShape, Shape, leaf_shape, subshape
+from ..hlo.opcode_enum import Opcode
 from . import cltypes
 from .elemental import BufferLeaf, ElementalEmitter, Index, dynamic_starts, layout_key
 from .kernel import BufferRef, KernelBuilder, needs_long_index
@@ -54,7 +55,7 @@ def operand_leaves(ctx: LoweringContext, inst: HloInstruction,
 def fused_parts(inst: HloInstruction):
     """(root, parameters) of what the kernel computes: the fused computation for a fusion,
     else the instruction itself over its operands."""
-    if inst.opcode == "fusion":
+    if inst.opcode == Opcode.FUSION:
         comp = inst.calls
         return comp.root, comp.parameters
     return inst, None
@@ -97,7 +98,7 @@ def lower_loop(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     if steps is not None:
         return steps
     outputs = [(idx, s) for idx, s in inst.shape.leaves()]
-    if root.opcode == "dynamic-update-slice" and updates_in_place(ctx, inst, root, params):
+    if root.opcode == Opcode.DYNAMIC_UPDATE_SLICE and updates_in_place(ctx, inst, root, params):
         return _update_in_place(ctx, inst, root, params)
     found = windows_in_place(ctx, inst)
     if found is not None:
@@ -117,7 +118,7 @@ def updates_in_place(ctx: LoweringContext, inst: HloInstruction, root: HloInstru
     base = root.operands[0]
     if params is None:
         source = base
-    elif base.opcode == "parameter":
+    elif base.opcode == Opcode.PARAMETER:
         source = inst.operands[base.param_number]
     else:
         return False

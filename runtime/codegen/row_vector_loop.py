@@ -53,7 +53,8 @@ from typing import Callable
 from ..analysis.loop_outputs import LoopOutput, window_dimensions
 from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloInstruction
-from ..hlo.shape import ArrayShape, leaf_shape
+from ..hlo.shape import ArrayShape, leaf_shape, subshape
+from ..hlo.opcode_enum import Opcode
 from . import cltypes, templates as E
 from .context import LoweringContext
 from .elemental import (RULES, SCALAR, BufferLeaf, ElementalEmitter, Index, Value, ValueLeaf,
@@ -90,7 +91,7 @@ def row_vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruc
         return None
     leaves = operand_leaves(ctx, inst, params)
     minor = out.minor_to_major[0]
-    if root.opcode == "dynamic-update-slice" and updates_in_place(ctx, inst, root, params):
+    if root.opcode == Opcode.DYNAMIC_UPDATE_SLICE and updates_in_place(ctx, inst, root, params):
         update = root.operands[1]
         plan = _plan(ctx, [(update, minor)], update.array_shape.dims[minor], leaves)
         return None if plan is None else [_launch_window(ctx, inst, root, leaves, plan)]
@@ -191,7 +192,7 @@ class _LanePlan:
         self._checked.add((id(inst), aligned))
         if inst.shape.element_type.name not in _LANE_SCALAR:
             return False
-        if id(inst) in self.leaves or inst.opcode == "constant":
+        if id(inst) in self.leaves or inst.opcode == Opcode.CONSTANT:
             return True
         rule = _PLAN_RULES.get(inst.opcode)
         if rule is None and inst.opcode in _ARITHMETIC:
@@ -238,7 +239,7 @@ def _through_integer(inst: HloInstruction) -> HloInstruction | None:
     as a float: an int8 dot's operand computed on f32 copies, ``passes.contraction_upcast``),
     else None: the pair is one operation on float lanes."""
     middle = inst.operands[0]
-    if inst.array_shape.element_type.name not in _FLOAT or middle.opcode != "convert" \
+    if inst.array_shape.element_type.name not in _FLOAT or middle.opcode != Opcode.CONVERT \
             or middle.array_shape.element_type.name not in E.VECTOR_INTEGERS:
         return None
     source = middle.operands[0]
@@ -410,19 +411,22 @@ def _iota_plan(plan: _LanePlan, inst: HloInstruction, d: int, aligned: bool) -> 
 
 
 # rules for any lanes (elementwise ops keep them; broadcast, reshape and transpose move them)
-_PLAN_RULES: dict[str, Callable[[_LanePlan, HloInstruction, Lanes, bool], bool]] = {
-    "convert": _convert_plan, "compare": _compare_plan, "select": _select_plan,
-    "and": _logical_plan, "or": _logical_plan, "xor": _logical_plan, "not": _logical_plan,
-    "broadcast": _broadcast_plan, "reshape": _reshape_plan, "transpose": _transpose_plan,
-    "copy": _identity_plan, "bitcast-convert": _bitcast_plan,
+_PLAN_RULES: dict[Opcode, Callable[[_LanePlan, HloInstruction, Lanes, bool], bool]] = {
+    Opcode.CONVERT: _convert_plan, Opcode.COMPARE: _compare_plan, Opcode.SELECT: _select_plan,
+    Opcode.AND: _logical_plan, Opcode.OR: _logical_plan, Opcode.XOR: _logical_plan,
+    Opcode.NOT: _logical_plan,
+    Opcode.BROADCAST: _broadcast_plan, Opcode.RESHAPE: _reshape_plan,
+    Opcode.TRANSPOSE: _transpose_plan,
+    Opcode.COPY: _identity_plan, Opcode.BITCAST_CONVERT: _bitcast_plan,
 }
 # rules for a lane dimension (their branches and offsets are per dimension)
-_DIMENSION_RULES: dict[str, Callable[[_LanePlan, HloInstruction, int, bool], bool]] = {
-    "slice": _slice_plan, "dynamic-slice": _dynamic_slice_plan, "gather": _gather_plan,
-    "dynamic-update-slice": _dynamic_update_slice_plan, "concatenate": _concatenate_plan,
-    "pad": _pad_plan, "reverse": _reverse_plan, "iota": _iota_plan,
+_DIMENSION_RULES: dict[Opcode, Callable[[_LanePlan, HloInstruction, int, bool], bool]] = {
+    Opcode.SLICE: _slice_plan, Opcode.DYNAMIC_SLICE: _dynamic_slice_plan,
+    Opcode.GATHER: _gather_plan,
+    Opcode.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice_plan, Opcode.CONCATENATE: _concatenate_plan,
+    Opcode.PAD: _pad_plan, Opcode.REVERSE: _reverse_plan, Opcode.IOTA: _iota_plan,
 }
-_ARITHMETIC = frozenset(op for op in RULES if RULES[op] is RULES["add"])
+_ARITHMETIC = frozenset(op for op in RULES if RULES[op] is RULES[Opcode.ADD])
 _DIRECTIONS = {"EQ": "==", "NE": "!=", "LT": "<", "LE": "<=", "GT": ">", "GE": ">="}
 
 
@@ -458,7 +462,7 @@ class _RowEmitter(ElementalEmitter):
             result = self.splat(inst, self.scalar(inst, index))
         elif (id(inst), ()) in self.leaves:
             result = self._load(inst, self.buffer_leaf(inst), index)
-        elif inst.opcode == "constant" and inst.array_shape.element_count != 1:
+        elif inst.opcode == Opcode.CONSTANT and inst.array_shape.element_count != 1:
             result = self._load(inst, BufferLeaf(inst.array_shape, self.embedded(inst),
                                                  ("embedded", id(inst))), index)
         elif inst.opcode in _EMIT_RULES:
@@ -581,12 +585,12 @@ def _select(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
 
 def _logical(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     args = [em.element(op, index) for op in inst.operands]
-    expr = f"(~{args[0]})" if inst.opcode == "not" else \
+    expr = f"(~{args[0]})" if inst.opcode == Opcode.NOT else \
         f"({args[0]} {_LOGICAL[inst.opcode]} {args[1]})"
     return em.kb.let(em.vector_type(inst), expr, "m")
 
 
-_LOGICAL = {"and": "&", "or": "|", "xor": "^"}
+_LOGICAL = {Opcode.AND: "&", Opcode.OR: "|", Opcode.XOR: "^"}
 
 
 def _iota(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
@@ -650,10 +654,13 @@ def _dynamic_update_slice(em: _RowEmitter, inst: HloInstruction, index: Index) -
 # rules whose lane form differs from the scalar one; the index-mapping rules (broadcast,
 # reshape, transpose, slice, dynamic-slice, copy, reverse) are the scalar emitter's own: they
 # derive the operand's first-lane index and ask for its value, which is then a lane value
-_EMIT_RULES: dict[str, Callable[[_RowEmitter, HloInstruction, Index], str]] = {
-    "convert": _convert, "compare": _compare, "select": _select, "bitcast-convert": _bitcast,
-    "and": _logical, "or": _logical, "xor": _logical, "not": _logical, "iota": _iota,
-    "concatenate": _concatenate, "pad": _pad, "dynamic-update-slice": _dynamic_update_slice,
+_EMIT_RULES: dict[Opcode, Callable[[_RowEmitter, HloInstruction, Index], str]] = {
+    Opcode.CONVERT: _convert, Opcode.COMPARE: _compare, Opcode.SELECT: _select,
+    Opcode.BITCAST_CONVERT: _bitcast,
+    Opcode.AND: _logical, Opcode.OR: _logical, Opcode.XOR: _logical, Opcode.NOT: _logical,
+    Opcode.IOTA: _iota,
+    Opcode.CONCATENATE: _concatenate, Opcode.PAD: _pad,
+    Opcode.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice,
 }
 
 

@@ -22,6 +22,8 @@ build option (``runtime.execution.device.Device.build_options``), not part of th
 
 from __future__ import annotations
 
+from ..hlo.opcode_enum import Opcode
+from ..hlo.opcodes import OPCODES
 from .template_fill import fill
 from typing import Sequence
 
@@ -339,9 +341,9 @@ def round_vector(et: ElementType | str, lanes: int, value: str) -> str:
     return f"xla_round_{_name(et)}x{lanes}({value})"
 
 
-def rounds(opcode: str) -> bool:
+def rounds(opcode: Opcode) -> bool:
     """Whether ``opcode``'s float result needs rounding to a narrow float's precision."""
-    return opcode not in _EXACT
+    return not OPCODES[opcode].exact
 
 
 def _subst(template: str, row: ClType, lanes: int = 1, **operands: str) -> str:
@@ -359,52 +361,52 @@ def _name(et: ElementType | str) -> str:
 # --- unary ------------------------------------------------------------------------------
 
 _UNARY: dict[tuple[str, str], str] = {
-    ("abs", "float"): "fabs($x)",
-    ("abs", "sint"): "(($T)abs($x))",
-    ("abs", "uint"): "$x",
-    ("negate", "float"): "(-$x)",
-    ("negate", "sint"): "(($T)(-($W)$x))",
-    ("negate", "uint"): "(($T)(-($W)$x))",
-    ("sign", "float"): "xla_sign_$T($x)",
-    ("sign", "sint"): "xla_isign_$T($x)",
-    ("sign", "uint"): "(($T)($x != 0))",
-    ("floor", "float"): "floor($x)",
-    ("ceil", "float"): "ceil($x)",
-    ("round-nearest-afz", "float"): "round($x)",
-    ("round-nearest-even", "float"): "rint($x)",
-    ("exponential", "float"): "exp($x)",
-    ("exponential-minus-one", "float"): "expm1($x)",
-    ("log", "float"): "log($x)",
-    ("log-plus-one", "float"): "log1p($x)",
-    ("sqrt", "float"): "sqrt($x)",
-    ("rsqrt", "float"): "(($T)1 / sqrt($x))",
-    ("cbrt", "float"): "cbrt($x)",
-    ("sine", "float"): "sin($x)",
-    ("cosine", "float"): "cos($x)",
-    ("tan", "float"): "tan($x)",
-    ("tanh", "float"): "xla_tanh_$T($x)",
-    ("sinh", "float"): "sinh($x)",
-    ("cosh", "float"): "cosh($x)",
-    ("asin", "float"): "asin($x)",
-    ("acos", "float"): "acos($x)",
-    ("atan", "float"): "atan($x)",
-    ("asinh", "float"): "asinh($x)",
-    ("acosh", "float"): "acosh($x)",
-    ("atanh", "float"): "atanh($x)",
-    ("logistic", "float"): "(($T)1 / (($T)1 + exp(-$x)))",
-    ("erf", "float"): "erf($x)",
-    ("is-finite", "float"): "((uchar)isfinite($x))",
-    ("real", "float"): "$x",                   # a real number is its own real part
-    ("imag", "float"): "(($T)0)",              # ... and has no imaginary one
-    ("not", "sint"): "(($T)~$x)",
-    ("not", "uint"): "(($T)~$x)",
-    ("not", "pred"): "((uchar)($x ^ 1))",
-    ("popcnt", "sint"): "(($T)popcount($x))",
-    ("popcnt", "uint"): "(($T)popcount($x))",
-    ("copy", "float"): "$x",
-    ("copy", "sint"): "$x",
-    ("copy", "uint"): "$x",
-    ("copy", "pred"): "$x",
+    (Opcode.ABS, "float"): "fabs($x)",
+    (Opcode.ABS, "sint"): "(($T)abs($x))",
+    (Opcode.ABS, "uint"): "$x",
+    (Opcode.NEGATE, "float"): "(-$x)",
+    (Opcode.NEGATE, "sint"): "(($T)(-($W)$x))",
+    (Opcode.NEGATE, "uint"): "(($T)(-($W)$x))",
+    (Opcode.SIGN, "float"): "xla_sign_$T($x)",
+    (Opcode.SIGN, "sint"): "xla_isign_$T($x)",
+    (Opcode.SIGN, "uint"): "(($T)($x != 0))",
+    (Opcode.FLOOR, "float"): "floor($x)",
+    (Opcode.CEIL, "float"): "ceil($x)",
+    (Opcode.ROUND_NEAREST_AFZ, "float"): "round($x)",
+    (Opcode.ROUND_NEAREST_EVEN, "float"): "rint($x)",
+    (Opcode.EXPONENTIAL, "float"): "exp($x)",
+    (Opcode.EXPONENTIAL_MINUS_ONE, "float"): "expm1($x)",
+    (Opcode.LOG, "float"): "log($x)",
+    (Opcode.LOG_PLUS_ONE, "float"): "log1p($x)",
+    (Opcode.SQRT, "float"): "sqrt($x)",
+    (Opcode.RSQRT, "float"): "(($T)1 / sqrt($x))",
+    (Opcode.CBRT, "float"): "cbrt($x)",
+    (Opcode.SINE, "float"): "sin($x)",
+    (Opcode.COSINE, "float"): "cos($x)",
+    (Opcode.TAN, "float"): "tan($x)",
+    (Opcode.TANH, "float"): "xla_tanh_$T($x)",
+    (Opcode.SINH, "float"): "sinh($x)",
+    (Opcode.COSH, "float"): "cosh($x)",
+    (Opcode.ASIN, "float"): "asin($x)",
+    (Opcode.ACOS, "float"): "acos($x)",
+    (Opcode.ATAN, "float"): "atan($x)",
+    (Opcode.ASINH, "float"): "asinh($x)",
+    (Opcode.ACOSH, "float"): "acosh($x)",
+    (Opcode.ATANH, "float"): "atanh($x)",
+    (Opcode.LOGISTIC, "float"): "(($T)1 / (($T)1 + exp(-$x)))",
+    (Opcode.ERF, "float"): "erf($x)",
+    (Opcode.IS_FINITE, "float"): "((uchar)isfinite($x))",
+    (Opcode.REAL, "float"): "$x",                   # a real number is its own real part
+    (Opcode.IMAG, "float"): "(($T)0)",              # ... and has no imaginary one
+    (Opcode.NOT, "sint"): "(($T)~$x)",
+    (Opcode.NOT, "uint"): "(($T)~$x)",
+    (Opcode.NOT, "pred"): "((uchar)($x ^ 1))",
+    (Opcode.POPCNT, "sint"): "(($T)popcount($x))",
+    (Opcode.POPCNT, "uint"): "(($T)popcount($x))",
+    (Opcode.COPY, "float"): "$x",
+    (Opcode.COPY, "sint"): "$x",
+    (Opcode.COPY, "uint"): "$x",
+    (Opcode.COPY, "pred"): "$x",
 }
 
 # clz through a 32- or 64-bit unsigned value, so clz(0) is the type's own width on every
@@ -412,81 +414,78 @@ _UNARY: dict[tuple[str, str], str] = {
 _CLZ = {8: "(($T)(clz((uint)($U)$x) - $pad))", 16: "(($T)(clz((uint)($U)$x) - $pad))",
         32: "(($T)clz(($U)$x))", 64: "(($T)clz(($U)$x))"}
 
-_PRED_RESULTS = frozenset({"is-finite"})
-
-# Results that are exact in any float format, so they need no rounding to f16/bf16.
-_EXACT = frozenset({"abs", "negate", "sign", "floor", "ceil", "round-nearest-afz",
-                    "round-nearest-even", "copy", "is-finite", "maximum", "minimum", "real",
-                    "imag"})
+_PRED_RESULTS = frozenset({Opcode.IS_FINITE})
 
 
-def unary(opcode: str, et_in: ElementType | str, et_out: ElementType | str, x: str,
+
+def unary(opcode: Opcode, et_in: ElementType | str, et_out: ElementType | str, x: str,
           lanes: int = 1) -> str:
     """XLA's ``opcode`` applied to ``x`` (of ``et_in``), as an expression of ``et_out``; with
     ``lanes`` > 1, on vectors (only where ``vector_lanes`` says so)."""
     row = cl_type(et_in)
     template = _packed_integer(opcode, row)
-    if template is None and opcode == "count-leading-zeros" and row.family in ("sint", "uint"):
+    if template is None and opcode == Opcode.COUNT_LEADING_ZEROS and row.family in ("sint", "uint"):
         template = _CLZ[row.bits]
     elif template is None:
         template = _UNARY.get((opcode, row.family))
     if template is None:
         raise _unsupported(f"unary opcode {opcode}", et_in)
     expr = _subst(template, row, lanes, x=x)
-    return expr if opcode in _EXACT and row.family == "float" else round_to_storage(et_out, expr)
+    exact = OPCODES[opcode].exact and row.family == "float"
+    return expr if exact else round_to_storage(et_out, expr)
 
 
 # --- binary -----------------------------------------------------------------------------
 
 _INT_BINARY = {
-    "add": "(($T)(($W)$a + ($W)$b))",
-    "subtract": "(($T)(($W)$a - ($W)$b))",
-    "multiply": "(($T)(($W)$a * ($W)$b))",
-    "divide": "xla_div_$T($a, $b)",
-    "remainder": "xla_rem_$T($a, $b)",
-    "power": "xla_pow_$T($a, $b)",
-    "maximum": "max($a, $b)",
-    "minimum": "min($a, $b)",
-    "and": "(($T)($a & $b))",
-    "or": "(($T)($a | $b))",
-    "xor": "(($T)($a ^ $b))",
-    "shift-left": "xla_shl_$T($a, $b)",
-    "shift-right-logical": "xla_shrl_$T($a, $b)",
-    "shift-right-arithmetic": "xla_shra_$T($a, $b)",
-    "mulhi": "mul_hi($a, $b)",
+    Opcode.ADD: "(($T)(($W)$a + ($W)$b))",
+    Opcode.SUBTRACT: "(($T)(($W)$a - ($W)$b))",
+    Opcode.MULTIPLY: "(($T)(($W)$a * ($W)$b))",
+    Opcode.DIVIDE: "xla_div_$T($a, $b)",
+    Opcode.REMAINDER: "xla_rem_$T($a, $b)",
+    Opcode.POWER: "xla_pow_$T($a, $b)",
+    Opcode.MAXIMUM: "max($a, $b)",
+    Opcode.MINIMUM: "min($a, $b)",
+    Opcode.AND: "(($T)($a & $b))",
+    Opcode.OR: "(($T)($a | $b))",
+    Opcode.XOR: "(($T)($a ^ $b))",
+    Opcode.SHIFT_LEFT: "xla_shl_$T($a, $b)",
+    Opcode.SHIFT_RIGHT_LOGICAL: "xla_shrl_$T($a, $b)",
+    Opcode.SHIFT_RIGHT_ARITHMETIC: "xla_shra_$T($a, $b)",
+    Opcode.MULHI: "mul_hi($a, $b)",
 }
 
 _BINARY: dict[tuple[str, str], str] = {
-    ("add", "float"): "($a + $b)",
-    ("subtract", "float"): "($a - $b)",
-    ("multiply", "float"): "($a * $b)",
-    ("divide", "float"): "($a / $b)",
-    ("remainder", "float"): "fmod($a, $b)",
-    ("power", "float"): "pow($a, $b)",
-    ("maximum", "float"): "xla_fmax_$T($a, $b)",
-    ("minimum", "float"): "xla_fmin_$T($a, $b)",
-    ("atan2", "float"): "xla_atan2_$T($a, $b)",
+    (Opcode.ADD, "float"): "($a + $b)",
+    (Opcode.SUBTRACT, "float"): "($a - $b)",
+    (Opcode.MULTIPLY, "float"): "($a * $b)",
+    (Opcode.DIVIDE, "float"): "($a / $b)",
+    (Opcode.REMAINDER, "float"): "fmod($a, $b)",
+    (Opcode.POWER, "float"): "pow($a, $b)",
+    (Opcode.MAXIMUM, "float"): "xla_fmax_$T($a, $b)",
+    (Opcode.MINIMUM, "float"): "xla_fmin_$T($a, $b)",
+    (Opcode.ATAN2, "float"): "xla_atan2_$T($a, $b)",
     **{(op, "sint"): t for op, t in _INT_BINARY.items()},
     **{(op, "uint"): t for op, t in _INT_BINARY.items()},
     # pred arithmetic is int8 arithmetic tested != 0 (XLA's EmitPredBinaryOp)
-    ("add", "pred"): "((uchar)($a | $b))",
-    ("maximum", "pred"): "((uchar)($a | $b))",
-    ("or", "pred"): "((uchar)($a | $b))",
-    ("multiply", "pred"): "((uchar)($a & $b))",
-    ("minimum", "pred"): "((uchar)($a & $b))",
-    ("and", "pred"): "((uchar)($a & $b))",
-    ("xor", "pred"): "((uchar)($a ^ $b))",
+    (Opcode.ADD, "pred"): "((uchar)($a | $b))",
+    (Opcode.MAXIMUM, "pred"): "((uchar)($a | $b))",
+    (Opcode.OR, "pred"): "((uchar)($a | $b))",
+    (Opcode.MULTIPLY, "pred"): "((uchar)($a & $b))",
+    (Opcode.MINIMUM, "pred"): "((uchar)($a & $b))",
+    (Opcode.AND, "pred"): "((uchar)($a & $b))",
+    (Opcode.XOR, "pred"): "((uchar)($a ^ $b))",
 }
 
 
-def binary(opcode: str, et: ElementType | str, a: str, b: str, lanes: int = 1) -> str:
+def binary(opcode: Opcode, et: ElementType | str, a: str, b: str, lanes: int = 1) -> str:
     """XLA's ``opcode`` of ``a`` and ``b`` (both of ``et``; the result is ``et`` too)."""
     row = cl_type(et)
     template = _packed_integer(opcode, row) or _BINARY.get((opcode, row.family))
     if template is None:
         raise _unsupported(f"binary opcode {opcode}", et)
     expr = _subst(template, row, lanes, a=a, b=b)
-    return expr if opcode in _EXACT and row.family == "float" else round_to_storage(et, expr)
+    return expr if OPCODES[opcode].exact and row.family == "float" else round_to_storage(et, expr)
 
 
 # 2- and 4-bit integers compute in char/uchar and wrap back after each operation
@@ -496,18 +495,18 @@ def binary(opcode: str, et: ElementType | str, a: str, b: str, lanes: int = 1) -
 # XLA's popcnt of an s4 counts its sign-extended byte (-1 gives 8, wrapped to -8), as the
 # plain template does, and of an s2 its code's bits (keys with a width are that width's only).
 _PACKED_INTEGER: dict[tuple, str] = {
-    ("popcnt", "sint", 2): "(($T)popcount((uchar)($x & $M)))",
-    ("shift-right-logical", "sint"): "(($T)xla_shrl_uchar((uchar)($a & $M), (uchar)$b))",
-    ("shift-right-arithmetic", "uint"):
+    (Opcode.POPCNT, "sint", 2): "(($T)popcount((uchar)($x & $M)))",
+    (Opcode.SHIFT_RIGHT_LOGICAL, "sint"): "(($T)xla_shrl_uchar((uchar)($a & $M), (uchar)$b))",
+    (Opcode.SHIFT_RIGHT_ARITHMETIC, "uint"):
         "(($T)xla_shra_char((char)((int)((uint)$a << $P) >> $P), (char)$b))",
-    ("count-leading-zeros", "sint"): "(($T)(clz((uint)($x & $M)) - $P))",
-    ("count-leading-zeros", "uint"): "(($T)(clz((uint)$x) - $P))",
-    ("mulhi", "sint"): "(($T)(((int)$a * (int)$b) >> $B))",
-    ("mulhi", "uint"): "(($T)(((uint)$a * (uint)$b) >> $B))",
+    (Opcode.COUNT_LEADING_ZEROS, "sint"): "(($T)(clz((uint)($x & $M)) - $P))",
+    (Opcode.COUNT_LEADING_ZEROS, "uint"): "(($T)(clz((uint)$x) - $P))",
+    (Opcode.MULHI, "sint"): "(($T)(((int)$a * (int)$b) >> $B))",
+    (Opcode.MULHI, "uint"): "(($T)(((uint)$a * (uint)$b) >> $B))",
 }
 
 
-def _packed_integer(opcode: str, row: ClType) -> str | None:
+def _packed_integer(opcode: Opcode, row: ClType) -> str | None:
     """``opcode``'s template on the codes of a 2- or 4-bit integer, where it needs one."""
     if row.family not in ("sint", "uint") or row.bits >= C_BITS[row.compute]:
         return None
@@ -568,11 +567,12 @@ def clamp(et: ElementType | str, lo: str, x: str, hi: str, lanes: int = 1) -> st
 
 # unsigned opcodes whose templates are valid on vectors (operators, ``max``/``min``, the
 # unsigned shift helpers' vector forms): a random number generator's mixing rounds
-VECTOR_UNSIGNED = frozenset({"add", "subtract", "multiply", "maximum", "minimum", "and", "or",
-                             "xor", "shift-left", "shift-right-logical"})
+VECTOR_UNSIGNED = frozenset({Opcode.ADD, Opcode.SUBTRACT, Opcode.MULTIPLY, Opcode.MAXIMUM,
+                             Opcode.MINIMUM, Opcode.AND, Opcode.OR,
+                             Opcode.XOR, Opcode.SHIFT_LEFT, Opcode.SHIFT_RIGHT_LOGICAL})
 
 
-def vector_lanes(opcode: str, et: ElementType | str, vector_bits: int) -> int | None:
+def vector_lanes(opcode: Opcode, et: ElementType | str, vector_bits: int) -> int | None:
     """The lanes of ``opcode``'s vector form on ``et`` operands with an ``et`` result, in
     vectors of ``vector_bits`` (the target's), or None where there is none. Every float
     template is an OpenCL builtin, an operator or a helper instantiated for vectors, all
@@ -587,7 +587,7 @@ def vector_lanes(opcode: str, et: ElementType | str, vector_bits: int) -> int | 
     if float_lanes not in VECTOR_WIDTHS or opcode in _PRED_RESULTS:
         return None
     known = ((opcode, "float") in _UNARY or (opcode, "float") in _BINARY
-             or opcode == "clamp")
+             or opcode == Opcode.CLAMP)
     return float_lanes if known else None
 
 

@@ -36,6 +36,7 @@ from ..analysis.in_place import kernel_outputs
 from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloInstruction
 from ..hlo.shape import ArrayShape, ShapeIndex
+from ..hlo.opcode_enum import Opcode
 from . import cltypes, templates as E
 from .elemental import ElementalEmitter, arithmetic, element_strides, factor
 from .kernel import argument_value
@@ -60,7 +61,7 @@ def vector_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction
     if compute is None or any(VECTOR_COMPUTE.get(value.array_shape.element_type.name) != compute
                               for value in computed):
         return None
-    lanes = E.vector_lanes("add", compute, ctx.target.vector_bits)
+    lanes = E.vector_lanes(Opcode.ADD, compute, ctx.target.vector_bits)
     if lanes is None:
         return None
     operands = {id(p): inst.operands[p.param_number] for p in params} if params \
@@ -88,7 +89,7 @@ def same_shape_outputs(inst: HloInstruction, root: HloInstruction
     found: list[tuple[HloInstruction, ShapeIndex, ArrayShape]]
     if isinstance(inst.shape, ArrayShape):
         found = [(root, (), inst.shape)]
-    elif inst.opcode == "fusion" and root.opcode == "tuple" and root.operands:
+    elif inst.opcode == Opcode.FUSION and root.opcode == Opcode.TUPLE and root.operands:
         found = [(value, (k,), value.shape) for k, value in enumerate(root.operands)
                  if isinstance(value.shape, ArrayShape)]
         if len(found) != len(root.operands):
@@ -107,7 +108,7 @@ def stored_value(value: HloInstruction, shape: ArrayShape) -> HloInstruction:
     ``value``: an integer output converted from a float (a quantised activation: scaled,
     rounded, clamped, converted to s8) computes the float and converts each vector as it is
     stored (``templates.convert_vector``); any other output computes ``value``."""
-    source = value.operands[0] if value.opcode == "convert" else None
+    source = value.operands[0] if value.opcode == Opcode.CONVERT else None
     if shape.element_type.name in E.VECTOR_INTEGERS and source is not None \
             and isinstance(source.shape, ArrayShape) and source.shape.element_type.is_float:
         return source
@@ -131,7 +132,7 @@ def _vectorizes(inst: HloInstruction, out: ArrayShape, compute: str, operands: d
         if leaf.rank != 0 and leaf.minor_to_major != out.minor_to_major:
             mapped[id(inst)] = (operands[id(inst)], tuple(range(leaf.rank)))
         return leaf.rank == 0 or leaf.dims == out.dims
-    if inst.opcode == "constant":
+    if inst.opcode == Opcode.CONSTANT:
         return shape.element_count == 1 and inst.literal is not None and not inst.literal.elided
     source = inst.operands[0] if inst.operands else inst
     if inst.opcode in _MAPPINGS and id(source) in operands and source.shape.rank != 0 \
@@ -140,10 +141,11 @@ def _vectorizes(inst: HloInstruction, out: ArrayShape, compute: str, operands: d
         if mapping is not None:
             mapped[id(inst)] = (operands[id(source)], mapping)
             return True
-    if inst.opcode == "broadcast":
+    if inst.opcode == Opcode.BROADCAST:
         return source.shape.rank == 0 and _vectorizes(source, out, compute, operands, mapped,
                                                       seen, bits)
-    return ((inst.opcode == "convert" or E.vector_lanes(inst.opcode, compute, bits) is not None)
+    return ((inst.opcode == Opcode.CONVERT
+             or E.vector_lanes(inst.opcode, compute, bits) is not None)
             and all(_vectorizes(op, out, compute, operands, mapped, seen, bits)
                     for op in inst.operands))
 
@@ -170,9 +172,9 @@ VECTOR_COMPUTE = {"f32": "f32", "bf16": "f32", "f16": "f32", "f64": "f64"}
 
 # how instructions over an operand map the operand's dimensions onto the output's
 _MAPPINGS = {
-    "broadcast": lambda inst: tuple(inst.dimensions),
-    "copy": _kept_order,
-    "reshape": _kept_order,
+    Opcode.BROADCAST: lambda inst: tuple(inst.dimensions),
+    Opcode.COPY: _kept_order,
+    Opcode.RESHAPE: _kept_order,
 }
 
 
@@ -221,15 +223,15 @@ class _VectorEmitter:
         if id(inst) in self.operands:
             return self._load(self.operands[id(inst)])
         et = inst.array_shape.element_type
-        if inst.opcode == "constant":
+        if inst.opcode == Opcode.CONSTANT:
             assert inst.literal is not None   # every constant has one
             v = kb.scalar(self.scalar, argument_value(et, inst.literal.data),
                           key=("const", id(inst)))
             return kb.let(vec, f"({vec})({v})")
-        if inst.opcode == "broadcast":
+        if inst.opcode == Opcode.BROADCAST:
             return self.value(inst.operands[0])
         args = [self.value(op) for op in inst.operands]
-        if inst.opcode == "convert":
+        if inst.opcode == Opcode.CONVERT:
             value = args[0]
         else:
             compute = VECTOR_COMPUTE[et.name]

@@ -16,6 +16,7 @@ from ..errors import InternalCompilerError, SourceLocation
 from .attribute_accessors import TypedAttributes
 from .graph import post_order
 from .literal import Literal
+from .opcode_enum import Opcode
 from .printer import module_to_text
 from .shape import ArrayShape, Shape, ShapeIndex, TupleShape
 
@@ -25,7 +26,7 @@ _T = TypeVar("_T")
 @dataclass(eq=False)
 class HloInstruction(TypedAttributes):
     name: str
-    opcode: str
+    opcode: Opcode
     shape: Shape
     operands: list[HloInstruction] = field(default_factory=list)
     attrs: dict[str, object] = field(default_factory=dict)
@@ -33,6 +34,11 @@ class HloInstruction(TypedAttributes):
     parameter_number: int | None = None
     location: SourceLocation | None = None
     parent: HloComputation | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        # passes build instructions from text names too; holding the member keeps every
+        # instruction's opcode in the closed vocabulary (a misspelt name fails here)
+        self.opcode = Opcode(self.opcode)
 
     def __repr__(self) -> str:
         return f"<{self.opcode} {self.name}: {self.shape}>"
@@ -194,12 +200,12 @@ class HloComputation:
 
     @property
     def parameters(self) -> list[HloInstruction]:
-        params = [i for i in self.instructions if i.opcode == "parameter"]
+        params = [i for i in self.instructions if i.opcode == Opcode.PARAMETER]
         return sorted(params, key=lambda i: i.parameter_number or 0)
 
     def parameter(self, number: int) -> HloInstruction:
         for i in self.instructions:
-            if i.opcode == "parameter" and i.parameter_number == number:
+            if i.opcode == Opcode.PARAMETER and i.parameter_number == number:
                 return i
         raise ValueError(f"computation {self.name} has no parameter {number}")
 

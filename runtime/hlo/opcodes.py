@@ -1,9 +1,12 @@
 """The opcode table: the single source of truth for what each HLO opcode accepts.
 
-One row per opcode: how many operands, which attributes it allows and requires, whether its
-result shape may be omitted in text, whether it is elementwise, which element-type classes
-its operands may have, its cost class, and its shape rule. The parser,
-verifier, passes and code generator all read this table; adding an opcode adds a row.
+One row per opcode, keyed by its ``Opcode`` member: how many operands, which attributes it
+allows and requires, whether its result shape may be omitted in text, whether it is
+elementwise, which element-type classes its operands may have, its cost class, and its shape
+rule; then the facts that cut across those families (a reducer's identity, forwarding, data
+movement, epilogue-safe, the backend's reason for refusing it...), set by ``_set`` lines
+after the rows. The parser, verifier, passes and code generator all read this table rather
+than keep opcode lists of their own; adding an opcode adds a member and a row.
 
 ``ATTRIBUTE_KINDS`` says how each attribute's value is written, so the parser and printer have
 one reader and one writer per kind rather than one per attribute.
@@ -11,10 +14,11 @@ one reader and one writer per kind rather than one per attribute.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from . import shape_inference as rules
+from .opcode_enum import Opcode
 from .shape import Shape
 
 if TYPE_CHECKING:
@@ -100,7 +104,7 @@ COMPUTATION_ATTRIBUTES = frozenset(
 
 @dataclass(frozen=True)
 class OpcodeSpec:
-    name: str
+    name: Opcode
     min_operands: int
     max_operands: int | None            # None: any number
     shape_rule: ShapeRule
@@ -124,6 +128,57 @@ class OpcodeSpec:
     # result element of its start), "value" (all-reduce-done: its start's value, which is the
     # result); None: not a collective
     one_device: str | None = None
+    # as a reducer (a reduce's or reduce-window's computation): its identity, the init value
+    # that applying more than once is harmless ("zero", "one", "all-ones", "lowest",
+    # "highest"; analysis/reducers turns it into a value of an element type); None: kernels
+    # never regroup a reduction by it
+    identity: str | None = None
+    # as a reducer, whether its fold gives the same result in any order: "any" on every
+    # element type it takes (a float maximum or minimum too: XLA's NaN wins, +0 above -0, is
+    # exactly associative and commutative), "exact" only where its arithmetic is exact (not
+    # on floats); None: order matters
+    order_free: str | None = None
+    # a user that only forwards its operand's buffer (a tuple, an alias, a call's argument):
+    # liveness counts no read at it, the value lives on through what it forwards to
+    forwards: bool = False
+    # the attributes through which it runs computations as program steps, in the order the
+    # call graph lists them (a while's condition before its body, a conditional's branches)
+    sequential_calls: tuple[str, ...] = ()
+    # an in-place update: (the operand it writes into, not reading it whole; the operand
+    # holding the update it computes); None: not one
+    updates: tuple[int, int] | None = None
+    # moves or re-indexes elements without arithmetic: fused like an elementwise op, and may
+    # root a loop fusion
+    data_movement: bool = False
+    # computes each result element from indices into its operands, so a loop kernel can root
+    # a fusion at it (besides elementwise and data-movement ops)
+    loop_root: bool = False
+    # reads nothing big: copied into kernels without counting against a target's
+    # ``max_duplicates``
+    free_duplicate: bool = False
+    # cheap per element and loops over nothing: the contraction families evaluate it in an
+    # output fusion's epilogue beside the dot or convolution (elementwise ops always are)
+    epilogue_safe: bool = False
+    # reads an operand through the operand's own layout, whatever it is (elementwise ops
+    # always do), so transpose folding may leave a transposed layout in place for it
+    layout_free_reader: bool = False
+    # instances are distinct by intent, whatever their operands: CSE never merges two
+    distinct: bool = False
+    # its work is in the computations it runs (a loop, a branch, a call, a custom call),
+    # which the fusion cost model's ``kernel_work`` does not count
+    runs_computations: bool = False
+    # holds complex values without computing on them: a module whose complex values meet
+    # only these stays in complex form (passes/complex_lowering)
+    complex_pass_through: bool = False
+    # passes a value on unchanged as a number (a convert, a copy, a re-indexing): a negation
+    # below one is still the value's, as the elemental emitter's accumulation checks read it
+    passes_value: bool = False
+    # its result is exact in any float format, so a narrow float (f16, bf16) result needs no
+    # rounding after it
+    exact: bool = False
+    # why the OpenCL backend does not lower it (the code generator refuses it with this, and
+    # the exhaustiveness test reads it); None: lowered
+    unsupported: str | None = None
 
     @property
     def arity_text(self) -> str:
@@ -134,7 +189,7 @@ class OpcodeSpec:
         return f"{self.min_operands} to {self.max_operands}"
 
 
-OPCODES: dict[str, OpcodeSpec] = {}
+OPCODES: dict[Opcode, OpcodeSpec] = {}
 
 
 def _op(name: str, arity: int | tuple[int, int | None], rule: ShapeRule,
@@ -143,10 +198,11 @@ def _op(name: str, arity: int | tuple[int, int | None], rule: ShapeRule,
         operand_types: Iterable[str] | None = None, cost: str = "cheap",
         one_device: str | None = None) -> None:
     lo, hi = (arity, arity) if isinstance(arity, int) else arity
-    OPCODES[name] = OpcodeSpec(name, lo, hi, rule, frozenset(attrs) | frozenset(required),
-                               frozenset(required), shape_required, elementwise, side_effect,
-                               None if operand_types is None else frozenset(operand_types),
-                               cost, one_device)
+    opcode = Opcode(name)
+    OPCODES[opcode] = OpcodeSpec(opcode, lo, hi, rule, frozenset(attrs) | frozenset(required),
+                                 frozenset(required), shape_required, elementwise, side_effect,
+                                 None if operand_types is None else frozenset(operand_types),
+                                 cost, one_device)
 
 
 _ACCURACY = ("result_accuracy",)
@@ -334,3 +390,78 @@ _op("async-start", (0, None), rules.declared,
 _op("async-update", 1, rules.declared, shape_required=True)
 _op("async-done", 1, rules.declared, shape_required=True)
 
+
+
+# --- facts that cut across the families above ---------------------------------------------
+
+def _set(column: str, value: Any, *names: str) -> None:
+    """Give the rows of ``names`` ``value`` in ``column``: facts that cut across the families
+    the rows above are grouped by."""
+    for name in names:
+        opcode = Opcode(name)
+        OPCODES[opcode] = replace(OPCODES[opcode], **{column: value})
+
+
+_set("identity", "zero", "add", "or", "xor")
+_set("identity", "one", "multiply")
+_set("identity", "all-ones", "and")
+_set("identity", "lowest", "maximum")
+_set("identity", "highest", "minimum")
+_set("order_free", "any", "maximum", "minimum", "and", "or")
+_set("order_free", "exact", "add", "multiply")
+_set("forwards", True, "tuple", "get-tuple-element", "bitcast", "domain", "opt-barrier",
+     "add-dependency", "call")
+_set("sequential_calls", ("to_apply",), "call")
+_set("sequential_calls", ("condition", "body"), "while")
+_set("sequential_calls", ("true_computation", "false_computation", "branch_computations"),
+     "conditional")
+_set("updates", (0, 1), "dynamic-update-slice")
+_set("updates", (0, -1), "scatter")
+_set("data_movement", True, "broadcast", "reshape", "transpose", "slice", "pad", "concatenate",
+     "reverse", "bitcast-convert")
+_set("loop_root", True, "dynamic-slice", "dynamic-update-slice", "gather", "reduce-window",
+     "scatter")
+_set("free_duplicate", True, "constant", "iota", "broadcast")
+_set("epilogue_safe", True, "parameter", "constant", "broadcast", "iota", "reshape", "bitcast",
+     "transpose", "slice", "copy", "reverse", "pad", "concatenate", "dynamic-slice", "gather")
+_set("layout_free_reader", True, "dot", "convolution", "reduce", "reshape", "transpose",
+     "broadcast", "slice", "dynamic-slice", "concatenate", "copy", "pad", "reverse",
+     "reduce-window")
+_set("distinct", True, "parameter", "opt-barrier", "add-dependency", "domain", "after-all")
+_set("runs_computations", True, "while", "conditional", "call", "custom-call")
+_set("complex_pass_through", True, "parameter", "tuple", "get-tuple-element", "custom-call",
+     "opt-barrier", "bitcast")
+_set("passes_value", True, "convert", "copy", "bitcast", "reshape", "broadcast", "transpose",
+     "slice", "reverse")
+_set("exact", True, "abs", "negate", "sign", "floor", "ceil", "round-nearest-afz",
+     "round-nearest-even", "copy", "is-finite", "maximum", "minimum", "real", "imag")
+
+_HOST_IO = "host I/O channels do not exist on this single-device runtime"
+_ASYNC_OR_COLLECTIVE = ("asynchronous and collective operations are not supported; print the "
+                        "module before XLA's SPMD/async passes")
+_ONE_DEVICE = ("a one-device collective is rewritten to copies or constants before code "
+               "generation (passes/one_device_collectives), and this one was not")
+_EXPANDED_BY_XLA = ("XLA rewrites it into simpler HLO before code generation; print the "
+                    "module after XLA's optimisation passes (compiled.as_text()) to run it")
+_DYNAMIC = "dynamic shapes are not supported"
+_RAGGED = "ragged and scaled dots are not implemented"
+_set("unsupported", _HOST_IO, "infeed", "outfeed", "send", "send-done", "recv", "recv-done")
+_set("unsupported", _ASYNC_OR_COLLECTIVE, "async-start", "async-update", "async-done", "copy-start",
+     "copy-done", "ragged-all-to-all")
+_set("unsupported", _ONE_DEVICE, *(n for n, s in OPCODES.items() if s.one_device is not None))
+_set("unsupported", "kernels never see FFTs: the complex lowering pass writes them as dots "
+     "against DFT matrices (passes/fft_lowering), and this one was not rewritten", "fft")
+_set("unsupported", "JAX lowers it to the lapack_?potrf_ffi custom call on CPU, which this "
+     "runtime implements; use that form", "cholesky")
+_set("unsupported", "JAX lowers it to the lapack_?trsm_ffi custom call on CPU, which this "
+     "runtime implements; use that form", "triangular-solve")
+_set("unsupported", _EXPANDED_BY_XLA, "batch-norm-training", "batch-norm-inference",
+     "batch-norm-grad")
+_set("unsupported", "kernels never see it: passes/stochastic_convert writes it as XLA's "
+     "decomposition, and this one was not rewritten", "stochastic-convert")
+_set("unsupported", "its random stream is implementation-defined; use rng-bit-generator (or "
+     "JAX's threefry, which is plain integer HLO)", "rng")
+_set("unsupported", "module-level rng state is not supported; use rng-bit-generator with an "
+     "explicit state", "rng-get-and-update-state")
+_set("unsupported", _DYNAMIC, "dynamic-reshape", "get-dimension-size", "set-dimension-size")
+_set("unsupported", _RAGGED, "ragged-dot", "scaled-dot")

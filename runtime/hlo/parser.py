@@ -32,6 +32,7 @@ from .ir import (
 )
 from .literal import Literal
 from .literal_text import LiteralTextError, read_array, read_scalar, scalar_value
+from .opcode_enum import Opcode, opcode_named
 from .opcodes import ATTRIBUTE_KINDS, ATTRIBUTE_VALUES, COMMON_ATTRIBUTES, OPCODES
 from .opcode_hints import suggest_opcode
 from .shape import ArrayShape, Layout, Shape, TupleShape, compatible
@@ -433,22 +434,22 @@ class Parser:
         if lx.kind != L.IDENT:
             raise self.error(f"expects opcode but sees {lx.describe()}")
         opcode_at = lx.start
-        opcode = lx.value
-        spec = OPCODES.get(opcode)
-        if spec is None:
-            guess = suggest_opcode(opcode, OPCODES)
-            raise self.error(f"unknown opcode: {opcode}", opcode_at,
+        opcode = opcode_named(lx.value)
+        if opcode is None:
+            guess = suggest_opcode(lx.value, OPCODES)
+            raise self.error(f"unknown opcode: {lx.value}", opcode_at,
                              hint=f"did you mean {guess}?" if guess else None)
+        spec = OPCODES[opcode]
         lx.advance()
         # the shape is None until _infer_omitted_shapes when the text leaves it out
         inst = HloInstruction(name=name, opcode=opcode, shape=shape,  # type: ignore[arg-type]
                               location=lx.location(at), parent=comp)
         self.expect_punct("(", f"after opcode {opcode}")
-        if opcode == "parameter":
+        if opcode == Opcode.PARAMETER:
             inst.parameter_number = self.expect_int("parameter number")
             if inst.parameter_number < 0:
                 raise self.error("parameter number must be non-negative", opcode_at)
-        elif opcode == "constant":
+        elif opcode == Opcode.CONSTANT:
             if shape is None:
                 raise self.error("constant needs its shape written before the opcode", opcode_at)
             inst.literal = self.parse_literal(shape)
@@ -547,7 +548,7 @@ class Parser:
         element = self.elements.get(key)
         if element is None:
             element = HloInstruction(
-                name=self.fresh_name(f"{tuple_.name}_{index}"), opcode="get-tuple-element",
+                name=self.fresh_name(f"{tuple_.name}_{index}"), opcode=Opcode.GET_TUPLE_ELEMENT,
                 shape=None if shape is None else shape.elements[index],
                 operands=[tuple_], attrs={"index": index}, location=lx.location(at), parent=comp)
             self.elements[key] = element

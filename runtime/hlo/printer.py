@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from .attributes import quote_string
 from .opcodes import ATTRIBUTE_KINDS
 from .shape import index_text
+from .opcode_enum import Opcode
 
 if TYPE_CHECKING:     # the IR calls the printer (HloModule.to_text)
     from .ir import HloComputation, HloInstruction, HloModule
@@ -67,9 +68,9 @@ def computation_to_text(comp: HloComputation) -> str:
 
 def instruction_to_text(inst: HloInstruction) -> str:
     root = "ROOT " if inst.is_root else ""
-    if inst.opcode == "parameter":
+    if inst.opcode == Opcode.PARAMETER:
         args = str(inst.parameter_number)
-    elif inst.opcode == "constant":
+    elif inst.opcode == Opcode.CONSTANT:
         args = inst.literal.to_text() if inst.literal is not None else ""
     else:
         args = ", ".join(f"%{op.name}" for op in inst.operands)

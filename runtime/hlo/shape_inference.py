@@ -18,6 +18,7 @@ from .dtypes import ELEMENT_TYPES, PRED, S32, U32, TOKEN, ElementType, complex_c
 from .shape import (
     ArrayShape, Shape, TupleShape, compatible, index_text, is_valid_index, subshape,
 )
+from .opcode_enum import Opcode
 
 if TYPE_CHECKING:
     from .ir import HloComputation, HloInstruction
@@ -123,14 +124,14 @@ def check_operand_types(inst: HloInstruction, accepted: frozenset[str]) -> None:
 
 
 def unary(inst: HloInstruction) -> Shape:
-    if inst.opcode == "copy" and inst.operands[0].shape.is_tuple:
+    if inst.opcode == Opcode.COPY and inst.operands[0].shape.is_tuple:
         return inst.operands[0].shape
     x = _array(inst, 0)
     et = x.element_type
     op = inst.opcode
-    if op == "is-finite":
+    if op == Opcode.IS_FINITE:
         return _shape(PRED, x.dims, inst.shape)
-    if et.is_complex and op in ("real", "imag", "abs"):
+    if et.is_complex and op in (Opcode.REAL, Opcode.IMAG, Opcode.ABS):
         return _shape(complex_component(et), x.dims, inst.shape)
     return _shape(et, x.dims, inst.shape)
 
@@ -153,7 +154,7 @@ def binary(inst: HloInstruction) -> Shape:
              expected=a.to_text(False), got=b.to_text(False))
     _same_type(a, b, op)
     et = a.element_type
-    if op == "complex":
+    if op == Opcode.COMPLEX:
         if et.name not in ("f32", "f64"):
             fail(f"complex expects f32 or f64 operands, but got {et}")
         return _shape(ELEMENT_TYPES["c64" if et.name == "f32" else "c128"], a.dims, inst.shape)

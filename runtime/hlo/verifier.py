@@ -12,6 +12,7 @@ from .ir import HloComputation, HloInstruction, HloModule
 from .opcodes import ATTRIBUTE_VALUES, OPCODES
 from .shape import ArrayShape, Shape, compatible, index_text, is_valid_index, subshape
 from .shape_inference import ShapeError, check_operand_types
+from .opcode_enum import Opcode
 
 
 def verify(module: HloModule) -> None:
@@ -59,7 +60,7 @@ def _verify_parameter_numbers(comp: HloComputation) -> None:
     """Numbers must be exactly 0..n-1 (XLA crashes on a gap rather than reporting it)."""
     seen: dict[int, HloInstruction] = {}
     for p in comp.instructions:
-        if p.opcode != "parameter":
+        if p.opcode != Opcode.PARAMETER:
             continue
         number = p.parameter_number
         if number is None or number < 0:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ArrayShape, Shape, TupleShape
 from .names import FreshNames
 
@@ -39,9 +40,9 @@ def _conditional(inst: HloInstruction) -> Boundaries:
     return [(b + 1, comp, 0) for b, comp in enumerate(branches)], branches
 
 
-BOUNDARIES: dict[str, Callable[[HloInstruction], Boundaries]] = {
-    "call": _call,
-    "conditional": _conditional,
+BOUNDARIES: dict[Opcode, Callable[[HloInstruction], Boundaries]] = {
+    Opcode.CALL: _call,
+    Opcode.CONDITIONAL: _conditional,
 }
 
 
@@ -64,16 +65,16 @@ def _relayout(value: HloInstruction, want: Shape, names: FreshNames,
     if not _differs(value.shape, want):
         return value
     if not isinstance(want, TupleShape):
-        made.append(HloInstruction(names.fresh("copy"), "copy", want, [value]))
+        made.append(HloInstruction(names.fresh("copy"), Opcode.COPY, want, [value]))
         return made[-1]
     have: TupleShape = value.tuple_shape
     parts = []
     for k, element in enumerate(want.elements):
-        part = HloInstruction(names.fresh("get-tuple-element"), "get-tuple-element",
+        part = HloInstruction(names.fresh("get-tuple-element"), Opcode.GET_TUPLE_ELEMENT,
                               have.elements[k], [value], {"index": k})
         made.append(part)
         parts.append(_relayout(part, element, names, made))
-    made.append(HloInstruction(names.fresh("tuple"), "tuple",
+    made.append(HloInstruction(names.fresh("tuple"), Opcode.TUPLE,
                                TupleShape(tuple(p.shape for p in parts)), parts))
     return made[-1]
 
@@ -136,7 +137,7 @@ def match_call_layouts(module: HloModule) -> None:
     names = FreshNames(module)
     for comp in list(module.computations):
         for inst in list(comp.instructions):
-            if inst.opcode == "while":
+            if inst.opcode == Opcode.WHILE:
                 _match_while(inst, names)
                 continue
             rule = BOUNDARIES.get(inst.opcode)

@@ -31,6 +31,8 @@ from ..hlo.dtypes import ElementType, complex_component
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.literal import Literal
 from ..hlo.shape import ArrayShape, Layout, Shape, TupleShape, default_layout, leaf_shape
+from ..hlo.opcode_enum import Opcode
+from ..hlo.opcodes import OPCODES
 from ..target import CPU, Target
 from .fft_lowering import lower_fft
 from .names import FreshNames
@@ -40,7 +42,7 @@ Parts = tuple[HloInstruction, HloInstruction]
 
 
 def lower_complex_in_place(module: HloModule, target: Target = CPU) -> None:
-    if not any(_involves_complex(i) and i.opcode not in _PASS_THROUGH
+    if not any(_involves_complex(i) and not OPCODES[i.opcode].complex_pass_through
                for i in module.instructions()):
         return
     _unfuse_complex_fusions(module)
@@ -58,9 +60,9 @@ def _unfuse_complex_fusions(module: HloModule) -> None:
     calls: their bodies are lowered like any computation, inlined, and fused again by this
     pipeline (a fused complex dot is four dots, which no single kernel family computes)."""
     for inst in module.instructions():
-        if inst.opcode == "fusion" and (_involves_complex(inst) or any(
+        if inst.opcode == Opcode.FUSION and (_involves_complex(inst) or any(
                 _involves_complex(i) for i in inst.calls.instructions)):
-            inst.opcode = "call"
+            inst.opcode = Opcode.CALL
             inst.attrs = {"to_apply": inst.calls,
                           **{k: v for k, v in inst.attrs.items() if k == "metadata"}}
 
@@ -85,11 +87,6 @@ def pair_shape(shape: Shape) -> Shape:
             default_layout(shape.rank).minor_to_major:
         layout = Layout((shape.rank,) + tuple(shape.layout.minor_to_major))
     return ArrayShape(complex_component(shape.element_type), shape.dims + (2,), layout=layout)
-
-
-# complex values only passing through: a module holding nothing else is left alone
-_PASS_THROUGH = frozenset({"parameter", "tuple", "get-tuple-element", "custom-call",
-                           "opt-barrier", "bitcast"})
 
 
 class _Lowering:
@@ -118,7 +115,7 @@ class _Lowering:
             operands = [self.new.get(o, o) for o in inst.operands]
             if inst not in self.involved:
                 self.keep(inst, operands)
-            elif inst.opcode == "parameter":
+            elif inst.opcode == Opcode.PARAMETER:
                 self._parameter(inst)
             else:
                 rule = RULES.get(inst.opcode)
@@ -161,11 +158,11 @@ class _Lowering:
         """``value`` (complex, or a tuple holding complex leaves) in pair form: bitcasts."""
         shape = value.shape
         if isinstance(shape, TupleShape):
-            leaves = [self.to_pair(self.b.add("get-tuple-element", s, [value], index=i))
+            leaves = [self.to_pair(self.b.add(Opcode.GET_TUPLE_ELEMENT, s, [value], index=i))
                       for i, s in enumerate(shape.elements)]
-            pair = self.b.add("tuple", pair_shape(shape), leaves)
+            pair = self.b.add(Opcode.TUPLE, pair_shape(shape), leaves)
         elif shape.element_type.is_complex:
-            pair = self.b.add("bitcast", pair_shape(shape), [value])
+            pair = self.b.add(Opcode.BITCAST, pair_shape(shape), [value])
         else:
             return value
         self.complex_of[pair] = value
@@ -178,12 +175,12 @@ class _Lowering:
         if known is not None:
             return known
         if isinstance(shape, TupleShape):
-            leaves = [self.to_complex(self.b.add("get-tuple-element", pair_shape(s), [pair],
+            leaves = [self.to_complex(self.b.add(Opcode.GET_TUPLE_ELEMENT, pair_shape(s), [pair],
                                                  index=i), s)
                       for i, s in enumerate(shape.elements)]
-            return self.b.add("tuple", shape, leaves)
+            return self.b.add(Opcode.TUPLE, shape, leaves)
         if _has_complex(shape):
-            return self.b.add("bitcast", shape, [self.laid_out(pair, pair_shape(shape))])
+            return self.b.add(Opcode.BITCAST, shape, [self.laid_out(pair, pair_shape(shape))])
         return pair
 
     def laid_out(self, value: HloInstruction, shape: Shape) -> HloInstruction:
@@ -193,7 +190,7 @@ class _Lowering:
                 or shape.layout is None or value.shape.layout is None \
                 or shape.layout.minor_to_major == value.shape.layout.minor_to_major:
             return value
-        return self.b.add("copy", shape, [value])
+        return self.b.add(Opcode.COPY, shape, [value])
 
     # --- parts ------------------------------------------------------------------------------
     def parts(self, pair: HloInstruction) -> Parts:
@@ -215,19 +212,19 @@ class _Lowering:
             comp = HloComputation(self.names.fresh(f"{kind}_{et.name}"))
             scalar = array(et, ())
             count = 4 if kind.startswith("complex") else 2
-            params = [HloInstruction(self.names.fresh("p"), "parameter", scalar,
+            params = [HloInstruction(self.names.fresh("p"), Opcode.PARAMETER, scalar,
                                      parameter_number=k, parent=comp) for k in range(count)]
             comp.instructions = list(params)
             b = PartBuilder(comp, comp.instructions, self.names)
             if kind == "add":
-                comp.root = b.binary("add", *params)
+                comp.root = b.binary(Opcode.ADD, *params)
             elif kind == "assign":
                 comp.root = params[1]
             else:
                 x, y = (params[0], params[1]), (params[2], params[3])
                 re, im = b.complex_multiply(x, y) if kind == "complex-multiply" else \
-                    (b.binary("add", x[0], y[0]), b.binary("add", x[1], y[1]))
-                comp.root = b.add("tuple", TupleShape((scalar, scalar)), [re, im])
+                    (b.binary(Opcode.ADD, x[0], y[0]), b.binary(Opcode.ADD, x[1], y[1]))
+                comp.root = b.add(Opcode.TUPLE, TupleShape((scalar, scalar)), [re, im])
             self.module.computations.insert(0, comp)
             self.reducers[(et.name, kind)] = comp
         return comp
@@ -295,7 +292,7 @@ def _pad(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) ->
     config = inst.padding
     out = []
     for part_x, part_v in zip(lo.parts(x), lo.parts(value)):
-        out.append(lo.b.add("pad", array(type_of(part_x), dims_of(inst)), [part_x, part_v],
+        out.append(lo.b.add(Opcode.PAD, array(type_of(part_x), dims_of(inst)), [part_x, part_v],
                             padding=config))
     return lo.join(*out)
 
@@ -320,7 +317,7 @@ def _divide(b: PartBuilder, x: Parts, y: Parts) -> Parts:
     (ar, ai), (br, bi) = x, y
     mul, add, sub, div = (lambda p, q, o=o: b.binary(o, p, q)
                           for o in ("multiply", "add", "subtract", "divide"))
-    real_larger = b.compare(b.unary("abs", br), b.unary("abs", bi), "GE")
+    real_larger = b.compare(b.unary(Opcode.ABS, br), b.unary(Opcode.ABS, bi), "GE")
     # |br| >= |bi|: r = bi/br, d = br + bi r, ((ar + ai r)/d, (ai - ar r)/d)
     r1 = div(bi, br)
     d1 = add(br, mul(bi, r1))
@@ -335,12 +332,13 @@ def _divide(b: PartBuilder, x: Parts, y: Parts) -> Parts:
 def _abs(b: PartBuilder, x: Parts) -> HloInstruction:
     """``max * sqrt(1 + (min/max)^2)``: no overflow where ``re^2 + im^2`` would; 0 for 0,
     infinity when either part is infinite (even with the other NaN)."""
-    re, im = (b.unary("abs", p) for p in x)
+    re, im = (b.unary(Opcode.ABS, p) for p in x)
     et, d = type_of(re), dims_of(re)
-    big, small = b.binary("maximum", re, im), b.binary("minimum", re, im)
-    q = b.binary("divide", small, big)
+    big, small = b.binary(Opcode.MAXIMUM, re, im), b.binary(Opcode.MINIMUM, re, im)
+    q = b.binary(Opcode.DIVIDE, small, big)
     one = b.full(1.0, et, d)
-    out = b.binary("multiply", big, b.unary("sqrt", b.binary("add", one, b.binary("multiply", q, q))))
+    out = b.binary(Opcode.MULTIPLY, big, b.unary(
+        Opcode.SQRT, b.binary(Opcode.ADD, one, b.binary(Opcode.MULTIPLY, q, q))))
     zero = b.full(0.0, et, d)
     out = b.select(b.compare(big, zero, "EQ"), zero, out)
     inf = b.full(np.inf, et, d)
@@ -352,20 +350,20 @@ def _sign(b: PartBuilder, x: Parts) -> Parts:
     magnitude = _abs(b, x)
     zero = b.full(0.0, type_of(magnitude), dims_of(magnitude))
     is_zero = b.compare(magnitude, zero, "EQ")
-    re, im = (b.select(is_zero, zero, b.binary("divide", p, magnitude)) for p in x)
+    re, im = (b.select(is_zero, zero, b.binary(Opcode.DIVIDE, p, magnitude)) for p in x)
     return re, im
 
 
 def _exp(b: PartBuilder, x: Parts) -> Parts:
     re, im = x
-    scale = b.unary("exponential", re)
-    return (b.binary("multiply", scale, b.unary("cosine", im)),
-            b.binary("multiply", scale, b.unary("sine", im)))
+    scale = b.unary(Opcode.EXPONENTIAL, re)
+    return (b.binary(Opcode.MULTIPLY, scale, b.unary(Opcode.COSINE, im)),
+            b.binary(Opcode.MULTIPLY, scale, b.unary(Opcode.SINE, im)))
 
 
 def _log(b: PartBuilder, x: Parts) -> Parts:
     re, im = x
-    return b.unary("log", _abs(b, x)), b.binary("atan2", im, re)
+    return b.unary(Opcode.LOG, _abs(b, x)), b.binary(Opcode.ATAN2, im, re)
 
 
 def _sqrt(b: PartBuilder, x: Parts) -> Parts:
@@ -373,13 +371,14 @@ def _sqrt(b: PartBuilder, x: Parts) -> Parts:
     else ``(|im| / 2t, copysign(t, im))``; ``(0, im)`` at 0."""
     re, im = x
     et, d = type_of(re), dims_of(re)
-    t = b.unary("sqrt", b.scaled(b.binary("add", _abs(b, x), b.unary("abs", re)), 0.5))
+    t = b.unary(Opcode.SQRT,
+                b.scaled(b.binary(Opcode.ADD, _abs(b, x), b.unary(Opcode.ABS, re)), 0.5))
     two_t = b.scaled(t, 2.0)
     zero = b.full(0.0, et, d)
     nonnegative = b.compare(re, zero, "GE")
-    out_re = b.select(nonnegative, t, b.binary("divide", b.unary("abs", im), two_t))
-    signed_t = b.select(b.compare(im, zero, "LT"), b.unary("negate", t), t)
-    out_im = b.select(nonnegative, b.binary("divide", im, two_t), signed_t)
+    out_re = b.select(nonnegative, t, b.binary(Opcode.DIVIDE, b.unary(Opcode.ABS, im), two_t))
+    signed_t = b.select(b.compare(im, zero, "LT"), b.unary(Opcode.NEGATE, t), t)
+    out_im = b.select(nonnegative, b.binary(Opcode.DIVIDE, im, two_t), signed_t)
     is_zero = b.compare(t, zero, "EQ")
     return b.select(is_zero, zero, out_re), b.select(is_zero, im, out_im)
 
@@ -395,8 +394,8 @@ def _power(b: PartBuilder, x: Parts, y: Parts) -> Parts:
     re, im = _exp(b, b.complex_multiply(y, _log(b, x)))
     et, d = type_of(re), dims_of(re)
     zero, one = b.full(0.0, et, d), b.full(1.0, et, d)
-    base_zero = b.binary("and", b.compare(x[0], zero, "EQ"), b.compare(x[1], zero, "EQ"))
-    exponent_zero = b.binary("and", b.compare(y[0], zero, "EQ"), b.compare(y[1], zero, "EQ"))
+    base_zero = b.binary(Opcode.AND, b.compare(x[0], zero, "EQ"), b.compare(x[1], zero, "EQ"))
+    exponent_zero = b.binary(Opcode.AND, b.compare(y[0], zero, "EQ"), b.compare(y[1], zero, "EQ"))
     zero_re = b.select(exponent_zero, one, zero)
     return b.select(base_zero, zero_re, re), b.select(base_zero, zero, im)
 
@@ -405,72 +404,77 @@ def _sine(b: PartBuilder, x: Parts) -> Parts:
     """``(sin re cosh im, cos re sinh im)``."""
     re, im = x
     cosh, sinh = _cosh_sinh(b, im)
-    return (b.binary("multiply", b.unary("sine", re), cosh),
-            b.binary("multiply", b.unary("cosine", re), sinh))
+    return (b.binary(Opcode.MULTIPLY, b.unary(Opcode.SINE, re), cosh),
+            b.binary(Opcode.MULTIPLY, b.unary(Opcode.COSINE, re), sinh))
 
 
 def _cosine(b: PartBuilder, x: Parts) -> Parts:
     """``(cos re cosh im, -sin re sinh im)``."""
     re, im = x
     cosh, sinh = _cosh_sinh(b, im)
-    return (b.binary("multiply", b.unary("cosine", re), cosh),
-            b.unary("negate", b.binary("multiply", b.unary("sine", re), sinh)))
+    return (b.binary(Opcode.MULTIPLY, b.unary(Opcode.COSINE, re), cosh),
+            b.unary(Opcode.NEGATE, b.binary(Opcode.MULTIPLY, b.unary(Opcode.SINE, re), sinh)))
 
 
 def _cosh_sinh(b: PartBuilder, x: HloInstruction) -> Parts:
-    return b.unary("cosh", x), b.unary("sinh", x)
+    return b.unary(Opcode.COSH, x), b.unary(Opcode.SINH, x)
 
 
 def _sinh(b: PartBuilder, x: Parts) -> Parts:
     """``(sinh re cos im, cosh re sin im)``."""
     re, im = x
     cosh, sinh = _cosh_sinh(b, re)
-    return (b.binary("multiply", sinh, b.unary("cosine", im)),
-            b.binary("multiply", cosh, b.unary("sine", im)))
+    return (b.binary(Opcode.MULTIPLY, sinh, b.unary(Opcode.COSINE, im)),
+            b.binary(Opcode.MULTIPLY, cosh, b.unary(Opcode.SINE, im)))
 
 
 def _cosh(b: PartBuilder, x: Parts) -> Parts:
     """``(cosh re cos im, sinh re sin im)``."""
     re, im = x
     cosh, sinh = _cosh_sinh(b, re)
-    return (b.binary("multiply", cosh, b.unary("cosine", im)),
-            b.binary("multiply", sinh, b.unary("sine", im)))
+    return (b.binary(Opcode.MULTIPLY, cosh, b.unary(Opcode.COSINE, im)),
+            b.binary(Opcode.MULTIPLY, sinh, b.unary(Opcode.SINE, im)))
 
 
 def _tanh(b: PartBuilder, x: Parts) -> Parts:
     """``(tanh re + i tan im) / (1 + i tanh re tan im)``: finite for any real part."""
     re, im = x
-    t, u = b.unary("tanh", re), b.unary("tan", im)
-    return _divide(b, (t, u), (b.full(1.0, type_of(re), dims_of(re)), b.binary("multiply", t, u)))
+    t, u = b.unary(Opcode.TANH, re), b.unary(Opcode.TAN, im)
+    return _divide(b, (t, u),
+                   (b.full(1.0, type_of(re), dims_of(re)), b.binary(Opcode.MULTIPLY, t, u)))
 
 
 def _tan(b: PartBuilder, x: Parts) -> Parts:
     """``tan z = -i tanh(i z)``."""
-    re, im = _tanh(b, (b.unary("negate", x[1]), x[0]))
-    return im, b.unary("negate", re)
+    re, im = _tanh(b, (b.unary(Opcode.NEGATE, x[1]), x[0]))
+    return im, b.unary(Opcode.NEGATE, re)
 
 
 def _expm1(b: PartBuilder, x: Parts) -> Parts:
     """``(expm1(re) cos im - 2 sin^2(im/2), e^re sin im)``: exact near 0."""
     re, im = x
-    half = b.unary("sine", b.scaled(im, 0.5))
-    cos_minus_one = b.scaled(b.binary("multiply", half, half), -2.0)
-    out_re = b.binary("add", b.binary("multiply", b.unary("exponential-minus-one", re),
-                                      b.unary("cosine", im)), cos_minus_one)
-    return out_re, b.binary("multiply", b.unary("exponential", re), b.unary("sine", im))
+    half = b.unary(Opcode.SINE, b.scaled(im, 0.5))
+    cos_minus_one = b.scaled(b.binary(Opcode.MULTIPLY, half, half), -2.0)
+    out_re = b.binary(Opcode.ADD,
+                      b.binary(Opcode.MULTIPLY, b.unary(Opcode.EXPONENTIAL_MINUS_ONE, re),
+                               b.unary(Opcode.COSINE, im)),
+                      cos_minus_one)
+    return out_re, b.binary(Opcode.MULTIPLY, b.unary(Opcode.EXPONENTIAL, re),
+                            b.unary(Opcode.SINE, im))
 
 
 def _log1p(b: PartBuilder, x: Parts) -> Parts:
     """``(log1p(2 re + re^2 + im^2) / 2, atan2(im, 1 + re))``: exact near 0."""
     re, im = x
     one = b.full(1.0, type_of(re), dims_of(re))
-    grown = b.binary("add", b.scaled(re, 2.0), b.binary(
-        "add", b.binary("multiply", re, re), b.binary("multiply", im, im)))
-    return b.scaled(b.unary("log-plus-one", grown), 0.5), b.binary("atan2", im, b.binary("add", one, re))
+    grown = b.binary(Opcode.ADD, b.scaled(re, 2.0), b.binary(
+        Opcode.ADD, b.binary(Opcode.MULTIPLY, re, re), b.binary(Opcode.MULTIPLY, im, im)))
+    return (b.scaled(b.unary(Opcode.LOG_PLUS_ONE, grown), 0.5),
+            b.binary(Opcode.ATAN2, im, b.binary(Opcode.ADD, one, re)))
 
 
 def _negate(b: PartBuilder, x: Parts) -> Parts:
-    return b.unary("negate", x[0]), b.unary("negate", x[1])
+    return b.unary(Opcode.NEGATE, x[0]), b.unary(Opcode.NEGATE, x[1])
 
 
 def _complex(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
@@ -490,11 +494,11 @@ def _convert(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]
     pair = pair_shape(inst.shape)
     assert isinstance(pair, ArrayShape)
     if not _has_complex(inst.operands[0].shape):       # real -> complex: an imaginary part of 0
-        re = lo.b.add("convert", array(pair.element_type, dims_of(x)), [x])
+        re = lo.b.add(Opcode.CONVERT, array(pair.element_type, dims_of(x)), [x])
         return lo.join(re, lo.b.full(0.0, pair.element_type, dims_of(x)))
     if type_of(x) == pair.element_type:
         return x
-    return lo.b.add("convert", pair, [x])
+    return lo.b.add(Opcode.CONVERT, pair, [x])
 
 
 def _compare(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
@@ -505,7 +509,7 @@ def _compare(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]
                                   instruction=inst.name)
     (ar, ai), (br, bi) = (lo.parts(o) for o in operands)
     both = lo.b.compare(ar, br, direction), lo.b.compare(ai, bi, direction)
-    return lo.b.binary("and" if direction == "EQ" else "or", *both)
+    return lo.b.binary(Opcode.AND if direction == "EQ" else Opcode.OR, *both)
 
 
 def _dot(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
@@ -516,9 +520,9 @@ def _dot(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) ->
     attrs: dict[str, Any] = {k: v for k, v in inst.attrs.items() if k.endswith("_dims")}
 
     def dot(x: HloInstruction, y: HloInstruction) -> HloInstruction:
-        return lo.b.add("dot", shape, [x, y], **attrs)
-    re = lo.b.binary("subtract", dot(ar, br), dot(ai, bi))
-    im = lo.b.binary("add", dot(ar, bi), dot(ai, br))
+        return lo.b.add(Opcode.DOT, shape, [x, y], **attrs)
+    re = lo.b.binary(Opcode.SUBTRACT, dot(ar, br), dot(ai, bi))
+    im = lo.b.binary(Opcode.ADD, dot(ar, bi), dot(ai, br))
     return lo.join(re, im)
 
 
@@ -533,17 +537,17 @@ def _reduce(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction])
     assert isinstance(pair, ArrayShape)
     et = pair.element_type
     if kind == "multiply":
-        return _over_parts(lo, inst, operands, "reduce", "complex-multiply",
+        return _over_parts(lo, inst, operands, Opcode.REDUCE, "complex-multiply",
                            dimensions=inst.dimensions)
-    summed = lo.b.add("reduce", pair, [x, lo.b.full(0.0, et, ())],
+    summed = lo.b.add(Opcode.REDUCE, pair, [x, lo.b.full(0.0, et, ())],
                       dimensions=inst.dimensions, to_apply=lo.scalar_computation(et, "add"))
     if _is_zero_constant(init):
         return summed
-    return lo.b.binary("add", summed, lo.b.broadcast(init, pair.dims, (len(pair.dims) - 1,)))
+    return lo.b.binary(Opcode.ADD, summed, lo.b.broadcast(init, pair.dims, (len(pair.dims) - 1,)))
 
 
 def _over_parts(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction],
-                opcode: str, kind: str, **attrs) -> HloInstruction:
+                opcode: Opcode, kind: str, **attrs) -> HloInstruction:
     """``opcode`` (reduce, reduce-window) over both parts at once: a variadic form whose
     reducer combines two complex numbers given as parts (``kind``)."""
     x, init = operands
@@ -553,7 +557,7 @@ def _over_parts(lo: _Lowering, inst: HloInstruction, operands: list[HloInstructi
     part = array(et, written.dims)
     both = lo.b.add(opcode, TupleShape((part, part)), [*lo.parts(x), *lo.parts(init)],
                     to_apply=lo.scalar_computation(et, kind), **attrs)
-    re, im = (lo.b.add("get-tuple-element", part, [both], index=k) for k in range(2))
+    re, im = (lo.b.add(Opcode.GET_TUPLE_ELEMENT, part, [both], index=k) for k in range(2))
     return lo.join(re, im)
 
 
@@ -569,11 +573,12 @@ def _reduce_window(lo: _Lowering, inst: HloInstruction,
     window = inst.window
     assert isinstance(window, Window)
     if kind == "multiply" or not _is_zero_constant(inst.operands[1]):
-        return _over_parts(lo, inst, operands, "reduce-window", f"complex-{kind}",
+        return _over_parts(lo, inst, operands, Opcode.REDUCE_WINDOW, f"complex-{kind}",
                            window=window)
     pair = pair_shape(inst.shape)
     assert isinstance(pair, ArrayShape)
-    return lo.b.add("reduce-window", pair, [operands[0], lo.b.full(0.0, pair.element_type, ())],
+    return lo.b.add(Opcode.REDUCE_WINDOW, pair,
+                    [operands[0], lo.b.full(0.0, pair.element_type, ())],
                     window=Window(window.dims + (WindowDim(1),)),
                     to_apply=lo.scalar_computation(pair.element_type, "add"))
 
@@ -586,7 +591,7 @@ def _reducer(comp: HloComputation) -> str | None:
         return None
     if root is comp.parameter(1):
         return "assign"
-    if root.opcode not in ("add", "multiply") \
+    if root.opcode not in (Opcode.ADD, Opcode.MULTIPLY) \
             or {id(o) for o in root.operands} != {id(p) for p in comp.parameters}:
         return None
     return root.opcode
@@ -615,7 +620,7 @@ def _scatter(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]
 
 
 def _is_zero_constant(inst: HloInstruction) -> bool:
-    return inst.opcode == "constant" and inst.literal is not None and \
+    return inst.opcode == Opcode.CONSTANT and inst.literal is not None and \
         inst.literal.data is not None and not np.any(inst.literal.data)
 
 
@@ -639,46 +644,46 @@ def _custom_call(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruct
     return lo.to_pair(inst)
 
 
-RULES: dict[str, Rule] = {
-    **{op: _reshaped for op in ("tuple", "get-tuple-element", "while", "call", "conditional",
+RULES: dict[Opcode, Rule] = {
+    **{Opcode(op): _reshaped for op in ("tuple", "get-tuple-element", "while", "call", "conditional",
                                 "opt-barrier", "copy", "add", "subtract", "negate", "reverse",
                                 "concatenate", "reshape", "bitcast", "add-dependency", "domain")},
-    "transpose": _with_attr("dimensions", lambda i: tuple(i.dimensions) + (_rank(i),)),
-    "broadcast": _with_attr("dimensions", lambda i: tuple(i.dimensions) + (_rank(i),)),
-    "slice": _with_attr("slice", lambda i: SliceSpec(i.slice.dims + (SliceDim(0, 2, 1),))),
-    "constant": _constant,
-    "select": _select,
-    "dynamic-slice": _dynamic_slice,
-    "dynamic-update-slice": _dynamic_update_slice,
-    "pad": _pad,
-    "multiply": _elementwise(PartBuilder.complex_multiply),
-    "divide": _elementwise(_divide),
-    "sign": _elementwise(_sign),
-    "exponential": _elementwise(_exp),
-    "log": _elementwise(_log),
-    "sqrt": _elementwise(_sqrt),
-    "rsqrt": _elementwise(_rsqrt),
-    "power": _elementwise(_power),
-    "sine": _elementwise(_sine),
-    "cosine": _elementwise(_cosine),
-    "sinh": _elementwise(_sinh),
-    "cosh": _elementwise(_cosh),
-    "tanh": _elementwise(_tanh),
-    "tan": _elementwise(_tan),
-    "exponential-minus-one": _elementwise(_expm1),
-    "log-plus-one": _elementwise(_log1p),
-    "abs": _to_real(_abs),
-    "complex": _complex,
-    "real": _real,
-    "imag": _imag,
-    "convert": _convert,
-    "compare": _compare,
-    "dot": _dot,
-    "reduce": _reduce,
-    "reduce-window": _reduce_window,
-    "fft": _fft,
-    "custom-call": _custom_call,
-    "gather": _gather,
-    "scatter": _scatter,
+    Opcode.TRANSPOSE: _with_attr("dimensions", lambda i: tuple(i.dimensions) + (_rank(i),)),
+    Opcode.BROADCAST: _with_attr("dimensions", lambda i: tuple(i.dimensions) + (_rank(i),)),
+    Opcode.SLICE: _with_attr(Opcode.SLICE, lambda i: SliceSpec(i.slice.dims + (SliceDim(0, 2, 1),))),
+    Opcode.CONSTANT: _constant,
+    Opcode.SELECT: _select,
+    Opcode.DYNAMIC_SLICE: _dynamic_slice,
+    Opcode.DYNAMIC_UPDATE_SLICE: _dynamic_update_slice,
+    Opcode.PAD: _pad,
+    Opcode.MULTIPLY: _elementwise(PartBuilder.complex_multiply),
+    Opcode.DIVIDE: _elementwise(_divide),
+    Opcode.SIGN: _elementwise(_sign),
+    Opcode.EXPONENTIAL: _elementwise(_exp),
+    Opcode.LOG: _elementwise(_log),
+    Opcode.SQRT: _elementwise(_sqrt),
+    Opcode.RSQRT: _elementwise(_rsqrt),
+    Opcode.POWER: _elementwise(_power),
+    Opcode.SINE: _elementwise(_sine),
+    Opcode.COSINE: _elementwise(_cosine),
+    Opcode.SINH: _elementwise(_sinh),
+    Opcode.COSH: _elementwise(_cosh),
+    Opcode.TANH: _elementwise(_tanh),
+    Opcode.TAN: _elementwise(_tan),
+    Opcode.EXPONENTIAL_MINUS_ONE: _elementwise(_expm1),
+    Opcode.LOG_PLUS_ONE: _elementwise(_log1p),
+    Opcode.ABS: _to_real(_abs),
+    Opcode.COMPLEX: _complex,
+    Opcode.REAL: _real,
+    Opcode.IMAG: _imag,
+    Opcode.CONVERT: _convert,
+    Opcode.COMPARE: _compare,
+    Opcode.DOT: _dot,
+    Opcode.REDUCE: _reduce,
+    Opcode.REDUCE_WINDOW: _reduce_window,
+    Opcode.FFT: _fft,
+    Opcode.CUSTOM_CALL: _custom_call,
+    Opcode.GATHER: _gather,
+    Opcode.SCATTER: _scatter,
 }
 

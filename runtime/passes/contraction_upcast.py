@@ -39,6 +39,7 @@ from typing import Callable
 
 from ..hlo.dtypes import BYTE_FLOATS, ELEMENT_TYPES
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ArrayShape
 from ..target import CPU, Target
 from .names import FreshNames
@@ -71,9 +72,9 @@ def _convolution_depth(conv: HloInstruction, lhs: ArrayShape, rhs: ArrayShape) -
 
 
 # the contractions upcast, with their multiply-adds per output element
-_DEPTH: dict[str, Callable[[HloInstruction, ArrayShape, ArrayShape], int]] = {
-    "dot": _dot_depth,
-    "convolution": _convolution_depth,
+_DEPTH: dict[Opcode, Callable[[HloInstruction, ArrayShape, ArrayShape], int]] = {
+    Opcode.DOT: _dot_depth,
+    Opcode.CONVOLUTION: _convolution_depth,
 }
 
 
@@ -112,7 +113,7 @@ def _upcast(comp: HloComputation, contraction: HloInstruction, operands: tuple[i
         op = contraction.operands[k]
         wide = widened.get(id(op))
         if wide is None:
-            wide = HloInstruction(names.fresh(f"{op.name}.f32"), "convert",
+            wide = HloInstruction(names.fresh(f"{op.name}.f32"), Opcode.CONVERT,
                                   _as_f32(op.shape), [op], parent=comp)
             comp.instructions.insert(at, wide)
             at += 1
@@ -125,12 +126,12 @@ def _upcast(comp: HloComputation, contraction: HloInstruction, operands: tuple[i
     result = contraction
     if out.element_type.name in BYTE_FLOATS:
         # XLA rounds an 8-bit float contraction's f32 result to f16 first
-        result = HloInstruction(names.fresh(f"{contraction.name}.f16"), "convert",
+        result = HloInstruction(names.fresh(f"{contraction.name}.f16"), Opcode.CONVERT,
                                 ArrayShape(F16, out.dims, out.dynamic, out.layout),
                                 [contraction], parent=comp)
         comp.instructions.insert(at + 1, result)
         at += 1
-    narrow = HloInstruction(names.fresh(f"{contraction.name}.{out.element_type.name}"), "convert",
+    narrow = HloInstruction(names.fresh(f"{contraction.name}.{out.element_type.name}"), Opcode.CONVERT,
                             out, [result], parent=comp)
     for inst in comp.instructions:
         if inst is not result:

@@ -21,6 +21,7 @@ strided loads, 0.92x copied). Only convolutions the CPU family takes need it
 from __future__ import annotations
 
 from ..hlo.ir import HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ArrayShape, Layout
 from ..target import CPU, Target
 from .names import FreshNames
@@ -32,13 +33,13 @@ def relayout_convolution_kernels_in_place(module: HloModule, target: Target = CP
     names = FreshNames(module)
     for comp in module.computations:
         for conv in list(comp.instructions):
-            if conv.opcode != "convolution" or conv.control_predecessors:
+            if conv.opcode != Opcode.CONVOLUTION or conv.control_predecessors:
                 continue
             kernel = conv.operands[1]
             wanted = _wanted_layout(conv, target)
             if wanted is None:
                 continue
-            copy = HloInstruction(names.fresh(f"{kernel.name}.relayout"), "copy",
+            copy = HloInstruction(names.fresh(f"{kernel.name}.relayout"), Opcode.COPY,
                                   kernel.array_shape.with_layout(wanted),
                                   [kernel], parent=comp)
             comp.instructions.insert(comp.instructions.index(conv), copy)

@@ -32,6 +32,7 @@ from ..analysis.schedule import build_schedule, text_order
 from ..hlo.attributes import RawText, quote_string, unquote_string
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ShapeIndex, index_text
 from .dce import remove_dead_code
 from .names import FreshNames
@@ -53,7 +54,7 @@ def inserted_copies(module: HloModule) -> list[InsertedCopy]:
     out = []
     for inst in module.instructions():
         attr = inst.attrs.get("frontend_attributes")
-        if inst.opcode == "copy" and isinstance(attr, RawText):
+        if inst.opcode == Opcode.COPY and isinstance(attr, RawText):
             m = _REASON.search(attr.text)
             if m:
                 out.append(InsertedCopy(inst.name, unquote_string(m.group(1))))
@@ -81,7 +82,7 @@ class _Inserter:
         self.at = at
         self.names = names
 
-    def add(self, opcode: str, shape, operands: list[HloInstruction],
+    def add(self, opcode: Opcode, shape, operands: list[HloInstruction],
             attrs: dict | None = None) -> HloInstruction:
         inst = HloInstruction(self.names.fresh(opcode), opcode, shape, list(operands),
                               dict(attrs or {}), parent=self.comp)
@@ -113,7 +114,7 @@ class _CopiesEverywhere:
         self._replace_root(entry, "output {index}")
 
     def _copy_around(self, comp: HloComputation, inst: HloInstruction) -> None:
-        if inst.opcode == "while":
+        if inst.opcode == Opcode.WHILE:
             _, body = sequential_callees(inst)
             ins = _Inserter(comp, comp.instructions.index(inst), self.names)
             inst.operands[0] = self._rebuild(ins, inst.operands[0], _array_leaves(inst),
@@ -122,7 +123,7 @@ class _CopiesEverywhere:
             for _ in range(2):
                 self._replace_root(
                     body, f"loop state {{index}} computed by the body of {inst.name}")
-        elif inst.opcode == "conditional":
+        elif inst.opcode == Opcode.CONDITIONAL:
             for k, branch in enumerate(sequential_callees(inst)):
                 self._replace_root(branch, f"output {{index}} of branch {k} of {inst.name}")
         for pair in in_place_pairs(inst):
@@ -140,15 +141,15 @@ class _CopiesEverywhere:
             if not any(leaf[:len(index)] == index for leaf in leaves):
                 return node
             if not node.shape.is_tuple:
-                copy = ins.add("copy", node.shape, [node])
+                copy = ins.add(Opcode.COPY, node.shape, [node])
                 self.roles[copy] = role.replace("{index}", index_text(index))
                 return copy
             children = []
             for k, element in enumerate(node.shape.elements):
-                child = node.operands[k] if node.opcode == "tuple" else ins.add(
-                    "get-tuple-element", element, [node], {"index": k})
+                child = node.operands[k] if node.opcode == Opcode.TUPLE else ins.add(
+                    Opcode.GET_TUPLE_ELEMENT, element, [node], {"index": k})
                 children.append(build(child, index + (k,)))
-            rebuilt = ins.add("tuple", node.shape, children)
+            rebuilt = ins.add(Opcode.TUPLE, node.shape, children)
             self.rebuilt[rebuilt] = node
             return rebuilt
 
@@ -188,9 +189,9 @@ class _CopiesEverywhere:
             return comp.root is inst or any(inst in i.operands for i in comp.instructions)
 
         def untouched(new: HloInstruction, original: HloInstruction) -> bool:
-            if original.opcode == "tuple":
+            if original.opcode == Opcode.TUPLE:
                 return all(a is b for a, b in zip(new.operands, original.operands))
-            return all(op.opcode == "get-tuple-element" and op.operands[0] is original
+            return all(op.opcode == Opcode.GET_TUPLE_ELEMENT and op.operands[0] is original
                        and op.attrs.get("index") == k for k, op in enumerate(new.operands))
 
         changed = True
@@ -202,7 +203,7 @@ class _CopiesEverywhere:
                     original = self.rebuilt[original]
                 comp = new.parent
                 assert comp is not None
-                if (not used(new, comp) or (original.opcode == "tuple" and used(original, comp))
+                if (not used(new, comp) or (original.opcode == Opcode.TUPLE and used(original, comp))
                         or not untouched(new, original)):
                     continue
                 for inst in comp.instructions:

@@ -26,18 +26,14 @@ from ..analysis.side_effects import has_side_effect
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.literal import Literal
+from ..hlo.opcodes import OPCODES
 from ..target import CPU, Target
 from .dce import remove_dead_code
 from .fusion_cost import BYTE_COST, kernel_work
 
-#: opcodes whose instances are distinct by intent, whatever their operands
-_IDENTITY_OPCODES = frozenset({"parameter", "opt-barrier", "add-dependency", "domain",
-                               "after-all"})
 #: a duplicate not live at once with its first copy is merged when its kernel's work is at
 #: least this many times its result's bytes (``fusion_cost`` units)
 _HOLD_WORK_PER_BYTE = 4
-#: opcodes whose work ``kernel_work`` does not see (a loop, a branch, a call, a custom call)
-_RUNS_COMPUTATIONS = frozenset({"while", "conditional", "call", "custom-call"})
 #: attributes that say where an instruction came from, not what it computes
 _IGNORED_ATTRIBUTES = frozenset({"metadata", "control-predecessors"})
 
@@ -109,7 +105,7 @@ def _worth_holding(inst: HloInstruction) -> bool:
     its kernel does real work beyond moving its bytes (a convert back to f32 of a bf16
     weight, read once in the forward pass and once in the backward pass, is cheaper to redo
     than to hold at twice the weight's size in between)."""
-    if inst.opcode in _RUNS_COMPUTATIONS:
+    if OPCODES[inst.opcode].runs_computations:
         return True
     held = sum(leaf.byte_size for _, leaf in inst.shape.leaves())
     return kernel_work(inst) >= _HOLD_WORK_PER_BYTE * held * BYTE_COST
@@ -118,7 +114,7 @@ def _worth_holding(inst: HloInstruction) -> bool:
 def _mergeable(inst: HloInstruction) -> bool:
     """Not one of the instructions whose identity is their point (side effects are checked
     only for instructions that have an equal)."""
-    if inst.opcode in _IDENTITY_OPCODES or "channel_id" in inst.attrs:
+    if OPCODES[inst.opcode].distinct or "channel_id" in inst.attrs:
         return False
     return not any(leaf.is_token for _, leaf in inst.shape.leaves())
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..analysis.side_effects import has_side_effect
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 
 
 def dce(module: HloModule) -> HloModule:
@@ -33,7 +34,7 @@ def remove_dead_code(module: HloModule) -> None:
 def _remove_dead_instructions(comp: HloComputation, memo: dict[HloComputation, bool]) -> None:
     live: set[HloInstruction] = set()
     stack = [i for i in comp.instructions
-             if i is comp.root or i.opcode == "parameter" or has_side_effect(i, memo)]
+             if i is comp.root or i.opcode == Opcode.PARAMETER or has_side_effect(i, memo)]
     while stack:
         inst = stack.pop()
         if inst in live:

@@ -15,6 +15,7 @@ expert-batched ``128x64 . 64x128`` dot (8 experts) took 2,110 us element by elem
 from __future__ import annotations
 
 from ..hlo.ir import HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ArrayShape, Layout
 from ..target import CPU, Target
 from .names import FreshNames
@@ -26,7 +27,7 @@ def relayout_dot_operands_in_place(module: HloModule, target: Target = CPU) -> N
     names = FreshNames(module)
     for comp in module.computations:
         for inst in list(comp.instructions):
-            if inst.opcode != "dot" or inst.control_predecessors:
+            if inst.opcode != Opcode.DOT or inst.control_predecessors:
                 continue
             for side, k in _SIDES:
                 batch = inst.ints_attr(f"{side}_batch_dims")
@@ -34,7 +35,7 @@ def relayout_dot_operands_in_place(module: HloModule, target: Target = CPU) -> N
                 if layout is None:
                     continue
                 operand = inst.operands[k]
-                copy = HloInstruction(names.fresh(f"{operand.name}.batch_major"), "copy",
+                copy = HloInstruction(names.fresh(f"{operand.name}.batch_major"), Opcode.COPY,
                                       operand.array_shape.with_layout(layout), [operand],
                                       location=inst.location, parent=comp)
                 comp.instructions.insert(comp.instructions.index(inst), copy)

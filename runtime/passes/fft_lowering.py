@@ -26,6 +26,7 @@ import numpy as np
 
 from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloInstruction
+from ..hlo.opcode_enum import Opcode
 from .part_builder import PartBuilder, dims_of, type_of
 
 DIRECT_MAX = 128            # lengths transformed by one dot against the DFT matrix
@@ -92,7 +93,7 @@ def _hermitian(b: PartBuilder, x: Value, n: int) -> Value:
     if tail <= 1:
         return b.slice(re, 1, 0, n), b.slice(im, 1, 0, n)
     mirror_re = b.reverse(b.slice(re, 1, 1, tail), 1)
-    mirror_im = b.unary("negate", b.reverse(b.slice(im, 1, 1, tail), 1))
+    mirror_im = b.unary(Opcode.NEGATE, b.reverse(b.slice(im, 1, 1, tail), 1))
     head = n // 2 + 1
     return (b.concatenate([b.slice(re, 1, 0, head), mirror_re], 1),
             b.concatenate([b.slice(im, 1, 0, head), mirror_im], 1))
@@ -144,8 +145,8 @@ def _times_matrix(b: PartBuilder, x: Value, w: tuple[HloInstruction, HloInstruct
     re, im = b.dot(xr, wr, 1, 0), b.dot(xr, wi, 1, 0)
     if xi is None:
         return re, im
-    return (b.binary("subtract", re, b.dot(xi, wi, 1, 0)),
-            b.binary("add", im, b.dot(xi, wr, 1, 0)))
+    return (b.binary(Opcode.SUBTRACT, re, b.dot(xi, wi, 1, 0)),
+            b.binary(Opcode.ADD, im, b.dot(xi, wr, 1, 0)))
 
 
 def _direct(b: PartBuilder, x: Value, n: int, inverse: bool) -> tuple[HloInstruction, HloInstruction]:
@@ -192,7 +193,7 @@ def _bluestein(b: PartBuilder, x: Value, n: int, inverse: bool) -> tuple[HloInst
     c_rows = _each(lambda v: b.broadcast(v, (rows, n), (1,)), c)
     xr, xi = x
     if xi is None:
-        a = _each(lambda v: b.binary("multiply", xr, v), c_rows)
+        a = _each(lambda v: b.binary(Opcode.MULTIPLY, xr, v), c_rows)
     else:
         a = b.complex_multiply((xr, xi), c_rows)
     zero = b.full(0.0, et, ())

@@ -11,9 +11,10 @@ freely: their values have no buffers.
 
 from __future__ import annotations
 
-from ..analysis.call_graph import SEQUENTIAL_CALL_ATTRIBUTES, thread_local_callees
+from ..analysis.call_graph import thread_local_callees
 from ..hlo.clone import clone_computation, clone_module
 from ..hlo.ir import HloComputation, HloModule
+from ..hlo.opcodes import OPCODES
 
 
 def flatten_call_graph(module: HloModule) -> HloModule:
@@ -32,7 +33,7 @@ def flatten_in_place(module: HloModule) -> None:
     while stack:
         comp = stack.pop()
         for inst in comp.instructions:
-            for attr in SEQUENTIAL_CALL_ATTRIBUTES.get(inst.opcode, ()):
+            for attr in OPCODES[inst.opcode].sequential_calls:
                 value = inst.attrs.get(attr)
                 if value is None:
                     continue

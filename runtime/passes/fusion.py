@@ -47,13 +47,14 @@ from ..analysis.rows import is_expensive, reads_many_times, row_count
 from ..hlo.attributes import Identifier
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape
 from .dce import remove_dead_code
 from ..target import CPU, Target
 from .fusion_cost import (duplicate_reads_no_more, may_evaluate_repeatedly, recompute_sources,
                           row_merge_cost)
-from .fusion_rules import (FREE_DUPLICATES, FusionRules, in_epilogue, in_place_operands,
+from .fusion_rules import (FusionRules, in_epilogue, in_place_operands,
                            in_place_roots)
 from .names import FreshNames
 
@@ -157,7 +158,7 @@ class _Planner:
     def _recomputable(self, inst: HloInstruction) -> bool:
         """Duplicable and computed from its operands' elements alone (no data movement)."""
         return self._duplicable(inst) and (OPCODES[inst.opcode].elementwise
-                                           or inst.opcode in FREE_DUPLICATES)
+                                           or OPCODES[inst.opcode].free_duplicate)
 
     def _only_reader(self, group: _Group, inst: HloInstruction) -> bool:
         """Whether ``group`` is the only reader of ``inst``, so it may move into the group: a
@@ -239,7 +240,7 @@ class _Planner:
             return None
         elif moves:
             decision = MOVE
-        elif self._duplicable(producer) and (producer.opcode in FREE_DUPLICATES
+        elif self._duplicable(producer) and (OPCODES[producer.opcode].free_duplicate
                                              or group.duplicates < rules.max_duplicates):
             if producer in self.sources and not duplicate_reads_no_more(
                     producer, self.sources[producer], group.members.keys() | group.parameters,
@@ -255,7 +256,7 @@ class _Planner:
         if indexings > MAX_INDEXINGS:
             return None
         group.indexings[producer] = indexings
-        if decision == DUPLICATE and producer.opcode not in FREE_DUPLICATES:
+        if decision == DUPLICATE and not OPCODES[producer.opcode].free_duplicate:
             group.duplicates += 1
         if reused:
             group.reused.add(producer)
@@ -288,7 +289,7 @@ class _Planner:
             producer = self.owner.get(q)
             if (producer is None or producer is group or producer.root is not q
                     or producer.merged_into is not None or producer.kind == "kOutput"
-                    or (q.opcode not in self.rules.producers and q.opcode != "reduce")
+                    or (q.opcode not in self.rules.producers and q.opcode != Opcode.REDUCE)
                     or not self._only_reader(group, q)
                     or len(group.members) + len(producer.members) > self.rules.max_members):
                 continue
@@ -323,13 +324,13 @@ def _indexings(group: _Group, producer: HloInstruction, inside: list[HloInstruct
 def _complex_bitcast(inst: HloInstruction) -> bool:
     """A bitcast between a complex value and its pair form (``complex_lowering``): it only
     renames a buffer, and no kernel can read the complex side."""
-    return inst.opcode == "bitcast" and any(
+    return inst.opcode == Opcode.BITCAST and any(
         isinstance(s, ArrayShape) and s.element_type.is_complex
         for s in (inst.shape, inst.operands[0].shape))
 
 
 def _small_if_constant(inst: HloInstruction) -> bool:
-    return inst.opcode != "constant" or (isinstance(inst.shape, ArrayShape)
+    return inst.opcode != Opcode.CONSTANT or (isinstance(inst.shape, ArrayShape)
                                          and inst.shape.element_count <= 1)
 
 
@@ -374,7 +375,7 @@ class _Builder:
             for op in m.operands:
                 if op not in group.members and op not in copies:
                     name = self.names.fresh(f"param_{len(operands)}")
-                    copies[op] = HloInstruction(name, "parameter", op.shape,
+                    copies[op] = HloInstruction(name, Opcode.PARAMETER, op.shape,
                                                 parameter_number=len(operands), parent=fused)
                     operands.append(op)
                     fused.instructions.append(copies[op])
@@ -391,6 +392,6 @@ class _Builder:
         attrs: dict[str, object] = {"kind": Identifier(group.kind), "calls": fused}
         if "metadata" in group.root.attrs:
             attrs["metadata"] = group.root.metadata
-        return HloInstruction(self.names.fresh(f"{group.root.opcode}_fusion"), "fusion",
+        return HloInstruction(self.names.fresh(f"{group.root.opcode}_fusion"), Opcode.FUSION,
                               group.root.shape, operands=operands, attrs=attrs,
                               location=group.root.location, parent=self.comp)

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from ..analysis.rows import is_expensive, plan_rows, reused_members
 from ..hlo.attributes import ConvDimensionNumbers, Window
 from ..hlo.ir import HloComputation, HloInstruction
+from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape
 
@@ -89,15 +90,15 @@ def _work_scatter(inst: HloInstruction) -> float:
 # Operand-bound ops: work per output element grows with what each element reads. Adding an op
 # here is adding a row: the rule that it is never recomputed follows.
 OPERAND_BOUND = {
-    "reduce": _work_reduce,
-    "dot": _work_dot,
-    "convolution": _work_convolution,
-    "reduce-window": _work_window,
-    "select-and-scatter": _work_window,
-    "sort": _work_sort,
-    "scatter": _work_scatter,
-    "gather": lambda inst: 1.0,
-    "map": lambda inst: float(len(inst.to_apply.instructions)),
+    Opcode.REDUCE: _work_reduce,
+    Opcode.DOT: _work_dot,
+    Opcode.CONVOLUTION: _work_convolution,
+    Opcode.REDUCE_WINDOW: _work_window,
+    Opcode.SELECT_AND_SCATTER: _work_window,
+    Opcode.SORT: _work_sort,
+    Opcode.SCATTER: _work_scatter,
+    Opcode.GATHER: lambda inst: 1.0,
+    Opcode.MAP: lambda inst: float(len(inst.to_apply.instructions)),
 }
 
 
@@ -116,10 +117,6 @@ def work_per_element(inst: HloInstruction) -> float:
     return 0.0
 
 
-# in-place updates: (the operand written into, not read whole; the update computed)
-_IN_PLACE = {"dynamic-update-slice": (0, 1), "scatter": (0, -1)}
-
-
 @dataclass(frozen=True)
 class KernelCost:
     """A kernel's bytes read from and written to memory, and its element operations."""
@@ -133,20 +130,22 @@ def kernel_cost(inst: HloInstruction) -> KernelCost:
     (``work_per_element``, at least one operation each), every byte read from memory and every
     result byte written. An in-place update (``dynamic-update-slice``, ``scatter``) computes
     its update's elements and leaves the rest of the buffer it writes into alone."""
-    fused = inst.opcode == "fusion"
+    fused = inst.opcode == Opcode.FUSION
     members = inst.calls.instructions if fused else [inst]
     root = inst.calls.root_instruction if fused else inst
-    untouched = {id(m.operands[_IN_PLACE[m.opcode][0]]) for m in members
-                 if m.opcode in _IN_PLACE}
-    reads = [m for m in members if m.opcode == "parameter"] if fused else inst.operands
+    untouched = {id(m.operands[updates[0]]) for m in members
+                 if (updates := OPCODES[m.opcode].updates) is not None}
+    reads = [m for m in members if m.opcode == Opcode.PARAMETER] if fused else inst.operands
     moved = float(sum(_bytes(r.shape) for r in reads if id(r) not in untouched))
     operations = 0.0
     for m in members:
-        if m.opcode in _IN_PLACE:
-            operations += _count(m.operands[_IN_PLACE[m.opcode][1]].shape)
-        elif m.opcode != "parameter":
+        updates = OPCODES[m.opcode].updates
+        if updates is not None:
+            operations += _count(m.operands[updates[1]].shape)
+        elif m.opcode != Opcode.PARAMETER:
             operations += _count(m.shape) * max(work_per_element(m), 1.0)
-    written = root.operands[_IN_PLACE[root.opcode][1]] if root.opcode in _IN_PLACE else root
+    updates = OPCODES[root.opcode].updates
+    written = root if updates is None else root.operands[updates[1]]
     return KernelCost(moved + _bytes(written.shape), operations)
 
 
@@ -196,7 +195,7 @@ def row_merge_cost(root: HloInstruction, members: Collection[HloInstruction],
     total = 0.0
     bad = None
     for m in member_set:
-        if not (m.opcode == "reduce" or (m in reused and is_expensive(m))):
+        if not (m.opcode == Opcode.REDUCE or (m in reused and is_expensive(m))):
             total += _count(root.shape) * max(work_per_element(m), 1.0)   # per output
             continue
         total += rows * work_per_element(m)
@@ -252,7 +251,7 @@ def duplicate_reads_no_more(producer: HloInstruction,
         return False
     size = _count(producer.shape)
     new = [s for s in sources if s not in read and _count(s.shape) >= size]
-    if materialized and any(s.opcode not in ("parameter", "constant") for s in new):
+    if materialized and any(s.opcode not in (Opcode.PARAMETER, Opcode.CONSTANT) for s in new):
         return False
     return sum(_bytes(s.shape) for s in new) <= _bytes(producer.shape)
 
@@ -263,7 +262,7 @@ def reduction_evaluations(computation: HloComputation) -> dict[HloInstruction, f
     without one, the root's loop evaluates it per root element (a reduce at the root once)."""
     root = computation.root_instruction
     members = computation.instructions
-    reduces = [m for m in members if m.opcode == "reduce"]
+    reduces = [m for m in members if m.opcode == Opcode.REDUCE]
     if not reduces:
         return {}
     plan = plan_rows(root, members)

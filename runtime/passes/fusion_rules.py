@@ -13,27 +13,26 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..hlo.ir import HloInstruction
+from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
 
 _ELEMENTWISE = frozenset(n for n, s in OPCODES.items()
-                         if s.elementwise and not s.side_effect and n != "stochastic-convert")
-_DATA_MOVEMENT = frozenset({"broadcast", "reshape", "transpose", "slice", "pad", "concatenate",
-                            "reverse", "bitcast-convert"})
-
-_LOOP_ROOTS = _ELEMENTWISE | _DATA_MOVEMENT | frozenset(
-    {"dynamic-slice", "dynamic-update-slice", "gather", "reduce-window", "scatter"})
+                         if s.elementwise and not s.side_effect and n != Opcode.STOCHASTIC_CONVERT)
+_DATA_MOVEMENT = frozenset(n for n, s in OPCODES.items() if s.data_movement)
+_LOOP_ROOTS = _ELEMENTWISE | _DATA_MOVEMENT | frozenset(n for n, s in OPCODES.items()
+                                                         if s.loop_root)
 
 
 @dataclass(frozen=True)
 class FusionRules:
-    roots: dict[str, str]               # opcode -> kind of the fusion it roots
-    producers: frozenset[str]           # fused into a consumer's kernel
-    duplicable: frozenset[str]          # may be copied into several kernels (cheap to recompute)
+    roots: dict[Opcode, str]            # opcode -> kind of the fusion it roots
+    producers: frozenset[Opcode]        # fused into a consumer's kernel
+    duplicable: frozenset[Opcode]       # may be copied into several kernels (cheap to recompute)
     duplicate_cheap_elementwise: bool   # ... and so may any elementwise op that is not expensive
     max_duplicates: int                 # copies per kernel, constants/iota/broadcasts aside:
                                         # bounds the work a kernel recomputes per element (what
                                         # a copy may read is the cost model's rule)
-    heroes: frozenset[str]              # fused with their elementwise consumers (kOutput)
+    heroes: frozenset[Opcode]           # fused with their elementwise consumers (kOutput)
     row_fusion: bool                    # merge reductions into consumers that broadcast them back
     min_rows: int                       # ... when the row kernel gets at least this many rows
     max_row_merges: int                 # bound on merges per consumer (keeps the pass linear)
@@ -43,21 +42,23 @@ class FusionRules:
                                         # read (``multi_output_fusion``)
 
 
-def _roots() -> dict[str, str]:
+def _roots() -> dict[Opcode, str]:
     roots = {op: "kLoop" for op in _LOOP_ROOTS}
-    roots["reduce"] = "kInput"
+    roots[Opcode.REDUCE] = "kInput"
     return roots
 
 
 CPU_RULES = FusionRules(
     roots=_roots(),
     producers=_ELEMENTWISE | _DATA_MOVEMENT | frozenset(
-        {"iota", "constant", "bitcast", "dynamic-slice", "gather", "map", "reduce-window"}),
-    duplicable=frozenset({"broadcast", "iota", "constant", "reshape", "bitcast", "transpose",
-                          "slice", "reverse", "dynamic-slice"}),
+        {Opcode.IOTA, Opcode.CONSTANT, Opcode.BITCAST, Opcode.DYNAMIC_SLICE, Opcode.GATHER,
+         Opcode.MAP, Opcode.REDUCE_WINDOW}),
+    duplicable=frozenset({Opcode.BROADCAST, Opcode.IOTA, Opcode.CONSTANT, Opcode.RESHAPE,
+                          Opcode.BITCAST, Opcode.TRANSPOSE, Opcode.SLICE, Opcode.REVERSE,
+                          Opcode.DYNAMIC_SLICE}),
     duplicate_cheap_elementwise=True,
     max_duplicates=64,      # an erf polynomial and its argument (about 40 cheap ops) fit
-    heroes=frozenset({"dot", "convolution"}),
+    heroes=frozenset({Opcode.DOT, Opcode.CONVOLUTION}),
     row_fusion=True,
     min_rows=2,
     max_row_merges=16,
@@ -66,32 +67,24 @@ CPU_RULES = FusionRules(
     multi_output=True,
 )
 
-# copied into kernels without counting against ``max_duplicates``: they read nothing big
-FREE_DUPLICATES = frozenset({"constant", "iota", "broadcast"})
-
-# what an output fusion may hold besides its dot or convolution and elementwise ops: ops that
-# are cheap per element and loop over nothing, which the contraction families evaluate in
-# their epilogue (anything else would leave the dot to the element-by-element loop kernel: a
-# beam search's 32x256x256 step dot fused with its embedding gather took 738 us that way)
-EPILOGUE_OPS = frozenset({"parameter", "constant", "broadcast", "iota", "reshape", "bitcast",
-                          "transpose", "slice", "copy", "reverse", "pad", "concatenate",
-                          "dynamic-slice", "gather"})
-
 
 def in_epilogue(inst: HloInstruction) -> bool:
-    """Whether an output fusion may hold ``inst`` beside its dot or convolution."""
-    return OPCODES[inst.opcode].elementwise or inst.opcode in EPILOGUE_OPS
+    """Whether an output fusion may hold ``inst`` beside its dot or convolution: anything
+    else would leave the dot to the element-by-element loop kernel (a beam search's
+    32x256x256 step dot fused with its embedding gather took 738 us that way)."""
+    spec = OPCODES[inst.opcode]
+    return spec.elementwise or spec.epilogue_safe
 
 
-def in_place_roots() -> tuple[str, ...]:
-    return ("dynamic-update-slice", "scatter")
+def in_place_roots() -> tuple[Opcode, ...]:
+    return tuple(n for n, s in OPCODES.items() if s.updates is not None)
 
 
 def in_place_operands(inst: HloInstruction) -> range:
     """Operands a fusion rooted at ``inst`` must keep as parameters: the buffers it updates in
     place (fusing their producers would make the update read what it overwrites)."""
-    if inst.opcode == "dynamic-update-slice":
+    if inst.opcode == Opcode.DYNAMIC_UPDATE_SLICE:
         return range(1)
-    if inst.opcode == "scatter":
+    if inst.opcode == Opcode.SCATTER:
         return range((len(inst.operands) - 1) // 2)
     return range(0)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..hlo.clone import clone_module
+from ..hlo.opcode_enum import Opcode
 from ..target import CPU, Target
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from .dce import remove_dead_code
@@ -41,17 +42,17 @@ def _inline_in(comp: HloComputation, names: FreshNames) -> None:
     elements: dict[HloInstruction, list[HloInstruction]] = {}   # inlined root tuple -> operands
     for inst in comp.instructions:
         inst.operands = [replacement.get(op, op) for op in inst.operands]
-        if (inst.opcode == "get-tuple-element" and inst.operands[0] in elements
+        if (inst.opcode == Opcode.GET_TUPLE_ELEMENT and inst.operands[0] in elements
                 and not inst.control_predecessors and inst not in ordered):
             replacement[inst] = elements[inst.operands[0]][inst.index]
             continue
-        if inst.opcode != "call" or inst.control_predecessors or inst in ordered:
+        if inst.opcode != Opcode.CALL or inst.control_predecessors or inst in ordered:
             body.append(inst)
             continue
         callee: HloComputation = inst.to_apply
         copies: dict[HloInstruction, HloInstruction] = {}
         for c in callee.instructions:
-            if c.opcode == "parameter":
+            if c.opcode == Opcode.PARAMETER:
                 copies[c] = inst.operands[c.param_number]
                 continue
             copies[c] = dataclasses.replace(
@@ -60,7 +61,7 @@ def _inline_in(comp: HloComputation, names: FreshNames) -> None:
             body.append(copies[c])
         root = copies[callee.root_instruction]
         replacement[inst] = root
-        if root.opcode == "tuple" and callee.root_instruction.opcode == "tuple":
+        if root.opcode == Opcode.TUPLE and callee.root_instruction.opcode == Opcode.TUPLE:
             elements[root] = list(root.operands)
     comp.instructions = body
     if comp.root in replacement:

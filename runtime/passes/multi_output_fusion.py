@@ -53,6 +53,7 @@ from ..analysis.rows import plan_rows
 from ..hlo.attributes import Identifier
 from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, TupleShape
 from ..target import CPU, Target
@@ -75,17 +76,17 @@ def multi_output_fuse_in_place(module: HloModule, target: Target = CPU) -> None:
 def _outputs(inst: HloInstruction) -> list[HloInstruction]:
     """The values a loop kernel computes, as instructions of its fused computation (or the
     instruction itself when it is not a fusion)."""
-    if inst.opcode != "fusion":
+    if inst.opcode != Opcode.FUSION:
         return [inst]
     root = inst.calls.root_instruction
-    return list(root.operands) if root.opcode == "tuple" else [root]
+    return list(root.operands) if root.opcode == Opcode.TUPLE else [root]
 
 
 def _loop_kernel(inst: HloInstruction) -> bool:
     """An elementwise instruction, or a ``kLoop`` fusion whose outputs are elementwise."""
     if inst.control_predecessors:
         return False
-    if inst.opcode != "fusion":
+    if inst.opcode != Opcode.FUSION:
         spec = OPCODES[inst.opcode]
         return spec.elementwise and not spec.side_effect and not inst.called_computations
     return str(inst.attrs.get("kind")) == "kLoop" and all(
@@ -101,7 +102,7 @@ def _kind(et: ElementType) -> str:
 
 def _row_kernel(inst: HloInstruction) -> bool:
     """A fusion the row kernel computes (``analysis.rows``), its expensive values once a row."""
-    return inst.opcode == "fusion" and inst.calls.root_instruction.opcode != "tuple" \
+    return inst.opcode == Opcode.FUSION and inst.calls.root_instruction.opcode != Opcode.TUPLE \
         and plan_rows(inst.calls.root_instruction, inst.calls.instructions) is not None
 
 
@@ -150,7 +151,7 @@ class _Merger:
             while merged:
                 merged = False
                 producers = dict.fromkeys(
-                    op.operands[0] if op.opcode == "get-tuple-element" else op
+                    op.operands[0] if op.opcode == Opcode.GET_TUPLE_ELEMENT else op
                     for op in consumer.operands)
                 for producer in sorted(producers, key=self.pos.__getitem__, reverse=True):
                     if self._mergeable(producer, consumer):
@@ -195,7 +196,7 @@ class _Merger:
         """Kernels whose results ``window`` reads, then kernels reading what it reads (a scan
         step's kernels all read the loop counter)."""
         target = _target(window)
-        producers = [op.operands[0] if op.opcode == "get-tuple-element" else op
+        producers = [op.operands[0] if op.opcode == Opcode.GET_TUPLE_ELEMENT else op
                      for op in window.operands if op is not target]
         siblings = [u for op in window.operands if op is not target
                     for u in self.users[op] if u is not window]
@@ -209,16 +210,16 @@ class _Merger:
         found = kernel_outputs(inst) if str(inst.attrs.get("kind")) == "kLoop" else None
         if found is not None:
             return found[0] if found[0].element_count >= 2 else None
-        if inst.opcode == "fusion" and (str(inst.attrs.get("kind")) != "kLoop"
+        if inst.opcode == Opcode.FUSION and (str(inst.attrs.get("kind")) != "kLoop"
                                         or inst.calls.root_instruction.opcode in in_place_roots()):
             return None
-        if inst.opcode != "fusion" and not _loop_kernel(inst):
+        if inst.opcode != Opcode.FUSION and not _loop_kernel(inst):
             return None
         return self._shape(inst)
 
     def _window_mergeable(self, host: HloInstruction, window: HloInstruction) -> bool:
         space = self._space(host)
-        dus = window.calls.root_instruction if window.opcode == "fusion" else window
+        dus = window.calls.root_instruction if window.opcode == Opcode.FUSION else window
         if space is None or not window_fits(space, dus) \
                 or _kind(dus.array_shape.element_type) != _kind(space.element_type):
             return False
@@ -228,7 +229,7 @@ class _Merger:
                 or sum(op is target for op in window.operands) != 1:
             return False           # the kernel would read what the window overwrites
         if host is self.comp.root or host in self.users[window] or host.shape.is_tuple and any(
-                u.opcode != "get-tuple-element" for u in self.users[host]):
+                u.opcode != Opcode.GET_TUPLE_ELEMENT for u in self.users[host]):
             return False           # read whole, or reading the window's result
         if not self._reads_update_only(window, results):
             return False
@@ -244,7 +245,7 @@ class _Merger:
 
     def _results(self, kernel: HloInstruction) -> set[HloInstruction]:
         """``kernel`` and its get-tuple-elements: what reads of its results read."""
-        return {kernel} | {u for u in self.users[kernel] if u.opcode == "get-tuple-element"}
+        return {kernel} | {u for u in self.users[kernel] if u.opcode == Opcode.GET_TUPLE_ELEMENT}
 
     def _place(self, host: HloInstruction, window: HloInstruction,
                results: set[HloInstruction]) -> float | None:
@@ -269,14 +270,14 @@ class _Merger:
     def _before(self, inst: HloInstruction, at: float) -> bool:
         """Whether ``inst`` comes before ``at``, or is a get-tuple-element of something that
         does (post-order puts each right before its first reader; it may move up)."""
-        return self.pos[inst] < at or inst.opcode == "get-tuple-element" \
+        return self.pos[inst] < at or inst.opcode == Opcode.GET_TUPLE_ELEMENT \
             and self.pos[inst.operands[0]] < at
 
     @staticmethod
     def _reads_update_only(window: HloInstruction, results: set[HloInstruction]) -> bool:
         """Whether ``window`` reads the host's results only as its update, at the update's
         own element (the merged kernel computes them at that element)."""
-        if window.opcode != "fusion":
+        if window.opcode != Opcode.FUSION:
             return all(op not in results for k, op in enumerate(window.operands) if k != 1)
         fused = window.calls
         return all(parameter_read_at_own_index(fused, p.param_number, {id(fused.root)})
@@ -350,7 +351,7 @@ class _Merger:
     def _mergeable(self, producer: HloInstruction, consumer: HloInstruction) -> bool:
         if producer not in self.pos or not self._kernel(producer):
             return False
-        if producer.shape.is_tuple and any(u.opcode != "get-tuple-element"
+        if producer.shape.is_tuple and any(u.opcode != Opcode.GET_TUPLE_ELEMENT
                                            for u in self.users[producer]):
             return False       # a multi-output producer read whole
         shape, mine = self._shape(producer), self._shape(consumer)
@@ -378,7 +379,7 @@ class _Merger:
         """Whether the consumer reads the producer's ``results`` only through elementwise
         instructions of their ``shape`` (so each element is computed once, at the consumer's
         index)."""
-        if consumer.opcode != "fusion":
+        if consumer.opcode != Opcode.FUSION:
             return True
         params = [p for p in consumer.calls.parameters
                   if consumer.operands[p.param_number] in results]
@@ -407,7 +408,7 @@ class _Merger:
         def parameter(outer: HloInstruction) -> HloInstruction:
             if outer not in params:
                 params[outer] = HloInstruction(
-                    self.names.fresh(f"param_{len(operands)}"), "parameter", outer.shape,
+                    self.names.fresh(f"param_{len(operands)}"), Opcode.PARAMETER, outer.shape,
                     parameter_number=len(operands), parent=fused)
                 operands.append(outer)
                 fused.instructions.append(params[outer])
@@ -420,13 +421,13 @@ class _Merger:
     def _fusion(self, fused: HloComputation, outputs: list[HloInstruction],
                 operands: list[HloInstruction], location) -> HloInstruction:
         """A ``kLoop`` fusion of ``fused``, whose root becomes the tuple of ``outputs``."""
-        root = HloInstruction(self.names.fresh("tuple"), "tuple",
+        root = HloInstruction(self.names.fresh("tuple"), Opcode.TUPLE,
                               TupleShape(tuple(o.shape for o in outputs)), operands=outputs,
                               parent=fused)
         fused.instructions.append(root)
         fused.root = root
         self.fused.append(fused)
-        return HloInstruction(self.names.fresh("multi_output_fusion"), "fusion", root.shape,
+        return HloInstruction(self.names.fresh("multi_output_fusion"), Opcode.FUSION, root.shape,
                               operands=operands,
                               attrs={"kind": Identifier("kLoop"), "calls": fused},
                               location=location, parent=self.comp)
@@ -434,13 +435,13 @@ class _Merger:
     def _inline(self, inst: HloInstruction, fused: HloComputation, bind) -> list[HloInstruction]:
         """Copies of ``inst``'s computation in ``fused`` (its operands as ``bind`` gives
         them); the copies of its outputs."""
-        if inst.opcode != "fusion":
+        if inst.opcode != Opcode.FUSION:
             return [self._copy(inst, fused, [bind(op) for op in inst.operands])]
         copies: dict[HloInstruction, HloInstruction] = {}
         for member in inst.calls.instructions:
-            if member.opcode == "parameter":
+            if member.opcode == Opcode.PARAMETER:
                 copies[member] = bind(inst.operands[member.param_number])
-            elif member is not inst.calls.root or member.opcode != "tuple":
+            elif member is not inst.calls.root or member.opcode != Opcode.TUPLE:
                 copies[member] = self._copy(member, fused,
                                             [copies[op] for op in member.operands])
         return [copies[o] for o in _outputs(inst)]
@@ -482,7 +483,7 @@ class _Merger:
     def _element(self, fusion: HloInstruction, k: int) -> HloInstruction:
         """A get-tuple-element of output ``k``, placed right after the fusion."""
         elements = fusion.tuple_shape.elements
-        gte = HloInstruction(self.names.fresh("get-tuple-element"), "get-tuple-element",
+        gte = HloInstruction(self.names.fresh(Opcode.GET_TUPLE_ELEMENT), Opcode.GET_TUPLE_ELEMENT,
                              elements[k], operands=[fusion], attrs={"index": k},
                              parent=self.comp)
         self.pos[gte] = self.pos[fusion] + (k + 1) / (len(elements) + 1)
@@ -498,7 +499,7 @@ def _bound(outer: HloInstruction, producer: HloInstruction,
     producer itself, or one of its get-tuple-elements); None for any other operand."""
     if outer is producer:
         return values[0]
-    if outer.opcode == "get-tuple-element" and outer.operands[0] is producer:
+    if outer.opcode == Opcode.GET_TUPLE_ELEMENT and outer.operands[0] is producer:
         return values[outer.index]
     return None
 
@@ -507,14 +508,14 @@ def _target(inst: HloInstruction) -> HloInstruction | None:
     """The operand a window kernel writes its update into, in place: a bare
     dynamic-update-slice's operand 0, or that of a ``kLoop`` fusion rooted at one on a
     parameter it updates in place; None for any other instruction."""
-    if inst.opcode == "dynamic-update-slice":
+    if inst.opcode == Opcode.DYNAMIC_UPDATE_SLICE:
         return inst.operands[0] if inst.array_shape.element_count >= 2 else None
-    if inst.opcode != "fusion" or str(inst.attrs.get("kind")) != "kLoop" \
-            or inst.calls.root_instruction.opcode != "dynamic-update-slice" or inst.shape.is_tuple:
+    if inst.opcode != Opcode.FUSION or str(inst.attrs.get("kind")) != "kLoop" \
+            or inst.calls.root_instruction.opcode != Opcode.DYNAMIC_UPDATE_SLICE or inst.shape.is_tuple:
         return None
     pairs = in_place_pairs(inst)
     return inst.operands[pairs[0].operand_number] if pairs else None
 
 
 def _body(inst: HloInstruction) -> list[HloInstruction]:
-    return inst.calls.instructions if inst.opcode == "fusion" else [inst]
+    return inst.calls.instructions if inst.opcode == Opcode.FUSION else [inst]

@@ -21,6 +21,7 @@ import re
 
 from ..errors import HloUnsupportedError, HloVerifyError
 from ..hlo.ir import HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape, TupleShape, compatible
 from ..target import CPU, Target
@@ -72,7 +73,7 @@ def _value(build: PartBuilder, inst: HloInstruction, kind: str) -> HloInstructio
         return inst.operands[0]
     if kind == "done":
         start = inst.operands[0]
-        if start.opcode != "tuple" or len(start.operands) < 2:
+        if start.opcode != Opcode.TUPLE or len(start.operands) < 2:
             raise _unsupported(inst, "its operand is not the async start it completes")
         return start.operands[1]
     if kind.endswith("-start"):
@@ -82,11 +83,11 @@ def _value(build: PartBuilder, inst: HloInstruction, kind: str) -> HloInstructio
         operands = _operands(build, inst)
         result = _value(build, inst, kind.removesuffix("-start"))
         context = [_zeros(build, shape) for shape in inst.shape.elements[2:]]
-        return build.add("tuple", TupleShape((operands.shape, result.shape,
+        return build.add(Opcode.TUPLE, TupleShape((operands.shape, result.shape,
                                               *(c.shape for c in context))),
                          [operands, result, *context])
     if kind == "identity":
-        if inst.opcode == "all-to-all" and "dimensions" not in inst.attrs \
+        if inst.opcode == Opcode.ALL_TO_ALL and "dimensions" not in inst.attrs \
                 and len(inst.operands) != 1:
             raise HloVerifyError(
                 f"all-to-all {inst.name}: its tuple form exchanges one operand per member of a "
@@ -111,7 +112,7 @@ def _operands(build: PartBuilder, inst: HloInstruction) -> HloInstruction:
     """An async start's first element: its operand, or the tuple of its operands."""
     if len(inst.operands) == 1:
         return inst.operands[0]
-    return build.add("tuple", TupleShape(tuple(op.shape for op in inst.operands)),
+    return build.add(Opcode.TUPLE, TupleShape(tuple(op.shape for op in inst.operands)),
                      list(inst.operands))
 
 
@@ -124,10 +125,10 @@ def _copies(build: PartBuilder, inst: HloInstruction) -> HloInstruction:
     for i, op in enumerate(inst.operands):
         if not isinstance(op.shape, ArrayShape):
             raise _unsupported(inst, f"operand {op.name} is not an array")
-        copies.append(build.add("copy", _leaf_result_shape(inst, i, op.shape), [op]))
+        copies.append(build.add(Opcode.COPY, _leaf_result_shape(inst, i, op.shape), [op]))
     if len(copies) == 1 and not isinstance(_result_part(inst), TupleShape):
         return copies[0]
-    return build.add("tuple", TupleShape(tuple(c.shape for c in copies)), copies)
+    return build.add(Opcode.TUPLE, TupleShape(tuple(c.shape for c in copies)), copies)
 
 
 def _leaf_result_shape(inst: HloInstruction, i: int, operand: Shape | None = None) -> Shape:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Callable
 
 from ..hlo.ir import HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ArrayShape, Layout, TupleShape, default_layout
 from .names import FreshNames
 
@@ -48,12 +49,12 @@ def _tuple(inst: HloInstruction) -> list[tuple[int, Layout | None]]:
     return [(k, shape.layout) for k, shape in enumerate(elements) if isinstance(shape, ArrayShape)]
 
 
-LAYOUT_RULES: dict[str, LayoutRule] = {
-    "sort": _sort,
-    "topk": _top_k,
-    "dynamic-update-slice": _in_place,
-    "scatter": _in_place,
-    "tuple": _tuple,
+LAYOUT_RULES: dict[Opcode, LayoutRule] = {
+    Opcode.SORT: _sort,
+    Opcode.TOPK: _top_k,
+    Opcode.DYNAMIC_UPDATE_SLICE: _in_place,
+    Opcode.SCATTER: _in_place,
+    Opcode.TUPLE: _tuple,
 }
 
 
@@ -75,7 +76,7 @@ def match_operand_layouts(module: HloModule) -> None:
                 if (not isinstance(shape, ArrayShape) or shape.rank < 2
                         or shape.minor_to_major == _order(shape, layout)):
                     continue
-                copy = HloInstruction(names.fresh(f"{operand.name}.relayout"), "copy",
+                copy = HloInstruction(names.fresh(f"{operand.name}.relayout"), Opcode.COPY,
                                       shape.with_layout(layout), [operand], parent=comp)
                 comp.instructions.insert(comp.instructions.index(inst), copy)
                 inst.operands[k] = copy

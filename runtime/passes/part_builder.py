@@ -20,6 +20,7 @@ from ..hlo.dtypes import ELEMENT_TYPES, ElementType
 from ..hlo.ir import HloComputation, HloInstruction
 from ..hlo.literal import Literal
 from ..hlo.shape import ArrayShape, Shape, default_layout
+from ..hlo.opcode_enum import Opcode
 from .names import FreshNames
 
 PRED = ELEMENT_TYPES["pred"]
@@ -49,7 +50,7 @@ class PartBuilder:
         self.names = names
         self.of: HloInstruction | None = None
 
-    def add(self, opcode: str, shape: Shape, operands: Sequence[HloInstruction] = (),
+    def add(self, opcode: Opcode, shape: Shape, operands: Sequence[HloInstruction] = (),
             literal: Literal | None = None, **attrs: object) -> HloInstruction:
         base = self.of.name if self.of is not None else self.comp.name
         inst = HloInstruction(self.names.fresh(f"{base}.{opcode}"), opcode, shape,
@@ -63,7 +64,7 @@ class PartBuilder:
     def constant(self, data: np.ndarray, et: ElementType) -> HloInstruction:
         data = np.array(data, dtype=et.numpy, order="C")
         shape = array(et, data.shape)
-        return self.add("constant", shape, literal=Literal(shape, data))
+        return self.add(Opcode.CONSTANT, shape, literal=Literal(shape, data))
 
     def full(self, value: float, et: ElementType, dims: Sequence[int]) -> HloInstruction:
         """``value`` broadcast to ``dims``."""
@@ -73,18 +74,18 @@ class PartBuilder:
     # --- data movement ----------------------------------------------------------------------
     def broadcast(self, x: HloInstruction, dims: Sequence[int],
                   mapping: Sequence[int]) -> HloInstruction:
-        return self.add("broadcast", array(type_of(x), dims), [x], dimensions=tuple(mapping))
+        return self.add(Opcode.BROADCAST, array(type_of(x), dims), [x], dimensions=tuple(mapping))
 
     def reshape(self, x: HloInstruction, dims: Sequence[int]) -> HloInstruction:
         if tuple(dims) == dims_of(x):
             return x
-        return self.add("reshape", array(type_of(x), dims), [x])
+        return self.add(Opcode.RESHAPE, array(type_of(x), dims), [x])
 
     def transpose(self, x: HloInstruction, perm: Sequence[int]) -> HloInstruction:
         if tuple(perm) == tuple(range(len(perm))):
             return x
         d = dims_of(x)
-        return self.add("transpose", array(type_of(x), [d[p] for p in perm]), [x],
+        return self.add(Opcode.TRANSPOSE, array(type_of(x), [d[p] for p in perm]), [x],
                         dimensions=tuple(perm))
 
     def slice(self, x: HloInstruction, axis: int, start: int, limit: int,
@@ -95,7 +96,7 @@ class PartBuilder:
         spec = tuple(SliceDim(start, limit, stride) if i == axis else SliceDim(0, n, 1)
                      for i, n in enumerate(d))
         size = len(range(start, limit, stride))
-        return self.add("slice", array(type_of(x), d[:axis] + (size,) + d[axis + 1:]), [x],
+        return self.add(Opcode.SLICE, array(type_of(x), d[:axis] + (size,) + d[axis + 1:]), [x],
                         slice=SliceSpec(spec))
 
     def concatenate(self, parts: Sequence[HloInstruction], axis: int) -> HloInstruction:
@@ -103,7 +104,8 @@ class PartBuilder:
             return parts[0]
         d = dims_of(parts[0])
         size = sum(dims_of(p)[axis] for p in parts)
-        return self.add("concatenate", array(type_of(parts[0]), d[:axis] + (size,) + d[axis + 1:]),
+        return self.add(Opcode.CONCATENATE,
+                        array(type_of(parts[0]), d[:axis] + (size,) + d[axis + 1:]),
                         list(parts), dimensions=(axis,))
 
     def pad(self, x: HloInstruction, value: HloInstruction, axis: int, high: int) -> HloInstruction:
@@ -111,36 +113,37 @@ class PartBuilder:
             return x
         d = dims_of(x)
         config = tuple(PadDim(0, high if i == axis else 0) for i in range(len(d)))
-        return self.add("pad", array(type_of(x), d[:axis] + (d[axis] + high,) + d[axis + 1:]),
+        return self.add(Opcode.PAD, array(type_of(x), d[:axis] + (d[axis] + high,) + d[axis + 1:]),
                         [x, value], padding=PaddingConfig(config))
 
     def reverse(self, x: HloInstruction, axis: int) -> HloInstruction:
-        return self.add("reverse", x.shape, [x], dimensions=(axis,))
+        return self.add(Opcode.REVERSE, x.shape, [x], dimensions=(axis,))
 
     # --- arithmetic -------------------------------------------------------------------------
-    def unary(self, opcode: str, x: HloInstruction) -> HloInstruction:
+    def unary(self, opcode: Opcode, x: HloInstruction) -> HloInstruction:
         return self.add(opcode, array(type_of(x), dims_of(x)), [x])
 
-    def binary(self, opcode: str, a: HloInstruction, b: HloInstruction) -> HloInstruction:
+    def binary(self, opcode: Opcode, a: HloInstruction, b: HloInstruction) -> HloInstruction:
         return self.add(opcode, array(type_of(a), dims_of(a)), [a, b])
 
     def compare(self, a: HloInstruction, b: HloInstruction, direction: str) -> HloInstruction:
-        return self.add("compare", array(PRED, dims_of(a)), [a, b],
+        return self.add(Opcode.COMPARE, array(PRED, dims_of(a)), [a, b],
                         direction=Identifier(direction))
 
     def select(self, p: HloInstruction, a: HloInstruction, b: HloInstruction) -> HloInstruction:
-        return self.add("select", array(type_of(a), dims_of(a)), [p, a, b])
+        return self.add(Opcode.SELECT, array(type_of(a), dims_of(a)), [p, a, b])
 
     def scaled(self, x: HloInstruction, factor: float) -> HloInstruction:
-        return self.binary("multiply", x, self.full(factor, type_of(x), dims_of(x)))
+        return self.binary(Opcode.MULTIPLY, x, self.full(factor, type_of(x), dims_of(x)))
 
     def complex_multiply(self, x: tuple[HloInstruction, HloInstruction],
                          y: tuple[HloInstruction, HloInstruction]
                          ) -> tuple[HloInstruction, HloInstruction]:
         """The parts of the product of two complex values given as parts: ``(ac - bd, ad + bc)``."""
         (ar, ai), (br, bi) = x, y
-        products = [self.binary("multiply", p, q) for p, q in ((ar, br), (ai, bi), (ar, bi), (ai, br))]
-        return self.binary("subtract", *products[:2]), self.binary("add", *products[2:])
+        products = [self.binary(Opcode.MULTIPLY, p, q)
+                    for p, q in ((ar, br), (ai, bi), (ar, bi), (ai, br))]
+        return self.binary(Opcode.SUBTRACT, *products[:2]), self.binary(Opcode.ADD, *products[2:])
 
     def dot(self, a: HloInstruction, b: HloInstruction, a_contracting: int,
             b_contracting: int, **batch: tuple[int, ...]) -> HloInstruction:
@@ -153,7 +156,7 @@ class PartBuilder:
         free_b = [n for i, n in enumerate(db) if i != b_contracting and i not in rb]
         out = [da[i] for i in lb] + free_a + free_b
         batch_dims: dict[str, Any] = {"lhs_batch_dims": lb, "rhs_batch_dims": rb} if lb else {}
-        return self.add("dot", array(type_of(a), out), [a, b], **batch_dims,
+        return self.add(Opcode.DOT, array(type_of(a), out), [a, b], **batch_dims,
                         lhs_contracting_dims=(a_contracting,),
                         rhs_contracting_dims=(b_contracting,))
 

@@ -29,6 +29,7 @@ from typing import Callable
 
 from ..hlo.clone import clone_module
 from ..analysis.reducers import init_is_identity
+from ..hlo.opcode_enum import Opcode
 from ..target import CPU, Target
 from ..hlo.ir import HloInstruction, HloModule
 from ..hlo.shape import ArrayShape
@@ -75,10 +76,10 @@ def _identity(inst: HloInstruction) -> HloInstruction | None:
     op = inst.operands[0]
     if not _same_shape(inst, op):
         return None
-    if inst.opcode == "transpose" and tuple(inst.dimensions) != \
+    if inst.opcode == Opcode.TRANSPOSE and tuple(inst.dimensions) != \
             tuple(range(inst.shape.rank)):
         return None
-    if inst.opcode == "broadcast" and inst.ints_attr("dimensions") != \
+    if inst.opcode == Opcode.BROADCAST and inst.ints_attr("dimensions") != \
             tuple(range(inst.shape.rank)):
         return None
     return op
@@ -86,7 +87,7 @@ def _identity(inst: HloInstruction) -> HloInstruction | None:
 
 def _reshape(inst: HloInstruction) -> HloInstruction | None:
     op = inst.operands[0]
-    if op.opcode == "reshape":
+    if op.opcode == Opcode.RESHAPE:
         inst.operands = [op.operands[0]]
         return _identity(inst) or inst
     return _identity(inst)
@@ -95,12 +96,12 @@ def _reshape(inst: HloInstruction) -> HloInstruction | None:
 def _broadcast(inst: HloInstruction) -> HloInstruction | None:
     op = inst.operands[0]
     dims = inst.ints_attr("dimensions")
-    if op.opcode == "broadcast":
+    if op.opcode == Opcode.BROADCAST:
         inner = op.ints_attr("dimensions")
         inst.operands = [op.operands[0]]
         inst.attrs["dimensions"] = tuple(dims[d] for d in inner)
         return inst
-    if op.opcode == "reshape":
+    if op.opcode == Opcode.RESHAPE:
         through = _through_size_one_reshape(op, dims, inst.array_shape.dims)
         if through is not None:
             inst.operands = [op.operands[0]]
@@ -108,7 +109,7 @@ def _broadcast(inst: HloInstruction) -> HloInstruction | None:
             return inst
     if inst.array_shape.element_count == op.array_shape.element_count and op.shape.rank:
         # only size-1 dimensions are added: it is a reshape, which composes with reshapes
-        inst.opcode = "reshape"
+        inst.opcode = Opcode.RESHAPE
         del inst.attrs["dimensions"]
         return inst
     return _identity(inst)
@@ -141,7 +142,7 @@ def _reduce(inst: HloInstruction) -> HloInstruction | None:
     if not isinstance(inst.shape, ArrayShape) or not init_is_identity(inst) \
             or inst.array_shape.element_count != op.array_shape.element_count:
         return None
-    inst.opcode = "reshape"
+    inst.opcode = Opcode.RESHAPE
     inst.operands = [op]
     del inst.attrs["dimensions"]
     del inst.attrs["to_apply"]
@@ -150,7 +151,7 @@ def _reduce(inst: HloInstruction) -> HloInstruction | None:
 
 def _tuple(inst: HloInstruction) -> HloInstruction | None:
     ops = inst.operands
-    if not ops or any(op.opcode != "get-tuple-element" for op in ops):
+    if not ops or any(op.opcode != Opcode.GET_TUPLE_ELEMENT for op in ops):
         return None
     source = ops[0].operands[0]
     if source.shape != inst.shape or any(
@@ -160,11 +161,11 @@ def _tuple(inst: HloInstruction) -> HloInstruction | None:
     return source
 
 
-RULES: dict[str, Callable[[HloInstruction], HloInstruction | None]] = {
-    "reshape": _reshape,
-    "broadcast": _broadcast,
-    "transpose": _identity,
-    "convert": _identity,
-    "reduce": _reduce,
-    "tuple": _tuple,
+RULES: dict[Opcode, Callable[[HloInstruction], HloInstruction | None]] = {
+    Opcode.RESHAPE: _reshape,
+    Opcode.BROADCAST: _broadcast,
+    Opcode.TRANSPOSE: _identity,
+    Opcode.CONVERT: _identity,
+    Opcode.REDUCE: _reduce,
+    Opcode.TUPLE: _tuple,
 }

@@ -22,6 +22,7 @@ from ..analysis.reducers import reorderable
 from ..hlo.attributes import PadDim, PaddingConfig
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ArrayShape, default_layout
 from ..target import CPU, SplitRules, Target
 from .names import FreshNames
@@ -38,7 +39,7 @@ def split_reductions_in_place(module: HloModule, target: Target = CPU) -> None:
     names = FreshNames(module)
     for comp in list(module.computations):
         for inst in list(comp.instructions):
-            if inst.opcode == "fusion":
+            if inst.opcode == Opcode.FUSION:
                 _split_fusion(comp, inst, rules, names)
 
 
@@ -46,7 +47,7 @@ def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRule
                   names: FreshNames) -> None:
     fused: HloComputation = fusion.calls
     red = fused.root
-    chunks = _chunks(red, rules) if red is not None and red.opcode == "reduce" else None
+    chunks = _chunks(red, rules) if red is not None and red.opcode == Opcode.REDUCE else None
     if chunks is None:
         return
     assert red is not None
@@ -57,7 +58,7 @@ def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRule
     length = src.element_count // max(1, _product(outer))
     padded = -(-length // chunks) * chunks
 
-    def add(name: str, opcode: str, dims: tuple[int, ...], operands, **attrs) -> HloInstruction:
+    def add(name: str, opcode: Opcode, dims: tuple[int, ...], operands, **attrs) -> HloInstruction:
         shape = ArrayShape(src.element_type, dims, layout=default_layout(len(dims)))
         inst = HloInstruction(names.fresh(name), opcode, shape, list(operands), dict(attrs),
                               parent=fused)
@@ -65,13 +66,13 @@ def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRule
         return inst
 
     flat = x if src.dims == outer + (length,) else \
-        add(f"{red.name}.flat", "reshape", outer + (length,), [x])
+        add(f"{red.name}.flat", Opcode.RESHAPE, outer + (length,), [x])
     if padded != length:
-        flat = add(f"{red.name}.pad", "pad", outer + (padded,), [flat, init],
+        flat = add(f"{red.name}.pad", Opcode.PAD, outer + (padded,), [flat, init],
                    padding=PaddingConfig(tuple(PadDim(0, 0) for _ in outer)
                                          + (PadDim(0, padded - length),)))
-    rows = add(f"{red.name}.chunks", "reshape", outer + (chunks, padded // chunks), [flat])
-    partial = add(f"{red.name}.partial", "reduce", outer + (chunks,), [rows, init],
+    rows = add(f"{red.name}.chunks", Opcode.RESHAPE, outer + (chunks, padded // chunks), [flat])
+    partial = add(f"{red.name}.partial", Opcode.REDUCE, outer + (chunks,), [rows, init],
                   dimensions=(kept + 1,), to_apply=red.to_apply)
     fused.instructions.remove(red)
     fused.root = partial
@@ -79,7 +80,7 @@ def _split_fusion(comp: HloComputation, fusion: HloInstruction, rules: SplitRule
     fusion.shape = partial.shape
     constant = dataclasses.replace(init, name=names.fresh(f"{init.name}.final"), operands=[],
                                    attrs=dict(init.attrs), parent=comp)
-    final = HloInstruction(names.fresh(f"{fusion.name}.final"), "reduce", red.shape,
+    final = HloInstruction(names.fresh(f"{fusion.name}.final"), Opcode.REDUCE, red.shape,
                            [fusion, constant], {"dimensions": (kept,),
                                                 "to_apply": red.to_apply},
                            location=fusion.location, parent=comp)

@@ -24,6 +24,7 @@ from ..hlo.dtypes import S32
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.literal import Literal
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ArrayShape, TupleShape, default_layout
 from ..target import CPU, Target
 from .names import FreshNames
@@ -49,7 +50,7 @@ def split_topk_in_place(module: HloModule, target: Target = CPU) -> None:
 
 def _chunks(inst: HloInstruction) -> int | None:
     """Chunks per row for a ``topk`` worth splitting, else None."""
-    if inst.opcode != "topk" or inst.control_predecessors:
+    if inst.opcode != Opcode.TOPK or inst.control_predecessors:
         return None
     src = inst.operands[0].shape
     if not isinstance(src, ArrayShape) or src.rank == 0 \
@@ -75,7 +76,7 @@ def _split(comp: HloComputation, topk: HloInstruction, chunks: int, names: Fresh
     at = comp.instructions.index(topk)
     values_et = src.element_type
 
-    def add(name: str, opcode: str, shape, operands, literal: Literal | None = None,
+    def add(name: str, opcode: Opcode, shape, operands, literal: Literal | None = None,
             **attrs) -> HloInstruction:
         nonlocal at
         inst = HloInstruction(names.fresh(f"{topk.name}.{name}"), opcode, shape, list(operands),
@@ -90,33 +91,36 @@ def _split(comp: HloComputation, topk: HloInstruction, chunks: int, names: Fresh
     def stage(name: str, operand: HloInstruction, dims: tuple[int, ...]
               ) -> tuple[HloInstruction, HloInstruction]:
         shape = TupleShape((array(values_et, *dims), array(S32, *dims)))
-        both = add(name, "topk", shape, [operand], k=k, largest=topk.attrs.get("largest", True))
-        return (add(f"{name}.values", "get-tuple-element", shape.elements[0], [both], index=0),
-                add(f"{name}.indices", "get-tuple-element", shape.elements[1], [both], index=1))
+        both = add(name, Opcode.TOPK, shape, [operand], k=k,
+                   largest=topk.attrs.get("largest", True))
+        return (add(f"{name}.values", Opcode.GET_TUPLE_ELEMENT, shape.elements[0], [both],
+                    index=0),
+                add(f"{name}.indices", Opcode.GET_TUPLE_ELEMENT, shape.elements[1], [both],
+                    index=1))
 
-    pieces = add("chunks", "reshape", array(values_et, rows, chunks, length), [x])
+    pieces = add("chunks", Opcode.RESHAPE, array(values_et, rows, chunks, length), [x])
     values, local = stage("chunk_topk", pieces, (rows, chunks, k))
-    chunk = add("chunk", "iota", array(S32, rows, chunks, k), [], iota_dimension=1)
-    size = add("length", "constant", array(S32), [], _s32(length))
-    sizes = add("lengths", "broadcast", array(S32, rows, chunks, k), [size], dimensions=())
-    start = add("start", "multiply", array(S32, rows, chunks, k), [chunk, sizes])
-    found = add("found", "add", array(S32, rows, chunks, k), [local, start])
-    candidates = add("candidates", "reshape", array(values_et, rows, chunks * k), [values])
+    chunk = add("chunk", Opcode.IOTA, array(S32, rows, chunks, k), [], iota_dimension=1)
+    size = add("length", Opcode.CONSTANT, array(S32), [], _s32(length))
+    sizes = add("lengths", Opcode.BROADCAST, array(S32, rows, chunks, k), [size], dimensions=())
+    start = add("start", Opcode.MULTIPLY, array(S32, rows, chunks, k), [chunk, sizes])
+    found = add("found", Opcode.ADD, array(S32, rows, chunks, k), [local, start])
+    candidates = add("candidates", Opcode.RESHAPE, array(values_et, rows, chunks * k), [values])
     best, picked = stage("merged_topk", candidates, (rows, k))
-    row = add("row", "iota", array(S32, rows, k), [], iota_dimension=0)
-    width = add("width", "constant", array(S32), [], _s32(chunks * k))
-    widths = add("widths", "broadcast", array(S32, rows, k), [width], dimensions=())
-    row_start = add("row_start", "multiply", array(S32, rows, k), [row, widths])
-    flat_pick = add("flat_pick", "add", array(S32, rows, k), [row_start, picked])
-    where = add("where", "reshape", array(S32, rows, k, 1), [flat_pick])
-    flat_found = add("flat_found", "reshape", array(S32, rows * chunks * k), [found])
-    index = add("index", "gather", array(S32, rows, k), [flat_found, where],
+    row = add("row", Opcode.IOTA, array(S32, rows, k), [], iota_dimension=0)
+    width = add("width", Opcode.CONSTANT, array(S32), [], _s32(chunks * k))
+    widths = add("widths", Opcode.BROADCAST, array(S32, rows, k), [width], dimensions=())
+    row_start = add("row_start", Opcode.MULTIPLY, array(S32, rows, k), [row, widths])
+    flat_pick = add("flat_pick", Opcode.ADD, array(S32, rows, k), [row_start, picked])
+    where = add("where", Opcode.RESHAPE, array(S32, rows, k, 1), [flat_pick])
+    flat_found = add("flat_found", Opcode.RESHAPE, array(S32, rows * chunks * k), [found])
+    index = add("index", Opcode.GATHER, array(S32, rows, k), [flat_found, where],
                 offset_dims=(), collapsed_slice_dims=(0,), start_index_map=(0,),
                 index_vector_dim=2, slice_sizes=(1,))
     out: TupleShape = topk.tuple_shape
-    result_values = add("values", "reshape", out.elements[0], [best])
-    result_index = add("index_out", "reshape", out.elements[1], [index])
-    topk.opcode = "tuple"
+    result_values = add("values", Opcode.RESHAPE, out.elements[0], [best])
+    result_index = add("index_out", Opcode.RESHAPE, out.elements[1], [index])
+    topk.opcode = Opcode.TUPLE
     topk.operands = [result_values, result_index]
     topk.attrs = {}
 

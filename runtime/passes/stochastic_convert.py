@@ -17,6 +17,7 @@ import numpy as np
 from ..errors import HloUnsupportedError
 from ..hlo.dtypes import ELEMENT_TYPES
 from ..hlo.ir import HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..target import CPU, Target
 from .names import FreshNames
 from .part_builder import PartBuilder, array, dims_of, expand_in_place, type_of
@@ -25,13 +26,13 @@ from .part_builder import PartBuilder, array, dims_of, expand_in_place, type_of
 def expand_stochastic_converts_in_place(module: HloModule, target: Target = CPU) -> None:
     names: FreshNames | None = None
     for comp in module.computations:
-        if any(i.opcode == "stochastic-convert" for i in comp.instructions):
+        if any(i.opcode == Opcode.STOCHASTIC_CONVERT for i in comp.instructions):
             names = names or FreshNames(module)
             expand_in_place(comp, names, _expand)
 
 
 def _expand(build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
-    return _decompose(build, inst) if inst.opcode == "stochastic-convert" else None
+    return _decompose(build, inst) if inst.opcode == Opcode.STOCHASTIC_CONVERT else None
 
 
 def _decompose(build: PartBuilder, inst: HloInstruction) -> HloInstruction:
@@ -42,22 +43,22 @@ def _decompose(build: PartBuilder, inst: HloInstruction) -> HloInstruction:
             f"stochastic-convert {inst.name} converts {type_of(x)} to {to}; XLA implements "
             "only floats to signed integers", instruction=inst.name, location=inst.location)
     dims = dims_of(x)
-    negative = build.compare(build.unary("sign", x), build.full(0, type_of(x), dims), "LT")
-    magnitude = build.unary("abs", x)
-    whole = build.unary("floor", magnitude)
-    fraction = build.binary("subtract", magnitude, whole)
+    negative = build.compare(build.unary(Opcode.SIGN, x), build.full(0, type_of(x), dims), "LT")
+    magnitude = build.unary(Opcode.ABS, x)
+    whole = build.unary(Opcode.FLOOR, magnitude)
+    fraction = build.binary(Opcode.SUBTRACT, magnitude, whole)
     if type_of(x).name == "f16":
-        fraction = build.add("convert", array(ELEMENT_TYPES["f32"], dims), [fraction])
+        fraction = build.add(Opcode.CONVERT, array(ELEMENT_TYPES["f32"], dims), [fraction])
     fixed = build.scaled(fraction, float(2 ** type_of(random).bits))
-    fixed_bits = build.add("convert", array(type_of(random), dims), [fixed])
+    fixed_bits = build.add(Opcode.CONVERT, array(type_of(random), dims), [fixed])
     round_up = build.compare(random, fixed_bits, "LT")
-    truncated = build.add("convert", array(to, dims), [whole])
-    up = build.binary("add", truncated, build.full(1, to, dims))
+    truncated = build.add(Opcode.CONVERT, array(to, dims), [whole])
+    up = build.binary(Opcode.ADD, truncated, build.full(1, to, dims))
     result = build.select(round_up, up, truncated)
-    result = build.select(negative, build.unary("negate", result), result)
+    result = build.select(negative, build.unary(Opcode.NEGATE, result), result)
     low, high = -(1 << (to.bits - 1)), (1 << (to.bits - 1)) - 1
     with np.errstate(over="ignore"):         # as XLA's: an f16 bound of s32 rounds to inf
         at_low = build.compare(x, build.full(low, type_of(x), dims), "LE")
         at_high = build.compare(x, build.full(high, type_of(x), dims), "GE")
     result = build.select(at_low, build.full(low, to, dims), result)
-    return build.add("select", inst.shape, [at_high, build.full(high, to, dims), result])
+    return build.add(Opcode.SELECT, inst.shape, [at_high, build.full(high, to, dims), result])

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from ..hlo.attributes import IdentifierList
 from ..hlo.ir import HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, default_layout
 from ..target import CPU, Target
@@ -38,10 +39,10 @@ def fold_transposes_in_place(module: HloModule, target: Target = CPU) -> None:
     for comp in module.computations:
         users = comp.users()
         for inst in comp.instructions:
-            if inst.opcode == "transpose":
+            if inst.opcode == Opcode.TRANSPOSE:
                 _swap_dot_operands(inst, users)
         for inst in comp.instructions:
-            if inst.opcode == "dot" and not inst.control_predecessors:
+            if inst.opcode == Opcode.DOT and not inst.control_predecessors:
                 for side, k in _SIDES:
                     _fold(inst, side, k)
     remove_dead_code(module)
@@ -51,7 +52,7 @@ def _swap_dot_operands(transpose: HloInstruction, users: dict[int, list[HloInstr
     """Turn ``transpose(dot(a, b))`` into ``dot(b, a)`` where the transpose puts the rhs free
     dimensions before the lhs ones and nothing else reads the dot."""
     dot = transpose.operands[0]
-    if (dot.opcode != "dot" or dot.is_root or len(users[id(dot)]) != 1
+    if (dot.opcode != Opcode.DOT or dot.is_root or len(users[id(dot)]) != 1
             or dot.control_predecessors or transpose.control_predecessors):
         return
     lhs, rhs = dot.operands
@@ -70,7 +71,7 @@ def _swap_dot_operands(transpose: HloInstruction, users: dict[int, list[HloInstr
         elif key == "operand_precision" and isinstance(value, IdentifierList):
             value = IdentifierList(tuple(reversed(value.names)))
         attrs[key] = value
-    transpose.opcode = "dot"
+    transpose.opcode = Opcode.DOT
     transpose.operands = [rhs, lhs]
     transpose.attrs = attrs
     if not transpose.is_root and all(_reads_any_layout(u) for u in users[id(transpose)]):
@@ -78,15 +79,9 @@ def _swap_dot_operands(transpose: HloInstruction, users: dict[int, list[HloInstr
         transpose.shape = shape.with_layout(default_layout(shape.rank))
 
 
-# readers that index an operand through its own layout, whatever it is (a tuple, a call, a
-# while or a bitcast takes its operand's bytes as they are laid out)
-_LAYOUT_FREE_READERS = frozenset({"dot", "convolution", "reduce", "reshape", "transpose",
-                                  "broadcast", "slice", "dynamic-slice", "concatenate", "copy",
-                                  "pad", "reverse", "reduce-window"})
-
-
 def _reads_any_layout(user: HloInstruction) -> bool:
-    return OPCODES[user.opcode].elementwise or user.opcode in _LAYOUT_FREE_READERS
+    spec = OPCODES[user.opcode]
+    return spec.elementwise or spec.layout_free_reader
 
 
 def _rank(inst: HloInstruction) -> int:
@@ -99,7 +94,7 @@ def _dims(inst: HloInstruction, name: str) -> tuple[int, ...]:
 
 def _fold(dot: HloInstruction, side: str, k: int) -> None:
     operand = dot.operands[k]
-    if operand.opcode != "transpose" or operand.control_predecessors:
+    if operand.opcode != Opcode.TRANSPOSE or operand.control_predecessors:
         return
     perm = operand.dimensions
     batch = dot.ints_attr(f"{side}_batch_dims")

@@ -18,6 +18,7 @@ from __future__ import annotations
 from ..hlo.attributes import Window, WindowDim
 from ..hlo.dtypes import BYTE_FLOATS, SMALL_FLOATS
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ArrayShape, default_layout
 from ..target import CPU, Target
 from .names import FreshNames
@@ -34,7 +35,7 @@ def tree_reductions_in_place(module: HloModule, target: Target = CPU) -> None:
 
 
 def _applies(inst: HloInstruction) -> bool:
-    if inst.opcode != "reduce" or len(inst.operands) != 2 or inst.control_predecessors:
+    if inst.opcode != Opcode.REDUCE or len(inst.operands) != 2 or inst.control_predecessors:
         return False
     shape = inst.operands[0].shape
     return isinstance(shape, ArrayShape) and shape.element_type.name in BYTE_FLOATS + SMALL_FLOATS \
@@ -59,7 +60,7 @@ def _rewrite(comp: HloComputation, reduce: HloInstruction, names: FreshNames) ->
                 pad = -(-n // WINDOW) * WINDOW - n
                 window.append(WindowDim(WINDOW, WINDOW, pad // 2, pad - pad // 2))
                 dims.append(-(-n // WINDOW))
-        x = HloInstruction(names.fresh(f"{reduce.name}.window"), "reduce-window",
+        x = HloInstruction(names.fresh(f"{reduce.name}.window"), Opcode.REDUCE_WINDOW,
                            ArrayShape(shape.element_type, tuple(dims),
                                       layout=default_layout(len(dims))),
                            [x, init], {"window": Window(tuple(window)),

@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 from ...hlo.attributes import ConvDimensionNumbers, Window, WindowDim
 from ...hlo.ir import HloInstruction
+from ...hlo.opcode_enum import Opcode
 from ...hlo.shape import ArrayShape
 from ..elemental import ElementalEmitter, element_strides, row_major
 from ..loop import kernel_builder, operand_leaves
@@ -479,5 +480,5 @@ def _tap_rows(kb, window: Window, dn: ConvDimensionNumbers, lhs: ArrayShape, sx,
     return valid, offsets
 
 
-register_contraction("convolution", plan_convolution, _emit,
+register_contraction(Opcode.CONVOLUTION, plan_convolution, _emit,
                      target=TargetKind.CPU, priority=30)

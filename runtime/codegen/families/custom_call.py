@@ -30,6 +30,7 @@ from ...custom_calls.unimplemented import UnimplementedCall
 from ...errors import CustomCallError, HloError
 from ...hlo.attributes import BackendConfig, Metadata
 from ...hlo.ir import HloInstruction, HloModule
+from ...hlo.opcode_enum import Opcode
 from ..context import LoweringContext
 from ..registry import register
 from ..plan import HostCall, Step
@@ -114,7 +115,7 @@ def unimplemented_calls(module: HloModule,
                         python_callbacks: tuple[Callable, ...] = ()) -> list[UnimplementedCall]:
     """The module's custom calls that nothing implements, in text order."""
     return [found for comp in module.computations for inst in comp.instructions
-            if inst.opcode == "custom-call"
+            if inst.opcode == Opcode.CUSTOM_CALL
             and isinstance(found := resolve(inst, python_callbacks), UnimplementedCall)]
 
 
@@ -135,7 +136,7 @@ def _opencl_step(site: CallSite, target: CustomCallTarget) -> HostCall:
 STEP_BUILDERS = {"host": _host_step, "opencl": _opencl_step}
 
 
-@register("custom-call", packed=True)
+@register(Opcode.CUSTOM_CALL, packed=True)
 def lower_custom_call(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     found = resolve(inst, ctx.python_callbacks)
     if isinstance(found, UnimplementedCall):

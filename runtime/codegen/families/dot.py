@@ -47,6 +47,7 @@ from dataclasses import dataclass, replace
 
 from ...hlo.dtypes import ElementType
 from ...hlo.ir import HloInstruction
+from ...hlo.opcode_enum import Opcode
 from ...hlo.shape import ArrayShape
 from .. import cltypes
 from ..elemental import ElementalEmitter, element_strides, row_major
@@ -882,5 +883,5 @@ def emit_dot(ctx: LoweringContext, c: Contraction, plan: DotPlan) -> Launch:
     return _FORMS[plan.form](ctx, c, plan)
 
 
-register_contraction("dot", plan_dot, emit_dot,
+register_contraction(Opcode.DOT, plan_dot, emit_dot,
                      target=TargetKind.CPU, priority=20)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from ...hlo.dtypes import ElementType
 from ...hlo.ir import HloInstruction
+from ...hlo.opcode_enum import Opcode
 from ...hlo.shape import ArrayShape
 from .. import cltypes, templates as E
 from ..elemental import BufferLeaf, ElementalEmitter, Index, arithmetic, element_strides
@@ -60,15 +61,15 @@ def vectorizes(root: HloInstruction, op: HloInstruction, em: ElementalEmitter,
         leaf = em.leaves.get((id(inst), ()))
         if leaf is not None:
             return isinstance(leaf, BufferLeaf)
-        if inst.opcode == "broadcast":
+        if inst.opcode == Opcode.BROADCAST:
             return check(inst.operands[0], tuple(mapping[d] for d in inst.dimensions))
-        if inst.opcode == "select":
+        if inst.opcode == Opcode.SELECT:
             p, on_true, on_false = inst.operands
             return _mask_vectorizes(p, shape, operand_mapping(p, shape, mapping)) \
                 and all((o.shape.rank == 0 or o.array_shape.dims == shape.dims)
                         and check(o, operand_mapping(o, shape, mapping))
                         for o in (on_true, on_false))
-        return ((inst.opcode == "convert"
+        return ((inst.opcode == Opcode.CONVERT
                  or E.vector_lanes(inst.opcode, compute, bits) is not None)
                 and all((o.shape.rank == 0 or o.array_shape.dims == shape.dims)
                         and check(o, operand_mapping(o, shape, mapping)) for o in inst.operands))
@@ -156,10 +157,10 @@ class VectorEpilogue:
         leaf = self.em.leaves.get((id(inst), ()))
         if isinstance(leaf, BufferLeaf):
             return self._load(leaf, index, mapping)
-        if inst.opcode == "broadcast":
+        if inst.opcode == Opcode.BROADCAST:
             return self._value(inst.operands[0], index,
                                tuple(mapping[d] for d in inst.dimensions), memo)
-        if inst.opcode == "select":
+        if inst.opcode == Opcode.SELECT:
             p, on_true, on_false = inst.operands
             mask = self._mask(p, index, operand_mapping(p, shape, mapping))
             a, b = (self._value(o, index, operand_mapping(o, shape, mapping), memo)
@@ -168,7 +169,7 @@ class VectorEpilogue:
         args = [self._value(o, index, operand_mapping(o, shape, mapping), memo)
                 for o in inst.operands]
         et = shape.element_type
-        if inst.opcode == "convert":    # between types of one compute type: exact or rounded
+        if inst.opcode == Opcode.CONVERT:    # between types of one compute type: exact or rounded
             return kb.let(vec, self._rounded(et, args[0]), "ev")
         value = arithmetic(inst.opcode, self.compute, self.compute, args, lanes=self.lanes)
         return kb.let(vec, self._rounded(et, value) if E.rounds(inst.opcode) else value, "ev")

@@ -44,6 +44,8 @@ from __future__ import annotations
 from ...analysis.reducers import argminmax_direction, reorderable
 from ...analysis.rows import RowPlan, plan_rows
 from ...hlo.ir import HloComputation, HloInstruction
+from ...hlo.opcode_enum import Opcode
+from ...hlo.opcodes import OPCODES
 from ...hlo.shape import ArrayShape
 from ...target import ReductionShape
 from .. import cltypes, templates as E
@@ -78,7 +80,7 @@ def lower_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     return [_launch(ctx, kb, inst, count, shape.local_size)]
 
 
-@register("reduce", fusion_root_too=True)
+@register(Opcode.REDUCE, fusion_root_too=True)
 def lower_reduce(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     """A reduce (or a fusion rooted at one) as a row kernel; declines to the loop kernel."""
     return lower_rows(ctx, inst)
@@ -102,7 +104,7 @@ def _row_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
     row = em.delinearize(gid, out.dims, tuple(reversed(plan.row_dims)), "row")
     for value in plan.hoisted:
         index = Index(tuple(row[k] if k is not None else "0" for k in plan.index_of[value]))
-        if value.opcode == "reduce":
+        if value.opcode == Opcode.REDUCE:
             _bind(em, value, _reduce(em, value, index, lanes))
         else:
             _bind(em, value, [em.element(value, index)])
@@ -244,7 +246,7 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
         _lane_loops(em, red, index, variables, lane_dim, lanes, vector_em, operation, vector,
                     partial)
     _close(blocks)
-    if operation is not None and operation in _ORDER_FREE:
+    if operation is not None and OPCODES[operation].order_free == "any":
         partial = [[_halved(em, comp, operation, vector, lanes)]]
     for lane in partial:
         _combine(em, comp, accs, lane)
@@ -253,7 +255,7 @@ def _reduce(em: ElementalEmitter, red: HloInstruction, index: Index, lanes: int)
 
 def _lane_loops(em: ElementalEmitter, red: HloInstruction, index: Index,
                 variables: dict[int, str], lane_dim: int, lanes: int,
-                vector_em: ElementalEmitter | None, operation: str | None,
+                vector_em: ElementalEmitter | None, operation: Opcode | None,
                 vector: str, partial: list[list[str]]) -> None:
     """The contiguous run in blocks of ``lanes`` (on vectors, or element by element into
     ``lanes`` partial accumulators), then the remainder element by element."""
@@ -299,12 +301,7 @@ def _unrolled(size: int, lanes: int) -> bool:
     return size <= _UNROLLED_BLOCKS * lanes
 
 
-# reducers whose result does not depend on the order they combine values in: a float maximum
-# or minimum (XLA's: NaN wins, +0 above -0) is exactly associative and commutative
-_ORDER_FREE = frozenset({"maximum", "minimum"})
-
-
-def _halved(em: ElementalEmitter, comp: HloComputation, operation: str, vector: str,
+def _halved(em: ElementalEmitter, comp: HloComputation, operation: Opcode, vector: str,
             lanes: int) -> str:
     """The lanes of ``vector`` combined by an order-free reducer as a tree of halves: log2
     lanes vector operations where the lanes in order are a chain of that many dependent
@@ -456,7 +453,7 @@ def _lanes_for_run(lanes: int, run: int) -> int:
 
 
 def _lane_operation(comp: HloComputation, inputs: list[HloInstruction],
-                    lanes: int) -> str | None:
+                    lanes: int) -> Opcode | None:
     """The opcode of a reducer that is one float operation of its two parameters with a form
     on ``lanes``-wide vectors, else None. Such a reduction keeps its partial accumulators in
     one vector: PoCL's compiler vectorises sixteen scalar partial sums, but not sixteen
@@ -480,7 +477,8 @@ def _pack(em: ElementalEmitter, comp: HloComputation, values: list) -> str:
     return em.kb.let(vec, f"({vec})({', '.join(map(str, values))})", "x")
 
 
-def _combine_lanes(em: ElementalEmitter, comp: HloComputation, operation: str, vector: str,
+def _combine_lanes(em: ElementalEmitter, comp: HloComputation, operation: Opcode,
+                   vector: str,
                    x: str, lanes: int) -> None:
     """``vector``'s lane k = reducer(lane k, lane k of ``x``), in the reducer's operand order."""
     et = comp.root_instruction.array_shape.element_type
@@ -575,7 +573,7 @@ def _bind(em: ElementalEmitter, inst: HloInstruction, values: list[str]) -> None
 def _column_hero(root: HloInstruction, plan: RowPlan, members, shape: ReductionShape):
     """The reduction a column kernel is built around: the only one, computed per output,
     keeping its input's contiguous dimension as the output's contiguous dimension."""
-    reduces = [m for m in members if m.opcode == "reduce"]
+    reduces = [m for m in members if m.opcode == Opcode.REDUCE]
     if plan.column_dims or len(reduces) != 1 or shape.column_lanes == 1:
         return None
     red = reduces[0]

@@ -10,6 +10,7 @@ from __future__ import annotations
 from ...errors import HloUnsupportedError
 from ...hlo.ir import HloInstruction
 from ...hlo.shape import ArrayShape, leaf_shape
+from ...hlo.opcode_enum import Opcode
 from .. import cltypes
 from ..elemental import ElementalEmitter
 from ..context import LoweringContext
@@ -19,7 +20,7 @@ from ..plan import Step
 from ..rng_algorithms import rng_bit_generator
 
 
-@register("rng-bit-generator")
+@register(Opcode.RNG_BIT_GENERATOR)
 def lower_rng_bit_generator(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     state_in = inst.operands[0]
     state_shape: ArrayShape = state_in.array_shape

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from ...analysis.reducers import init_is_identity, reducer_opcode
 from ...hlo.ir import HloInstruction
+from ...hlo.opcode_enum import Opcode
+from ...hlo.opcodes import OPCODES
 from ...hlo.shape import ArrayShape
 from .. import cltypes
 from ..context import LoweringContext
@@ -29,10 +31,6 @@ from ..loop import (all_shapes, begin_1d, fused_parts, kernel_builder, launch_1d
                     operand_leaves)
 from ..plan import Step
 from ..registry import register
-
-# reducers whose fold gives the same result in any order, whatever the element type
-_ORDER_FREE = frozenset({"maximum", "minimum", "and", "or"})
-
 
 def scanned_dimension(rw: HloInstruction) -> tuple[int, bool] | None:
     """(the scanned dimension, whether the scan runs backwards) of a reduce-window that is a
@@ -60,14 +58,17 @@ def scanned_dimension(rw: HloInstruction) -> tuple[int, bool] | None:
 
 def _order_free(rw: HloInstruction) -> bool:
     op = reducer_opcode(rw.to_apply)
+    if op is None:
+        return False
     et = rw.array_shape.element_type
-    return op in _ORDER_FREE or (op in ("add", "multiply") and not et.is_float)
+    order_free = OPCODES[op].order_free
+    return order_free == "any" or (order_free == "exact" and not et.is_float)
 
 
-@register("reduce-window", fusion_root_too=True)
+@register(Opcode.REDUCE_WINDOW, fusion_root_too=True)
 def lower_scan(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     root, params = fused_parts(inst)
-    if root.opcode != "reduce-window" or inst.shape.is_tuple:
+    if root.opcode != Opcode.REDUCE_WINDOW or inst.shape.is_tuple:
         return None
     scanned = scanned_dimension(root)
     if scanned is None:

@@ -22,6 +22,7 @@ import contextlib
 from typing import Sequence
 
 from ...hlo.ir import HloInstruction
+from ...hlo.opcode_enum import Opcode
 from ...hlo.shape import ArrayShape
 from .. import cltypes
 from ..elemental import BufferLeaf, ElementalEmitter, Index
@@ -35,7 +36,7 @@ def _source_of(inst: HloInstruction, node: HloInstruction, params) -> HloInstruc
     """The outer instruction whose bytes ``node`` reads directly (None: it is computed)."""
     if params is None:
         return node
-    if node.opcode == "parameter":
+    if node.opcode == Opcode.PARAMETER:
         return inst.operands[node.param_number]
     return None
 
@@ -216,4 +217,4 @@ def _row_major(rank: int) -> tuple[int, ...]:
     return tuple(range(rank - 1, -1, -1))
 
 
-register("scatter", fusion_root_too=True)(lower_scatter)
+register(Opcode.SCATTER, fusion_root_too=True)(lower_scatter)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 
 from ...hlo.ir import HloInstruction
+from ...hlo.opcode_enum import Opcode
 from ...hlo.shape import ArrayShape
 from .. import cltypes
 from ..context import LoweringContext
@@ -33,10 +34,10 @@ from ...target import TargetKind
 _MIN_PLANES = 16
 
 
-@register("select-and-scatter", target=TargetKind.CPU, fusion_root_too=True)
+@register(Opcode.SELECT_AND_SCATTER, target=TargetKind.CPU, fusion_root_too=True)
 def lower_by_planes(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     root, params = fused_parts(inst)
-    if root.opcode != "select-and-scatter" or inst.shape.is_tuple:
+    if root.opcode != Opcode.SELECT_AND_SCATTER or inst.shape.is_tuple:
         return None
     operand, source, init = root.operands
     window = root.window

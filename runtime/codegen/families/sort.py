@@ -20,6 +20,7 @@ from ...errors import HloUnsupportedError
 from ...hlo.dtypes import S32
 from ...hlo.ir import HloComputation, HloInstruction
 from ...hlo.shape import ArrayShape, leaf_shape
+from ...hlo.opcode_enum import Opcode
 from .. import cltypes, templates as E
 from ..elemental import ElementalEmitter, Index, SCALAR
 from ..kernel import KernelBuilder
@@ -299,7 +300,7 @@ _ORDER_KEYS = {
 }
 
 
-@register("topk")
+@register(Opcode.TOPK)
 def lower_topk(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     et = inst.operands[0].array_shape.element_type
     largest = bool(inst.attrs.get("largest", True))
@@ -327,7 +328,7 @@ def lower_topk_custom_call(ctx: LoweringContext, inst: HloInstruction) -> list[S
     return _topk_launch(ctx, inst, better)
 
 
-register("sort")(lower_sort)
+register(Opcode.SORT)(lower_sort)
 
 __all__ = ["lower_sort", "lower_topk", "lower_topk_custom_call", "emit_stable_sort",
            "Index", "SCALAR"]

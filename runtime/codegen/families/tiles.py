@@ -25,6 +25,7 @@ from typing import Callable, TypeVar
 
 from ...hlo.dtypes import ElementType
 from ...hlo.ir import HloComputation, HloInstruction
+from ...hlo.opcode_enum import Opcode
 from ...hlo.opcodes import OPCODES
 from ...hlo.shape import ArrayShape
 from .. import cltypes, templates as E
@@ -217,16 +218,16 @@ class Contraction:
         return self.root is not self.op
 
 
-def contraction_parts(inst: HloInstruction, opcode: str) -> Contraction | None:
+def contraction_parts(inst: HloInstruction, opcode: Opcode) -> Contraction | None:
     """``inst`` as a contraction of kind ``opcode``: the op itself, or a fusion of one such op
     on fusion parameters whose users up to the root are elementwise (an output fusion)."""
     if inst.opcode == opcode:
         return Contraction(inst, inst, inst, tuple(inst.operands))
-    comp = inst.attrs.get("calls") if inst.opcode == "fusion" else None
+    comp = inst.attrs.get("calls") if inst.opcode == Opcode.FUSION else None
     if not isinstance(comp, HloComputation) or not inst.shape.is_array:
         return None
     ops = [i for i in comp.instructions if i.opcode == opcode]
-    if len(ops) != 1 or any(o.opcode != "parameter" for o in ops[0].operands):
+    if len(ops) != 1 or any(o.opcode != Opcode.PARAMETER for o in ops[0].operands):
         return None
     op = ops[0]
     if not _epilogue_only(comp, op):
@@ -262,7 +263,7 @@ def _epilogue_only(comp: HloComputation, op: HloInstruction) -> bool:
     for i in comp.instructions:
         if i is op or id(i) in downstream:
             continue
-        if not (is_elemental(i) or i.opcode == "parameter") or not in_epilogue(i):
+        if not (is_elemental(i) or i.opcode == Opcode.PARAMETER) or not in_epilogue(i):
             return False
     return comp.root is op or id(comp.root) in downstream
 
@@ -478,7 +479,7 @@ def launch_3d(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
 _Plan = TypeVar("_Plan")   # a family's plan: what its planner chose and its emitter reads
 
 
-def register_contraction(opcode: str, plan: Callable[[Contraction, Target], _Plan | None],
+def register_contraction(opcode: Opcode, plan: Callable[[Contraction, Target], _Plan | None],
                          emit: Callable[[LoweringContext, Contraction, _Plan], Launch], *,
                          target: TargetKind | None, priority: int) -> None:
     """Register a contraction family for ``target``: ``opcode`` (and fusions rooted at it)

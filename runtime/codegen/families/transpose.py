@@ -18,6 +18,7 @@ import math
 from typing import Sequence
 
 from ...hlo.ir import HloInstruction
+from ...hlo.opcode_enum import Opcode
 from ...hlo.shape import ArrayShape
 from .. import cltypes
 from ..elemental import ElementalEmitter, element_strides, row_major
@@ -34,17 +35,17 @@ from .tiles import begin_tiles, launch_3d, linear_sum
 def transpose_loop(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction,
                    params: list[HloInstruction] | None) -> list[Step] | None:
     """The blocked transposition computing ``inst``, or None when it is not one."""
-    if root.opcode not in ("copy", "transpose"):
+    if root.opcode not in (Opcode.COPY, Opcode.TRANSPOSE):
         return None
     source = root.operands[0]
     if params is not None:
-        if source.opcode != "parameter":
+        if source.opcode != Opcode.PARAMETER:
             return None
         source = inst.operands[source.param_number]
     out, src = inst.shape, source.shape
     if not isinstance(out, ArrayShape) or not isinstance(src, ArrayShape) or out.element_count == 0:
         return None
-    perm = tuple(root.dimensions) if root.opcode == "transpose" \
+    perm = tuple(root.dimensions) if root.opcode == Opcode.TRANSPOSE \
         else tuple(range(out.rank))
     in_strides = [element_strides(src)[perm[d]] for d in range(out.rank)]
     out_strides = element_strides(out)

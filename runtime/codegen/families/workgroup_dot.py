@@ -23,6 +23,7 @@ stored element (``tiles.OutputWriter``). ``T`` and ``B`` are the target's
 from __future__ import annotations
 
 from ...target import Target, TargetKind
+from ...hlo.opcode_enum import Opcode
 from ..context import LoweringContext
 from ..plan import Launch
 from .dot import DotPlan, _axes, _DotKernel
@@ -142,5 +143,5 @@ def _stage(k: _DotKernel, side: str, free, local: str, base: str, first: str, bo
         kb.line(f"{local}[{depth}][{pos}] = {value};")
 
 
-register_contraction("dot", plan_workgroup_dot, emit_workgroup_dot,
+register_contraction(Opcode.DOT, plan_workgroup_dot, emit_workgroup_dot,
                      target=TargetKind.GPU, priority=20)

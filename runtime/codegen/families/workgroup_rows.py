@@ -30,6 +30,7 @@ from __future__ import annotations
 from ...analysis.reducers import argminmax_direction, reorderable
 from ...analysis.rows import RowPlan, plan_rows
 from ...hlo.ir import HloInstruction
+from ...hlo.opcode_enum import Opcode
 from ...hlo.shape import ArrayShape
 from .. import cltypes
 from ..context import LoweringContext
@@ -73,7 +74,7 @@ def _group_size(plan: RowPlan, largest: int) -> int | None:
     """Work-items per row: the largest power of two up to ``largest`` that every reduction's
     strided elements (``_strided_length``) fill, if that is at least ``MIN_GROUP`` (or
     ``largest``); None where some reduction cannot be reordered."""
-    reduces = [v for v in plan.hoisted if v.opcode == "reduce"]
+    reduces = [v for v in plan.hoisted if v.opcode == Opcode.REDUCE]
     if not reduces or not all(reorderable(r) or _argminmax_f32(r) for r in reduces):
         return None
     length = min(_strided_length(r)[0] for r in reduces)
@@ -111,7 +112,7 @@ def _contiguous_length(red: HloInstruction) -> int:
     return src.dims[src.minor_to_major[0]]
 
 
-@register("reduce", target=TargetKind.GPU, fusion_root_too=True)
+@register(Opcode.REDUCE, target=TargetKind.GPU, fusion_root_too=True)
 def lower_reduce_by_group(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:
     return lower_group_rows(ctx, inst)
 
@@ -131,7 +132,7 @@ def _group_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
     kb.line(f"if ({bound} == 0) return;")      # uniform: no work-item misses a barrier
     lid = kb.let(t, f"({t})get_local_id(0)", "lid")
     gid = kb.let(t, f"({t})get_group_id(0)", "row")
-    reduces = [v for v in plan.hoisted if v.opcode == "reduce"]
+    reduces = [v for v in plan.hoisted if v.opcode == Opcode.REDUCE]
     scratch = {}
     for red in reduces:
         types = [cltypes.compute_type(s.element_type) for _, s in red.shape.leaves()]
@@ -145,9 +146,9 @@ def _group_kernel(ctx: LoweringContext, kb: KernelBuilder, inst: HloInstruction,
     row = em.delinearize(gid, out.dims, tuple(reversed(plan.row_dims)), "row")
     for value in plan.hoisted:
         index = Index(tuple(row[k] if k is not None else "0" for k in plan.index_of[value]))
-        if value.opcode == "reduce" and _argminmax_f32(value):
+        if value.opcode == Opcode.REDUCE and _argminmax_f32(value):
             _bind(em, value, _tree_argminmax(em, value, index, lid, group, scratch[id(value)]))
-        elif value.opcode == "reduce":
+        elif value.opcode == Opcode.REDUCE:
             _bind(em, value, [_tree_reduce(em, value, index, lid, group, scratch[id(value)][0])])
         else:
             _bind(em, value, [em.element(value, index)])
