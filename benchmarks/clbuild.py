@@ -55,7 +55,7 @@ def child(kernels: int, elements: int) -> dict:
     sys.path.insert(0, str(REPO))
     import numpy as np
 
-    from runtime.execution import device
+    from runtime.opencl import device
 
     source = _program(kernels)
     start = time.perf_counter()

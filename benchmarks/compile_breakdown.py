@@ -46,7 +46,7 @@ def child_analyze(path: str) -> dict:
     import runtime
     from runtime.buffers import assignment  # noqa: F401
     from runtime.hlo import parser, verifier  # noqa: F401
-    from runtime.passes import pipeline  # noqa: F401
+    from runtime import pipeline  # noqa: F401
     text = Path(path).read_text()
     start = time.perf_counter()
     analysis = runtime.analyze(text)
@@ -56,11 +56,11 @@ def child_analyze(path: str) -> dict:
 def child_compile(path: str) -> dict:
     import runtime
     from runtime import compiler
-    from runtime.execution import binary_cache
+    from runtime.opencl import binary_cache
     from runtime.buffers import assignment  # noqa: F401
     from runtime.codegen import families, lower  # noqa: F401
     from runtime.hlo import parser, verifier  # noqa: F401
-    from runtime.passes import pipeline  # noqa: F401
+    from runtime import pipeline  # noqa: F401
     device = runtime.get_device()
     text = Path(path).read_text()
     start, cpu, children = time.perf_counter(), time.process_time(), _children_cpu()

@@ -31,7 +31,7 @@ def child(files: list[str]) -> dict[str, float]:
     from runtime.execution import executable  # noqa: F401
     from runtime.buffers import assignment  # noqa: F401
     from runtime.codegen import families, lower  # noqa: F401
-    from runtime.passes import pipeline  # noqa: F401
+    from runtime import pipeline  # noqa: F401
     runtime.get_device()
     seconds = {}
     for f in files:

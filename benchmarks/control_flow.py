@@ -34,7 +34,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import runtime  # noqa: E402
 import xla_cpu  # noqa: E402
-from runtime.execution.device import get_device  # noqa: E402
+from runtime.opencl.device import get_device  # noqa: E402
 
 RNG = np.random.default_rng(11)
 

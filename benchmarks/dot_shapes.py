@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 import runtime  # noqa: E402
 import xla_cpu  # noqa: E402
-from runtime.execution.device import get_device  # noqa: E402
+from runtime.opencl.device import get_device  # noqa: E402
 from runtime.hlo.printer import attribute_text  # noqa: E402
 
 NN = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"

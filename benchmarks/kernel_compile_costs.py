@@ -37,8 +37,8 @@ def _measure(path: str, top: int) -> None:
     from runtime import compiler
     from runtime.codegen.lower import lower
     from runtime.execution.build_workers import launch_zero_work
-    from runtime.execution.device import opencl
-    from runtime.execution.quiet import silenced_fds
+    from runtime.opencl.device import opencl
+    from runtime.opencl.quiet import silenced_fds
     analysis = runtime.analyze(Path(path).read_text())
     program = lower(analysis.buffer_assignment, analysis.target, analysis.alignment)
     dev = runtime.get_device()

@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO / "tests"))
 
 import runtime  # noqa: E402
 from corpus_data import programs  # noqa: E402
-from runtime.execution.device import get_device  # noqa: E402
+from runtime.opencl.device import get_device  # noqa: E402
 
 NN = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
 DOTS = [

@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 import runtime  # noqa: E402
-from runtime.passes.pipeline import buffer_assignment  # noqa: E402
-from runtime.passes.pipeline import optimise  # noqa: E402
+from runtime.pipeline import buffer_assignment  # noqa: E402
+from runtime.pipeline import optimise  # noqa: E402
 
 
 def geomean(values: list[float]) -> float:

@@ -25,7 +25,7 @@ from runtime.hlo.opcodes import OPCODES
 from runtime.hlo.printer import instruction_to_text
 from runtime.hlo.shape import ShapeIndex, index_text
 from runtime.hlo.source_locations import SourceLocation, source_location
-from runtime.passes.fusion_cost import kernel_cost
+from runtime.analysis.fusion_cost import kernel_cost
 
 from .formatting import format_bytes
 from .names import fused_members, source_name

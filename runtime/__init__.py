@@ -16,7 +16,7 @@ from .custom_calls import (
     unregister_custom_call,
 )
 from .execution.arrays import DeviceArray, device_put
-from .execution.device import Device, device_reasons, devices, get_device
+from .opencl.device import Device, device_reasons, devices, get_device
 from .execution.executable import Executable, RunRecord
 from .hlo import HloModule
 from .hlo.parser import parse as _parse_unverified

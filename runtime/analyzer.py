@@ -102,7 +102,7 @@ def analyze(module_or_text: str | HloModule | Any, *, alignment: int | None = No
         verify(module)
     times["verify"] = time.perf_counter() - start
     if device is not None:
-        from .execution.device import get_device
+        from .opencl.device import get_device
         device = get_device(device)
         return analyze_verified(module, alignment or device.mem_base_addr_align, fusion,
                                 Target.for_device(device), times, callbacks)
@@ -127,7 +127,7 @@ def analyze_verified(module: HloModule, alignment: int, fusion: bool, target: Ta
                      times: dict[str, float] | None = None,
                      python_callbacks: tuple[Callable, ...] = ()) -> Analysis:
     """``analyze`` for a module that is already verified (``compile`` verifies first)."""
-    from .passes.pipeline import buffer_assignment, optimise
+    from .pipeline import buffer_assignment, optimise
     times = {} if times is None else times
     _check_alignment(alignment)
     start = time.perf_counter()

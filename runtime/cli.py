@@ -199,8 +199,8 @@ def unimplemented_lines(analysis) -> list[str]:
 
 def cmd_devices(args: argparse.Namespace) -> int:
     """Every OpenCL device, which one runs modules and why the others do not."""
-    from .execution.device import device_reasons, devices
-    from .execution.device_probe import host_isa
+    from .opencl.device import device_reasons, devices
+    from .opencl.device_probe import host_isa
     try:
         reasons = device_reasons(args.device)
     except HloError as e:

@@ -7,10 +7,10 @@ geometry (on PoCL: the narrowest grid of the same compiled variant) with its wor
 to 0 (it exits at once and touches no memory): after the build, runs pay no compilation, and
 the progress callback can say how many of the kernels are built. A cold build shares those
 launches with worker processes on the other cores (``runtime.execution.build_workers``); PoCL's
-on-disk kernel cache and the saved program binary (``runtime.execution.binary_cache``) make all of it
+on-disk kernel cache and the saved program binary (``runtime.opencl.binary_cache``) make all of it
 nearly free the second time, in any process. ``compile(lazy=True)`` stops after the
 analysis: the kernels are built at the first run. Nothing the OpenCL compiler prints reaches
-the user (``runtime.execution.quiet``).
+the user (``runtime.opencl.quiet``).
 
 Executables are cached in-process by (normalised text, device identity, options, version), so
 re-running a notebook cell does no work at all.
@@ -30,7 +30,7 @@ import numpy as np
 
 from .analyzer import analyze_verified, jax_input
 from .errors import DeviceError, HloError, internal_errors
-from .execution.quiet import silenced_fds
+from .opencl.quiet import silenced_fds
 from .gc_pause import gc_paused, with_gc_paused
 from .hlo.ir import HloModule
 from .hlo.runnable import ELIDED_FILLS, check_runnable, fill_elided_constants, has_elided_constants
@@ -96,7 +96,7 @@ def compile(module_or_text: str | HloModule | Any, device=None, *, alignment: in
             force: bool = False, elided_constants: str | None = None, lazy: bool = False,
             python_callbacks: Sequence[Callable] | None = None):
     """Compile HLO for ``device`` (None: ``HLO_DEVICE`` or the default device,
-    the best CPU device by ``execution.device_probe``'s rule).
+    the best CPU device by ``opencl.device_probe``'s rule).
 
     ``module_or_text`` may be a ``jax.stages.Lowered`` (``jax.jit(f).lower(x)``): its HLO
     text is compiled, and its ``jax.pure_callback``, ``io_callback`` and ``debug.callback``
@@ -113,7 +113,7 @@ def compile(module_or_text: str | HloModule | Any, device=None, *, alignment: in
     values, and the executable's outputs are not the model's (``exe.elided_constants`` says
     so). ``exe.compile_times`` has the seconds per stage.
     """
-    from .execution.device import get_device
+    from .opencl.device import get_device
     dev = get_device(device)
     start = time.perf_counter()
     options = CompileOptions(alignment, fusion, elided_constants)
@@ -286,14 +286,14 @@ def build_kernels(dev, program, report: ProgressCallback,
 
     On a cold PoCL build the launches that make PoCL compile are shared with worker processes
     (``runtime.execution.build_workers``). Everything the OpenCL compiler prints is discarded
-    (``runtime.execution.quiet``); seconds go to ``times["opencl-build"]`` (clBuildProgram),
+    (``runtime.opencl.quiet``); seconds go to ``times["opencl-build"]`` (clBuildProgram),
     ``times["warm-up"]`` (the launches, where PoCL compiles each kernel) and
     ``times["binary-save"]``."""
-    from .execution import binary_cache
+    from .opencl import binary_cache
     from .execution.build_workers import (
         Workers, jobs_setting, save_in_background, save_pending, shares,
     )
-    from .execution.device import build_program, opencl
+    from .opencl.device import build_program, opencl
     times = {} if times is None else times
     cl = opencl()
     total = len(program.kernel_names)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, fields, replace
 from enum import StrEnum
 
 from .errors import DeviceError
-from .passes.fusion_rules import CPU_RULES, FusionRules
+from .analysis.fusion_rules import CPU_RULES, FusionRules
 
 
 class TargetKind(StrEnum):

@@ -16,7 +16,7 @@ import numpy as np
 from runtime.codegen.cltypes import (FP64_PRAGMA, compute_type, helpers_used, load, prelude_for,
                                      storage_type, store)
 from runtime.codegen.templates import FP_CONTRACT_OFF
-from runtime.execution.device import Device, build_program, get_device, opencl
+from runtime.opencl.device import Device, build_program, get_device, opencl
 
 LOCAL_SIZE = 64
 

@@ -132,7 +132,7 @@ def test_elided_constants_analyse_but_run_only_with_a_fill(builds):
 
 def test_a_failed_build_is_located_and_carries_the_log():
     device = runtime.get_device()
-    from runtime.execution.device import build_program
+    from runtime.opencl.device import build_program
     with pytest.raises(runtime.DeviceError, match=r"line 2:\d+: error") as e:
         build_program(device, "__kernel void f(__global int* o) {\n  o[0] = undefined_name;\n}\n")
     assert "undefined_name" in e.value.build_log

@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from runtime.execution import binary_cache
-from runtime.execution.device import get_device, opencl
+from runtime.opencl import binary_cache
+from runtime.opencl.device import get_device, opencl
 
 SOURCE = "__kernel void twice(__global float* a) { a[get_global_id(0)] *= 2.0f; }\n"
 

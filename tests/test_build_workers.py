@@ -11,7 +11,7 @@ import numpy as np
 
 import runtime
 from runtime import compiler
-from runtime.execution import binary_cache, build_workers
+from runtime.opencl import binary_cache, build_workers
 from runtime.execution.build_workers import Variant, shares
 
 from .conftest import REPO

@@ -184,7 +184,7 @@ def test_a_cold_run_prints_nothing_from_the_opencl_compiler(tmp_path):
 
 
 def test_a_kernel_that_makes_clang_warn_builds_silently(tmp_path):
-    code = ("import numpy as np\nfrom runtime.execution.device import build_program, get_device, opencl\n"
+    code = ("import numpy as np\nfrom runtime.opencl.device import build_program, get_device, opencl\n"
             "dev = get_device()\ncl = opencl()\n"
             "src = '__kernel void w(__global int* o, int n) { int x; if (x = n) o[0] = x; }'\n"
             "k = cl.Kernel(build_program(dev, src), 'w')\n"
@@ -199,7 +199,7 @@ def test_a_kernel_that_makes_clang_warn_builds_silently(tmp_path):
 
 
 def test_silenced_output_is_captured_and_the_descriptors_come_back(capfd):
-    from runtime.execution.quiet import silenced_fds
+    from runtime.opencl.quiet import silenced_fds
     with silenced_fds() as captured:
         os.write(1, b"from C, fd 1\n")
         os.write(2, b"from C, fd 2\n")

@@ -1,4 +1,4 @@
-"""runtime.execution.device and runtime.execution.cache: discovery, selection, builds, memory errors, PoCL cache."""
+"""runtime.opencl.device and runtime.opencl.cache: discovery, selection, builds, memory errors, PoCL cache."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from runtime.execution import cache, device
+from runtime.opencl import cache, device
 from runtime.errors import DeviceError
 from runtime.target import Target
 
@@ -168,14 +168,14 @@ def _fresh_process(code: str, cache_root: Path) -> str:
 
 
 def test_importing_runtime_does_not_touch_opencl(tmp_path):
-    assert _fresh_process("import sys, runtime, runtime.execution.device, runtime.codegen.templates;"
+    assert _fresh_process("import sys, runtime, runtime.opencl.device, runtime.codegen.templates;"
                           "print('pyopencl' in sys.modules)", tmp_path) == "False"
 
 
 def test_a_fresh_process_reuses_pocls_cached_program(tmp_path):
     """Builds hand PoCL the exact source (no pyopencl binary cache salting it), so a second
     process finds the program in the project's PoCL cache instead of adding another."""
-    code = ("import numpy as np; from runtime.execution import device as d\n"
+    code = ("import numpy as np; from runtime.opencl import device as d\n"
             "dev = d.get_device()\n"
             "p = d.build_program(dev, '__kernel void k(__global int* x) { x[0] = 7; }\\n')\n"
             "b = d.allocate_buffer(dev, 4)\n"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import runtime
-from runtime.execution import device, device_probe
+from runtime.opencl import device, device_probe
 from runtime.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,9 +1,10 @@
 """The import graph of ``runtime`` and ``hlo_magic``, read statically (function-level imports
 included): no cycles anywhere, and no module imports a later stage of the pipeline.
 
-Stages, in pipeline order: errors < hlo (parse, verify) < analysis < passes (and the target)
-< buffers (assignment) < the pipeline that runs them < the OpenCL platform (devices, kernel
-caches) < custom calls < codegen < execution (arrays, executables) < the compiler and the
+Stages, in pipeline order, each a folder of ``runtime`` or one top-level module: errors < hlo
+(parse, verify) < analysis (with the fusion cost model and rules) < passes (and the target)
+< buffers (assignment) < the pipeline that runs them (``runtime/pipeline.py``) < the OpenCL
+platform (``runtime/opencl``: devices, kernel caches) < custom calls < codegen < execution (arrays, executables) < the compiler and the
 package's API < the front ends (the notebook layer and the ``hlo`` command). A module may
 import its own stage or earlier ones.
 Importing a submodule also runs its parent packages' ``__init__``; those implicit edges are
@@ -26,10 +27,8 @@ STAGES = [
     ("runtime.analysis", 2),
     ("runtime.passes", 3), ("runtime.target", 3),
     ("runtime.buffers", 4),
-    ("runtime.passes.pipeline", 5),
-    ("runtime.execution.device", 6), ("runtime.execution.cache", 6),
-    ("runtime.execution.binary_cache", 6), ("runtime.execution.quiet", 6),
-    ("runtime.execution.device_probe", 6),
+    ("runtime.pipeline", 5),
+    ("runtime.opencl", 6),
     ("runtime.custom_calls", 7),
     ("runtime.codegen", 8),
     ("runtime.execution", 9),
@@ -124,8 +123,8 @@ def cycles(g: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_sees_function_level_and_relative_imports():
     g = graph()
     assert "runtime.codegen.families" in g["runtime.codegen.lower"]
-    assert "runtime.execution.device" in g["runtime.compiler"]          # inside a function
-    assert "runtime.execution.device" in g["runtime.custom_calls.registry"]
+    assert "runtime.opencl.device" in g["runtime.compiler"]          # inside a function
+    assert "runtime.opencl.device" in g["runtime.custom_calls.registry"]
 
 
 def test_no_import_cycles():
@@ -143,6 +142,15 @@ def test_no_module_imports_a_later_stage():
     assert later == []
 
 
+def test_layers_are_folders():
+    """Every stage is a folder of ``runtime`` (or one top-level module): a module's stage
+    never depends on its name within its folder, so a folder never imports a later one."""
+    for prefix, _ in STAGES:
+        parts = prefix.split(".")
+        path = REPO.joinpath(*parts)
+        assert len(parts) <= 2 and (path.is_dir() or path.with_suffix(".py").is_file()), prefix
+
+
 def test_the_lowering_registry_imports_no_family_and_families_not_lower():
     g = graph()
     assert not {t for t in g["runtime.codegen.registry"] if t.startswith("runtime.")}
@@ -152,7 +160,7 @@ def test_the_lowering_registry_imports_no_family_and_families_not_lower():
 
 def test_stages_follow_the_pipeline():
     order = ["runtime.hlo.ir", "runtime.passes.fusion", "runtime.buffers.assignment",
-             "runtime.passes.pipeline", "runtime.codegen.lower", "runtime.execution.executable",
+             "runtime.pipeline", "runtime.codegen.lower", "runtime.execution.executable",
              "runtime.compiler", "hlo_magic.magics"]
     ranks = [stage(m) for m in order]
     assert ranks == sorted(ranks) and len(set(ranks)) == len(ranks)

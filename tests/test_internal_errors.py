@@ -12,7 +12,7 @@ from runtime import compiler
 from runtime.codegen import registry
 from runtime.errors import HloUnsupportedError, InternalCompilerError
 from runtime.execution import program_cache
-from runtime.passes import pipeline
+from runtime import pipeline
 
 TEXT = """HloModule m
 ENTRY e {

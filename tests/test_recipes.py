@@ -11,7 +11,7 @@ import runtime
 from runtime.codegen.lower import lower
 from runtime.codegen.plan import iter_launches
 from runtime.hlo.ir import HloInstruction, HloModule
-from runtime.passes import pipeline
+from runtime import pipeline
 from runtime.target import CPU, Target, TargetKind
 
 DOUBLE_NEGATION = """HloModule m

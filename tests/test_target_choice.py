@@ -17,10 +17,10 @@ from runtime.analyzer import analyze_verified
 from runtime.codegen.lower import lower
 from runtime.codegen.plan import Launch
 from runtime.compiler import KernelBuild
-from runtime.execution import device as devices, device_probe
+from runtime.opencl import device as devices, device_probe
 from runtime.execution.executable import Executable
 from runtime.execution.program_cache import program_key
-from runtime.passes.pipeline import run
+from runtime.pipeline import run
 from runtime.errors import DeviceError
 from runtime.target import CPU, CPU_AVX2, CPU_IMPLICIT_SIMD, GPU, TARGETS, Target, TargetKind
 

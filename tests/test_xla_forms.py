@@ -209,7 +209,7 @@ def test_one_device_collectives_compute_what_xla_computes(name):
 
 def test_one_device_collectives_leave_no_collective_for_later_passes():
     from runtime.hlo.opcodes import OPCODES
-    from runtime.passes.pipeline import optimise
+    from runtime.pipeline import optimise
     for body, _ in COLLECTIVES.values():
         module = optimise(runtime.parse(collective_module(body)), fusion=False)
         assert not [i.name for i in module.instructions()

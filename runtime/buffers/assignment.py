@@ -1,6 +1,6 @@
 """Buffer assignment: the static memory plan the executor allocates and the notebook draws.
 
-``assign_buffers`` takes a module the pre-assignment passes prepared (``passes.pipeline``:
+``assign_buffers`` takes a module the pre-assignment passes prepared (``pipeline``:
 dead-code elimination, call-graph flattening, call layouts, scheduling, copy insertion) and
 its schedule, runs dataflow, alias analysis and live ranges, and places every buffer:
 
@@ -104,7 +104,7 @@ def assign_buffers(module: HloModule, schedule: Schedule, *, alignment: int = 12
                    donation: AliasPlan | None = None, source: HloModule | None = None,
                    reassign: Callable[[frozenset[int] | None], BufferAssignment] | None = None,
                    ) -> BufferAssignment:
-    """The memory plan of a prepared module (``passes.pipeline.prepare``: scheduled in
+    """The memory plan of a prepared module (``pipeline.prepare``: scheduled in
     ``schedule``'s order, donation applied, copies inserted). ``donation`` is the plan that
     was applied (for the report), ``source`` the module before preparation, ``reassign`` how
     to redo the whole preparation for other donations (``BufferAssignment.reassign``)."""
@@ -205,11 +205,11 @@ class BufferAssignment:
 
     def reassign(self, donated: frozenset[int] | None) -> BufferAssignment:
         """The plan of the same module at the same alignment for another choice of donated
-        parameters (see ``passes.pipeline.buffer_assignment``, which made this one): what a
+        parameters (see ``pipeline.buffer_assignment``, which made this one): what a
         donation toggle shows without a device."""
         if self._reassign is None:
             raise HloError("this assignment was made from a prepared module; make it with "
-                           "passes.pipeline.buffer_assignment to reassign it")
+                           "pipeline.buffer_assignment to reassign it")
         return self._reassign(donated)
 
     def live_intervals(self) -> list[tuple[AssignedBuffer, int, int]]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..hlo.dtypes import ELEMENT_TYPES
 from ..hlo.ir import HloInstruction
-from ..passes.fusion_cost import kernel_work
+from ..analysis.fusion_cost import kernel_work
 from .context import LoweringContext
 from .launch_chaining import Stages, fits_arguments, is_stage
 from .kernel import KernelBuilder

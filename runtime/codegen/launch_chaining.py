@@ -32,7 +32,7 @@ import math
 import numpy as np
 
 from ..hlo.ir import HloComputation, HloInstruction
-from ..passes.fusion_cost import kernel_work
+from ..analysis.fusion_cost import kernel_work
 from .context import LoweringContext
 from .kernel import SCALAR_DTYPES, BufferRef
 from .plan import Launch, Step

@@ -1,5 +1,5 @@
 """The steps after lowering, as one list: what happens to a plan between the kernel families'
-launches and the program that runs (the codegen counterpart of ``passes/pipeline.py``).
+launches and the program that runs (the codegen counterpart of ``pipeline.py``).
 
 Two scopes. ``EACH_COMPUTATION`` passes rewrite one computation's steps as it is lowered (the
 entry, every while body and every conditional branch; a while condition keeps its steps as

@@ -17,7 +17,7 @@ Where XLA's results differ from C's (hlo-reference section 7, opencl-notes secti
 integer division by zero and INT_MIN / -1, shifts by the width or more, NaN in maximum,
 minimum and float-to-int conversion, integer power, and -0 versus +0 in maximum/minimum
 (XLA orders -0 < +0). XLA's CPU backend also flushes f32/f64 denormals to zero; that is a
-build option (``runtime.execution.device.Device.build_options``), not part of these templates.
+build option (``runtime.opencl.device.Device.build_options``), not part of these templates.
 """
 
 from __future__ import annotations

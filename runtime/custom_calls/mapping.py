@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..execution.device import opencl
+from ..opencl.device import opencl
 from ..errors import DeviceError
 from ..hlo.shape import physical_order
 from ..hlo.shape import ArrayShape

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..execution.device import opencl
+from ..opencl.device import opencl
 from ..errors import DeviceError
 from .call_site import CallSite, Leaf
 from .conventions import LAUNCHER_CONVENTIONS, CallArguments

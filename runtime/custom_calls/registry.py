@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from ..errors import CustomCallError, DeviceError
-from ..execution.device import Device, build_program, devices, opencl
+from ..opencl.device import Device, build_program, devices, opencl
 from ..hlo.attributes import unquote_string
 
 PLATFORMS = ("host", "opencl")

@@ -13,7 +13,7 @@ from ..errors import DonatedBufferError, HloArgumentError
 from ..hlo.dtypes import from_numpy
 from ..hlo.packing import from_storage, to_storage
 from ..hlo.shape import ArrayShape, physical_order
-from .device import allocate_buffer, get_device, opencl
+from ..opencl.device import allocate_buffer, get_device, opencl
 
 
 def to_physical(array: np.ndarray, shape: ArrayShape) -> np.ndarray:

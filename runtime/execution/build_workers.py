@@ -194,8 +194,8 @@ def _device_with_identity(found: list, identity: str):
 
 
 def _warm(job: dict, report: Callable[[str], None]) -> None:
-    from . import binary_cache
-    from .device import build_program, devices, opencl
+    from ..opencl import binary_cache
+    from ..opencl.device import build_program, devices, opencl
     cl = opencl()
     device = _device_with_identity(devices(), job["device"])
     program = build_program(device, job["source"], tuple(job["options"]))

@@ -28,7 +28,7 @@ from ..hlo.dtypes import ElementType, from_numpy
 from ..hlo.sample_values import sample_arguments
 from ..hlo.shape import ArrayShape, Shape, TupleShape, physical_order
 from .arrays import DeviceArray, upload
-from .device import allocate_buffer, opencl
+from ..opencl.device import allocate_buffer, opencl
 from .output_buffers import OutputRecycler
 
 if TYPE_CHECKING:

@@ -19,7 +19,7 @@ import pickle
 import tempfile
 from pathlib import Path
 
-from .cache import cache_dir
+from ..opencl.cache import cache_dir
 
 SUBDIRECTORY = "programs"
 

@@ -29,7 +29,7 @@ from ..hlo.literal import Literal
 from ..hlo.opcodes import OPCODES
 from ..target import CPU, Target
 from .dce import remove_dead_code
-from .fusion_cost import BYTE_COST, kernel_work
+from ..analysis.fusion_cost import BYTE_COST, kernel_work
 
 #: a duplicate not live at once with its first copy is merged when its kernel's work is at
 #: least this many times its result's bytes (``fusion_cost`` units)

@@ -52,9 +52,9 @@ from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape
 from .dce import remove_dead_code
 from ..target import CPU, Target
-from .fusion_cost import (duplicate_reads_no_more, may_evaluate_repeatedly, recompute_sources,
+from ..analysis.fusion_cost import (duplicate_reads_no_more, may_evaluate_repeatedly, recompute_sources,
                           row_merge_cost)
-from .fusion_rules import (FusionRules, in_epilogue, in_place_operands,
+from ..analysis.fusion_rules import (FusionRules, in_epilogue, in_place_operands,
                            in_place_roots)
 from .names import FreshNames
 

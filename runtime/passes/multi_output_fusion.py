@@ -58,7 +58,7 @@ from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, TupleShape
 from ..target import CPU, Target
 from .dce import remove_dead_code
-from .fusion_rules import FusionRules, in_place_roots
+from ..analysis.fusion_rules import FusionRules, in_place_roots
 from .names import FreshNames
 
 

@@ -5,7 +5,7 @@ from runtime.analysis.alias_analysis import AliasAnalysis
 from runtime.analysis.dataflow import Dataflow
 from runtime.analysis.memory_scheduler import choose_schedule
 from runtime.analysis.schedule import build_schedule, list_order, post_order, text_order
-from runtime.passes.pipeline import buffer_assignment
+from runtime.pipeline import buffer_assignment
 
 TWO_REDUCTIONS = """
 HloModule m

@@ -8,7 +8,7 @@ import pytest
 
 import runtime
 from runtime.analysis.trip_count import trip_count
-from runtime.passes.pipeline import optimise
+from runtime.pipeline import optimise
 
 
 def loop(start: str = "s32[] constant(0)", step: str = "add(i, one)", limit: str = "7",

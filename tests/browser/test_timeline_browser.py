@@ -15,7 +15,7 @@ import pytest
 import runtime
 from hlo_magic.donation import DonationModel, describe_parameters
 from hlo_magic.formatting import format_bytes
-from runtime.passes.pipeline import run as run_pipeline
+from runtime.pipeline import run as run_pipeline
 
 pytestmark = pytest.mark.browser
 

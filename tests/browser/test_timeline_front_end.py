@@ -14,7 +14,7 @@ import hlo_magic
 import runtime
 from hlo_magic.formatting import format_bytes
 from hlo_magic.timeline_data import timeline_data
-from runtime.passes.pipeline import run as run_pipeline
+from runtime.pipeline import run as run_pipeline
 
 from ..conftest import CORPUS
 from .conftest import CHROMIUM

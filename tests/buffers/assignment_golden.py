@@ -19,7 +19,7 @@ from pathlib import Path
 
 import runtime
 from runtime.buffers.assignment import BufferAssignment
-from runtime.passes.pipeline import run
+from runtime.pipeline import run
 from runtime.target import Target
 
 from ..corpus_data import CORPUS, load_index

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import runtime
 from runtime.buffers.assignment import BufferAssignment
-from runtime.passes.pipeline import buffer_assignment
+from runtime.pipeline import buffer_assignment
 from runtime.buffers.checker import check_assignment
 from runtime.hlo.ir import HloModule
 

@@ -4,7 +4,7 @@ import pytest
 
 import runtime
 from runtime.buffers.assignment import BufferSlice, MemoryStats
-from runtime.passes.pipeline import buffer_assignment
+from runtime.pipeline import buffer_assignment
 from runtime.errors import HloArgumentError, HloError, HloUnsupportedError
 
 from .checked import assigned

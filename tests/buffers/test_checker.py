@@ -3,7 +3,7 @@
 import pytest
 
 import runtime
-from runtime.passes.pipeline import buffer_assignment
+from runtime.pipeline import buffer_assignment
 from runtime.buffers.checker import UnsoundAssignment, check_assignment
 
 from .test_assignment import LOOP, XLA_EXAMPLE

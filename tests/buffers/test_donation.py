@@ -3,7 +3,7 @@
 import pytest
 
 import runtime
-from runtime.passes.pipeline import buffer_assignment
+from runtime.pipeline import buffer_assignment
 from runtime.buffers.donation import plan_aliasing
 from runtime.errors import HloVerifyError
 

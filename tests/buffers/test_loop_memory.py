@@ -7,7 +7,7 @@ still live, and a loop's result keeps the loop state's own pointer table."""
 import pytest
 
 import runtime
-from runtime.passes.pipeline import buffer_assignment, optimise
+from runtime.pipeline import buffer_assignment, optimise
 
 from ..conftest import CORPUS, corpus_dir
 from ..corpus_data import load_index

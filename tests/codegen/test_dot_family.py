@@ -13,7 +13,7 @@ import runtime
 from runtime.codegen.families.dot import plan_dot
 from runtime.codegen.families.tiles import contraction_parts
 from runtime.codegen import registry
-from runtime.execution.device import get_device
+from runtime.opencl.device import get_device
 from runtime.target import CPU, Target
 
 RNG = np.random.default_rng(7)

@@ -14,7 +14,7 @@ from runtime.codegen.elemental import BufferLeaf, ElementalEmitter
 from runtime.codegen.families.epilogue import vectorizes
 from runtime.codegen.kernel import BufferRef, KernelBuilder
 from runtime.codegen.lower import lower
-from runtime.passes.pipeline import optimise, run
+from runtime.pipeline import optimise, run
 from runtime.target import CPU, CPU_AVX2
 
 MLP = """HloModule mlp

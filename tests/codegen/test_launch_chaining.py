@@ -15,7 +15,7 @@ from runtime.analyzer import analyze_verified
 from runtime.codegen.launch_chaining import _chunks
 from runtime.codegen.plan import HostWhile, Launch, iter_launches
 from runtime.compiler import KernelBuild
-from runtime.execution.device import get_device
+from runtime.opencl.device import get_device
 from runtime.execution.executable import Executable
 from runtime.hlo.parser import parse
 from runtime.target import CPU, Target

@@ -10,7 +10,7 @@ import runtime
 from runtime.analyzer import analyze_verified
 from runtime.codegen.families import reduction
 from runtime.compiler import KernelBuild
-from runtime.execution.device import get_device
+from runtime.opencl.device import get_device
 from runtime.execution import program_cache
 from runtime.execution.executable import Executable
 from runtime.target import TARGETS, Target

@@ -10,7 +10,7 @@ import runtime
 from runtime.codegen import registry
 from runtime.codegen.loop import lower_loop
 from runtime.codegen.lower import lower
-from runtime.passes.pipeline import run
+from runtime.pipeline import run
 from runtime.target import Target, TargetKind
 
 DOT = """HloModule d

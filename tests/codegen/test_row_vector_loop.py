@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from runtime.codegen import row_vector_loop
-from runtime.execution.device import get_device
+from runtime.opencl.device import get_device
 from runtime.target import Target
 from tests.codegen.rule_toggle import compile_with
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 import runtime
 from runtime.codegen.lower import lower
 from runtime.codegen.plan import Launch
-from runtime.passes.pipeline import run
+from runtime.pipeline import run
 from runtime.target import CPU, Target
 
 ELEMENTWISE = """HloModule e

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import runtime
-from runtime.execution.device import get_device
+from runtime.opencl.device import get_device
 from runtime.target import Target
 
 RNG = np.random.default_rng(11)

@@ -10,7 +10,7 @@ import pytest
 import runtime
 from runtime.codegen.kernel import argument_value
 from runtime.hlo.dtypes import F32
-from runtime.execution.device import get_device
+from runtime.opencl.device import get_device
 from runtime.target import Target
 
 

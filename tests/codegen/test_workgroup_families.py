@@ -10,7 +10,7 @@ import pytest
 import runtime
 from runtime.codegen.lower import lower
 from runtime.codegen.plan import iter_launches
-from runtime.passes.pipeline import run
+from runtime.pipeline import run
 from runtime.target import CPU, GPU, Target, WorkGroups
 
 from ..gpu_sim import workgroup_cases

@@ -5,7 +5,7 @@ import pytest
 
 import runtime
 from runtime import CustomCallError, DeviceError
-from runtime.execution.device import opencl
+from runtime.opencl.device import opencl
 
 from .test_host_calls import NESTED, seed
 

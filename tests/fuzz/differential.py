@@ -26,7 +26,7 @@ import numpy as np
 
 import runtime
 from runtime.errors import HloError
-from runtime.execution import binary_cache
+from runtime.opencl import binary_cache
 
 from .layout_programs import Case, arguments, module_text, output_counts
 

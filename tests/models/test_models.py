@@ -8,9 +8,9 @@ fails, never skips."""
 import pytest
 
 import runtime
-from runtime.execution import device as devices, device_probe
-from runtime.passes.fusion_cost import reduction_evaluations
-from runtime.passes.pipeline import optimise
+from runtime.opencl import device as devices, device_probe
+from runtime.analysis.fusion_cost import reduction_evaluations
+from runtime.pipeline import optimise
 
 from ..corpus_data import MODELS, flatten, mismatches, model_programs
 

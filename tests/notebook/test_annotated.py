@@ -10,7 +10,7 @@ import pytest
 
 import runtime
 from hlo_magic.annotated import annotate
-from runtime.passes.pipeline import run as run_pipeline
+from runtime.pipeline import run as run_pipeline
 
 from ..conftest import corpus_dir
 from .hlo_texts import ADD_MUL

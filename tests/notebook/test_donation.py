@@ -6,7 +6,7 @@ import pytest
 
 import runtime
 from hlo_magic.donation import DonationModel, describe_parameters
-from runtime.passes.pipeline import buffer_assignment
+from runtime.pipeline import buffer_assignment
 
 from ..conftest import corpus_dir
 from .hlo_texts import ADD_MUL, INCREMENT, MUST_ALIAS, UNMATCHED_DONOR

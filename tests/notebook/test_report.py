@@ -2,7 +2,7 @@
 
 import runtime
 from hlo_magic.report import GLOSSARY, allocation_table, memory_table, peak_table
-from runtime.passes.pipeline import buffer_assignment
+from runtime.pipeline import buffer_assignment
 
 from .hlo_texts import ADD_MUL
 

@@ -12,7 +12,7 @@ from hlo_magic.timeline import (
     KIND_STYLES, allocation_bands, compare, figure_png, live_bytes_by_kind, plot_memory,
     plot_packing, plot_peak_buffers, plot_timeline,
 )
-from runtime.passes.pipeline import buffer_assignment
+from runtime.pipeline import buffer_assignment
 
 from ..conftest import corpus_dir
 from .fresh_python import run_python
@@ -121,7 +121,7 @@ def test_corpus_module_rectangles_match_the_records():
 
 
 def test_library_code_never_imports_pyplot():
-    code = ("import sys, runtime\nfrom runtime.passes.pipeline import buffer_assignment\n"
+    code = ("import sys, runtime\nfrom runtime.pipeline import buffer_assignment\n"
             "from hlo_magic.timeline import plot_memory, figure_png\n"
             "text = 'HloModule m\\nENTRY e {\\n  a = f32[4] parameter(0)\\n"
             "  ROOT n = f32[4] negate(a)\\n}\\n'\n"

@@ -14,7 +14,7 @@ import runtime
 from hlo_magic.sharing import reuses
 from hlo_magic.timeline_data import KINDS, NUMERIC_COLUMNS, timeline_data
 from hlo_magic.timeline_widget import MemoryTimeline
-from runtime.passes.pipeline import buffer_assignment, run as run_pipeline
+from runtime.pipeline import buffer_assignment, run as run_pipeline
 
 from ..conftest import corpus_dir
 from .hlo_texts import ADD_MUL

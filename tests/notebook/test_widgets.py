@@ -8,7 +8,7 @@ from IPython.utils.capture import capture_output
 import runtime
 from hlo_magic.donation import DonationModel
 from hlo_magic.widgets import DONATE, KEEP, DonationPanel
-from runtime.passes.pipeline import buffer_assignment
+from runtime.pipeline import buffer_assignment
 
 from .hlo_texts import ADD_MUL
 

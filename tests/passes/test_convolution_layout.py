@@ -7,7 +7,7 @@ import numpy as np
 import runtime
 from runtime.codegen.lower import lower
 from runtime.passes.convolution_layout import relayout_convolution_kernels_in_place
-from runtime.passes.pipeline import optimise, run
+from runtime.pipeline import optimise, run
 from runtime.target import CPU, CPU_AVX2, GPU
 
 # an input gradient as JAX writes it: the forward kernel [kh, kw, in, out] read with its

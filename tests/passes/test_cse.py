@@ -7,8 +7,8 @@ import pytest
 
 import runtime
 from runtime.passes.cse import cse
-from runtime.passes import pipeline
-from runtime.passes.pipeline import OPTIMISATION
+from runtime import pipeline
+from runtime.pipeline import OPTIMISATION
 
 REDUCERS = """
 add {

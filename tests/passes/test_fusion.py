@@ -8,7 +8,7 @@ import runtime
 from runtime.hlo.verifier import verify
 from runtime.passes.fusion import fuse
 from runtime.target import CPU, Target
-from runtime.passes.pipeline import optimise
+from runtime.pipeline import optimise
 
 ADD = """
 add {

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import runtime
-from runtime.passes.fusion_cost import (FusionCost, is_operand_bound, may_evaluate_repeatedly,
+from runtime.analysis.fusion_cost import (FusionCost, is_operand_bound, may_evaluate_repeatedly,
                                         reduction_evaluations, work_per_element)
-from runtime.passes.pipeline import optimise
+from runtime.pipeline import optimise
 from runtime.target import CPU
 
 ADD = """
@@ -529,7 +529,7 @@ def test_kernel_work_counts_operations_and_bytes_and_an_updates_own_elements():
     """``kernel_work`` (what chaining launches compares with a target's limit): a dot costs
     its contraction per output element plus the bytes it reads and writes; an in-place
     update computes and writes its update, not the buffer it writes into."""
-    from runtime.passes.fusion_cost import kernel_work
+    from runtime.analysis.fusion_cost import kernel_work
     module = runtime.parse(KERNEL_WORK)
     insts = {i.name: i for i in module.entry.instructions}
     assert kernel_work(insts["d"]) == 32 * 48 * 64 + 4 * (32 * 64 + 64 * 48) + 4 * 32 * 48

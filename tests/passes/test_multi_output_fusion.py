@@ -8,10 +8,10 @@ import runtime
 from runtime import compiler
 from runtime.codegen.plan import iter_launches
 from runtime.execution import program_cache
-from runtime.execution.device import get_device
-from runtime.passes import pipeline
+from runtime.opencl.device import get_device
+from runtime import pipeline
 from runtime.passes.multi_output_fusion import multi_output_fuse_in_place
-from runtime.passes.pipeline import optimise
+from runtime.pipeline import optimise
 from runtime.target import Target
 
 from .loop_text import counted_loop

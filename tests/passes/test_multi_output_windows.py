@@ -10,9 +10,9 @@ from runtime import compiler
 from runtime.analysis.in_place import kernel_outputs
 from runtime.codegen.plan import HostWhile, Launch
 from runtime.execution import program_cache
-from runtime.execution.device import get_device
+from runtime.opencl.device import get_device
 from runtime.passes import multi_output_fusion
-from runtime.passes.pipeline import optimise
+from runtime.pipeline import optimise
 from runtime.target import Target
 
 from .loop_text import counted_loop

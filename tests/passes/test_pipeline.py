@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 import runtime
-from runtime.passes import pipeline
+from runtime import pipeline
 from runtime.target import Target
 
 REPO = Path(__file__).resolve().parents[2]
@@ -39,7 +39,7 @@ def test_reassign_runs_the_preparation_again():
 
 
 def test_the_pipeline_and_lowering_need_no_opencl():
-    code = ("import sys\nfrom runtime.hlo.parser import parse\nfrom runtime.passes.pipeline "
+    code = ("import sys\nfrom runtime.hlo.parser import parse\nfrom runtime.pipeline "
             "import run\nfrom runtime.target import Target\nfrom runtime.codegen.lower import "
             f"lower\nt = Target.for_kind('cpu')\nlower(run(parse({ALIASED!r}), t), t)\n"
             "assert 'pyopencl' not in sys.modules\n")

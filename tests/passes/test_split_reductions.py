@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import runtime
-from runtime.passes.pipeline import optimise
+from runtime.pipeline import optimise
 
 ADD = """
 add {

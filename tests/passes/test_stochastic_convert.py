@@ -8,7 +8,7 @@ import pytest
 
 import runtime
 from runtime.errors import HloUnsupportedError
-from runtime.passes.pipeline import optimise
+from runtime.pipeline import optimise
 
 TEXT = """HloModule sc
 ENTRY e {

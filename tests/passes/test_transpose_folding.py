@@ -4,7 +4,7 @@ same values; a transpose that would reorder the dot's output dimensions stays.""
 import numpy as np
 
 import runtime
-from runtime.passes.pipeline import optimise
+from runtime.pipeline import optimise
 from runtime.passes.transpose_folding import fold_transposes_in_place
 
 LOGITS = """

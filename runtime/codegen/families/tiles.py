@@ -35,7 +35,7 @@ from ..kernel import KernelBuilder
 from ..context import LoweringContext
 from ..plan import Launch, Step
 from ..registry import FUSION, register
-from ...passes.fusion_rules import in_epilogue
+from ...analysis.fusion_rules import in_epilogue
 from ...target import Target, TargetKind, TileShape
 
 _Row = TypeVar("_Row")   # how a tile store names a row (a family's own index form)

@@ -138,7 +138,7 @@ class Device:
         off by 2.5-3 ulp unless asked otherwise; XLA's results are correctly rounded. ``-w``
         keeps the compiler's warnings out of the user's output.
         """
-        options: tuple[str, ...] = ("-cl-denorms-are-zero", "-w")   # -w: runtime.execution.quiet
+        options: tuple[str, ...] = ("-cl-denorms-are-zero", "-w")   # -w: runtime.opencl.quiet
         if self.correctly_rounded_divide_sqrt:
             options += ("-cl-fp32-correctly-rounded-divide-sqrt",)
         return options
@@ -322,7 +322,7 @@ def build_program(device: Device, source: str, options: tuple[str, ...] = ()) ->
     after launching every kernel once is loaded instead when there is one (``binary_cache``).
     A failure raises ``DeviceError`` with the compiler's errors, each followed by
     the numbered source line it points at, and the whole log as ``error.build_log``. Nothing
-    the compiler prints reaches the process's output (``runtime.execution.quiet``).
+    the compiler prints reaches the process's output (``runtime.opencl.quiet``).
     """
     all_options = (*device.build_options, *options)
     key = (device.spec, device.identity, all_options,

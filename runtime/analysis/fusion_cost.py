@@ -38,7 +38,7 @@ import math
 from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass
 
-from ..analysis.rows import is_expensive, plan_rows, reused_members
+from .rows import is_expensive, plan_rows, reused_members
 from ..hlo.attributes import ConvDimensionNumbers, Window
 from ..hlo.ir import HloComputation, HloInstruction
 from ..hlo.opcode_enum import Opcode
@@ -89,7 +89,7 @@ def _work_scatter(inst: HloInstruction) -> float:
 
 # Operand-bound ops: work per output element grows with what each element reads. Adding an op
 # here is adding a row: the rule that it is never recomputed follows.
-OPERAND_BOUND = {
+OPERAND_BOUND: dict[Opcode, Callable[[HloInstruction], float]] = {
     Opcode.REDUCE: _work_reduce,
     Opcode.DOT: _work_dot,
     Opcode.CONVOLUTION: _work_convolution,

@@ -25,39 +25,39 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from ..analysis.alias_analysis import AliasAnalysis
-from ..analysis.call_graph import CallGraph
-from ..analysis.dataflow import Dataflow
-from ..analysis.memory_scheduler import choose_schedule
-from ..analysis.schedule import Schedule, build_schedule, text_order
-from ..buffers.assignment import BufferAssignment, assign_buffers, check_alignment
-from ..buffers.donation import AliasPlan, plan_aliasing
-from ..errors import HloUnsupportedError, internal_errors
-from ..hlo.clone import clone_module
-from ..hlo.ir import HloModule
-from ..hlo.verifier import verify
-from ..target import CPU, Target
-from .apply_schedule import schedule_in_place
-from .call_layouts import match_call_layouts
-from .complex_lowering import lower_complex_in_place
-from .convolution_layout import relayout_convolution_kernels_in_place
-from .copy_insertion import copy_insertion
-from .cse import cse_in_place
-from .dce import remove_dead_code
-from .dot_operand_layouts import relayout_dot_operands_in_place
-from .contraction_upcast import upcast_narrow_contractions_in_place
-from .flatten_call_graph import flatten_in_place
-from .fusion import fuse_in_place
-from .inline_calls import inline_calls_in_place
-from .multi_output_fusion import multi_output_fuse_in_place
-from .one_device_collectives import rewrite_one_device_collectives_in_place
-from .operand_layouts import match_operand_layouts
-from .simplify import simplify_in_place
-from .split_reductions import split_reductions_in_place
-from .split_topk import split_topk_in_place
-from .stochastic_convert import expand_stochastic_converts_in_place
-from .transpose_folding import fold_transposes_in_place
-from .tree_reductions import tree_reductions_in_place
+from .analysis.alias_analysis import AliasAnalysis
+from .analysis.call_graph import CallGraph
+from .analysis.dataflow import Dataflow
+from .analysis.memory_scheduler import choose_schedule
+from .analysis.schedule import Schedule, build_schedule, text_order
+from .buffers.assignment import BufferAssignment, assign_buffers, check_alignment
+from .buffers.donation import AliasPlan, plan_aliasing
+from .errors import HloUnsupportedError, internal_errors
+from .hlo.clone import clone_module
+from .hlo.ir import HloModule
+from .hlo.verifier import verify
+from .target import CPU, Target
+from .passes.apply_schedule import schedule_in_place
+from .passes.call_layouts import match_call_layouts
+from .passes.complex_lowering import lower_complex_in_place
+from .passes.convolution_layout import relayout_convolution_kernels_in_place
+from .passes.copy_insertion import copy_insertion
+from .passes.cse import cse_in_place
+from .passes.dce import remove_dead_code
+from .passes.dot_operand_layouts import relayout_dot_operands_in_place
+from .passes.contraction_upcast import upcast_narrow_contractions_in_place
+from .passes.flatten_call_graph import flatten_in_place
+from .passes.fusion import fuse_in_place
+from .passes.inline_calls import inline_calls_in_place
+from .passes.multi_output_fusion import multi_output_fuse_in_place
+from .passes.one_device_collectives import rewrite_one_device_collectives_in_place
+from .passes.operand_layouts import match_operand_layouts
+from .passes.simplify import simplify_in_place
+from .passes.split_reductions import split_reductions_in_place
+from .passes.split_topk import split_topk_in_place
+from .passes.stochastic_convert import expand_stochastic_converts_in_place
+from .passes.transpose_folding import fold_transposes_in_place
+from .passes.tree_reductions import tree_reductions_in_place
 
 Pass = Callable[[HloModule, Target], None]
 
