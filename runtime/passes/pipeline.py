@@ -53,6 +53,7 @@ from .multi_output_fusion import multi_output_fuse_in_place
 from .one_device_collectives import rewrite_one_device_collectives_in_place
 from .operand_layouts import match_operand_layouts
 from .simplify import simplify_in_place
+from .spmd_collectives import rewrite_spmd_collectives_in_place
 from .split_reductions import split_reductions_in_place
 from .split_topk import split_topk_in_place
 from .stochastic_convert import expand_stochastic_converts_in_place
@@ -62,6 +63,7 @@ from .tree_reductions import tree_reductions_in_place
 Pass = Callable[[HloModule, Target], None]
 
 OPTIMISATION: list[tuple[str, Pass, bool]] = [
+    ("spmd-collectives", rewrite_spmd_collectives_in_place, False),
     ("one-device-collectives", rewrite_one_device_collectives_in_place, False),
     ("complex-lowering", lower_complex_in_place, False),
     ("stochastic-convert", expand_stochastic_converts_in_place, False),
