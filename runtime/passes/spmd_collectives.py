@@ -73,8 +73,10 @@ def rewrite_spmd_collectives_in_place(module: HloModule, target: Target = CPU) -
     if grid.size == 1:
         return
     names = FreshNames(module)
-    for comp in module.computations:
-        if any(OPCODES[i.opcode].one_device is not None for i in comp.instructions):
+    # callers first: an async-start must see the collective its computation wraps as written
+    for comp in reversed(module.computations):
+        if any(OPCODES[i.opcode].one_device is not None or i.opcode == "async-start"
+               for i in comp.instructions):
             expand_in_place(comp, names, functools.partial(_expand, grid))
 
 
@@ -83,6 +85,8 @@ def is_multi_device(module: HloModule) -> bool:
 
 
 def _expand(grid: DeviceGrid, build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
+    if inst.opcode in ("async-start", "async-update", "async-done"):
+        return _async(grid, build, inst)
     kind = OPCODES[inst.opcode].one_device
     if kind is None:
         return None
@@ -95,13 +99,49 @@ def _expand(grid: DeviceGrid, build: PartBuilder, inst: HloInstruction) -> HloIn
         return start.operands[1]
     base = inst.opcode.removesuffix("-start")
     if not kind.endswith("-start"):
-        return _call(grid, build, inst, base, inst.shape)
+        return _call(grid, build, inst, base, inst.shape, inst.operands)
     if not isinstance(inst.shape, TupleShape) or len(inst.shape.elements) < 2:
         raise _unsupported(inst, "an async start's shape is a tuple of its operands, its result "
                                  "and context scalars")
     operands = inst.operands[0] if len(inst.operands) == 1 else build.add(
         "tuple", TupleShape(tuple(op.shape for op in inst.operands)), list(inst.operands))
-    result = _call(grid, build, inst, base, inst.shape.elements[1])
+    result = _call(grid, build, inst, base, inst.shape.elements[1], inst.operands)
+    return _start_tuple(build, inst, operands, result)
+
+
+def _async(grid: DeviceGrid, build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
+    """XLA's generic async wrapper around a collective: ``async-start`` calls a computation
+    whose root is the collective over its parameters; ``async-update`` and ``async-done``
+    forward the start's tuple and result. Other wrapped work is left alone (refused later)."""
+    if inst.opcode != "async-start":
+        start = inst.operands[0]
+        if start.opcode != "tuple" or len(start.operands) < 2:
+            return None                       # a start this pass left alone
+        return start if inst.opcode == "async-update" else start.operands[1]
+    called = inst.attrs.get("calls")
+    root = getattr(called, "root", None)
+    if root is None or OPCODES[root.opcode].one_device in (None, "value", "done") \
+            or root.opcode.endswith("-start"):
+        return None
+    params = [op.parameter_number for op in root.operands]
+    if any(op.opcode != "parameter" for op in root.operands) or \
+            any(n is None or not 0 <= n < len(inst.operands) for n in params):
+        raise _unsupported(inst, f"the collective {root.name} it wraps must read the wrapped "
+                                 "computation's parameters directly")
+    if not isinstance(inst.shape, TupleShape) or len(inst.shape.elements) < 2:
+        raise _unsupported(inst, "an async start's shape is a tuple of its operands, its result "
+                                 "and context scalars")
+    operands = build.add("tuple", TupleShape(tuple(op.shape for op in inst.operands)),
+                         list(inst.operands))
+    result = _call(grid, build, root, root.opcode, inst.shape.elements[1],
+                   [inst.operands[n] for n in params])
+    return _start_tuple(build, inst, operands, result)
+
+
+def _start_tuple(build: PartBuilder, inst: HloInstruction, operands: HloInstruction,
+                 result: HloInstruction) -> HloInstruction:
+    """An async start's value: (its operands, its result, zeroed context scalars)."""
+    assert isinstance(inst.shape, TupleShape)
     context = []
     for shape in inst.shape.elements[2:]:
         if not isinstance(shape, ArrayShape):
@@ -113,18 +153,19 @@ def _expand(grid: DeviceGrid, build: PartBuilder, inst: HloInstruction) -> HloIn
 
 
 def _call(grid: DeviceGrid, build: PartBuilder, inst: HloInstruction, kind: str,
-          shape: Shape) -> HloInstruction:
-    """The custom-call computing ``inst``'s ``kind`` result of ``shape`` on every device."""
+          shape: Shape, operands: list[HloInstruction]) -> HloInstruction:
+    """The custom-call computing ``inst``'s ``kind`` result of ``shape`` from ``operands``
+    (``inst``'s own, or an async wrapper's) on every device."""
     spec = Collective(kind, inst.name, grid.num_partitions, grid.size)
     if kind in ("partition-id", "replica-id"):
         return build.add("custom-call", shape, [], custom_call_target=COLLECTIVE_TARGET,
                          collective=spec)
-    ops = [op.shape for op in inst.operands]
+    ops = [op.shape for op in operands]
     if not ops or not all(isinstance(s, ArrayShape) for s in ops):
         raise _unsupported(inst, "its operands must be one or more arrays")
     results = list(shape.elements) if isinstance(shape, TupleShape) else [shape]
     if kind == "collective-permute":
-        if len(inst.operands) != 1:
+        if len(operands) != 1:
             raise _unsupported(inst, "the in-place form of collective-permute (with start "
                                      "indices) is not supported")
         spec = replace(spec, sources=permute_sources(inst, grid))
@@ -139,7 +180,7 @@ def _call(grid: DeviceGrid, build: PartBuilder, inst: HloInstruction, kind: str,
                                                         and "dimensions" in inst.attrs):
             spec = replace(spec, dimension=_dimension(inst, ops))
         _check_results(inst, results, _result_shapes(inst, kind, spec, ops, size))
-    return build.add("custom-call", shape, list(inst.operands),
+    return build.add("custom-call", shape, list(operands),
                      custom_call_target=COLLECTIVE_TARGET, collective=spec)
 
 

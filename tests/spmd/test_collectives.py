@@ -208,3 +208,34 @@ def test_donation_applies_to_each_device():
         np.testing.assert_array_equal(np.asarray(outs[p]), sum(xs(2)))
         with pytest.raises(runtime.errors.DonatedBufferError):
             np.asarray(args[p][0])
+
+
+def test_generic_async_wrappers_around_collectives():
+    """async-start calling a computation whose root is the collective, as XLA's async
+    passes print reduce-scatter and all-to-all; async-update and async-done forward."""
+    text = f"""HloModule m, num_partitions=2
+{REDUCERS}wrapped_rs {{
+  p = f32[4,6] parameter(0)
+  ROOT rs = f32[2,6] reduce-scatter(p), channel_id=1, replica_groups={{}}, dimensions={{0}}, to_apply=add
+}}
+wrapped_a2a {{
+  p = f32[4,6] parameter(0)
+  ROOT a = f32[4,6] all-to-all(p), channel_id=2, replica_groups={{}}, dimensions={{1}}
+}}
+ENTRY main {{
+  x = f32[4,6] parameter(0)
+  s = ((f32[4,6]), f32[2,6]) async-start(x), async_execution_thread="parallel", calls=wrapped_rs
+  u = ((f32[4,6]), f32[2,6]) async-update(s)
+  d = f32[2,6] async-done(u)
+  s2 = ((f32[4,6]), f32[4,6], u32[]) async-start(x), calls=wrapped_a2a
+  d2 = f32[4,6] async-done(s2)
+  ROOT t = (f32[2,6], f32[4,6]) tuple(d, d2)
+}}
+"""
+    outs = run(text, 2)
+    x = xs(2)
+    total = x[0] + x[1]
+    for p in range(2):
+        np.testing.assert_array_equal(outs[p][0], total[2 * p:2 * p + 2])
+        np.testing.assert_array_equal(outs[p][1], np.concatenate([x[0][:, 3 * p:3 * p + 3],
+                                                                  x[1][:, 3 * p:3 * p + 3]], 1))
