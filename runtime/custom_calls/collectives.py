@@ -76,7 +76,9 @@ def collective_result(spec: Collective, device: int,
         return [np.uint32(device // spec.num_partitions)]
     if kind == "collective-permute":
         source = spec.sources[device]
-        return [values[source][0] if source is not None else np.zeros_like(values[device][0])]
+        if source is None:
+            return [np.zeros_like(a) for a in values[device]]
+        return list(values[source])
     group = spec.group_of(device)
     members = [values[d] for d in group]
     me = group.index(device)

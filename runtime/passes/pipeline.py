@@ -3,10 +3,11 @@
 1. Optimisation passes (``OPTIMISATION``), on a copy of the module, given the device's
    ``Target``: they change what is computed and how. Each entry is (name, pass, whether it
    belongs to fusion): ``fusion=False`` skips the fusion passes, which gives one kernel per
-   instruction (the reference behaviour tests compare against). The collectives' one-device
-   rewrite, the complex lowering and the stochastic-convert expansion always run: kernels know
-   no collective, no complex type and no stochastic rounding (a one-device collective is a
-   copy or zeros, complex values pairs of reals, FFTs dots, a stochastic-convert XLA's
+   instruction (the reference behaviour tests compare against). The collectives' rewrites
+   (multi-device and one-device), the complex lowering and the stochastic-convert expansion
+   always run: kernels know no collective, no complex type and no stochastic rounding (a
+   multi-device collective is a host step exchanging data between devices, a one-device one
+   a copy or zeros, complex values pairs of reals, FFTs dots, a stochastic-convert XLA's
    decomposition).
 2. Pre-assignment passes (``PREPARATION``), on another copy: dead-code elimination, the
    donation plan (which aliases and donors apply), call-graph flattening, call layouts,

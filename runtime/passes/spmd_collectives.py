@@ -165,7 +165,7 @@ def _call(grid: DeviceGrid, build: PartBuilder, inst: HloInstruction, kind: str,
         raise _unsupported(inst, "its operands must be one or more arrays")
     results = list(shape.elements) if isinstance(shape, TupleShape) else [shape]
     if kind == "collective-permute":
-        if len(operands) != 1:
+        if "slice_sizes" in inst.attrs:
             raise _unsupported(inst, "the in-place form of collective-permute (with start "
                                      "indices) is not supported")
         spec = replace(spec, sources=permute_sources(inst, grid))

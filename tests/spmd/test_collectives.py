@@ -239,3 +239,14 @@ ENTRY main {{
         np.testing.assert_array_equal(outs[p][0], total[2 * p:2 * p + 2])
         np.testing.assert_array_equal(outs[p][1], np.concatenate([x[0][:, 3 * p:3 * p + 3],
                                                                   x[1][:, 3 * p:3 * p + 3]], 1))
+
+
+def test_combined_collective_permute_moves_every_operand():
+    body = ("y = f32[4,6] negate(x)\n  ROOT r = (f32[4,6], f32[4,6]) collective-permute(x, y), "
+            "channel_id=1, source_target_pairs={{0,1}}")
+    outs = run(module(body, 2), 2)
+    x = xs(2)
+    np.testing.assert_array_equal(outs[1][0], x[0])
+    np.testing.assert_array_equal(outs[1][1], -x[0])
+    for k in range(2):
+        np.testing.assert_array_equal(outs[0][k], np.zeros((4, 6), np.float32))
