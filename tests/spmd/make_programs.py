@@ -1,5 +1,5 @@
 """Generate the sharded test programs in ``tests/spmd/data`` with JAX (XLA's CPU backend
-with 4 host devices): for each program NAME, ``NAME.opt.hlo`` (XLA's partitioned module,
+with 8 host devices; each program uses the first 4 or 8): for each program NAME, ``NAME.opt.hlo`` (XLA's partitioned module,
 ``lowered.compile().as_text()``) and ``NAME.npz`` (``arg_I_pP``: device P's shard of
 argument I; ``out_J_pP``: XLA's output J on device P). Device P is ``jax.devices()[P]``,
 device P of every mesh here (meshes are built in device order).
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 
 os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + \
-    " --xla_force_host_platform_device_count=4"
+    " --xla_force_host_platform_device_count=8"
 
 from pathlib import Path  # noqa: E402
 
@@ -22,18 +22,20 @@ import numpy as np  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "data"
-DEVICES = 4
+DEVICES = 8
 
 
 def _mesh(shape: tuple[int, ...], axes: tuple[str, ...]) -> Mesh:
-    return Mesh(np.array(jax.devices()[:DEVICES]).reshape(shape), axes)
+    return Mesh(np.array(jax.devices()[:int(np.prod(shape))]).reshape(shape), axes)
 
 
-def _save(name: str, fn, mesh: Mesh, specs, args) -> None:
+def _save(name: str, fn, mesh: Mesh, specs, args, donate: tuple[int, ...] = ()) -> None:
+    """``donate``: the arguments jit donates (the module aliases them to outputs; the test
+    runs it with them donated)."""
     shardings = tuple(NamedSharding(mesh, s) for s in specs)
     placed = [jax.device_put(a, s) for a, s in zip(args, shardings)]
-    compiled = jax.jit(fn, in_shardings=shardings).lower(*placed).compile()
-    outs = jax.tree_util.tree_leaves(compiled(*placed))
+    compiled = jax.jit(fn, in_shardings=shardings, donate_argnums=donate).lower(*placed).compile()
+    outs = jax.tree_util.tree_leaves(jax.jit(fn, in_shardings=shardings)(*placed))
     data = {}
     for kind, arrays in (("arg", placed), ("out", outs)):
         for i, array in enumerate(arrays):
@@ -120,7 +122,22 @@ def gather_scatter() -> None:
     _save("mesh2x2_gather_scatter_permute", sm, mesh, (P("a", "b"),), (_rand(12, 8, 8),))
 
 
+def fsdp_tp_8() -> None:
+    """8 devices as a 2x4 mesh: an SGD step with the weights sharded over both axes and
+    donated, the batch over 'data'."""
+    def step(w1, w2, x, y):
+        def loss(w1, w2):
+            return jnp.mean((jax.nn.gelu(x @ w1) @ w2 - y) ** 2)
+        l, (g1, g2) = jax.value_and_grad(loss, argnums=(0, 1))(w1, w2)
+        return w1 - 0.1 * g1, w2 - 0.1 * g2, l
+    mesh = _mesh((2, 4), ("data", "model"))
+    _save("mesh2x4_fsdp_tp_sgd_donated", step, mesh,
+          (P("data", "model"), P("model", "data"), P("data", None), P("data", None)),
+          (_rand(13, 16, 32), _rand(14, 32, 16), _rand(15, 8, 16), _rand(16, 8, 16)),
+          donate=(0, 1))
+
+
 if __name__ == "__main__":
     assert len(jax.devices()) >= DEVICES
-    for make in (fsdp, tp_dp, moe_all_to_all, scan_psum, gather_scatter):
+    for make in (fsdp, tp_dp, moe_all_to_all, scan_psum, gather_scatter, fsdp_tp_8):
         make()

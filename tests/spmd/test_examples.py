@@ -10,14 +10,16 @@ import runtime
 from tests.spmd.spmd_data import GENERATED, SHARED, device_arguments, mismatches, names
 
 
-def _check(root, name: str) -> None:
+def _check(root, name: str, donate=()) -> None:
     exe = runtime.compile((root / f"{name}.opt.hlo").read_text())
     data = np.load(root / f"{name}.npz")
     devices = exe.device_count
     assert devices > 1
-    outs = exe.run_spmd(device_arguments(data, devices))
+    outs = exe.run_spmd(device_arguments(data, devices), donate=donate)
     assert len(outs) == devices
     assert not mismatches(outs, data, devices)
+    if name.endswith("_donated"):       # jit's donated parameters were updated in place
+        assert exe.last_run is not None and exe.last_run.donated
 
 
 @pytest.mark.parametrize("name", ["dp2_mlp_sgd", "tp2_mlp_forward", "shardmap2_swap_ppermute"])
@@ -29,4 +31,4 @@ def test_shared_example_matches_xla_on_every_device(name):
 @pytest.mark.parametrize("name", names(GENERATED) if GENERATED.is_dir() else ["(none)"])
 def test_generated_example_matches_xla_on_every_device(name):
     assert name in names(GENERATED)
-    _check(GENERATED, name)
+    _check(GENERATED, name, donate="all")
