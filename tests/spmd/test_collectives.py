@@ -250,3 +250,20 @@ def test_combined_collective_permute_moves_every_operand():
     np.testing.assert_array_equal(outs[1][1], -x[0])
     for k in range(2):
         np.testing.assert_array_equal(outs[0][k], np.zeros((4, 6), np.float32))
+
+
+@pytest.mark.parametrize("op, fold", [("and", np.bitwise_and), ("or", np.bitwise_or),
+                                      ("xor", np.bitwise_xor), ("minimum", np.minimum),
+                                      ("multiply", np.multiply)])
+def test_integer_all_reduce_with_each_reducer(op, fold):
+    text = (f"HloModule m, num_partitions=4\nred {{\n  a = s32[] parameter(0)\n"
+            f"  b = s32[] parameter(1)\n  ROOT r = s32[] {op}(a, b)\n}}\nENTRY main {{\n"
+            "  x = s32[5] parameter(0)\n  ROOT r = s32[5] all-reduce(x), channel_id=1, "
+            "replica_groups={}, to_apply=red\n}\n")
+    args = [np.array([3, -7, 12, 5 + p, 1 << p], np.int32) for p in range(4)]
+    outs = run(text, 4, args=[[a] for a in args])
+    want = args[0]
+    for a in args[1:]:
+        want = fold(want, a)
+    for out in outs:
+        np.testing.assert_array_equal(out, want)
