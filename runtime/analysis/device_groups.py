@@ -97,13 +97,13 @@ def permute_sources(inst: HloInstruction, grid: DeviceGrid) -> tuple[int | None,
     for device in range(grid.size):
         replica, partition = divmod(device, grid.num_partitions)
         mine = partition if with_channel else replica
-        source = sources.get(mine)
-        if source is None:
+        sender = sources.get(mine)
+        if sender is None:
             out.append(None)
         elif with_channel:
-            out.append(replica * grid.num_partitions + source)
+            out.append(replica * grid.num_partitions + sender)
         else:
-            out.append(source * grid.num_partitions + partition)
+            out.append(sender * grid.num_partitions + partition)
     return tuple(out)
 
 
@@ -134,7 +134,7 @@ def _parse_groups(inst: HloInstruction, count: int) -> list[list[int]]:
             raise _error(inst, f"its replica_groups {text} are not a valid iota list",
                          "[groups,size]<=[dims]T(perm) with matching sizes", text)
         ids = np.arange(int(np.prod(dims))).reshape(dims).transpose(perm).reshape(shape)
-        return ids.tolist()
+        return _lists(ids)
     listed = _LIST.fullmatch(text)
     if listed:
         groups = [_ints(g) for g in _GROUP.findall(listed.group(1))]
@@ -143,7 +143,7 @@ def _parse_groups(inst: HloInstruction, count: int) -> list[list[int]]:
                  "{{0,1},...}, [G,S]<=[N] or mesh[...] {...}", text)
 
 
-def _mesh_groups(inst: HloInstruction, mesh: re.Match, count: int) -> list[list[int]]:
+def _mesh_groups(inst: HloInstruction, mesh: re.Match[str], count: int) -> list[list[int]]:
     axes = [(name, int(size)) for name, size in _AXIS.findall(mesh.group(1))]
     names = [a for a in (s.strip().strip("'") for s in mesh.group(2).split(",")) if a]
     known = [name for name, _ in axes]
@@ -155,7 +155,7 @@ def _mesh_groups(inst: HloInstruction, mesh: re.Match, count: int) -> list[list[
     grouped = [known.index(n) for n in names]
     rest = [k for k in range(len(axes)) if k not in grouped]
     group_size = int(np.prod([sizes[k] for k in grouped]))
-    return ids.transpose(rest + grouped).reshape(-1, group_size).tolist()
+    return _lists(ids.transpose(rest + grouped).reshape(-1, group_size))
 
 
 def _check_groups(inst: HloInstruction, groups: list[list[int]], count: int, mode: str,
@@ -180,6 +180,10 @@ def _check_groups(inst: HloInstruction, groups: list[list[int]], count: int, mod
     if uniform and len({len(g) for g in groups}) > 1:
         raise _error(inst, "its replica groups have different sizes",
                      "groups of one size", str(sorted({len(g) for g in groups})))
+
+
+def _lists(ids: np.ndarray) -> list[list[int]]:
+    return [[int(i) for i in row] for row in ids]
 
 
 def _raw(inst: HloInstruction, key: str, default: str) -> str:

@@ -71,9 +71,9 @@ def collective_result(spec: Collective, device: int,
     operands (XLA's semantics; group members in their group's order)."""
     kind = spec.kind
     if kind == "partition-id":
-        return [np.uint32(device % spec.num_partitions)]
+        return [np.array(device % spec.num_partitions, np.uint32)]
     if kind == "replica-id":
-        return [np.uint32(device // spec.num_partitions)]
+        return [np.array(device // spec.num_partitions, np.uint32)]
     if kind == "collective-permute":
         source = spec.sources[device]
         if source is None:
@@ -87,18 +87,19 @@ def collective_result(spec: Collective, device: int,
     if kind == "all-to-all" and spec.dimension is None:
         return [members[j][me] for j in range(size)]
     per_operand = [[m[k] for m in members] for k in range(count)]
-    d = spec.dimension
     if kind == "all-reduce":
         return [_reduce(spec, arrays) for arrays in per_operand]
+    if kind == "collective-broadcast":
+        return [arrays[0] for arrays in per_operand]
+    d = spec.dimension
+    assert d is not None, spec
     if kind == "reduce-scatter":
         return [np.split(_reduce(spec, arrays), size, axis=d)[me] for arrays in per_operand]
     if kind == "all-gather":
         return [np.concatenate(arrays, axis=d) for arrays in per_operand]
-    if kind == "all-to-all":
-        return [np.concatenate([np.split(a, size, axis=d)[me] for a in arrays], axis=d)
-                for arrays in per_operand]
-    assert kind == "collective-broadcast", kind
-    return [arrays[0] for arrays in per_operand]
+    assert kind == "all-to-all", kind
+    return [np.concatenate([np.split(a, size, axis=d)[me] for a in arrays], axis=d)
+            for arrays in per_operand]
 
 
 def _reduce(spec: Collective, arrays: list[np.ndarray]) -> np.ndarray:

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
+from typing import Sequence
 
 from ..analysis.device_groups import DeviceGrid, device_groups, permute_sources
 from ..analysis.reducers import reducer_opcode
 from ..errors import HloUnsupportedError, HloVerifyError
-from ..hlo.ir import HloInstruction, HloModule
+from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape, TupleShape
 from ..target import CPU, Target
@@ -160,8 +161,8 @@ def _call(grid: DeviceGrid, build: PartBuilder, inst: HloInstruction, kind: str,
     if kind in ("partition-id", "replica-id"):
         return build.add("custom-call", shape, [], custom_call_target=COLLECTIVE_TARGET,
                          collective=spec)
-    ops = [op.shape for op in operands]
-    if not ops or not all(isinstance(s, ArrayShape) for s in ops):
+    ops = [s for s in (op.shape for op in operands) if isinstance(s, ArrayShape)]
+    if not ops or len(ops) != len(operands):
         raise _unsupported(inst, "its operands must be one or more arrays")
     results = list(shape.elements) if isinstance(shape, TupleShape) else [shape]
     if kind == "collective-permute":
@@ -184,9 +185,9 @@ def _call(grid: DeviceGrid, build: PartBuilder, inst: HloInstruction, kind: str,
                      custom_call_target=COLLECTIVE_TARGET, collective=spec)
 
 
-def _reducer(inst: HloInstruction, ops: list) -> str:
+def _reducer(inst: HloInstruction, ops: list[ArrayShape]) -> str:
     computation = inst.attrs.get("to_apply")
-    op = reducer_opcode(computation) if computation is not None else None
+    op = reducer_opcode(computation) if isinstance(computation, HloComputation) else None
     if op not in REDUCERS:
         raise _unsupported(inst, "its reduction computation is not one of "
                                  f"{', '.join(REDUCERS)} on its two parameters")
@@ -198,7 +199,7 @@ def _reducer(inst: HloInstruction, ops: list) -> str:
     return op
 
 
-def _dimension(inst: HloInstruction, ops: list) -> int:
+def _dimension(inst: HloInstruction, ops: list[ArrayShape]) -> int:
     dims = inst.attrs.get("dimensions")
     rank = min(len(s.dims) for s in ops)
     if not isinstance(dims, tuple) or len(dims) != 1 or not 0 <= int(dims[0]) < rank:
@@ -207,7 +208,7 @@ def _dimension(inst: HloInstruction, ops: list) -> int:
     return int(dims[0])
 
 
-def _result_shapes(inst: HloInstruction, kind: str, spec: Collective, ops: list,
+def _result_shapes(inst: HloInstruction, kind: str, spec: Collective, ops: list[ArrayShape],
                    size: int) -> list[ArrayShape]:
     """The result shapes XLA's semantics give ``inst``'s operands with groups of ``size``."""
     if kind == "all-to-all" and spec.dimension is None:
@@ -233,7 +234,8 @@ def _result_shapes(inst: HloInstruction, kind: str, spec: Collective, ops: list,
     return out
 
 
-def _check_results(inst: HloInstruction, results: list[Shape], expected: list) -> None:
+def _check_results(inst: HloInstruction, results: Sequence[Shape],
+                   expected: Sequence[ArrayShape]) -> None:
     got = [(s.element_type, s.dims) if isinstance(s, ArrayShape) else None for s in results]
     want = [(s.element_type, s.dims) for s in expected]
     if got != want:

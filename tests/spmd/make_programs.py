@@ -1,6 +1,6 @@
 """Generate the sharded test programs in ``tests/spmd/data`` with JAX (XLA's CPU backend
-with 8 host devices; each program uses the first 4 or 8): for each program NAME, ``NAME.opt.hlo`` (XLA's partitioned module,
-``lowered.compile().as_text()``) and ``NAME.npz`` (``arg_I_pP``: device P's shard of
+with 8 host devices; each program uses the first 4 or 8): for each program NAME,
+``NAME.opt.hlo`` (XLA's partitioned module, ``lowered.compile().as_text()``) and ``NAME.npz`` (``arg_I_pP``: device P's shard of
 argument I; ``out_J_pP``: XLA's output J on device P). Device P is ``jax.devices()[P]``,
 device P of every mesh here (meshes are built in device order).
 
