@@ -15,9 +15,13 @@ MPI-backed run will give each process.
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..errors import DeviceError, HloArgumentError, HloUnsupportedError
+from .arrays import DeviceArray
+
+if TYPE_CHECKING:
+    from .executable import Executable
 
 DEFAULT_TIMEOUT = 300.0
 
@@ -91,7 +95,7 @@ class InProcessCommunicator:
         return self._rendezvous.exchange(self.rank, key, value)
 
 
-def run_spmd(exe, args: Sequence[Sequence[Any]], donate: Any = (),
+def run_spmd(exe: Executable, args: Sequence[Sequence[Any]], donate: Any = (),
              timeout: float = DEFAULT_TIMEOUT) -> list[Any]:
     """Run every device's program; see ``Executable.run_spmd``."""
     size = exe.device_count
@@ -101,6 +105,7 @@ def run_spmd(exe, args: Sequence[Sequence[Any]], donate: Any = (),
             f"{exe.name} runs on {size} devices: run_spmd takes a list of {size} argument "
             f"lists (args[p] for device p = replica * num_partitions + partition), got "
             f"{_describe(args)}")
+    _check_donated_arrays_are_private(exe, args, donate)
     exe.build()
     rendezvous = _Rendezvous(size, timeout)
     copies = [exe._partition_copy(InProcessCommunicator(rendezvous, p)) for p in range(size)]
@@ -127,6 +132,26 @@ def run_spmd(exe, args: Sequence[Sequence[Any]], donate: Any = (),
             raise error
     exe.last_run = copies[-1].last_run
     return outs
+
+
+def _check_donated_arrays_are_private(exe: Executable, args: Sequence[Sequence[Any]],
+                                      donate: Any) -> None:
+    """A donated device array is updated in place by its device, so no other device may be
+    given it (numpy arguments are uploaded once per device, so they may be shared)."""
+    donated = exe._donation_set(donate)
+    users: dict[int, set[int]] = {}
+    for p, device_args in enumerate(args):
+        for a in device_args:
+            if isinstance(a, DeviceArray):
+                users.setdefault(id(a), set()).add(p)
+    for p, device_args in enumerate(args):
+        for i in sorted(donated):
+            if i < len(device_args) and isinstance(device_args[i], DeviceArray):
+                others = sorted(users[id(device_args[i])] - {p})
+                if others:
+                    raise HloArgumentError(
+                        f"argument {i} of device {p} is donated, but the same device array is "
+                        f"also passed to device(s) {others}; give each device its own array")
 
 
 def _describe(args: Any) -> str:

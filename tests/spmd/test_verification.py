@@ -114,3 +114,15 @@ ENTRY main {{
     with pytest.raises(HloUnsupportedError, match=r"device\(s\) \[1\] finished without "
                                                   "reaching it"):
         exe.run_spmd([[x] for x in xs(2)], timeout=60)
+
+
+def test_a_donated_device_array_given_to_two_devices_is_refused():
+    """Each device would update it in place: one wrong answer."""
+    exe = runtime.compile(module("ROOT r = f32[4,6] all-reduce(x), channel_id=1, "
+                                 "replica_groups={}, to_apply=add", 2,
+                                 header=", input_output_alias={ {}: (0, {}, may-alias) }"))
+    shared = runtime.device_put(xs(2)[0], exe.device)
+    with pytest.raises(HloArgumentError, match=r"also passed to device\(s\) \[1\]"):
+        exe.run_spmd([[shared], [shared]], donate=(0,))
+    outs = exe.run_spmd([[shared], [shared]])      # not donated: both only read it
+    np.testing.assert_array_equal(np.asarray(outs[1]), 2 * xs(2)[0])
