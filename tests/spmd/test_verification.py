@@ -4,11 +4,13 @@ ways run_spmd can be misused are refused by name."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
 import runtime
-from runtime.errors import HloArgumentError, HloUnsupportedError, HloVerifyError
+from runtime.errors import DeviceError, HloArgumentError, HloUnsupportedError, HloVerifyError
 from tests.spmd.test_collectives import REDUCERS, module, xs
 
 LINE = REDUCERS.count("\n") + 4      # the body's line in ``module``
@@ -126,3 +128,35 @@ def test_a_donated_device_array_given_to_two_devices_is_refused():
         exe.run_spmd([[shared], [shared]], donate=(0,))
     outs = exe.run_spmd([[shared], [shared]])      # not donated: both only read it
     np.testing.assert_array_equal(np.asarray(outs[1]), 2 * xs(2)[0])
+
+
+def test_a_device_that_does_not_arrive_in_time_is_an_error_not_a_hang():
+    """Device 1 sleeps in a host call before the all-reduce; device 0 waits 0.5 s there."""
+    def slow(out, ins):
+        time.sleep(3)
+        out[...] = ins[0]
+    runtime.register_custom_call("spmd_test_slow", slow)
+    text = f"""HloModule m, num_partitions=2
+{REDUCERS}slow {{
+  a = f32[4,6] parameter(0)
+  ROOT s = f32[4,6] custom-call(a), custom_call_target="spmd_test_slow"
+}}
+keep {{
+  ROOT a = f32[4,6] parameter(0)
+}}
+ENTRY main {{
+  x = f32[4,6] parameter(0)
+  id = u32[] partition-id()
+  zero = u32[] constant(0)
+  first = pred[] compare(id, zero), direction=EQ
+  c = f32[4,6] conditional(first, x, x), true_computation=keep, false_computation=slow
+  ROOT r = f32[4,6] all-reduce(c), channel_id=1, replica_groups={{}}, to_apply=add
+}}
+"""
+    try:
+        exe = runtime.compile(text)
+        with pytest.raises(DeviceError, match=r"device 0 waited 0.5 s at collective r for "
+                                              r"device\(s\) \[1\]"):
+            exe.run_spmd([[x] for x in xs(2)], timeout=0.5)
+    finally:
+        runtime.unregister_custom_call("spmd_test_slow")
