@@ -3,10 +3,11 @@
 1. Optimisation passes (``OPTIMISATION``), on a copy of the module, given the device's
    ``Target``: they change what is computed and how. Each entry is (name, pass, whether it
    belongs to fusion): ``fusion=False`` skips the fusion passes, which gives one kernel per
-   instruction (the reference behaviour tests compare against). The collectives' one-device
-   rewrite, the complex lowering and the stochastic-convert expansion always run: kernels know
-   no collective, no complex type and no stochastic rounding (a one-device collective is a
-   copy or zeros, complex values pairs of reals, FFTs dots, a stochastic-convert XLA's
+   instruction (the reference behaviour tests compare against). The collectives' rewrites
+   (multi-device and one-device), the complex lowering and the stochastic-convert expansion
+   always run: kernels know no collective, no complex type and no stochastic rounding (a
+   multi-device collective is a host step exchanging data between devices, a one-device one
+   a copy or zeros, complex values pairs of reals, FFTs dots, a stochastic-convert XLA's
    decomposition).
 2. Pre-assignment passes (``PREPARATION``), on another copy: dead-code elimination, the
    donation plan (which aliases and donors apply), call-graph flattening, call layouts,
@@ -53,6 +54,7 @@ from .passes.multi_output_fusion import multi_output_fuse_in_place
 from .passes.one_device_collectives import rewrite_one_device_collectives_in_place
 from .passes.operand_layouts import match_operand_layouts
 from .passes.simplify import simplify_in_place
+from .passes.spmd_collectives import rewrite_spmd_collectives_in_place
 from .passes.split_reductions import split_reductions_in_place
 from .passes.split_topk import split_topk_in_place
 from .passes.stochastic_convert import expand_stochastic_converts_in_place
@@ -62,6 +64,7 @@ from .passes.tree_reductions import tree_reductions_in_place
 Pass = Callable[[HloModule, Target], None]
 
 OPTIMISATION: list[tuple[str, Pass, bool]] = [
+    ("spmd-collectives", rewrite_spmd_collectives_in_place, False),
     ("one-device-collectives", rewrite_one_device_collectives_in_place, False),
     ("complex-lowering", lower_complex_in_place, False),
     ("stochastic-convert", expand_stochastic_converts_in_place, False),

@@ -217,11 +217,14 @@ def test_one_device_collectives_leave_no_collective_for_later_passes():
 
 
 @pytest.mark.parametrize("key", ["replica_count", "num_partitions"])
-def test_multi_device_module_is_refused_at_its_header(key):
+def test_multi_device_module_run_as_one_device_is_refused_at_its_header(key):
+    """It compiles (one device's program), but run() alone would give one shard's answer."""
     text = collective_module(COLLECTIVES["all-reduce"][0], header=f", {key}=2")
+    exe = runtime.compile(text)
     with pytest.raises(HloUnsupportedError, match=f"{key}=2 in its HloModule header") as info:
-        runtime.compile(text)
+        exe.run(X, Y)
     assert (info.value.line, info.value.column) == (1, text.index(key) + 1)
+    assert "run_spmd" in info.value.hint
 
 
 def test_one_device_collective_that_changes_the_shape_is_refused():

@@ -23,13 +23,15 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from ..buffers.donation_spec import resolve_donation
-from ..errors import DeviceError, HloArgumentError
+from ..analysis.device_groups import DeviceGrid
+from ..errors import DeviceError, HloArgumentError, HloUnsupportedError
 from ..hlo.dtypes import ElementType, from_numpy
 from ..hlo.sample_values import sample_arguments
 from ..hlo.shape import ArrayShape, Shape, TupleShape, physical_order
 from .arrays import DeviceArray, upload
 from ..opencl.device import allocate_buffer, opencl
 from .output_buffers import OutputRecycler
+from .spmd import DEFAULT_TIMEOUT, run_spmd
 
 if TYPE_CHECKING:
     from ..codegen.plan import Launch
@@ -107,6 +109,10 @@ class Executable:
         self._enqueue: Any = None          # set by each run
         self._kernel_owner: dict[str, int] = {}
         self._owned = {a.index for a in assignment.allocations if a.kind in ("temp", "constant")}
+        # a multi-device module's partition copies (``run_spmd``): the device this copy is and
+        # how it exchanges collective data; every launch step gets a kernel object of its own
+        self.communicator = None
+        self._fresh_kernels = False
 
     # --- public -----------------------------------------------------------------------------
     @property
@@ -163,6 +169,11 @@ class Executable:
         """Arguments of the entry's parameter shapes and dtypes, all zeros."""
         return sample_arguments(self._entry_params, None)
 
+    @property
+    def device_count(self) -> int:
+        """How many devices the module runs on (replica_count x num_partitions)."""
+        return DeviceGrid.of(self.module).size
+
     def signature(self) -> str:
         params = ", ".join(f"{p.name}: {p.shape.to_text()}" for p in self._entry_params)
         return f"({params}) -> {self.result_shape.to_text()}"
@@ -177,6 +188,7 @@ class Executable:
 
         ``donate``: parameter numbers or names (``0``, ``"w"``, ``(0, "g")``, ``"0,2"``) or
         ``"all"``; each at most once."""
+        self._check_one_device()
         record = RunRecord(name=f"{self.name}#{next(_RUN_COUNTER)}")
         donate_set = self._donation_set(donate)
         leaves = self._check_arguments(args)
@@ -204,6 +216,45 @@ class Executable:
         record.seconds = time.perf_counter() - start
         self.last_run = record
         return results
+
+    def run_spmd(self, args, *, donate: Sequence[int | str] | int | str = (),
+                 timeout: float = DEFAULT_TIMEOUT) -> list:
+        """Run every device of a multi-device module (``num_partitions``/``replica_count``
+        above 1): ``args[p]`` is device ``p``'s argument list (``p = replica *
+        num_partitions + partition``); returns ``outs[p]``, device ``p``'s outputs as ``run``
+        returns them. ``donate`` applies to each device's arguments as in ``run``. The
+        devices run concurrently on this executable's device and exchange data at
+        collectives; ``timeout`` bounds each wait there (seconds)."""
+        return run_spmd(self, args, donate=donate, timeout=timeout)
+
+    def _check_one_device(self) -> None:
+        count = self.device_count
+        if count > 1 and self.communicator is None:
+            key = "num_partitions" if self.module.header_attrs.get("num_partitions", 1) != 1 \
+                else "replica_count"
+            raise HloUnsupportedError(
+                f"{self.name} runs on {count} devices ({key}={self.module.header_attrs[key]} "
+                "in its HloModule header); run() runs one device, and one device's part of a "
+                "partitioned or replicated program alone is not the program's answer",
+                location=self.module.attribute_locations.get(key),
+                hint="run every device with exe.run_spmd([args of device 0, args of device "
+                     "1, ...])")
+
+    def _partition_copy(self, communicator) -> Executable:
+        """This executable as device ``communicator.rank`` of a ``run_spmd``: the built
+        programs shared, everything a run binds (kernel objects, temp arena, constants,
+        recycled outputs) its own, so the devices can run at the same time."""
+        clone = copy.copy(self)
+        clone.communicator = communicator
+        clone._fresh_kernels = True
+        clone._resident = _Resident()
+        clone._recycler = OutputRecycler()
+        clone._iterations = []
+        clone._launch_args = {}
+        clone._bound = {}
+        clone._kernel_owner = {}
+        clone.last_run = None
+        return clone
 
     # --- arguments --------------------------------------------------------------------------
     def _donation_set(self, donate) -> frozenset[int]:
@@ -450,6 +501,8 @@ class Executable:
         """The built kernel for the plan's first step that launches it, a new kernel object of
         the same program for every other step (PoCL keeps the compiled code per program)."""
         built = self._kernels[step.kernel]
+        if self._fresh_kernels:
+            return opencl().Kernel(built.program, built.function_name)
         if step.kernel not in self._kernel_owner:
             self._kernel_owner[step.kernel] = id(step)
         if self._kernel_owner[step.kernel] == id(step):

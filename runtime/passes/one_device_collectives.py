@@ -11,8 +11,8 @@ result. What each opcode computes is its ``one_device`` column in ``hlo/opcodes.
 After this pass no collective is left, so nothing below (fusion, buffer assignment, the
 kernel families) knows about them, and the copies give every result its own buffer, as the
 collectives' had. A module whose header asks for more than one replica or partition is
-refused here with a located error: running one device's program alone would give one
-shard's answer. Real multi-device execution replaces that refusal, not this rewrite.
+left alone: its collectives are exchanges between devices (``spmd_collectives``, which runs
+first).
 """
 
 from __future__ import annotations
@@ -27,31 +27,20 @@ from ..hlo.shape import ArrayShape, Shape, TupleShape, compatible
 from ..target import CPU, Target
 from .names import FreshNames
 from .part_builder import PartBuilder, expand_in_place
+from .spmd_collectives import is_multi_device
 
 _PAIR = re.compile(r"\{\s*(-?\d+)\s*,\s*(-?\d+)\s*\}")
 
 
 def rewrite_one_device_collectives_in_place(module: HloModule, target: Target = CPU) -> None:
-    _refuse_multi_device(module)
+    if is_multi_device(module):
+        return      # spmd_collectives made its collectives host steps
     if not any(OPCODES[i.opcode].one_device is not None for i in module.instructions()):
         return
     names = FreshNames(module)
     for comp in module.computations:
         if any(OPCODES[i.opcode].one_device is not None for i in comp.instructions):
             expand_in_place(comp, names, _expand)
-
-
-def _refuse_multi_device(module: HloModule) -> None:
-    for key in ("replica_count", "num_partitions"):
-        count = module.header_attrs.get(key)
-        if isinstance(count, int) and count > 1:
-            raise HloUnsupportedError(
-                f"the module runs on several devices ({key}={count} in its HloModule header); "
-                "this runtime runs one device, and one device's part of a partitioned or "
-                "replicated program alone is not the program's answer",
-                location=module.attribute_locations.get(key),
-                hint="print the module before XLA's SPMD partitioning (jit(...).lower(...)"
-                     ".as_text('hlo')), or with one replica and one partition")
 
 
 def _expand(build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:

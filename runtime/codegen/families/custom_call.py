@@ -31,15 +31,18 @@ from ...errors import CustomCallError, HloError
 from ...hlo.attributes import BackendConfig, Metadata
 from ...hlo.ir import HloInstruction, HloModule
 from ...hlo.opcode_enum import Opcode
+from ...passes.spmd_collectives import COLLECTIVE_TARGET
 from ..context import LoweringContext
 from ..registry import register
 from ..plan import HostCall, Step
+from .collective import lower_collective
 from .sort import lower_topk_custom_call
 
 Lowering = Callable[[LoweringContext, HloInstruction], list[Step]]
 
 BUILTIN_TARGETS: dict[str, Lowering] = {
     "TopK": lower_topk_custom_call,
+    COLLECTIVE_TARGET: lower_collective,
 }
 
 Resolution = Union[CustomCallTarget, UnimplementedCall, Lowering]
