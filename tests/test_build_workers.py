@@ -11,7 +11,8 @@ import numpy as np
 
 import runtime
 from runtime import compiler
-from runtime.opencl import binary_cache, build_workers
+from runtime.execution import build_workers
+from runtime.opencl import binary_cache
 from runtime.execution.build_workers import Variant, shares
 
 from .conftest import REPO
@@ -44,8 +45,8 @@ def cold_build_with_workers() -> None:
     that built kernels before would not build cold): a cold build shares the variants with a
     worker, gives the same values, reports every kernel, and the detached saver writes the
     program binary. Launch chaining is off: the five kernels stay five launches to share."""
-    from runtime.codegen import lower
-    lower.chain_launches = lambda ctx, comp, steps: steps    # type: ignore[assignment]
+    from runtime.codegen import plan_passes
+    plan_passes.PLAN_PASSES = plan_passes.without("chain-launches")
     compiler.VARIANTS_PER_WORKER = 1
     from_workers: list[str] = []
     original = build_workers.Workers.finish
