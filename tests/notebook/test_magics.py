@@ -221,8 +221,8 @@ def test_html_report_content(ip):
         "HloModule add_mul", "(x: f32[4,8], y: f32[4,8]) -&gt; (f32[4,8], f32[4,8])",
         "output {0} (may-alias)", "donated: output {0} written in place",
         "cannot alias: no input_output_alias or buffer_donor entry names this parameter",
-        "<td style=\"padding:2px 10px 2px 0;text-align:left;vertical-align:top\">alias</td>"
-        "<td style=\"padding:2px 10px 2px 0;text-align:left;vertical-align:top\">128 B</td>",
+        "<td style=\"padding:1px 10px 1px 0;text-align:left\">alias</td>"
+        "<td style=\"padding:1px 10px 1px 0;text-align:left\">128 B</td>",
         "reached at step 4 (t)", "Allocations", "Outputs",
     ):
         assert expected in html, expected

@@ -43,10 +43,12 @@ def test_the_answer_comes_first_and_the_details_are_folded(ip):
     result = ip.run_cell_magic("hlo", "--run x", INCREMENT)
     parts = build_report(result)
     assert parts[0].title == "HloModule increment"
-    assert [k for k, _ in parts[0].items] == ["output", "peak", "biggest saving"]
+    assert [k for k, _ in parts[0].items] == ["output", "peak", "peak holds", "biggest saving"]
     answers = dict(parts[0].items)
     assert answers["output"] == "42."
     assert answers["peak"].startswith("8 B at step 1 (add_fusion.0 (out, c))")
+    assert answers["peak holds"] == ("output 4 B (1 buffer), parameter 4 B (1 buffer); "
+                                     "largest add_fusion.0 (out, c) (4 B)")
     assert answers["biggest saving"] == ("donating p (--donate p) would save 4 B of peak "
                                          "(8 B \u2192 4 B)")
     assert "Outputs" not in [getattr(p, "title", "") for p in parts]   # 42. is all of it
