@@ -42,10 +42,26 @@ class MemoryTimeline(anywidget.AnyWidget):
                  max_buffers: int = 40, **kwargs) -> None:
         """``source``: the module as written, whose names a fusion's details list."""
         self.assignment = assignment
+        self._source = source
         self.data: TimelineData = timeline_data(assignment, source)
+        self._seen: dict[int, tuple[BufferAssignment, TimelineData]] = {
+            id(assignment): (assignment, self.data)}
         self.max_buffers = max_buffers
         self._png: bytes | None = None
         super().__init__(meta=self.data.meta(), columns=self.data.numeric.tobytes(), **kwargs)
+
+    def show(self, assignment: BufferAssignment) -> None:
+        """Draw another plan of the same module (the donation panel's current one): the data
+        is replaced in one message, the view keeps its place. Each plan's data is kept (keyed
+        by the plan, which is kept with it), so toggling back costs no recomputation."""
+        self.assignment = assignment
+        if id(assignment) not in self._seen:
+            self._seen[id(assignment)] = (assignment, timeline_data(assignment, self._source))
+        self.data = self._seen[id(assignment)][1]
+        self._png = None
+        with self.hold_sync():
+            self.meta = self.data.meta()
+            self.columns = self.data.numeric.tobytes()
 
     def select(self, name: str) -> None:
         """Show buffer ``name`` (zoomed to, outlined, its details pinned)."""
