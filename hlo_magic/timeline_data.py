@@ -22,7 +22,8 @@ from .formatting import format_bytes
 from .timeline import KIND_STYLES, buffer_kind, live_bytes_by_kind
 
 KINDS = tuple(KIND_STYLES)
-NUMERIC_COLUMNS = ("size", "allocation", "offset", "start", "end", "kind")
+NUMERIC_COLUMNS = ("size", "allocation", "offset", "start", "end", "kind", "in_place")
+TAKES_OVER, HANDS_OVER = 1, 2   # "in_place" bits: bytes handed over at a step, not reused after
 MAX_LISTED = 8        # fused-from and other-value names listed per buffer
 
 
@@ -37,6 +38,7 @@ class TimelineData:
     instructions: list[str]
     opcodes: list[str]
     shapes: list[str]
+    sources: list[str]          # JAX's op_name and Python line from the metadata ('' if none)
     notes: list[str]
     allocations: list[dict]
     steps: list[str]
@@ -57,7 +59,7 @@ class TimelineData:
                 "kind_labels": [KIND_STYLES[k].label for k in KINDS],
                 "kind_colours": [KIND_STYLES[k].colour for k in KINDS],
                 "names": self.names, "instructions": self.instructions, "opcodes": self.opcodes,
-                "shapes": self.shapes, "notes": self.notes, "allocations": self.allocations,
+                "shapes": self.shapes, "sources": self.sources, "notes": self.notes, "allocations": self.allocations,
                 "steps": self.steps, "step_opcodes": self.step_opcodes,
                 "live": [self.live_by_kind[k] for k in KINDS], "peak": self.peak,
                 "peak_step": self.peak_step, "peak_text": format_bytes(self.peak)}
@@ -78,6 +80,23 @@ def _allocation_label(assignment: BufferAssignment, index: int) -> str:
     else:
         what = a.kind
     return f"#{a.index} {what} ({format_bytes(a.size)})"
+
+
+def source_of(inst) -> str:
+    """``jit(f)/dot_general (model.py:12)`` from the instruction's ``metadata`` (a fusion's:
+    its fused root's), or '' where the module was printed without it."""
+    fused = [c.root for c in inst.called_computations if c.root is not None] \
+        if inst.opcode == "fusion" else []
+    for candidate in (inst, *fused):
+        metadata = candidate.attrs.get("metadata")
+        fields = metadata.fields if metadata is not None else {}
+        if fields.get("op_name") or fields.get("source_file"):
+            where = fields.get("source_file", "").rsplit("/", 1)[-1]
+            if where and fields.get("source_line"):
+                where += f":{fields['source_line']}"
+            return " ".join(p for p in (fields.get("op_name", ""), f"({where})" if where else "")
+                            if p)
+    return ""
 
 
 def _note(placed: AssignedBuffer, reused: Reuse | None, names: set[str]) -> str:
@@ -104,11 +123,15 @@ def timeline_data(assignment: BufferAssignment, source: HloModule | None = None
     ``source`` (the module as written) names what fusions hold (default: the plan's input)."""
     names = {i.name for i in (source or assignment.source).instructions()}
     buffers = [b for b in assignment.buffers() if b.size]
-    reused = {r.buffer.buffer: r for r in reuses(assignment)}
+    found = reuses(assignment)
+    reused = {r.buffer.buffer: r for r in found}
+    handing = {r.previous.buffer for r in found if r.in_place}
+    in_place = [(TAKES_OVER if b.buffer in reused and reused[b.buffer].in_place else 0)
+                | (HANDS_OVER if b.buffer in handing else 0) for b in buffers]
     numeric = np.array([[b.size for b in buffers], [b.allocation for b in buffers],
                         [b.offset for b in buffers], [b.live.start for b in buffers],
                         [b.live.end for b in buffers],
-                        [KINDS.index(buffer_kind(assignment, b)) for b in buffers]],
+                        [KINDS.index(buffer_kind(assignment, b)) for b in buffers], in_place],
                        dtype=np.float64).reshape(len(NUMERIC_COLUMNS), len(buffers))
     allocations = [{"index": a.index, "kind": a.kind, "size": a.size,
                     "label": _allocation_label(assignment, a.index)}
@@ -120,6 +143,7 @@ def timeline_data(assignment: BufferAssignment, source: HloModule | None = None
         instructions=[b.buffer.first.instruction.name for b in buffers],
         opcodes=[b.buffer.first.instruction.opcode for b in buffers],
         shapes=[b.buffer.first.shape.to_text(False) for b in buffers],
+        sources=[source_of(b.buffer.first.instruction) for b in buffers],
         notes=[_note(b, reused.get(b.buffer), names) for b in buffers],
         allocations=allocations, steps=[i.name for i in steps],
         step_opcodes=[i.opcode for i in steps], live_by_kind=live_bytes_by_kind(assignment),

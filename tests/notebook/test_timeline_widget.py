@@ -12,7 +12,9 @@ import pytest
 import hlo_magic
 import runtime
 from hlo_magic.sharing import reuses
-from hlo_magic.timeline_data import KINDS, NUMERIC_COLUMNS, timeline_data
+from hlo_magic.timeline_data import (
+    HANDS_OVER, KINDS, NUMERIC_COLUMNS, TAKES_OVER, timeline_data,
+)
 from hlo_magic.timeline_widget import MemoryTimeline
 from runtime.passes.pipeline import buffer_assignment, run as run_pipeline
 
@@ -127,3 +129,35 @@ def test_an_executed_notebook_keeps_the_png_for_nbconvert(tmp_path, monkeypatch)
     assert "application/vnd.jupyter.widget-view+json" in widget.data
     html, _ = HTMLExporter().from_notebook_node(nb)
     assert html.count("data:image/png;base64,") == 1
+
+
+WITH_METADATA = """HloModule jit_f
+
+ENTRY main {
+  x = f32[8] parameter(0), metadata={op_name="x"}
+  y = f32[8,8] dot(x, x), lhs_contracting_dims={}, rhs_contracting_dims={}, metadata={op_type="dot_general" op_name="jit(f)/dot_general" source_file="/home/me/model.py" source_line=12}
+  ROOT n = f32[8,8] negate(y), metadata={op_type="neg" op_name="jit(f)/neg" source_file="/home/me/model.py" source_line=13}
+  z = f32[8] negate(x)
+}
+"""
+
+
+def test_buffers_name_their_source_op_and_python_line_from_the_metadata():
+    source = runtime.parse(WITH_METADATA)
+    data = timeline_data(buffer_assignment(source), source)
+    sources = dict(zip(data.names, data.sources))
+    assert sources["x"] == "x"
+    assert sources["y"] == "jit(f)/dot_general (model.py:12)"
+    assert sources[data.names[data.instructions.index("n")]] == "jit(f)/neg (model.py:13)"
+    assert data.meta()["sources"] == data.sources
+
+
+def test_in_place_hand_overs_are_marked_for_the_front_end():
+    text = (Path(__file__).parents[1] / "browser" / "data" / "train_step.hlo").read_text()
+    plan = run_pipeline(runtime.parse(text), alignment=128)
+    data = timeline_data(plan)
+    flags = data.column("in_place")
+    assert plan.temp_arena.reuse
+    for later, earlier in plan.temp_arena.reuse.items():
+        assert int(flags[data.index_of(plan.placement(later).name)]) & TAKES_OVER
+        assert int(flags[data.index_of(plan.placement(earlier).name)]) & HANDS_OVER
