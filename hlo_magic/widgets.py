@@ -26,9 +26,10 @@ import ipywidgets as w
 from runtime import HloError
 
 from .donation import DonationModel, ParameterInfo
+from .fallback import StaticCopy, display_with_static_copy
 from .formatting import format_bytes
 from .render import to_html
-from .report import memory_table, parameter_status
+from .report import Table, memory_table, parameter_status
 from .timeline_widget import MemoryTimeline
 
 KEEP, DONATE = "keep", "donate"
@@ -39,10 +40,11 @@ class DonationPanel:
     """``DonationPanel(model)``; display it, or read ``panel.model`` and ``panel.timeline``.
     ``background``: replan on a worker thread (default: when running in a kernel)."""
 
-    def __init__(self, model: DonationModel, *, max_buffers: int = 40,
+    def __init__(self, model: DonationModel, *, max_buffers: int = 40, max_rows: int = 25,
                  background: bool | None = None) -> None:
         self.model = model
         self.max_buffers = max_buffers
+        self.max_rows = max_rows           # parameter rows in the static copy
         self.background = _in_kernel() if background is None else background
         self._worker = ThreadPoolExecutor(1) if self.background else None
         self._pending: list[Future] = []
@@ -159,8 +161,27 @@ class DonationPanel:
         if self.timeline.assignment is not model.assignment:
             self.timeline.show(model.assignment)
 
+    def static_copy(self) -> StaticCopy:
+        """The panel as it stands, without buttons: summary, last change, each parameter's
+        status (the first ``max_rows``), the memory table and the timeline's figure."""
+        model = self.model
+        rows = [(str(p.number), p.name, p.shape_text, format_bytes(p.size),
+                 self.toggles[p.number].value, self.statuses[p.number].value)
+                for p in model.parameters]
+        table = Table("Parameters", ("#", "name", "shape", "size", "choice", "this plan"),
+                      rows[:self.max_rows], omitted=max(0, len(rows) - self.max_rows),
+                      omitted_what="parameters")
+        body = (f"<b>Donation: {html.escape(model.assignment.module.name)}</b><br>"
+                f"{self.summary.value}<br>{html.escape(self.change.value)}"
+                + to_html([table, memory_table(model.assignment)]))
+        return StaticCopy(self.timeline.static_id, body, model.summary(), self.timeline.png())
+
     def _repr_mimebundle_(self, **kwargs) -> dict:
         return self.root._repr_mimebundle_(**kwargs)
+
+    def _ipython_display_(self) -> None:
+        display_with_static_copy(self.static_copy(), {**self.root._repr_mimebundle_(),
+                                                      "text/plain": self.model.summary()})
 
 
 def _in_kernel() -> bool:

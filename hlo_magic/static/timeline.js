@@ -675,10 +675,19 @@ class Timeline {
   }
 }
 
+function hideStaticCopy(id) {
+  // the static copy displayed just before this widget (fallback.py): a live view replaces it
+  if (!id) return;
+  for (const copy of document.querySelectorAll(`.hlo-magic-static-${id}`)) {
+    (copy.closest(".jp-OutputArea-child, .output_area") || copy).style.display = "none";
+  }
+}
+
 export default {
   render({ model, el }) {
     const view = new Timeline(model, el);
     requestAnimationFrame(() => {
+      hideStaticCopy(model.get("static_id"));
       view.draw();
       if (model.get("selected")) view.select(model.get("selected"), true);
     });

@@ -65,6 +65,8 @@ def test_hover_a_buffer_of_a_whole_model_then_donate(lab_root, lab_url, browser,
     timeline = page.locator(".hlo-timeline")
     timeline.wait_for(timeout=180000)
     timeline.scroll_into_view_if_needed()
+    page.wait_for_function("() => [...document.querySelectorAll('.hlo-magic-static')]"
+                           ".every((e) => e.offsetParent === null)", timeout=30000)
     status = page.locator(".hlo-tl-status")
     page.wait_for_function("(el) => el.textContent.includes('buffers')",
                            arg=status.element_handle(), timeout=30000)

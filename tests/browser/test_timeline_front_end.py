@@ -28,9 +28,12 @@ VIEW = "document.getElementById('out').hloTimeline"
 # A stand-in for the anywidget model: get/set/save_changes/on/off, and `changed` records what
 # the front end sent back to Python.
 PAGE = """<!doctype html><html><head><style>{css}</style></head>
-<body style="width:1200px;margin:0"><div id="out"></div><script type="module">
+<body style="width:1200px;margin:0">
+<div class="hlo-magic-static hlo-magic-static-0123abcd" id="copy">the static copy</div>
+<div id="out"></div><script type="module">
 const raw = Uint8Array.from(atob("{columns}"), (c) => c.charCodeAt(0));
-const state = {{ meta: {meta}, columns: new DataView(raw.buffer), selected: "", height: 460 }};
+const state = {{ meta: {meta}, columns: new DataView(raw.buffer), selected: "", height: 460,
+                 static_id: "0123abcd" }};
 const handlers = {{}};
 window.changed = [];
 window.model = {{
@@ -238,3 +241,7 @@ def test_in_place_buffers_sit_beside_their_operand_and_aliased_has_its_own_swatc
     swatches = page.locator(".hlo-tl-legend .hlo-tl-swatch")
     styles = [swatches.nth(k).get_attribute("style") for k in range(swatches.count())]
     assert len(set(styles)) == len(styles)
+
+
+def test_the_live_view_hides_its_static_copy(page):
+    assert not page.locator("#copy").is_visible()

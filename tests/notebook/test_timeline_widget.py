@@ -101,16 +101,18 @@ def test_in_a_kernel_show_timeline_displays_the_report_then_the_widget(ip, monke
     with capture_output() as cap:
         returned = ip.run_cell_magic("hlo", "--show timeline,assignment -o r", ADD_MUL)
     assert returned is None
-    report, widget = cap.outputs
+    report, copy, widget = cap.outputs
     assert "Allocations" in report.data["text/html"]
     assert "data:image/png" not in report.data["text/html"]
+    assert copy.data["image/png"].startswith(b"\x89PNG")
+    assert 'class="hlo-magic-static hlo-magic-static-' in copy.data["text/html"]
     assert "application/vnd.jupyter.widget-view+json" in widget.data
-    assert widget.data["image/png"].startswith(b"\x89PNG")
+    assert "image/png" not in widget.data
 
 
 def test_an_executed_notebook_keeps_the_png_for_nbconvert(tmp_path, monkeypatch):
-    """nbclient runs ``--show timeline`` in a real kernel (the widget is displayed); nbconvert,
-    with no widget state saved, falls back to the PNG in the widget's bundle."""
+    """nbclient runs ``--show timeline`` in a real kernel (the widget is displayed after its
+    static copy); nbconvert, with no widget state saved, shows the copy's figure once."""
     import nbformat
     from nbclient import NotebookClient
     from nbconvert import HTMLExporter
@@ -124,11 +126,12 @@ def test_an_executed_notebook_keeps_the_png_for_nbconvert(tmp_path, monkeypatch)
     nb.cells = [nbformat.v4.new_code_cell("%load_ext hlo_magic"),
                 nbformat.v4.new_code_cell(f"%%hlo --show timeline\n{ADD_MUL}")]
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
-    report, widget = nb.cells[1].outputs
+    report, copy, widget = nb.cells[1].outputs
     assert "Memory (XLA&#x27;s vocabulary)" in report.data["text/html"]
+    assert 'class="hlo-magic-static hlo-magic-static-' in copy.data["text/html"]
     assert "application/vnd.jupyter.widget-view+json" in widget.data
     html, _ = HTMLExporter().from_notebook_node(nb)
-    assert html.count("data:image/png;base64,") == 1
+    assert html.count('src="data:image/png;base64,') == 1          # the copy's figure
 
 
 WITH_METADATA = """HloModule jit_f
