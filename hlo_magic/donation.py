@@ -220,8 +220,10 @@ def _outputs_in(plan: BufferAssignment, numbers: Iterable[int]) -> set:
 
 def _why_peak(before: BufferAssignment, after: BufferAssignment, outputs: set) -> str:
     """Why the peak moved or did not: whether the outputs that changed buffers are live at
-    the peak. An output's own allocation counts in the total allocated whenever it exists,
-    but in the peak only at the steps where it is live."""
+    the peak (of the plan where they have their own buffers). An output's own allocation
+    counts in the total allocated whenever it exists, but in the peak only at the steps where
+    it is live; where they are not live there, a small change of the peak comes from the
+    plan around them (schedule, packing), not from their bytes."""
     if not outputs:
         return ""
     plan = before if before.peak >= after.peak else after        # the plan with the outputs' own
@@ -233,6 +235,8 @@ def _why_peak(before: BufferAssignment, after: BufferAssignment, outputs: set) -
         if not live:
             return f"the peak does not move: {_indices(outputs)} {be} not live at the peak ({at})"
         return f"the peak does not move: another step reaches the same peak ({at})"
+    if not live:
+        return f"{_indices(outputs)} {be} not live at the peak ({at})"
     own = "in its own buffer" if be == "is" else "in their own buffers"
     return f"{_indices(outputs)} {be} live at the peak ({at}) {own}"
 

@@ -106,10 +106,10 @@ def test_a_toggle_on_a_model_sized_module_reuses_plans_seen_before():
     assert len(panel.toggles) == 249 and panel.rows.layout.overflow == "auto"
     panel.toggles[0].value = DONATE
     panel.toggles[0].value = KEEP
-    replanned = []
-    model._source.reassign = lambda donated: replanned.append(donated)     # no new plans now
+    plans = dict(model._plans)
     panel.toggles[0].value = DONATE
-    assert replanned == [] and model.donated == frozenset({0})
+    assert model._plans == plans and model.donated == frozenset({0})     # no new plan made
+    assert model.assignment is plans[frozenset({0})]
 
 
 def test_the_panel_displays_as_its_root_widget(panel):
