@@ -322,7 +322,7 @@ def parameter_table(params: list[ParameterInfo], donated: frozenset[int],
             for p, status in zip(params, statuses)]
     notes = [f"{marks[s]} {s.split(': ', 1)[1]}" for s in repeated]
     return Table("Parameters", ("#", "name", "shape", "dtype", "size", "module says",
-                                "this plan"), rows, notes)
+                                "this plan"), rows, notes, omitted_what="parameters")
 
 
 def memory_table(plan: BufferAssignment) -> Table:

@@ -47,9 +47,9 @@ def test_every_table_is_capped_and_folds_the_rest(model_result):
     (params,) = [t for t in tables if t.title == "Parameters"]
     assert (len(params.rows), params.omitted, len(params.folded)) == (25, 224, 100)
     html = to_html(parts)
-    assert "<summary><i>\u2026 224 more rows</i></summary>" in html
+    assert "<summary><i>\u2026 224 more parameters</i></summary>" in html
     assert "124 more not listed" in html
-    assert "\u2026 224 more rows" in to_text(parts)
+    assert "\u2026 224 more parameters" in to_text(parts)
 
 
 def test_the_report_is_small_and_answers_before_any_table(model_result):
