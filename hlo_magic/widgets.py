@@ -5,10 +5,12 @@ tooltip, where no output can live in the parameter's buffer) and what this plan 
 buffer; "donate all" and "donate none"; a summary of the peak and the total allocated (a
 donation may shrink one and not the other), a line that says what the last change did and why,
 the memory table and the interactive timeline of the current plan (``MemoryTimeline``, whose
-data is replaced, so nothing flickers). A change replans the module (``reassign``, no device;
-about 0.4 s for 250 parameters, then the timeline's data): in a kernel that work runs on a
-worker thread, one change after another, while the panel says "reassigning"; so a click is
-answered at once and the kernel stays free. Without a kernel (tests, scripts) it runs in the
+data is replaced, so nothing flickers). A change replans the module (``reassign``, no device:
+0.3-0.5 s for a 250-parameter test module, about 3 s for ViT-tiny's 6,000-line training step
+on a loaded 2-core machine; a plan seen before is kept): in a kernel that work runs on a worker
+thread, one change after another, while the panel says "reassigning"; so a click is answered
+at once and the kernel stays free. The toggles are set back to the model's state only after
+the last queued change, so clicks made meanwhile are not undone on screen. Without a kernel (tests, scripts) it runs in the
 handler. Errors show in the ``messages`` Output: in the handler through its ``capture`` (so
 IPython's ``showtraceback`` and our short ``_render_traceback_`` apply), from the worker as
 the error's own text.
@@ -17,6 +19,7 @@ the error's own text.
 from __future__ import annotations
 
 import html
+import threading
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
@@ -71,7 +74,7 @@ class DonationPanel:
                             w.HBox([self.donate_all, self.donate_none, self.busy]),
                             self.rows, self.summary, self.change, self.messages, self.report,
                             self.timeline])
-        self._syncing = False
+        self._local = threading.local()     # .syncing: this thread sets toggles, not a click
         self._on_toggle = self.messages.capture(clear_output=True)(self._toggled)
         for toggle in self.toggles.values():
             toggle.observe(self._clicked, names="value")
@@ -106,7 +109,7 @@ class DonationPanel:
                                                                flex="0 0 auto"))
 
     def _clicked(self, change: dict) -> None:
-        if not self._syncing:
+        if not getattr(self._local, "syncing", False):
             self._on_toggle(change)
 
     def _toggled(self, change: dict) -> None:
@@ -123,13 +126,14 @@ class DonationPanel:
         self.busy.value = BUSY
         self._pending.append(self._worker.submit(self._apply_in_background, change))
 
-    def _apply(self, change: Callable[[], str]) -> None:
+    def _apply(self, change: Callable[[], str], queued: bool = False) -> None:
         self.change.value = change()
-        self.redraw()
+        # a queued change (this one running, more waiting) leaves the toggles as clicked
+        self.redraw(sync_toggles=not queued or sum(not f.done() for f in self._pending) <= 1)
 
     def _apply_in_background(self, change: Callable[[], str]) -> None:
         try:
-            self._apply(change)
+            self._apply(change, queued=True)
         except HloError as error:
             self.messages.append_stderr(f"{type(error).__name__}: {error}\n")
         except Exception:                    # our bug: its whole traceback, in the panel
@@ -144,15 +148,16 @@ class DonationPanel:
         for future in list(self._pending):
             future.result()
 
-    def redraw(self) -> None:
+    def redraw(self, sync_toggles: bool = True) -> None:
         """Toggles, statuses, summary, memory table and timeline for the model's current plan."""
         model = self.model
-        self._syncing = True                 # setting a toggle here is not a click
-        try:
-            for number, toggle in self.toggles.items():
-                toggle.value = DONATE if number in model.donated else KEEP
-        finally:
-            self._syncing = False
+        if sync_toggles:
+            self._local.syncing = True          # setting a toggle here is not a click
+            try:
+                for number, toggle in self.toggles.items():
+                    toggle.value = DONATE if number in model.donated else KEEP
+            finally:
+                self._local.syncing = False
         for number in self.toggles:
             self.statuses[number].value = parameter_status(self._params[number], model.donated,
                                                            model.assignment)

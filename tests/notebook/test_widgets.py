@@ -142,3 +142,23 @@ def test_a_cell_result_opens_the_panel_at_its_donation(ip):
     panel = result.panel()
     assert panel.model.donated == frozenset({0})
     assert panel.toggles[0].value == DONATE and panel.model.peak == 400
+
+
+def test_clicks_queued_behind_a_slow_change_are_not_undone_on_screen():
+    model = DonationModel(runtime.compile(model_step(3), lazy=True).buffer_assignment)
+    release = threading.Event()
+    real = model.set_donated
+
+    def slow(number, donate):
+        release.wait(10)
+        return real(number, donate)
+    model.set_donated = slow
+    panel = DonationPanel(model, background=True)
+    seen = []
+    panel.toggles[3].observe(lambda change: seen.append(change["new"]), names="value")
+    panel.toggles[0].value = DONATE
+    panel.toggles[3].value = DONATE               # queued while the first one is replanned
+    release.set()
+    panel.wait()
+    assert model.donated == frozenset({0, 3})
+    assert seen == [DONATE] and panel.toggles[0].value == DONATE
