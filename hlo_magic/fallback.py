@@ -40,9 +40,9 @@ class StaticCopy:
                      'style="max-width:100%">')
         note = ('<p style="margin:0.2em 0"><i>A static copy: run the cell to get the '
                 "interactive view.</i></p>")
-        bundle = {"text/plain": self.text,
-                  "text/html": f'<div class="{STATIC_CLASS} {STATIC_CLASS}-{self.static_id}">'
-                               f"{self.body}{image}{note}</div>"}
+        copy = (f'<div class="{STATIC_CLASS} {STATIC_CLASS}-{self.static_id}">'
+                f"{self.body}{image}{note}</div>")
+        bundle: dict[str, str | bytes] = {"text/plain": self.text, "text/html": copy}
         if self.png is not None:
             bundle["image/png"] = self.png
         return bundle
