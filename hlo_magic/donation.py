@@ -212,22 +212,23 @@ def _indices(outputs: set) -> str:
     return f"output{'' if len(said) == 1 else 's'} {', '.join(said[:SHOWN_NAMES])}{more}"
 
 
-def _outputs_in(plan: BufferAssignment, numbers: Iterable[int]) -> set:
+def _outputs_in(plan: BufferAssignment, numbers: frozenset[int]) -> set:
     return {a.aliased_output for a in plan.allocations
-            if a.kind == "parameter" and a.parameter_number in set(numbers)
+            if a.kind == "parameter" and a.parameter_number in numbers
             and a.aliased_output is not None}
 
 
-def _why_peak(before: BufferAssignment, after: BufferAssignment, outputs: set) -> str:
+def _why_peak(before: BufferAssignment, after: BufferAssignment, plan: BufferAssignment,
+              outputs: set) -> str:
     """Why the peak moved or did not: whether the outputs that changed buffers are live at
-    the peak (of the plan where they have their own buffers). An output's own allocation
-    counts in the total allocated whenever it exists, but in the peak only at the steps where
-    it is live; where they are not live there, a small change of the peak comes from the
-    plan around them (schedule, packing), not from their bytes."""
+    the peak of ``plan``, the one (``before`` or ``after``) where they have their own buffers.
+    An output's own allocation counts in the total allocated whenever it exists, but in the
+    peak only at the steps where it is live; where they are not live there, a small change of
+    the peak comes from the plan around them (schedule, packing), not from their bytes."""
     if not outputs:
         return ""
-    plan = before if before.peak >= after.peak else after        # the plan with the outputs' own
-    owned = {a.index for a in plan.allocations if a.kind == "output" and a.output_index in outputs}
+    owned = {a.index for a in plan.allocations
+             if a.kind == "output" and a.output_index in outputs}
     live = sum(b.size for b in plan.live_at_peak() if b.allocation in owned)
     be = "is" if len(outputs) == 1 else "are"
     at = f"step {plan.peak_step}, {plan.peak_instruction.name}"
@@ -254,7 +255,7 @@ def describe_change(what: str, donate: bool, numbers: Iterable[int],
     head = (f"{verb} {what} {peak_verb} {peak} and "
             f"{'' if total_verb == peak_verb else total_verb + ' '}{total}")
     moved = _outputs_in(after if donate else before, numbers)
-    why = _why_peak(before, after, moved)
+    why = _why_peak(before, after, before if donate else after, moved)
     if why:
         head = f"{head}; {why}"
     if not donate:

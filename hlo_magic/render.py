@@ -2,8 +2,8 @@
 
 ``Folded`` parts become HTML ``<details>`` (open or closed as the part says); in text, which
 cannot fold, they are a heading with their parts below, after the answers. A long table's
-folded rows are a closed ``<details>`` titled "N more ..." under it (text only counts them). The HTML uses no
-JavaScript, no external CSS or fonts and no fixed background colour, so it
+folded rows are a closed ``<details>`` titled "N more ..." under it (text only counts them).
+The HTML uses no JavaScript, no external CSS or fonts and no fixed background colour, so it
 reads the same in JupyterLab, Notebook 7, VS Code, nbconvert and dark themes; every name that
 comes from the HLO module is escaped.
 """

@@ -59,7 +59,8 @@ class TimelineData:
                 "kind_labels": [KIND_STYLES[k].label for k in KINDS],
                 "kind_colours": [KIND_STYLES[k].colour for k in KINDS],
                 "names": self.names, "instructions": self.instructions, "opcodes": self.opcodes,
-                "shapes": self.shapes, "sources": self.sources, "notes": self.notes, "allocations": self.allocations,
+                "shapes": self.shapes, "sources": self.sources, "notes": self.notes,
+                "allocations": self.allocations,
                 "steps": self.steps, "step_opcodes": self.step_opcodes,
                 "live": [self.live_by_kind[k] for k in KINDS], "peak": self.peak,
                 "peak_step": self.peak_step, "peak_text": format_bytes(self.peak)}
