@@ -8,7 +8,8 @@ root first, so ``subtract_fusion.0`` can be shown as ``subtract_fusion.0 (new_w,
 Passes also copy instructions under new names (inlining a call, duplicating a cheap value
 into a fusion append ``.N``); given the source module's names, members are traced back to
 the instruction the user wrote. The report, the annotated view and the timeline all name
-fusions through this module, so they agree.
+fusions through this module, so they agree; ``source_of`` gives the Python op and line JAX
+printed in an instruction's metadata.
 """
 
 from __future__ import annotations
@@ -96,3 +97,20 @@ def buffer_label(placed: AssignedBuffer, members: dict[str, list[str]]) -> str:
     if not held:
         return placed.name
     return label(inst.name, members).replace(inst.name, placed.name, 1)
+
+
+def source_of(inst: HloInstruction) -> str:
+    """``jit(f)/dot_general (model.py:12)`` from the instruction's ``metadata`` (a fusion's:
+    its fused root's), or '' where the module was printed without it."""
+    fused = [c.root for c in inst.called_computations if c.root is not None] \
+        if inst.opcode == "fusion" else []
+    for candidate in (inst, *fused):
+        metadata = candidate.attrs.get("metadata")
+        fields = metadata.fields if metadata is not None else {}
+        if fields.get("op_name") or fields.get("source_file"):
+            where = fields.get("source_file", "").rsplit("/", 1)[-1]
+            if where and fields.get("source_line"):
+                where += f":{fields['source_line']}"
+            return " ".join(p for p in (fields.get("op_name", ""), f"({where})" if where else "")
+                            if p)
+    return ""

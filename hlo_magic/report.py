@@ -25,7 +25,7 @@ from runtime.hlo.shape import ArrayShape, index_text
 
 from .donation import ParameterInfo, aliased_outputs
 from .formatting import format_bytes, format_seconds
-from .names import buffer_label, fusions, label
+from .names import buffer_label, fusions, label, source_of
 from .sharing import reuses, sentence
 
 if TYPE_CHECKING:
@@ -389,15 +389,21 @@ def allocation_table(plan: BufferAssignment, limit: int,
 
 def peak_table(plan: BufferAssignment, limit: int,
                members: dict[str, list[str]] | None = None) -> Table:
+    """Largest first; with JAX's op_name and Python line where the module's metadata has
+    them (a column only then)."""
     rows = []
     cumulative = 0
-    for b in plan.live_at_peak():
+    live = plan.live_at_peak()
+    sources = [source_of(b.buffer.first.instruction) for b in live]
+    for b, source in zip(live, sources):
         cumulative += b.size
-        rows.append((buffer_label(b, members or {}), format_bytes(b.size), format_bytes(cumulative),
-                     b.values[0].shape.to_text(False), plan.allocations[b.allocation].kind,
-                     f"{b.live.start}\u2013{b.live.end}"))
+        row = (buffer_label(b, members or {}), format_bytes(b.size), format_bytes(cumulative),
+               b.values[0].shape.to_text(False), plan.allocations[b.allocation].kind,
+               f"{b.live.start}\u2013{b.live.end}")
+        rows.append(row + (source,) if any(sources) else row)
+    columns = ("buffer", "size", "cumulative", "shape", "kind", "live")
     return _limited(Table(f"Buffers live at the peak (step {plan.peak_step}, largest first)",
-                          ("buffer", "size", "cumulative", "shape", "kind", "live"), rows,
+                          columns + ("source",) if any(sources) else columns, rows,
                           omitted_what="buffers"), limit)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from runtime.buffers import AssignedBuffer, BufferAssignment
 from runtime.hlo import HloModule
 
-from .names import fused_members
+from .names import fused_members, source_of
 from .sharing import Reuse, reuses, sentence
 
 from .formatting import format_bytes
@@ -81,23 +81,6 @@ def _allocation_label(assignment: BufferAssignment, index: int) -> str:
     else:
         what = a.kind
     return f"#{a.index} {what} ({format_bytes(a.size)})"
-
-
-def source_of(inst) -> str:
-    """``jit(f)/dot_general (model.py:12)`` from the instruction's ``metadata`` (a fusion's:
-    its fused root's), or '' where the module was printed without it."""
-    fused = [c.root for c in inst.called_computations if c.root is not None] \
-        if inst.opcode == "fusion" else []
-    for candidate in (inst, *fused):
-        metadata = candidate.attrs.get("metadata")
-        fields = metadata.fields if metadata is not None else {}
-        if fields.get("op_name") or fields.get("source_file"):
-            where = fields.get("source_file", "").rsplit("/", 1)[-1]
-            if where and fields.get("source_line"):
-                where += f":{fields['source_line']}"
-            return " ".join(p for p in (fields.get("op_name", ""), f"({where})" if where else "")
-                            if p)
-    return ""
 
 
 def _note(placed: AssignedBuffer, reused: Reuse | None, names: set[str]) -> str:

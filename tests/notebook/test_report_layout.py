@@ -155,3 +155,15 @@ ENTRY e {
     assert answers["custom calls"] == (
         "1 without an implementation (a run that reaches one fails with CustomCallError): "
         "c (line 5): no_such_target, no implementation registered")
+
+
+def test_the_peak_table_names_the_python_source_when_the_metadata_has_it():
+    from hlo_magic.report import peak_table
+
+    from .test_timeline_widget import WITH_METADATA
+    plan = runtime.compile(WITH_METADATA, lazy=True).buffer_assignment
+    table = peak_table(plan, 25)
+    assert table.columns[-1] == "source"
+    assert [row[-1] for row in table.rows] == ["jit(f)/neg (model.py:13)", "x"]
+    assert "source" not in peak_table(runtime.compile(CHAIN, lazy=True).buffer_assignment,
+                                      25).columns
