@@ -100,11 +100,11 @@ def buffer_label(placed: AssignedBuffer, members: dict[str, list[str]]) -> str:
 
 
 def source_of(inst: HloInstruction) -> str:
-    """``jit(f)/dot_general (model.py:12)`` from the instruction's ``metadata`` (a fusion's:
-    its fused root's), or '' where the module was printed without it."""
-    fused = [c.root for c in inst.called_computations if c.root is not None] \
-        if inst.opcode == "fusion" else []
-    for candidate in (inst, *fused):
+    """``jit(f)/dot_general (model.py:12)`` from the instruction's ``metadata``, else from the
+    root of the computation it calls (a fusion our passes made has none of its own: its root
+    is the source instruction), or '' where the module was printed without metadata."""
+    called = [c.root for c in inst.called_computations[:1] if c.root is not None]
+    for candidate in (inst, *called):
         metadata = candidate.attrs.get("metadata")
         fields = metadata.fields if metadata is not None else {}
         if fields.get("op_name") or fields.get("source_file"):

@@ -164,3 +164,17 @@ def test_in_place_hand_overs_are_marked_for_the_front_end():
     for later, earlier in plan.temp_arena.reuse.items():
         assert int(flags[data.index_of(plan.placement(later).name)]) & TAKES_OVER
         assert int(flags[data.index_of(plan.placement(earlier).name)]) & HANDS_OVER
+
+
+def test_a_fusion_names_the_source_of_its_root():
+    source = runtime.parse(WITH_METADATA.replace("dot(x, x), lhs_contracting_dims={}, "
+                                                 "rhs_contracting_dims={}", "multiply(x2, x2)")
+                           .replace("f32[8,8] multiply", "f32[8] multiply")
+                           .replace("ROOT n = f32[8,8]", "ROOT n = f32[8]")
+                           .replace("  x = f32[8] parameter(0), metadata={op_name=\"x\"}",
+                                    "  x = f32[8] parameter(0), metadata={op_name=\"x\"}\n"
+                                    "  x2 = f32[8] exponential(x)"))
+    plan = run_pipeline(source, alignment=128)
+    data = timeline_data(plan, source)
+    fused = [i for i, op in enumerate(data.opcodes) if op == "fusion"]
+    assert fused and data.sources[fused[0]] == "jit(f)/neg (model.py:13)"
