@@ -100,17 +100,11 @@ def buffer_label(placed: AssignedBuffer, members: dict[str, list[str]]) -> str:
 
 
 def source_of(inst: HloInstruction) -> str:
-    """``jit(f)/dot_general (model.py:12)`` from the instruction's ``metadata``, else from the
-    root of the computation it calls (a fusion our passes made has none of its own: its root
-    is the source instruction), or '' where the module was printed without metadata."""
-    called = [c.root for c in inst.called_computations[:1] if c.root is not None]
-    for candidate in (inst, *called):
-        metadata = candidate.attrs.get("metadata")
-        fields = metadata.fields if metadata is not None else {}
-        if fields.get("op_name") or fields.get("source_file"):
-            where = fields.get("source_file", "").rsplit("/", 1)[-1]
-            if where and fields.get("source_line"):
-                where += f":{fields['source_line']}"
-            return " ".join(p for p in (fields.get("op_name", ""), f"({where})" if where else "")
-                            if p)
-    return ""
+    """``jit(f)/dot_general (model.py:12)`` from the instruction's ``metadata`` (fusion keeps
+    its root's), or '' where the module was printed without it."""
+    metadata = inst.attrs.get("metadata")
+    fields = metadata.fields if metadata is not None else {}
+    where = fields.get("source_file", "").rsplit("/", 1)[-1]
+    if where and fields.get("source_line"):
+        where += f":{fields['source_line']}"
+    return " ".join(p for p in (fields.get("op_name", ""), f"({where})" if where else "") if p)
