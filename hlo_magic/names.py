@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 
 from runtime.buffers import AssignedBuffer
+from runtime.hlo.attributes import Metadata
 from runtime.hlo.ir import HloComputation, HloInstruction, HloModule
 
 SHOWN_MEMBERS = 3
@@ -103,7 +104,7 @@ def source_of(inst: HloInstruction) -> str:
     """``jit(f)/dot_general (model.py:12)`` from the instruction's ``metadata`` (fusion keeps
     its root's), or '' where the module was printed without it."""
     metadata = inst.attrs.get("metadata")
-    fields = metadata.fields if metadata is not None else {}
+    fields = metadata.fields if isinstance(metadata, Metadata) else {}
     where = fields.get("source_file", "").rsplit("/", 1)[-1]
     if where and fields.get("source_line"):
         where += f":{fields['source_line']}"

@@ -97,12 +97,16 @@ class MemoryTimeline(anywidget.AnyWidget):
         return StaticCopy(self.static_id, f"<b>{html.escape(self.summary())}</b>",
                           self.summary(), self.png())
 
-    def _repr_mimebundle_(self, **kwargs) -> tuple[dict, dict]:
-        data, metadata = super()._repr_mimebundle_(**kwargs)
+    def _repr_mimebundle_(self, **kwargs) -> tuple[dict, dict] | None:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:   # anywidget's answer for a widget without a view
+            return None
+        data, metadata = bundle
         data["text/plain"] = self.summary()
         data["image/png"] = self.png()
         return data, metadata
 
     def _ipython_display_(self) -> None:
-        data, _ = super()._repr_mimebundle_()
-        display_with_static_copy(self.static_copy(), {**data, "text/plain": self.summary()})
+        bundle = super()._repr_mimebundle_()
+        view = bundle[0] if bundle is not None else {}
+        display_with_static_copy(self.static_copy(), {**view, "text/plain": self.summary()})
