@@ -8,7 +8,8 @@ root first, so ``subtract_fusion.0`` can be shown as ``subtract_fusion.0 (new_w,
 Passes also copy instructions under new names (inlining a call, duplicating a cheap value
 into a fusion append ``.N``); given the source module's names, members are traced back to
 the instruction the user wrote. The report, the annotated view and the timeline all name
-fusions through this module, so they agree.
+fusions through this module, so they agree; ``source_of`` gives the Python op and line JAX
+printed in an instruction's metadata.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import re
 
 from runtime.buffers import AssignedBuffer
+from runtime.hlo.attributes import Metadata
 from runtime.hlo.ir import HloComputation, HloInstruction, HloModule
 from runtime.hlo.opcode_enum import Opcode
 
@@ -97,3 +99,14 @@ def buffer_label(placed: AssignedBuffer, members: dict[str, list[str]]) -> str:
     if not held:
         return placed.name
     return label(inst.name, members).replace(inst.name, placed.name, 1)
+
+
+def source_of(inst: HloInstruction) -> str:
+    """``jit(f)/dot_general (model.py:12)`` from the instruction's ``metadata`` (fusion keeps
+    its root's), or '' where the module was printed without it."""
+    metadata = inst.attrs.get("metadata")
+    fields = metadata.fields if isinstance(metadata, Metadata) else {}
+    where = fields.get("source_file", "").rsplit("/", 1)[-1]
+    if where and fields.get("source_line"):
+        where += f":{fields['source_line']}"
+    return " ".join(p for p in (fields.get("op_name", ""), f"({where})" if where else "") if p)

@@ -1,8 +1,9 @@
 """Report parts as static HTML and as plain text.
 
 ``Folded`` parts become HTML ``<details>`` (open or closed as the part says); in text, which
-cannot fold, they are a heading with their parts below, after the answers. The HTML uses no
-JavaScript, no external CSS or fonts and no fixed background colour, so it
+cannot fold, they are a heading with their parts below, after the answers. A long table's
+folded rows are a closed ``<details>`` titled "N more ..." under it (text only counts them).
+The HTML uses no JavaScript, no external CSS or fonts and no fixed background colour, so it
 reads the same in JupyterLab, Notebook 7, VS Code, nbconvert and dark themes; every name that
 comes from the HLO module is escaped.
 """
@@ -16,7 +17,7 @@ from typing import Sequence
 
 from .report import Facts, Folded, Markup, Part, Picture, Preformatted, Table
 
-_CELL = "padding:2px 10px 2px 0;text-align:left;vertical-align:top"
+_CELL = "padding:1px 10px 1px 0;text-align:left"
 _RULE = "border-bottom:1px solid rgba(127,127,127,0.35)"
 _HEADING = "margin:0.8em 0 0.3em 0;font-size:1em"
 
@@ -36,6 +37,26 @@ def _html_cell(text: str) -> str:
     return f'<td style="{_CELL}">{_e(text)}</td>'
 
 
+def _html_rows(rows: Sequence[tuple[str, ...]]) -> str:
+    return "".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>" for row in rows)
+
+
+def _html_more(table: Table) -> str:
+    """The rows beyond the first ones, folded under "... N more" as aligned text (a tenth of
+    the bytes of table markup, so a model's report stays small); those not even folded are
+    counted and pointed to the result object."""
+    if not table.omitted:
+        return ""
+    if not table.folded:
+        return f'<p style="margin:0.2em 0"><i>{_e(_omitted(table))}</i></p>'
+    rest = table.omitted - len(table.folded)
+    tail = (f'<p style="margin:0.2em 0"><i>{rest} more not listed: the result object '
+            "(-o NAME) holds them all</i></p>" if rest else "")
+    text = "\n".join(_text_table(table.columns, table.folded))
+    return (f'<details style="margin:0.2em 0"><summary><i>{_e(_omitted(table))}</i></summary>'
+            f'<pre style="max-height:24em;overflow:auto">{_e(text)}</pre>{tail}</details>')
+
+
 def _html_part(part: Part) -> str:
     if isinstance(part, Facts):
         rows = "".join(f'<tr><th style="{_CELL}">{_e(k)}</th><td style="{_CELL}">{_e(v)}</td></tr>'
@@ -43,13 +64,11 @@ def _html_part(part: Part) -> str:
         return f'<h3 style="{_HEADING}">{_e(part.title)}</h3><table>{rows}</table>'
     if isinstance(part, Table):
         head = "".join(f'<th style="{_CELL};{_RULE}">{_e(c)}</th>' for c in part.columns)
-        body = "".join("<tr>" + "".join(_html_cell(c) for c in row) + "</tr>"
-                       for row in part.rows)
-        extra = [_omitted(part)] if part.omitted else []
-        notes = "".join(f"<p style=\"margin:0.2em 0\"><i>{_e(n)}</i></p>"
-                        for n in [*part.notes, *extra])
+        notes = "".join(f"<p style=\"margin:0.2em 0\"><i>{_e(n)}</i></p>" for n in part.notes)
         return (f'<h4 style="{_HEADING}">{_e(part.title)}</h4>'
-                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{notes}")
+                f'<table><thead><tr>{head}</tr></thead><tbody style="vertical-align:top">'
+                f"{_html_rows(part.rows)}</tbody>"
+                f"</table>{_html_more(part)}{notes}")
     if isinstance(part, Preformatted):
         return (f'<details><summary><b>{_e(part.title)}</b></summary>'
                 f'<pre style="max-height:32em;overflow:auto">{_e(part.text)}</pre></details>')

@@ -6,9 +6,10 @@ come first: the outputs, the peak and the biggest saving, then the parameters (w
 does) and the memory figures; the rest is folded (``Folded``: HTML ``<details>``): the module,
 device and run, the buffer assignment's tables, how buffers share bytes and what each fusion
 holds, and the glossary, open only in the first report of a session. Buffers are named so the
-user can find them: a fusion's buffer lists the source instructions it holds. Long tables keep
-their first ``max_table_rows`` rows and say how many were left out; the full data stays on the
-result object.
+user can find them: a fusion's buffer lists the source instructions it holds. Every table keeps
+its first ``max_table_rows`` rows in view and folds the next ones under "N more" (at most
+``FOLDED_TIMES`` times as many again, so a whole model's report stays small: the full data
+stays on the result object), so the answers stay on the first screen of a 250-parameter model.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from runtime.hlo.shape import ArrayShape, index_text
 from .donation import ParameterInfo, aliased_outputs
 from .formatting import format_bytes, format_seconds
 from .glossary import GLOSSARY
-from .names import buffer_label, fusions, label
+from .names import buffer_label, fusions, label, source_of
 from .sharing import reuses, sentence
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ if TYPE_CHECKING:
 SECTIONS = ("hlo", "assignment", "timeline", "annotated", "kernels", "panel")
 CONSTANT_ROWS = 3      # beyond this many constant allocations, the table gives them one row
 SHOWN_NAMES = 4        # parameter names listed in one sentence before "..."
+FOLDED_TIMES = 4       # a long table folds at most this many times max_table_rows more rows
+PEAK_KINDS = 3         # allocation kinds named in the answer that says what holds the peak
 
 
 @dataclass(frozen=True)
@@ -53,8 +56,9 @@ class Table:
     columns: tuple[str, ...]
     rows: Sequence[tuple[str, ...]]
     notes: list[str] = field(default_factory=list)
-    omitted: int = 0
+    omitted: int = 0                   # rows beyond ``rows``: the first of them are ``folded``
     omitted_what: str = "rows"
+    folded: Sequence[tuple[str, ...]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,8 @@ def build_report(result: HloResult) -> list[Part]:
     parts: list[Part] = [answer_facts(result, members)]
     if result.outputs is not None and not _outputs_fit(result.outputs):
         parts.append(output_table(result.outputs, limit))
-    parts += [parameter_table(result.parameters, result.donated, plan, result.run),
+    parts += [_limited(parameter_table(result.parameters, result.donated, plan, result.run),
+                       limit),
               memory_table(plan)]
     details: list[Part] = [module_facts(result)]
     title = "Details: module, device, run"
@@ -109,7 +114,7 @@ def build_report(result: HloResult) -> list[Part]:
         details += [allocation_table(plan, limit, members), peak_table(plan, limit, members)]
         details += [t for t in (sharing_table(plan, limit, members), fusion_table(members, limit))
                     if t.rows]
-        details += copy_tables(plan)
+        details += [_limited(t, limit) for t in copy_tables(plan)]
     parts.append(Folded(title, details))
     parts.append(Folded("What the memory words mean", [glossary_table()],
                         open=result.explain_terms, in_text=result.explain_terms))
@@ -124,7 +129,7 @@ def build_report(result: HloResult) -> list[Part]:
         parts.append(Markup("HLO after the passes, annotated with buffers", view.to_html(),
                             view.to_text()))
     if "kernels" in result.show:
-        parts += kernel_parts(result.executable.program)
+        parts += kernel_parts(result.executable.program, limit)
     return parts
 
 
@@ -143,6 +148,7 @@ def answer_facts(result: HloResult, members: dict[str, list[str]]) -> Facts:
     items.append(("peak", f"{format_bytes(plan.peak)} at step {plan.peak_step} "
                           f"({label(peak.name, members)}), of "
                           f"{format_bytes(plan.memory_stats.total)} allocated"))
+    items.append(("peak holds", peak_holders(plan, members)))
     items.append(("biggest saving", biggest_saving(result)))
     items += [("warning", warning) for warning in result.warnings]
     unimplemented = result.executable.analysis.unimplemented_custom_calls
@@ -151,6 +157,24 @@ def answer_facts(result: HloResult, members: dict[str, list[str]]) -> Facts:
                       "that reaches one fails with CustomCallError): "
                       + "; ".join(call.summary() for call in unimplemented)))
     return Facts(f"HloModule {result.executable.module.name}", items)
+
+
+def peak_holders(plan: BufferAssignment, members: dict[str, list[str]]) -> str:
+    """What the bytes live at the peak are, by allocation kind (largest share first), and the
+    largest buffer: for a model, whether weights, the temp arena or outputs set the peak."""
+    live = plan.live_at_peak()
+    if not live:
+        return "nothing (no buffer is live)"
+    by_kind: dict[str, list[int]] = {}
+    for b in live:
+        by_kind.setdefault(plan.allocations[b.allocation].kind, []).append(b.size)
+    shares = sorted(by_kind.items(), key=lambda item: -sum(item[1]))
+    said = [f"{kind} {format_bytes(sum(sizes))} ({len(sizes)} buffer"
+            f"{'' if len(sizes) == 1 else 's'})" for kind, sizes in shares[:PEAK_KINDS]]
+    if len(shares) > PEAK_KINDS:
+        said.append(f"{len(shares) - PEAK_KINDS} more kind(s)")
+    return (f"{', '.join(said)}; largest {buffer_label(live[0], members)} "
+            f"({format_bytes(live[0].size)})")
 
 
 def _compact(a: np.ndarray) -> str:
@@ -307,7 +331,7 @@ def parameter_table(params: list[ParameterInfo], donated: frozenset[int],
             for p, status in zip(params, statuses)]
     notes = [f"{marks[s]} {s.split(': ', 1)[1]}" for s in repeated]
     return Table("Parameters", ("#", "name", "shape", "dtype", "size", "module says",
-                                "this plan"), rows, notes)
+                                "this plan"), rows, notes, omitted_what="parameters")
 
 
 def memory_table(plan: BufferAssignment) -> Table:
@@ -374,15 +398,21 @@ def allocation_table(plan: BufferAssignment, limit: int,
 
 def peak_table(plan: BufferAssignment, limit: int,
                members: dict[str, list[str]] | None = None) -> Table:
+    """Largest first; with JAX's op_name and Python line where the module's metadata has
+    them (a column only then)."""
     rows = []
     cumulative = 0
-    for b in plan.live_at_peak():
+    live = plan.live_at_peak()
+    sources = [source_of(b.buffer.first.instruction) for b in live]
+    for b, source in zip(live, sources):
         cumulative += b.size
-        rows.append((buffer_label(b, members or {}), format_bytes(b.size), format_bytes(cumulative),
-                     b.values[0].shape.to_text(False), plan.allocations[b.allocation].kind,
-                     f"{b.live.start}\u2013{b.live.end}"))
+        row = (buffer_label(b, members or {}), format_bytes(b.size), format_bytes(cumulative),
+               b.values[0].shape.to_text(False), plan.allocations[b.allocation].kind,
+               f"{b.live.start}\u2013{b.live.end}")
+        rows.append(row + (source,) if any(sources) else row)
+    columns = ("buffer", "size", "cumulative", "shape", "kind", "live")
     return _limited(Table(f"Buffers live at the peak (step {plan.peak_step}, largest first)",
-                          ("buffer", "size", "cumulative", "shape", "kind", "live"), rows,
+                          columns + ("source",) if any(sources) else columns, rows,
                           omitted_what="buffers"), limit)
 
 
@@ -439,15 +469,19 @@ def output_table(outputs, limit: int) -> Table:
                           omitted_what="outputs"), limit)
 
 
-def kernel_parts(program) -> list[Part]:
+def kernel_parts(program, limit: int) -> list[Part]:
     rows = [(name, ", ".join(program.kernel_instructions.get(name, ())))
             for name in program.kernel_names]
-    return [Table("Kernels", ("kernel", "instructions"), rows),
+    return [_limited(Table("Kernels", ("kernel", "instructions"), rows, omitted_what="kernels"),
+                     limit),
             Preformatted("OpenCL source", program.source)]
 
 
 def _limited(table: Table, limit: int) -> Table:
+    """The first ``limit`` rows in view; the next ``FOLDED_TIMES * limit`` folded; the rest
+    counted only."""
     if len(table.rows) <= limit:
         return table
     return Table(table.title, table.columns, table.rows[:limit], table.notes,
-                 len(table.rows) - limit, table.omitted_what)
+                 len(table.rows) - limit, table.omitted_what,
+                 table.rows[limit:limit * (1 + FOLDED_TIMES)])

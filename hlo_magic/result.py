@@ -141,7 +141,8 @@ class HloResult:
         from .widgets import DonationPanel
         model = DonationModel(self.assignment, self.donated - {p.number for p in self.parameters
                                                                if p.blocked is not None})
-        return DonationPanel(model, max_buffers=self.timeline_max_buffers)
+        return DonationPanel(model, max_buffers=self.timeline_max_buffers,
+                             max_rows=self.max_table_rows)
 
     # --- display ----------------------------------------------------------------------------
     def _outputs_text(self) -> str:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from runtime.buffers import AssignedBuffer, BufferAssignment
 
 from .formatting import format_bytes
@@ -28,21 +30,34 @@ class Reuse:
 
 
 def reuses(plan: BufferAssignment) -> list[Reuse]:
-    """Every buffer that reuses bytes, with the buffer that held them last before it."""
+    """Every buffer that reuses bytes, with the buffer that held them last before it. Each
+    buffer is compared with all of its allocation's at once (numpy): a model's temp arena
+    holds hundreds of buffers, and the donation panel recomputes this at every toggle."""
     handed_over = plan.temp_arena.reuse if plan.temp_arena is not None else {}
     found = []
     for allocation in plan.allocations:
         placed = [b for b in allocation.buffers if b.size]
+        index = {p.buffer: k for k, p in enumerate(placed)}
+        offset = np.array([p.offset for p in placed], dtype=np.int64)
+        end = offset + np.array([p.size for p in placed], dtype=np.int64)
+        last = np.array([p.live.end for p in placed], dtype=np.int64)
         for b in sorted(placed, key=lambda b: (b.live.start, b.offset, b.name)):
-            before = handed_over.get(b.buffer)
-            candidates = [p for p in placed if p is not b and _overlap(p, b)
-                          and (p.live.end < b.live.start or p.buffer is before)]
-            if not candidates:
+            k = index[b.buffer]
+            overlap = np.maximum(0, np.minimum(end, end[k]) - np.maximum(offset, offset[k]))
+            earlier = last < b.live.start
+            previous = handed_over.get(b.buffer)
+            if previous is not None and previous in index:
+                earlier[index[previous]] = True
+            earlier[k] = False
+            candidates = np.flatnonzero(earlier & (overlap > 0))
+            if not candidates.size:
                 continue
-            p = max(candidates, key=lambda p: (p.live.end, _overlap(p, b)))
+            # the latest to die, then the largest overlap; ties: the first in the allocation
+            latest = candidates[last[candidates] == last[candidates].max()]
+            p = placed[int(latest[np.argmax(overlap[latest])])]
             start = max(p.offset, b.offset)
             found.append(Reuse(b, p, allocation.index, start, _overlap(p, b),
-                               p.buffer is before))
+                               p.buffer is previous))
     return found
 
 

@@ -16,14 +16,15 @@ from runtime.buffers import AssignedBuffer, BufferAssignment
 from runtime.hlo import HloModule
 from runtime.hlo.opcode_enum import Opcode
 
-from .names import fused_members
+from .names import fused_members, source_of
 from .sharing import Reuse, reuses, sentence
 
 from .formatting import format_bytes
 from .timeline import KIND_STYLES, buffer_kind, live_bytes_by_kind
 
 KINDS = tuple(KIND_STYLES)
-NUMERIC_COLUMNS = ("size", "allocation", "offset", "start", "end", "kind")
+NUMERIC_COLUMNS = ("size", "allocation", "offset", "start", "end", "kind", "in_place")
+TAKES_OVER, HANDS_OVER = 1, 2   # "in_place" bits: bytes handed over at a step, not reused after
 MAX_LISTED = 8        # fused-from and other-value names listed per buffer
 
 
@@ -38,6 +39,7 @@ class TimelineData:
     instructions: list[str]
     opcodes: list[str]
     shapes: list[str]
+    sources: list[str]          # JAX's op_name and Python line from the metadata ('' if none)
     notes: list[str]
     allocations: list[dict]
     steps: list[str]
@@ -58,7 +60,8 @@ class TimelineData:
                 "kind_labels": [KIND_STYLES[k].label for k in KINDS],
                 "kind_colours": [KIND_STYLES[k].colour for k in KINDS],
                 "names": self.names, "instructions": self.instructions, "opcodes": self.opcodes,
-                "shapes": self.shapes, "notes": self.notes, "allocations": self.allocations,
+                "shapes": self.shapes, "sources": self.sources, "notes": self.notes,
+                "allocations": self.allocations,
                 "steps": self.steps, "step_opcodes": self.step_opcodes,
                 "live": [self.live_by_kind[k] for k in KINDS], "peak": self.peak,
                 "peak_step": self.peak_step, "peak_text": format_bytes(self.peak)}
@@ -105,11 +108,15 @@ def timeline_data(assignment: BufferAssignment, source: HloModule | None = None
     ``source`` (the module as written) names what fusions hold (default: the plan's input)."""
     names = {i.name for i in (source or assignment.source).instructions()}
     buffers = [b for b in assignment.buffers() if b.size]
-    reused = {r.buffer.buffer: r for r in reuses(assignment)}
+    found = reuses(assignment)
+    reused = {r.buffer.buffer: r for r in found}
+    handing = {r.previous.buffer for r in found if r.in_place}
+    in_place = [(TAKES_OVER if b.buffer in reused and reused[b.buffer].in_place else 0)
+                | (HANDS_OVER if b.buffer in handing else 0) for b in buffers]
     numeric = np.array([[b.size for b in buffers], [b.allocation for b in buffers],
                         [b.offset for b in buffers], [b.live.start for b in buffers],
                         [b.live.end for b in buffers],
-                        [KINDS.index(buffer_kind(assignment, b)) for b in buffers]],
+                        [KINDS.index(buffer_kind(assignment, b)) for b in buffers], in_place],
                        dtype=np.float64).reshape(len(NUMERIC_COLUMNS), len(buffers))
     allocations = [{"index": a.index, "kind": a.kind, "size": a.size,
                     "label": _allocation_label(assignment, a.index)}
@@ -121,6 +128,7 @@ def timeline_data(assignment: BufferAssignment, source: HloModule | None = None
         instructions=[b.buffer.first.instruction.name for b in buffers],
         opcodes=[b.buffer.first.instruction.opcode for b in buffers],
         shapes=[b.buffer.first.shape.to_text(False) for b in buffers],
+        sources=[source_of(b.buffer.first.instruction) for b in buffers],
         notes=[_note(b, reused.get(b.buffer), names) for b in buffers],
         allocations=allocations, steps=[i.name for i in steps],
         step_opcodes=[i.opcode for i in steps], live_by_kind=live_bytes_by_kind(assignment),

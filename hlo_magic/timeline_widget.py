@@ -7,11 +7,13 @@ model with thousands of buffers stays responsive. The front end is ``static/time
 sets it, and setting it from Python (``select``) shows that buffer.
 
 Where no widget front end runs (nbconvert, CI, a closed notebook), the display bundle still
-holds the static memory figure as PNG and a text summary.
+holds the static memory figure as PNG and a text summary; displayed in a notebook, a static
+copy (``fallback``) comes first and the front end hides it once it draws.
 """
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import anywidget
@@ -20,6 +22,7 @@ import traitlets
 from runtime.buffers import BufferAssignment
 from runtime.hlo import HloModule
 
+from .fallback import StaticCopy, display_with_static_copy, new_static_id
 from .formatting import format_bytes
 from .timeline_data import TimelineData, timeline_data
 
@@ -37,15 +40,33 @@ class MemoryTimeline(anywidget.AnyWidget):
     columns = traitlets.Bytes().tag(sync=True)
     selected = traitlets.Unicode("").tag(sync=True)
     height = traitlets.Int(460).tag(sync=True)
+    static_id = traitlets.Unicode("").tag(sync=True)   # the static copy the view hides
 
     def __init__(self, assignment: BufferAssignment, *, source: HloModule | None = None,
                  max_buffers: int = 40, **kwargs) -> None:
         """``source``: the module as written, whose names a fusion's details list."""
         self.assignment = assignment
+        self._source = source
         self.data: TimelineData = timeline_data(assignment, source)
+        self._seen: dict[int, tuple[BufferAssignment, TimelineData]] = {
+            id(assignment): (assignment, self.data)}
         self.max_buffers = max_buffers
         self._png: bytes | None = None
-        super().__init__(meta=self.data.meta(), columns=self.data.numeric.tobytes(), **kwargs)
+        super().__init__(meta=self.data.meta(), columns=self.data.numeric.tobytes(),
+                         static_id=new_static_id(), **kwargs)
+
+    def show(self, assignment: BufferAssignment) -> None:
+        """Draw another plan of the same module (the donation panel's current one): the data
+        is replaced in one message, the view keeps its place. Each plan's data is kept (keyed
+        by the plan, which is kept with it), so toggling back costs no recomputation."""
+        self.assignment = assignment
+        if id(assignment) not in self._seen:
+            self._seen[id(assignment)] = (assignment, timeline_data(assignment, self._source))
+        self.data = self._seen[id(assignment)][1]
+        self._png = None
+        with self.hold_sync():
+            self.meta = self.data.meta()
+            self.columns = self.data.numeric.tobytes()
 
     def select(self, name: str) -> None:
         """Show buffer ``name`` (zoomed to, outlined, its details pinned)."""
@@ -65,14 +86,27 @@ class MemoryTimeline(anywidget.AnyWidget):
         from .timeline import plot_memory
         return plot_memory(self.assignment, max_buffers=self.max_buffers)
 
-    def _repr_mimebundle_(self, **kwargs) -> tuple[dict, dict] | None:
+    def png(self) -> bytes:
+        """The static figure as PNG, drawn once per plan (a whole model's takes seconds)."""
         from .timeline import figure_png
+        if self._png is None:
+            self._png = figure_png(self.figure())
+        return self._png
+
+    def static_copy(self) -> StaticCopy:
+        return StaticCopy(self.static_id, f"<b>{html.escape(self.summary())}</b>",
+                          self.summary(), self.png())
+
+    def _repr_mimebundle_(self, **kwargs) -> tuple[dict, dict] | None:
         bundle = super()._repr_mimebundle_(**kwargs)
         if bundle is None:   # anywidget's answer for a widget without a view
             return None
         data, metadata = bundle
         data["text/plain"] = self.summary()
-        if self._png is None:       # drawing a whole model's figure takes a second or two
-            self._png = figure_png(self.figure())
-        data["image/png"] = self._png
+        data["image/png"] = self.png()
         return data, metadata
+
+    def _ipython_display_(self) -> None:
+        bundle = super()._repr_mimebundle_()
+        view = bundle[0] if bundle is not None else {}
+        display_with_static_copy(self.static_copy(), {**view, "text/plain": self.summary()})

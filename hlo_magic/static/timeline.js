@@ -5,12 +5,16 @@
 // stacked bottom-up. Rectangles smaller than MIN_PX on screen are aggregated into grey cells
 // until zoomed in. Wheel zooms the step axis (shift+wheel the byte axis), drag pans, hover
 // shows a buffer's details, click pins them (and syncs `selected` to Python), double-click
-// zooms to a buffer, the search box finds buffers by name.
+// zooms to a buffer, the search box finds buffers by name. Parameters share one band by
+// default (a model has hundreds; one band each would leave the temp arena a thin strip).
+// Below: the buffers live at the chosen step (the peak at first), sortable and filterable.
 
 const MIN_PX = 2;          // rectangles thinner than this are aggregated
 const CELL = 4;            // aggregation cell size in CSS pixels
 const LEFT = 170, RIGHT = 12, TOP = 22, STRIP = 90, GAP = 22, BOTTOM = 26;
 const UNITS = ["B", "KiB", "MiB", "GiB", "TiB"];
+const TAKES_OVER = 1, HANDS_OVER = 2;   // "in_place" bits (timeline_data.py)
+const TABLE_ROWS = 200;                  // rows of the live-buffers table drawn at once
 
 function formatBytes(n) {
   let v = n, u = 0;
@@ -47,6 +51,8 @@ class Timeline {
         <label>band heights <select class="hlo-tl-scale">
           <option value="sqrt">\u221a bytes (every allocation visible)</option>
           <option value="bytes">bytes</option></select></label>
+        <label title="one band for every parameter allocation (uncheck: one band each)">
+          <input class="hlo-tl-collapse" type="checkbox" checked> parameters in one band</label>
         <span class="hlo-tl-status"></span>
       </div>
       <div class="hlo-tl-main">
@@ -54,6 +60,7 @@ class Timeline {
           <div class="hlo-tl-tooltip" hidden></div></div>
         <div class="hlo-tl-details"></div>
       </div>
+      <div class="hlo-tl-table"></div>
       <div class="hlo-tl-help">wheel: zoom steps \u00b7 shift+wheel: zoom bytes \u00b7 drag: pan \u00b7
         hover: details \u00b7 click: pin \u00b7 double-click: zoom to a buffer \u00b7 click the live-bytes strip: what is live at that step</div>`;
     el.appendChild(this.root);
@@ -64,6 +71,9 @@ class Timeline {
     this.status = this.q(".hlo-tl-status");
     this.search = this.q(".hlo-tl-search");
     this.scaleMode = this.q(".hlo-tl-scale");
+    this.collapse = this.q(".hlo-tl-collapse");
+    this.table = this.q(".hlo-tl-table");
+    this.sortKey = "size"; this.sortDown = true; this.filter = "";
     this.load();
     this.bind();
     this.resize = new ResizeObserver(() => this.draw());
@@ -80,6 +90,7 @@ class Timeline {
     const col = (name) => flat.subarray(meta.columns.indexOf(name) * n, (meta.columns.indexOf(name) + 1) * n);
     this.size = col("size"); this.alloc = col("allocation"); this.offset = col("offset");
     this.start = col("start"); this.end = col("end"); this.kind = col("kind");
+    this.inPlace = meta.columns.includes("in_place") ? col("in_place") : new Float64Array(n);
     this.byName = new Map(meta.names.map((name, i) => [name, i]));
     this.steps = meta.steps.length;
     this.total = new Float64Array(this.steps);
@@ -89,20 +100,48 @@ class Timeline {
     this.size_ = [this.canvas.clientWidth, this.model.get("height")];
     this.selected = -1;
     this.step = -1;
+    this.tableStep = meta.peak_step;
     this.showOverview();
+    this.drawTable();
   }
 
   layoutBands() {
+    // bands of allocations: one each, or every parameter allocation in one band (stacked at
+    // running offsets, so each buffer keeps its own bytes); allocBand/allocBase map into them
     const sqrt = this.scaleMode.value === "sqrt";
+    const allocations = this.meta.allocations;
+    const params = allocations.filter((a) => a.kind === "parameter");
+    const together = this.collapse.checked && params.length > 1;
+    this.bands = []; this.allocBand = []; this.allocBase = [];
+    let shared = -1;
+    for (const a of allocations) {
+      if (together && a.kind === "parameter") {
+        if (shared < 0) {
+          shared = this.bands.length;
+          const bytes = params.reduce((sum, p) => sum + p.size, 0);
+          this.bands.push({ bytes, label: `${params.length} parameters (${formatBytes(bytes)})`, used: 0 });
+        }
+        this.allocBand.push(shared); this.allocBase.push(this.bands[shared].used);
+        this.bands[shared].used += a.size;
+        continue;
+      }
+      this.allocBand.push(this.bands.length); this.allocBase.push(0);
+      this.bands.push({ bytes: a.size, label: a.label, used: a.size });
+    }
     this.bandBase = []; this.bandScale = []; this.bandHeight = [];
     let base = 0;
-    for (const a of this.meta.allocations) {
-      const bytes = Math.max(a.size, 1);
+    for (const band of this.bands) {
+      const bytes = Math.max(band.bytes, 1);
       const height = sqrt ? Math.sqrt(bytes) : bytes;
       this.bandBase.push(base); this.bandScale.push(height / bytes); this.bandHeight.push(height);
       base += height;
     }
     this.mapTop = Math.max(base, 1);
+  }
+
+  bottomOf(i) {      // where buffer i's bytes start on the map's byte axis
+    const a = this.alloc[i], band = this.allocBand[a];
+    return this.bandBase[band] + (this.allocBase[a] + this.offset[i]) * this.bandScale[band];
   }
 
   resetView() {
@@ -122,10 +161,14 @@ class Timeline {
   yAt(py) { return this.y0 + (this.mapY1 - py) / (this.mapY1 - this.mapY0) * (this.y1 - this.y0); }
 
   rect(i) {
-    const a = this.alloc[i];
-    const yb = this.bandBase[a] + this.offset[i] * this.bandScale[a];
-    const yt = yb + this.size[i] * this.bandScale[a];
-    const x = this.sx(this.start[i] - 0.5), x2 = this.sx(this.end[i] + 0.5);
+    // a buffer that takes over its operand's bytes in place starts mid-step, where the
+    // operand ends: side by side, not drawn over each other as if they collided
+    const band = this.allocBand[this.alloc[i]];
+    const yb = this.bottomOf(i);
+    const yt = yb + this.size[i] * this.bandScale[band];
+    const flags = this.inPlace[i];
+    const x = this.sx(this.start[i] - (flags & TAKES_OVER ? 0 : 0.5));
+    const x2 = this.sx(this.end[i] + (flags & HANDS_OVER ? 0 : 0.5));
     const y = this.sy(yt), y2 = this.sy(yb);
     return { x, y, w: x2 - x, h: y2 - y };
   }
@@ -289,7 +332,7 @@ class Timeline {
       const yt = this.sy(this.bandBase[a] + this.bandHeight[a]), yb = this.sy(this.bandBase[a]);
       const mid = (Math.max(yt, y0) + Math.min(yb, y1)) / 2;
       if (Math.min(yb, y1) - Math.max(yt, y0) < 12 || Math.abs(mid - lastY) < 12) continue;
-      const label = this.meta.allocations[a].label;
+      const label = this.bands[a].label;
       g.fillText(label.length > 27 ? label.slice(0, 26) + "\u2026" : label, LEFT - 6, mid);
       lastY = mid;
     }
@@ -377,6 +420,7 @@ class Timeline {
     return `<div class="hlo-tl-name">${esc(m.names[i])}</div><table>
       <tr><th>instruction</th><td>${esc(m.instructions[i])} (${esc(m.opcodes[i])})</td></tr>
       <tr><th>shape</th><td>${esc(m.shapes[i])}</td></tr>
+      ${m.sources && m.sources[i] ? `<tr><th>source</th><td>${esc(m.sources[i])}</td></tr>` : ""}
       <tr><th>size</th><td>${formatBytes(this.size[i])} (${this.size[i]} B)</td></tr>
       <tr><th>allocation</th><td>${esc(a.label)}</td></tr>
       <tr><th>kind</th><td>${esc(m.kind_labels[this.kind[i]])}</td></tr>
@@ -408,7 +452,9 @@ class Timeline {
   // --- the side panel -----------------------------------------------------------------------
   showOverview() {
     const m = this.meta;
-    const legend = m.kinds.map((k, j) => `<span class="hlo-tl-swatch" style="background:${m.kind_colours[j]}"></span>${esc(m.kind_labels[j])}`).join("<br>");
+    const swatch = (k, j) => k === "aliased"      // hatched, as the map draws it
+      ? `repeating-linear-gradient(135deg, ${m.kind_colours[j]} 0 3px, #fff 3px 5px)` : m.kind_colours[j];
+    const legend = m.kinds.map((k, j) => `<span class="hlo-tl-swatch" style="background:${swatch(k, j)}"></span>${esc(m.kind_labels[j])}`).join("<br>");
     this.details.innerHTML = `<div class="hlo-tl-name">${esc(m.module)}</div>` +
       this.liveHtml(m.peak_step, 10) +
       `<div class="hlo-tl-legend">${legend}<br><span class="hlo-tl-swatch" style="background:grey"></span>small buffers, aggregated</div>` +
@@ -426,14 +472,56 @@ class Timeline {
 
   showStep(step) {
     this.step = step;
+    this.tableStep = step;
     this.details.innerHTML = this.liveHtml(step, 25);
+    this.drawTable();
     this.draw();
+  }
+
+  unselect() {
+    // the Peak button and a click on the strip drop the old highlight (and Python's copy)
+    this.selected = -1;
+    if (this.model.get("selected")) { this.model.set("selected", ""); this.model.save_changes(); }
+  }
+
+  // --- the table of buffers live at a step ---------------------------------------------------
+  drawTable() {
+    const m = this.meta, step = this.tableStep;
+    const columns = [["name", "buffer"], ["size", "size"], ["shape", "shape"], ["kind", "kind"],
+                     ["instruction", "instruction"]];
+    const sourced = m.sources && m.sources.some((text) => text);      // metadata was printed
+    if (sourced) columns.push(["source", "source (op_name, line)"]);
+    const value = {
+      name: (i) => m.names[i], size: (i) => this.size[i], shape: (i) => m.shapes[i],
+      kind: (i) => m.kind_labels[this.kind[i]], instruction: (i) => `${m.instructions[i]} (${m.opcodes[i]})`,
+      source: (i) => (m.sources && m.sources[i]) || "" };
+    const query = this.filter.trim().toLowerCase();
+    let live = this.liveAt(step);
+    const count = live.length;
+    if (query) live = live.filter((i) => columns.some(([key]) => String(value[key](i)).toLowerCase().includes(query)));
+    const get = value[this.sortKey], sign = this.sortDown ? -1 : 1;
+    live.sort((p, q) => { const a = get(p), b = get(q); return (a < b ? -1 : a > b ? 1 : 0) * sign; });
+    const head = columns.map(([key, label]) => `<th data-sort="${key}" class="hlo-tl-sortable">${esc(label)}` +
+      `${key === this.sortKey ? (this.sortDown ? " \u25bc" : " \u25b2") : ""}</th>`).join("");
+    const rows = live.slice(0, TABLE_ROWS).map((i) => `<tr><td><a href="#" data-buffer="${i}">${esc(m.names[i])}</a></td>` +
+      `<td>${formatBytes(this.size[i])}</td><td>${esc(m.shapes[i])}</td><td>${esc(value.kind(i))}</td>` +
+      `<td>${esc(value.instruction(i))}</td>${sourced ? `<td>${esc(value.source(i))}</td>` : ""}</tr>`).join("");
+    const shown = query ? `${live.length} of ${count}` : `${count}`;
+    const more = live.length > TABLE_ROWS ? `<div class="hlo-tl-note">\u2026 ${live.length - TABLE_ROWS} more (filter or sort to see them)</div>` : "";
+    const title = `${shown} buffers live at step ${step} (${esc(m.steps[step])})${step === m.peak_step ? ", the peak" : ""}`;
+    const focused = document.activeElement && document.activeElement.classList.contains("hlo-tl-filter");
+    this.table.innerHTML = `<div class="hlo-tl-table-bar"><b>${title}</b> ` +
+      `<input class="hlo-tl-filter" type="search" placeholder="filter" spellcheck="false" value="${esc(this.filter)}"></div>` +
+      `<div class="hlo-tl-table-body"><table><thead><tr>${head}</tr></thead><tbody>${rows}</tbody></table>${more}</div>`;
+    const input = this.table.querySelector(".hlo-tl-filter");
+    if (focused) { input.focus(); input.setSelectionRange(input.value.length, input.value.length); }
   }
 
   select(target, zoom) {
     const i = typeof target === "number" ? target : this.byName.get(target);
     if (i === undefined || i < 0) return false;
     this.selected = i;
+    this.tooltip.hidden = true;     // the pointer no longer points at what the tooltip says
     this.details.innerHTML = this.bufferHtml(i);
     if (zoom) this.zoomTo(i);
     this.draw();
@@ -445,12 +533,12 @@ class Timeline {
   }
 
   zoomTo(i) {
-    const len = this.end[i] - this.start[i] + 1, a = this.alloc[i];
+    const len = this.end[i] - this.start[i] + 1;
     const padX = Math.max(2, len);
     this.x0 = Math.max(-0.5, this.start[i] - 0.5 - padX);
     this.x1 = Math.min(this.steps - 0.5, this.end[i] + 0.5 + padX);
-    const yb = this.bandBase[a] + this.offset[i] * this.bandScale[a];
-    const h = this.size[i] * this.bandScale[a];
+    const yb = this.bottomOf(i);
+    const h = this.size[i] * this.bandScale[this.allocBand[this.alloc[i]]];
     const padY = 2 * h;                 // the buffer takes a fifth of the height
     this.y0 = Math.max(0, yb - padY); this.y1 = Math.min(this.mapTop, yb + h + padY);
   }
@@ -521,7 +609,23 @@ class Timeline {
     });
     this.q(".hlo-tl-find").addEventListener("click", () => this.find(this.search.value));
     this.search.addEventListener("keydown", (e) => { if (e.key === "Enter") this.find(this.search.value); });
-    this.q(".hlo-tl-peak").addEventListener("click", () => { this.resetView(); this.showStep(this.meta.peak_step); });
+    this.q(".hlo-tl-peak").addEventListener("click", () => { this.unselect(); this.resetView(); this.showStep(this.meta.peak_step); });
+    this.collapse.addEventListener("change", () => { this.layoutBands(); this.resetView(); this.draw(); });
+    this.table.addEventListener("click", (e) => {
+      const link = e.target.closest("[data-buffer]"), sort = e.target.closest("[data-sort]");
+      if (link) { e.preventDefault(); this.select(Number(link.dataset.buffer), true); }
+      if (sort) {
+        const key = sort.dataset.sort;
+        this.sortDown = key === this.sortKey ? !this.sortDown : key === "size";
+        this.sortKey = key;
+        this.drawTable();
+      }
+    });
+    this.table.addEventListener("input", (e) => {
+      if (!e.target.classList.contains("hlo-tl-filter")) return;
+      this.filter = e.target.value;
+      this.drawTable();
+    });
     this.q(".hlo-tl-reset").addEventListener("click", () => { this.resetView(); this.draw(); });
     this.scaleMode.addEventListener("change", () => { this.layoutBands(); this.resetView(); this.draw(); });
     this.details.addEventListener("click", (e) => {
@@ -545,7 +649,7 @@ class Timeline {
     if (h && h.buffer !== undefined) html = this.bufferHtml(h.buffer);
     else if (h && h.cell) html = this.cellHtml(h.cell);
     else if (h && h.strip) html = this.stepHtml(h.step);
-    else if (h && h.band !== undefined) html = `<div class="hlo-tl-name">${esc(this.meta.allocations[h.band].label)}</div><div>step ${h.step}: nothing here</div>`;
+    else if (h && h.band !== undefined) html = `<div class="hlo-tl-name">${esc(this.bands[h.band].label)}</div><div>step ${h.step}: nothing here</div>`;
     if (!html) { this.tooltip.hidden = true; return; }
     this.tooltip.innerHTML = html;
     this.tooltip.hidden = false;
@@ -559,7 +663,7 @@ class Timeline {
   click(px, py) {
     const h = this.hit(px, py);
     if (h && h.buffer !== undefined) this.select(h.buffer, false);
-    else if (h && h.strip) this.showStep(h.step);
+    else if (h && h.strip) { this.unselect(); this.showStep(h.step); }
     else if (h && h.cell) { this.details.innerHTML = this.cellHtml(h.cell); }
   }
 
@@ -571,10 +675,19 @@ class Timeline {
   }
 }
 
+function hideStaticCopy(id) {
+  // the static copy displayed just before this widget (fallback.py): a live view replaces it
+  if (!id) return;
+  for (const copy of document.querySelectorAll(`.hlo-magic-static-${id}`)) {
+    (copy.closest(".jp-OutputArea-child, .output_area") || copy).style.display = "none";
+  }
+}
+
 export default {
   render({ model, el }) {
     const view = new Timeline(model, el);
     requestAnimationFrame(() => {
+      hideStaticCopy(model.get("static_id"));
       view.draw();
       if (model.get("selected")) view.select(model.get("selected"), true);
     });

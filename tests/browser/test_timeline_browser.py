@@ -65,6 +65,8 @@ def test_hover_a_buffer_of_a_whole_model_then_donate(lab_root, lab_url, browser,
     timeline = page.locator(".hlo-timeline")
     timeline.wait_for(timeout=180000)
     timeline.scroll_into_view_if_needed()
+    page.wait_for_function("() => [...document.querySelectorAll('.hlo-magic-static')]"
+                           ".every((e) => e.offsetParent === null)", timeout=30000)
     status = page.locator(".hlo-tl-status")
     page.wait_for_function("(el) => el.textContent.includes('buffers')",
                            arg=status.element_handle(), timeout=30000)
@@ -99,4 +101,16 @@ def test_hover_a_buffer_of_a_whole_model_then_donate(lab_root, lab_url, browser,
     page.locator(".widget-label", has_text=expected_change).scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / "donation-toggled.png"))
     assert f"donating {donatable.name}" in panel.inner_text()
+
+    # running the report's cell again replaces its outputs: one report, one live timeline
+    cell = page.locator(".jp-Cell").nth(1)
+    prompt = cell.locator(".jp-InputPrompt").inner_text()
+    cell.locator(".jp-InputArea-editor").click()
+    page.keyboard.press("Control+Enter")
+    page.wait_for_function("([cell, old]) => { const p = cell.querySelector('.jp-InputPrompt')"
+                           ".textContent; return p !== old && !p.includes('*') && "
+                           "cell.querySelector('.hlo-timeline'); }",
+                           arg=[cell.element_handle(), prompt], timeout=120000)
+    assert cell.locator(".hlo-magic-report").count() == 1
+    assert cell.locator(".hlo-timeline").count() == 1
     page.close()

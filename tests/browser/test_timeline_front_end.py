@@ -28,9 +28,12 @@ VIEW = "document.getElementById('out').hloTimeline"
 # A stand-in for the anywidget model: get/set/save_changes/on/off, and `changed` records what
 # the front end sent back to Python.
 PAGE = """<!doctype html><html><head><style>{css}</style></head>
-<body style="width:1200px;margin:0"><div id="out"></div><script type="module">
+<body style="width:1200px;margin:0">
+<div class="hlo-magic-static hlo-magic-static-0123abcd" id="copy">the static copy</div>
+<div id="out"></div><script type="module">
 const raw = Uint8Array.from(atob("{columns}"), (c) => c.charCodeAt(0));
-const state = {{ meta: {meta}, columns: new DataView(raw.buffer), selected: "", height: 460 }};
+const state = {{ meta: {meta}, columns: new DataView(raw.buffer), selected: "", height: 460,
+                 static_id: "0123abcd" }};
 const handlers = {{}};
 window.changed = [];
 window.model = {{
@@ -173,3 +176,72 @@ def test_a_whole_model_with_hundreds_of_buffers(request):
         assert f"{target.offset} B" in tooltip
     page.click(".hlo-tl-reset")
     assert view(page, "v.aggregated") > 0        # at full view, most buffers are lumped
+
+
+def test_parameters_share_one_band_by_default_and_can_be_expanded(page, plan):
+    params = [a for a in plan.allocations if a.kind == "parameter"]
+    assert len(params) > 20
+    bands = view(page, "v.bands.map((b) => b.label)")
+    assert len(bands) == len(plan.allocations) - len(params) + 1
+    assert f"{len(params)} parameters (" in bands[0]
+    (arena,) = [a.index for a in plan.allocations if a.kind == "temp"]
+    share = view(page, f"v.bandHeight[v.allocBand[{arena}]] / v.mapTop")
+    assert share > 0.3                        # one sqrt band per parameter left it ~3 %
+    # every parameter buffer still sits on its own bytes inside the shared band
+    rects = view(page, "v.meta.names.map((n, i) => [v.alloc[i], v.bottomOf(i)])")
+    bottoms = sorted(y for a, y in rects if plan.allocations[int(a)].kind == "parameter")
+    assert len(set(bottoms)) == len(bottoms)
+    page.click(".hlo-tl-collapse")
+    assert view(page, "v.bands.length") == len(plan.allocations)
+    assert view(page, f"v.bandHeight[v.allocBand[{arena}]] / v.mapTop") < share / 2
+
+
+def test_the_table_lists_what_is_live_at_the_peak_sortable_and_filterable(page, plan):
+    live = plan.live_at_peak()
+    title = page.inner_text(".hlo-tl-table-bar")
+    assert title.startswith(f"{len(live)} buffers live at step {plan.peak_step} (")
+    assert title.endswith("the peak")
+    rows = page.locator(".hlo-tl-table-body tbody tr")
+    assert rows.count() == min(len(live), 200)
+    first = rows.first.inner_text().split("\t")
+    assert first[0] == live[0].name and first[2] == live[0].buffer.first.shape.to_text(False)
+    page.click(".hlo-tl-table th[data-sort='name']")
+    names = [r.split("\t")[0] for r in rows.all_inner_texts()]
+    assert names == sorted(b.name for b in live)[:200]
+    page.fill(".hlo-tl-filter", live[-1].name)
+    assert live[-1].name in rows.first.inner_text()
+    assert rows.count() < len(live)
+    page.locator(".hlo-tl-table a", has_text=live[-1].name).first.click()
+    assert view(page, "v.meta.names[v.selected]") == live[-1].name
+
+
+def test_find_hides_the_tooltip_and_peak_drops_the_old_highlight(page, plan):
+    page.click(".hlo-tl-reset")
+    big = plan.live_at_peak()[0]
+    rect = view(page, f"v.rectOf({json.dumps(big.name)})")
+    page.mouse.move(rect["x"] + rect["width"] / 2, rect["y"] + rect["height"] / 2)
+    assert page.locator(".hlo-tl-tooltip").is_visible()
+    page.fill(".hlo-tl-search", plan.live_at_peak()[-1].name)
+    page.click(".hlo-tl-find")
+    assert not page.locator(".hlo-tl-tooltip").is_visible()
+    assert view(page, "v.selected") >= 0
+    page.click(".hlo-tl-peak")
+    assert view(page, "v.selected") == -1
+    assert page.evaluate("window.changed").pop() == ["selected", ""]
+
+
+def test_in_place_buffers_sit_beside_their_operand_and_aliased_has_its_own_swatch(page, plan):
+    handed = plan.temp_arena.reuse
+    assert handed
+    for later, earlier in list(handed.items())[:10]:
+        a, b = (plan.placement(x).name for x in (earlier, later))
+        edges = view(page, f"[v.rect(v.byName.get({json.dumps(a)})), "
+                           f"v.rect(v.byName.get({json.dumps(b)}))]")
+        assert edges[0]["x"] + edges[0]["w"] <= edges[1]["x"] + 1e-6, (a, b, edges)
+    swatches = page.locator(".hlo-tl-legend .hlo-tl-swatch")
+    styles = [swatches.nth(k).get_attribute("style") for k in range(swatches.count())]
+    assert len(set(styles)) == len(styles)
+
+
+def test_the_live_view_hides_its_static_copy(page):
+    assert not page.locator("#copy").is_visible()

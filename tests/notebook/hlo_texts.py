@@ -47,3 +47,32 @@ ENTRY main.3 {
   ROOT negate.2 = f32[2] negate(Arg_0.1)
 }
 """
+
+
+def model_step(layers: int = 83) -> str:
+    """A whole model's shape at a test's cost: an optimiser step where each layer has a
+    weight, a moment and a gradient (3 parameters; weight and moment may alias outputs) and a
+    chain of dots (five temporaries), so 83 layers give 249 parameters and 831 buffers (665
+    with every weight and moment donated)."""
+    lines, outputs, aliases = [], [], []
+    dims = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+    for i in range(layers):
+        w = 3 * i
+        lines += [f"  w{i} = f32[32,32] parameter({w})",
+                  f"  m{i} = f32[32,32] parameter({w + 1})",
+                  f"  g{i} = f32[32,32] parameter({w + 2})",
+                  f"  d{i} = f32[32,32] dot(w{i}, g{i}), {dims}",
+                  f"  e{i} = f32[32,32] dot(d{i}, m{i}), {dims}",
+                  f"  f{i} = f32[32,32] dot(e{i}, d{i}), {dims}",
+                  f"  h{i} = f32[32,32] dot(f{i}, e{i}), {dims}",
+                  f"  j{i} = f32[32,32] dot(h{i}, f{i}), {dims}",
+                  f"  k{i} = f32[32,32] dot(j{i}, h{i}), {dims}",
+                  f"  nm{i} = f32[32,32] add(m{i}, k{i})",
+                  f"  nw{i} = f32[32,32] subtract(w{i}, nm{i})"]
+        k = len(outputs)
+        outputs += [f"nw{i}", f"nm{i}"]
+        aliases += [f"{{{k}}}: ({w}, {{}}, may-alias)", f"{{{k + 1}}}: ({w + 1}, {{}}, may-alias)"]
+    types = ", ".join(["f32[32,32]"] * len(outputs))
+    return (f"HloModule model_step, input_output_alias={{ {', '.join(aliases)} }}\n\n"
+            "ENTRY main {\n" + "\n".join(lines)
+            + f"\n  ROOT out = ({types}) tuple({', '.join(outputs)})\n}}\n")

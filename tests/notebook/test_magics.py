@@ -223,8 +223,8 @@ def test_html_report_content(ip):
         "HloModule add_mul", "(x: f32[4,8], y: f32[4,8]) -&gt; (f32[4,8], f32[4,8])",
         "output {0} (may-alias)", "donated: output {0} written in place",
         "cannot alias: no input_output_alias or buffer_donor entry names this parameter",
-        "<td style=\"padding:2px 10px 2px 0;text-align:left;vertical-align:top\">alias</td>"
-        "<td style=\"padding:2px 10px 2px 0;text-align:left;vertical-align:top\">128 B</td>",
+        "<td style=\"padding:1px 10px 1px 0;text-align:left\">alias</td>"
+        "<td style=\"padding:1px 10px 1px 0;text-align:left\">128 B</td>",
         "reached at step 4 (t)", "Allocations", "Outputs",
     ):
         assert expected in html, expected
@@ -252,13 +252,14 @@ def test_show_picks_the_sections(ip, show, present, absent):
     assert ("image/png" in result._repr_mimebundle_()) == ("timeline" in show)
 
 
-def test_show_panel_displays_the_report_then_the_widget(ip):
+def test_show_panel_displays_the_report_then_the_widget_after_its_static_copy(ip):
     with capture_output() as cap:
         returned = ip.run_cell_magic("hlo", "--show panel -o r", ADD_MUL)
     assert returned is None
     kinds = [sorted(out.data) for out in cap.outputs]
     assert "text/html" in kinds[0]
-    assert "application/vnd.jupyter.widget-view+json" in kinds[1]
+    assert kinds[1] == ["image/png", "text/html", "text/plain"]
+    assert "application/vnd.jupyter.widget-view+json" in kinds[2]
 
 
 def test_table_limit_comes_from_config_and_counts_what_it_left_out(ip):

@@ -43,10 +43,12 @@ def test_the_answer_comes_first_and_the_details_are_folded(ip):
     result = ip.run_cell_magic("hlo", "--run x", INCREMENT)
     parts = build_report(result)
     assert parts[0].title == "HloModule increment"
-    assert [k for k, _ in parts[0].items] == ["output", "peak", "biggest saving"]
+    assert [k for k, _ in parts[0].items] == ["output", "peak", "peak holds", "biggest saving"]
     answers = dict(parts[0].items)
     assert answers["output"] == "42."
     assert answers["peak"].startswith("8 B at step 1 (add_fusion.0 (out, c))")
+    assert answers["peak holds"] == ("output 4 B (1 buffer), parameter 4 B (1 buffer); "
+                                     "largest add_fusion.0 (out, c) (4 B)")
     assert answers["biggest saving"] == ("donating p (--donate p) would save 4 B of peak "
                                          "(8 B \u2192 4 B)")
     assert "Outputs" not in [getattr(p, "title", "") for p in parts]   # 42. is all of it
@@ -153,3 +155,15 @@ ENTRY e {
     assert answers["custom calls"] == (
         "1 without an implementation (a run that reaches one fails with CustomCallError): "
         "c (line 5): no_such_target, no implementation registered")
+
+
+def test_the_peak_table_names_the_python_source_when_the_metadata_has_it():
+    from hlo_magic.report import peak_table
+
+    from .test_timeline_widget import WITH_METADATA
+    plan = runtime.compile(WITH_METADATA, lazy=True).buffer_assignment
+    table = peak_table(plan, 25)
+    assert table.columns[-1] == "source"
+    assert [row[-1] for row in table.rows] == ["jit(f)/neg (model.py:13)", "x"]
+    assert "source" not in peak_table(runtime.compile(CHAIN, lazy=True).buffer_assignment,
+                                      25).columns

@@ -12,7 +12,9 @@ import pytest
 import hlo_magic
 import runtime
 from hlo_magic.sharing import reuses
-from hlo_magic.timeline_data import KINDS, NUMERIC_COLUMNS, timeline_data
+from hlo_magic.timeline_data import (
+    HANDS_OVER, KINDS, NUMERIC_COLUMNS, TAKES_OVER, timeline_data,
+)
 from hlo_magic.timeline_widget import MemoryTimeline
 from runtime.pipeline import buffer_assignment, run as run_pipeline
 
@@ -99,16 +101,18 @@ def test_in_a_kernel_show_timeline_displays_the_report_then_the_widget(ip, monke
     with capture_output() as cap:
         returned = ip.run_cell_magic("hlo", "--show timeline,assignment -o r", ADD_MUL)
     assert returned is None
-    report, widget = cap.outputs
+    report, copy, widget = cap.outputs
     assert "Allocations" in report.data["text/html"]
     assert "data:image/png" not in report.data["text/html"]
+    assert copy.data["image/png"].startswith(b"\x89PNG")
+    assert 'class="hlo-magic-static hlo-magic-static-' in copy.data["text/html"]
     assert "application/vnd.jupyter.widget-view+json" in widget.data
-    assert widget.data["image/png"].startswith(b"\x89PNG")
+    assert "image/png" not in widget.data
 
 
 def test_an_executed_notebook_keeps_the_png_for_nbconvert(tmp_path, monkeypatch):
-    """nbclient runs ``--show timeline`` in a real kernel (the widget is displayed); nbconvert,
-    with no widget state saved, falls back to the PNG in the widget's bundle."""
+    """nbclient runs ``--show timeline`` in a real kernel (the widget is displayed after its
+    static copy); nbconvert, with no widget state saved, shows the copy's figure once."""
     import nbformat
     from nbclient import NotebookClient
     from nbconvert import HTMLExporter
@@ -122,8 +126,55 @@ def test_an_executed_notebook_keeps_the_png_for_nbconvert(tmp_path, monkeypatch)
     nb.cells = [nbformat.v4.new_code_cell("%load_ext hlo_magic"),
                 nbformat.v4.new_code_cell(f"%%hlo --show timeline\n{ADD_MUL}")]
     NotebookClient(nb, timeout=120, kernel_name="python3").execute()
-    report, widget = nb.cells[1].outputs
+    report, copy, widget = nb.cells[1].outputs
     assert "Memory (XLA&#x27;s vocabulary)" in report.data["text/html"]
+    assert 'class="hlo-magic-static hlo-magic-static-' in copy.data["text/html"]
     assert "application/vnd.jupyter.widget-view+json" in widget.data
     html, _ = HTMLExporter().from_notebook_node(nb)
-    assert html.count("data:image/png;base64,") == 1
+    assert html.count('src="data:image/png;base64,') == 1          # the copy's figure
+
+
+WITH_METADATA = """HloModule jit_f
+
+ENTRY main {
+  x = f32[8] parameter(0), metadata={op_name="x"}
+  y = f32[8,8] dot(x, x), lhs_contracting_dims={}, rhs_contracting_dims={}, metadata={op_type="dot_general" op_name="jit(f)/dot_general" source_file="/home/me/model.py" source_line=12}
+  ROOT n = f32[8,8] negate(y), metadata={op_type="neg" op_name="jit(f)/neg" source_file="/home/me/model.py" source_line=13}
+  z = f32[8] negate(x)
+}
+"""
+
+
+def test_buffers_name_their_source_op_and_python_line_from_the_metadata():
+    source = runtime.parse(WITH_METADATA)
+    data = timeline_data(buffer_assignment(source), source)
+    sources = dict(zip(data.names, data.sources))
+    assert sources["x"] == "x"
+    assert sources["y"] == "jit(f)/dot_general (model.py:12)"
+    assert sources[data.names[data.instructions.index("n")]] == "jit(f)/neg (model.py:13)"
+    assert data.meta()["sources"] == data.sources
+
+
+def test_in_place_hand_overs_are_marked_for_the_front_end():
+    text = (Path(__file__).parents[1] / "browser" / "data" / "train_step.hlo").read_text()
+    plan = run_pipeline(runtime.parse(text), alignment=128)
+    data = timeline_data(plan)
+    flags = data.column("in_place")
+    assert plan.temp_arena.reuse
+    for later, earlier in plan.temp_arena.reuse.items():
+        assert int(flags[data.index_of(plan.placement(later).name)]) & TAKES_OVER
+        assert int(flags[data.index_of(plan.placement(earlier).name)]) & HANDS_OVER
+
+
+def test_a_fusion_names_the_source_of_its_root():
+    source = runtime.parse(WITH_METADATA.replace("dot(x, x), lhs_contracting_dims={}, "
+                                                 "rhs_contracting_dims={}", "multiply(x2, x2)")
+                           .replace("f32[8,8] multiply", "f32[8] multiply")
+                           .replace("ROOT n = f32[8,8]", "ROOT n = f32[8]")
+                           .replace("  x = f32[8] parameter(0), metadata={op_name=\"x\"}",
+                                    "  x = f32[8] parameter(0), metadata={op_name=\"x\"}\n"
+                                    "  x2 = f32[8] exponential(x)"))
+    plan = run_pipeline(source, alignment=128)
+    data = timeline_data(plan, source)
+    fused = [i for i, op in enumerate(data.opcodes) if op == "fusion"]
+    assert fused and data.sources[fused[0]] == "jit(f)/neg (model.py:13)"
