@@ -20,6 +20,7 @@ from runtime.buffers import AssignedBuffer
 from runtime.hlo.attributes import Metadata
 from runtime.hlo.ir import HloComputation, HloInstruction, HloModule
 from runtime.hlo.opcode_enum import Opcode
+from runtime.hlo.source_locations import source_location
 
 SHOWN_MEMBERS = 3
 _DUPLICATE = re.compile(r"^(.*)\.\d+$")
@@ -101,12 +102,12 @@ def buffer_label(placed: AssignedBuffer, members: dict[str, list[str]]) -> str:
     return label(inst.name, members).replace(inst.name, placed.name, 1)
 
 
-def source_of(inst: HloInstruction) -> str:
-    """``jit(f)/dot_general (model.py:12)`` from the instruction's ``metadata`` (fusion keeps
-    its root's), or '' where the module was printed without it."""
-    metadata = inst.attrs.get("metadata")
-    fields = metadata.fields if isinstance(metadata, Metadata) else {}
-    where = fields.get("source_file", "").rsplit("/", 1)[-1]
-    if where and fields.get("source_line"):
-        where += f":{fields['source_line']}"
-    return " ".join(p for p in (fields.get("op_name", ""), f"({where})" if where else "") if p)
+def source_of(inst: HloInstruction, module: HloModule) -> str:
+    """``jit(f)/dot_general (model.py:12)`` from the instruction's ``metadata`` and, for texts
+    that name lines through stack-frame tables (jax 0.12, XLA's dumps), ``module``'s tables;
+    '' where the module was printed without them."""
+    metadata = inst.optional_attr("metadata", Metadata)
+    op_name = metadata.fields.get("op_name", "") if metadata is not None else ""
+    found = source_location(module, inst)
+    where = found.where if found is not None else ""
+    return " ".join(p for p in (op_name, f"({where})" if where else "") if p)

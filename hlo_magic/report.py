@@ -403,7 +403,7 @@ def peak_table(plan: BufferAssignment, limit: int,
     rows = []
     cumulative = 0
     live = plan.live_at_peak()
-    sources = [source_of(b.buffer.first.instruction) for b in live]
+    sources = [source_of(b.buffer.first.instruction, plan.module) for b in live]
     for b, source in zip(live, sources):
         cumulative += b.size
         row = (buffer_label(b, members or {}), format_bytes(b.size), format_bytes(cumulative),

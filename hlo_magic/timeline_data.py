@@ -128,7 +128,7 @@ def timeline_data(assignment: BufferAssignment, source: HloModule | None = None
         instructions=[b.buffer.first.instruction.name for b in buffers],
         opcodes=[b.buffer.first.instruction.opcode for b in buffers],
         shapes=[b.buffer.first.shape.to_text(False) for b in buffers],
-        sources=[source_of(b.buffer.first.instruction) for b in buffers],
+        sources=[source_of(b.buffer.first.instruction, assignment.module) for b in buffers],
         notes=[_note(b, reused.get(b.buffer), names) for b in buffers],
         allocations=allocations, steps=[i.name for i in steps],
         step_opcodes=[i.opcode for i in steps], live_by_kind=live_bytes_by_kind(assignment),

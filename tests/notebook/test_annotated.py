@@ -173,3 +173,11 @@ def test_show_annotated_puts_the_view_in_the_report(ip):
     for record in result.records():
         assert any(s.buffer == record["name"] and s.offset == record["offset"]
                    for i in view.instructions() for s in i.slots)
+
+
+def test_the_timeline_and_peak_table_name_lines_from_stack_frames_too():
+    from hlo_magic.names import source_of
+    path = Path(__file__).parents[1] / "jax12" / "data" / "eqx_gru_scan.opt.hlo"
+    source, plan = plan_of(path.read_text())
+    named = {source_of(i, plan.module) for i in plan.module.instructions()}
+    assert any(s.endswith("(make_programs.py:84)") and s.startswith("jit(") for s in named)
