@@ -211,7 +211,7 @@ def _one_index_space(user: HloInstruction, later: HloValue) -> bool:
     fusion whose plain outputs all share its shape and layout, and whose other outputs are
     windows of that space (``loop_outputs``): one work-item computes element i of every output
     from elements i of the operands, and loads them all before it stores any
-    (``codegen.loop``, ``vector_loop``, ``row_vector_loop``)."""
+    (``codegen.families.loop``, ``vector_loop``, ``row_vector_loop``)."""
     if later.index == ():
         return True
     if user.opcode != Opcode.FUSION or len(later.index) != 1:

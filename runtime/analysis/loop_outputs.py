@@ -1,6 +1,6 @@
 """The outputs of a loop kernel and the one index space a work-item computes them over.
 
-A loop kernel (``codegen.loop`` and its vector forms) computes element i of every output in
+A loop kernel (``codegen.families.loop`` and its vector forms) computes element i of every output in
 one work-item, from elements i of what it reads. A multi-output loop fusion's outputs are of
 two kinds:
 

@@ -27,8 +27,8 @@ post-order, so none of them can be an operand of it (nor feed one); the merged k
 the consumer's place in that order, which stays a topological one. Scalars (loop counters,
 which the trip-count analysis reads) and instructions with control dependencies are left
 alone, and so are fusions a row kernel computes (their expensive values once per row). The
-kernel families that compute loop fusions on vectors (``codegen.vector_loop``,
-``codegen.row_vector_loop``) store each output of such a tuple.
+kernel families that compute loop fusions on vectors (``codegen.families.vector_loop``,
+``codegen.families.row_vector_loop``) store each output of such a tuple.
 
 Then windows (XLA's in-place dynamic-update-slice fusion): a scan step stacks what it computes
 into the loop's outputs with dynamic-update-slices, each a kernel of its own that reads the

@@ -8,7 +8,7 @@ import pytest
 
 import runtime
 from runtime.codegen import registry
-from runtime.codegen.loop import lower_loop
+from runtime.codegen.families.loop import lower_loop
 from runtime.codegen.lower import lower
 from runtime.pipeline import run
 from runtime.target import Target, TargetKind

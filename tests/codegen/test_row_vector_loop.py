@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from runtime.codegen import row_vector_loop
+from runtime.codegen.families import row_vector_loop
 from runtime.opencl.device import get_device
 from runtime.target import Target
 from tests.codegen.rule_toggle import compile_with

@@ -314,7 +314,7 @@ def _record_lowerings() -> tuple[set[str], set[str]]:
                 continue
             if key.startswith("fusion-root:"):
                 name = "fusion root " + key.split(":", 1)[1]
-            elif key == registry.FUSION and module != "runtime.codegen.loop":
+            elif key == registry.FUSION and module != "runtime.codegen.families.loop":
                 name = f"fusion strategy {module}.{entry.rule.__name__}"
             elif key == registry.ANY:
                 name = "loop kernel"

@@ -45,7 +45,7 @@ from ...hlo.ir import HloInstruction
 from ...hlo.opcode_enum import Opcode
 from ...hlo.shape import ArrayShape
 from ..elemental import ElementalEmitter, element_strides, row_major
-from ..loop import kernel_builder, operand_leaves
+from .loop import kernel_builder, operand_leaves
 from ..context import LoweringContext
 from ..plan import Launch
 from ...target import Target, TargetKind

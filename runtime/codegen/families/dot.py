@@ -52,7 +52,7 @@ from ...hlo.shape import ArrayShape
 from .. import cltypes
 from ..elemental import ElementalEmitter, element_strides, row_major
 from ..kernel import KernelBuilder
-from ..loop import kernel_builder, operand_leaves
+from .loop import kernel_builder, operand_leaves
 from ..context import LoweringContext
 from ..plan import Launch
 from ...target import Target, TargetKind, TileShape

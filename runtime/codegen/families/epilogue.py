@@ -31,7 +31,7 @@ from ...hlo.opcode_enum import Opcode
 from ...hlo.shape import ArrayShape
 from .. import cltypes, templates as E
 from ..elemental import BufferLeaf, ElementalEmitter, Index, arithmetic, element_strides
-from ..vector_loop import VECTOR_COMPUTE
+from .vector_loop import VECTOR_COMPUTE
 
 
 Mapping = tuple[int, ...]

@@ -53,10 +53,10 @@ from ..elemental import (SCALAR, ElementalEmitter, Index, ValueLeaf, accumulatio
                          arithmetic)
 from ..kernel import KernelBuilder, needs_long_index
 from ..context import LoweringContext
-from ..loop import begin_1d, fused_parts, operand_leaves
+from .loop import begin_1d, fused_parts, operand_leaves
 from ..plan import Launch, Step
 from ..registry import FUSION, register
-from ..row_vector_loop import lane_emitter, store_lanes
+from .row_vector_loop import lane_emitter, store_lanes
 
 
 def lower_rows(ctx: LoweringContext, inst: HloInstruction) -> list[Step] | None:

@@ -15,7 +15,7 @@ from .. import cltypes
 from ..elemental import ElementalEmitter
 from ..context import LoweringContext
 from ..registry import register
-from ..loop import begin_1d, kernel_builder, launch_1d, output_index
+from .loop import begin_1d, kernel_builder, launch_1d, output_index
 from ..plan import Step
 from ..rng_algorithms import rng_bit_generator
 

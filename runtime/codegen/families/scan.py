@@ -27,7 +27,7 @@ from .. import cltypes
 from ..context import LoweringContext
 from ..elemental import (ElementalEmitter, Index, accumulation_subtracts, accumulators,
                          combine)
-from ..loop import (all_shapes, begin_1d, fused_parts, kernel_builder, launch_1d,
+from .loop import (all_shapes, begin_1d, fused_parts, kernel_builder, launch_1d,
                     operand_leaves)
 from ..plan import Step
 from ..registry import register

@@ -28,7 +28,7 @@ from .. import cltypes
 from ..elemental import BufferLeaf, ElementalEmitter, Index
 from ..context import LoweringContext
 from ..registry import register
-from ..loop import begin_1d, fused_parts, kernel_builder, launch_1d, operand_leaves, output_index
+from .loop import begin_1d, fused_parts, kernel_builder, launch_1d, operand_leaves, output_index
 from ..plan import Step
 
 

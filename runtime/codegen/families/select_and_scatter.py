@@ -24,7 +24,7 @@ from ...hlo.shape import ArrayShape
 from .. import cltypes
 from ..context import LoweringContext
 from ..elemental import SCALAR, ElementalEmitter, Index, close_loops, loops
-from ..loop import (all_shapes, begin_1d, fused_parts, kernel_builder, launch_1d,
+from .loop import (all_shapes, begin_1d, fused_parts, kernel_builder, launch_1d,
                     operand_leaves)
 from ..plan import Step
 from ..registry import register

@@ -26,7 +26,7 @@ from ..elemental import ElementalEmitter, Index, SCALAR
 from ..kernel import KernelBuilder
 from ..context import LoweringContext
 from ..registry import register
-from ..loop import begin_1d, kernel_builder, launch_1d
+from .loop import begin_1d, kernel_builder, launch_1d
 from ..plan import CopyBytes, Step
 
 _BLOCK = 16

@@ -23,7 +23,7 @@ from ...hlo.shape import ArrayShape
 from .. import cltypes
 from ..elemental import ElementalEmitter, element_strides, row_major
 from ..context import LoweringContext
-from ..loop import kernel_builder
+from .loop import kernel_builder
 from ..registry import LOOP, register
 from ...target import TargetKind
 from ..plan import Step

@@ -36,7 +36,7 @@ from .. import cltypes
 from ..context import LoweringContext
 from ..elemental import ElementalEmitter, Index
 from ..kernel import KernelBuilder, needs_long_index
-from ..loop import fused_parts, operand_leaves
+from .loop import fused_parts, operand_leaves
 from ..plan import Launch, Step
 from ..registry import FUSION, register
 from ...target import TargetKind

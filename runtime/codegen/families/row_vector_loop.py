@@ -50,21 +50,21 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
-from ..analysis.loop_outputs import LoopOutput, window_dimensions
-from ..hlo.dtypes import ElementType
-from ..hlo.ir import HloInstruction
-from ..hlo.shape import ArrayShape, leaf_shape, subshape
-from ..hlo.opcode_enum import Opcode
-from . import cltypes, templates as E
-from .context import LoweringContext
-from .elemental import (RULES, SCALAR, BufferLeaf, ElementalEmitter, Index, Value, ValueLeaf,
+from ...analysis.loop_outputs import LoopOutput, window_dimensions
+from ...hlo.dtypes import ElementType
+from ...hlo.ir import HloInstruction
+from ...hlo.shape import ArrayShape, leaf_shape, subshape
+from ...hlo.opcode_enum import Opcode
+from .. import cltypes, templates as E
+from ..context import LoweringContext
+from ..elemental import (RULES, SCALAR, BufferLeaf, ElementalEmitter, Index, Value, ValueLeaf,
                         arithmetic, common_factors, dynamic_starts, element_strides, layout_key,
                         pad_source, update_window)
 from .loop import (begin_1d, kernel_builder, launch_1d, operand_leaves, updates_in_place,
                    window_index, window_target, windows_in_place)
-from .plan import Step
-from .registry import LOOP, register
-from ..target import TargetKind
+from ..plan import Step
+from ..registry import LOOP, register
+from ...target import TargetKind
 from .vector_loop import same_shape_outputs, stored_value
 
 # element types a lane value may have, by the OpenCL scalar its vector is made of

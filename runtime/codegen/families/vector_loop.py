@@ -32,19 +32,19 @@ other work-item writes there), and only elements that exist are stored.
 
 from __future__ import annotations
 
-from ..analysis.in_place import kernel_outputs
-from ..hlo.dtypes import ElementType
-from ..hlo.ir import HloInstruction
-from ..hlo.shape import ArrayShape, ShapeIndex
-from ..hlo.opcode_enum import Opcode
-from . import cltypes, templates as E
-from .elemental import ElementalEmitter, arithmetic, element_strides, factor
-from .kernel import argument_value
-from .context import LoweringContext
+from ...analysis.in_place import kernel_outputs
+from ...hlo.dtypes import ElementType
+from ...hlo.ir import HloInstruction
+from ...hlo.shape import ArrayShape, ShapeIndex
+from ...hlo.opcode_enum import Opcode
+from .. import cltypes, templates as E
+from ..elemental import ElementalEmitter, arithmetic, element_strides, factor
+from ..kernel import argument_value
+from ..context import LoweringContext
 from .loop import begin_1d, kernel_builder, launch_1d
-from .registry import LOOP, register
-from ..target import TargetKind
-from .plan import Step
+from ..registry import LOOP, register
+from ...target import TargetKind
+from ..plan import Step
 
 
 @register(LOOP, target=TargetKind.CPU, priority=10)

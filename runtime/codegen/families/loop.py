@@ -15,17 +15,17 @@ and of each window's update, every value computed before any store.
 
 from __future__ import annotations
 
-from ..analysis.in_place import kernel_outputs
-from ..analysis.loop_outputs import LoopOutput, window_dimensions
-from ..hlo.ir import HloInstruction
-from ..hlo.shape import ArrayShape, Shape, leaf_shape, subshape
-from ..hlo.opcode_enum import Opcode
-from . import cltypes
-from .elemental import BufferLeaf, ElementalEmitter, Index, dynamic_starts, layout_key
-from .kernel import BufferRef, KernelBuilder, needs_long_index
-from .context import LoweringContext
-from .registry import ANY, FUSION, LOOP, fusion_root, register
-from .plan import Launch, Step
+from ...analysis.in_place import kernel_outputs
+from ...analysis.loop_outputs import LoopOutput, window_dimensions
+from ...hlo.ir import HloInstruction
+from ...hlo.shape import ArrayShape, Shape, leaf_shape, subshape
+from ...hlo.opcode_enum import Opcode
+from .. import cltypes
+from ..elemental import BufferLeaf, ElementalEmitter, Index, dynamic_starts, layout_key
+from ..kernel import BufferRef, KernelBuilder, needs_long_index
+from ..context import LoweringContext
+from ..registry import ANY, FUSION, LOOP, fusion_root, register
+from ..plan import Launch, Step
 
 def all_shapes(inst: HloInstruction) -> list[ArrayShape]:
     """Every array of ``inst``'s result and operands (what decides the index type)."""
