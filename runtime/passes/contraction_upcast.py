@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from ..hlo.dtypes import BYTE_FLOATS, ELEMENT_TYPES
+from ..hlo.dtypes import BYTE_FLOATS, ELEMENT_TYPES, EXPONENT_FLOATS
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.shape import ArrayShape
 from ..target import CPU, Target
@@ -122,8 +122,9 @@ def _upcast(comp: HloComputation, contraction: HloInstruction, operands: tuple[i
         return
     contraction.shape = _as_f32(out)
     result = contraction
-    if out.element_type.name in BYTE_FLOATS:      # type: ignore[union-attr]
-        # XLA rounds an 8-bit float contraction's f32 result to f16 first
+    if out.element_type.name in BYTE_FLOATS and out.element_type.name not in EXPONENT_FLOATS:  # type: ignore[union-attr]
+        # XLA rounds an 8-bit float contraction's f32 result to f16 first (the exponent-only
+        # formats' arithmetic is f32's)
         result = HloInstruction(names.fresh(f"{contraction.name}.f16"), "convert",
                                 ArrayShape(F16, out.dims, out.dynamic, out.layout),  # type: ignore[union-attr]
                                 [contraction], parent=comp)
