@@ -44,6 +44,9 @@ from ..target import CPU, Target
 from .names import FreshNames
 
 NARROW_FLOATS = frozenset({"bf16", "f16"}) | frozenset(BYTE_FLOATS)
+# XLA rounds these contractions' f32 results to f16 first (the exponent-only formats'
+# arithmetic is f32's)
+ROUNDED_THROUGH_F16 = frozenset(BYTE_FLOATS) - frozenset(EXPONENT_FLOATS)
 MIN_MULTIPLY_ADDS = 1 << 20
 F32 = ELEMENT_TYPES["f32"]
 F16 = ELEMENT_TYPES["f16"]
@@ -122,9 +125,8 @@ def _upcast(comp: HloComputation, contraction: HloInstruction, operands: tuple[i
         return
     contraction.shape = _as_f32(out)
     result = contraction
-    if out.element_type.name in BYTE_FLOATS and out.element_type.name not in EXPONENT_FLOATS:  # type: ignore[union-attr]
-        # XLA rounds an 8-bit float contraction's f32 result to f16 first (the exponent-only
-        # formats' arithmetic is f32's)
+    if out.element_type.name in ROUNDED_THROUGH_F16:      # type: ignore[union-attr]
+        # XLA rounds an 8-bit float contraction's f32 result to f16 first
         result = HloInstruction(names.fresh(f"{contraction.name}.f16"), "convert",
                                 ArrayShape(F16, out.dims, out.dynamic, out.layout),  # type: ignore[union-attr]
                                 [contraction], parent=comp)

@@ -220,6 +220,16 @@ ENTRY e {{
     _assert_like_xla(text, CODES.reshape(16, 16), np.int32(3))
 
 
+@pytest.mark.parametrize("size", [16, 128])     # in its own type; on f32 copies (upcast)
+def test_a_dot_rounds_its_f32_sum_once_as_xla(size):
+    rng = np.random.default_rng(size)
+    a, b = (rng.integers(112, 142, (size, size)).astype(np.uint8).view(E8M0) for _ in range(2))
+    text = (f"HloModule d\nENTRY e {{\n  a = f8e8m0fnu[{size},{size}] parameter(0)\n"
+            f"  b = f8e8m0fnu[{size},{size}] parameter(1)\n  ROOT d = f8e8m0fnu[{size},{size}] "
+            "dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n")
+    _assert_like_xla(text, a, b)
+
+
 def test_reductions_and_a_dot_as_xla():
     n = "f8e8m0fnu"
     text = f"""HloModule r
