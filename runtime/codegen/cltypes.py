@@ -289,11 +289,12 @@ def _rounding_helper(name: str) -> Helper:
 def _byte_float_helpers(name: str) -> tuple[Helper, ...]:
     """Decoding by table (``_decoding_helpers``); encoding by rounding the f32 bits to nearest
     even: below the smallest normal a scaled ``rint`` (subnormals, and the smallest normal
-    itself when a value rounds up to it), above it the mantissa's low bits added with the tie going to even and the exponent
-    rebiased. A code past the largest finite one is the format's overflow (infinity where it
-    has one, else NaN); NaN keeps its sign where the format has one; formats without negative
-    zero ("fnuz", whose 0x80 is NaN) give +0. The formats without NaN (f4, f6) saturate, and
-    make a NaN -0 whatever its sign, as XLA's convert does (ml_dtypes gives -NaN +0)."""
+    itself when a value rounds up to it), above it the mantissa's low bits added with the tie
+    going to even and the exponent rebiased. A code past the largest finite one is the
+    format's overflow (infinity where it has one, else NaN); NaN keeps its sign where the
+    format has one; formats without negative zero ("fnuz", whose 0x80 is NaN) give +0. The
+    formats without NaN (f4, f6) saturate, and make a NaN -0 whatever its sign, as XLA's
+    convert does (ml_dtypes gives -NaN +0)."""
     et = ELEMENT_TYPES[name]
     info = ml_dtypes.finfo(et.numpy)
     codes = 1 << et.bits
@@ -348,12 +349,14 @@ def _exponent_float_helpers(name: str) -> tuple[Helper, ...]:
                f"uchar xla_float_to_{name}(float x) {{\n"
                "  uint u = as_uint(x);\n"
                "  if (u == 0u || u >= 0x7f800000u) return (uchar)0xffu;\n"
-               "  return (uchar)(u < 0x800000u ? (uint)(u > 0x400000u) : (u + 0x400000u) >> 23);\n"
+               "  return (uchar)(u < 0x800000u ? (uint)(u > 0x400000u)\n"
+               "                                : (u + 0x400000u) >> 23);\n"
                "}\n"),
         Helper(f"xla_double_to_{name}",
                f"uchar xla_double_to_{name}(double x) {{\n"
                "  ulong u = as_ulong(x);\n"
-               "  if (u < 0x3800000000000000UL || u >= 0x7ff0000000000000UL) return (uchar)0xffu;\n"
+               "  if (u < 0x3800000000000000UL || u >= 0x7ff0000000000000UL)\n"
+               "    return (uchar)0xffu;\n"
                "  if (u < 0x3810000000000000UL) return (uchar)(u > 0x3800000000000000UL);\n"
                "  return (uchar)min(((u + 0x8000000000000UL) >> 52) - 896UL, 0xffUL);\n"
                "}\n"),

@@ -25,7 +25,8 @@ def _xla(text: str, *args) -> list[np.ndarray]:
     xla_cpu = pytest.importorskip("benchmarks.xla_cpu")
     with jax.enable_x64(True):
         program = xla_cpu.compile_hlo(text)
-        return [np.asarray(o) for o in program.executable.execute([jax.device_put(a) for a in args])]
+        inputs = [jax.device_put(a) for a in args]
+        return [np.asarray(o) for o in program.executable.execute(inputs)]
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -91,7 +92,8 @@ def test_f32_bit_patterns_round_as_xla():
 
 @pytest.mark.parametrize("src", ["f16", "bf16"])
 def test_every_16_bit_float_rounds_as_xla(src):
-    x = np.arange(1 << 16, dtype=np.uint16).view(np.float16 if src == "f16" else ml_dtypes.bfloat16)
+    dtype = np.float16 if src == "f16" else ml_dtypes.bfloat16
+    x = np.arange(1 << 16, dtype=np.uint16).view(dtype)
     _assert_like_xla(_convert(src, "f8e8m0fnu", x.size), x)
 
 
@@ -135,7 +137,8 @@ _SOURCES = {
     "pred": np.array([True, False]),
     "u8": np.arange(256, dtype=np.uint8),
     "s4": np.arange(-8, 8).astype(ml_dtypes.int4),
-    "f4e2m1fn": np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -6], np.float32).astype(ml_dtypes.float4_e2m1fn),
+    "f4e2m1fn": np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -6],
+                         np.float32).astype(ml_dtypes.float4_e2m1fn),
     **{name: np.arange(256, dtype=np.uint8).view(getattr(ml_dtypes, numpy_name))
        for name, numpy_name in [("f8e4m3fn", "float8_e4m3fn"), ("f8e5m2", "float8_e5m2"),
                                 ("f8e3m4", "float8_e3m4"), ("f8e4m3fnuz", "float8_e4m3fnuz")]},
@@ -149,7 +152,8 @@ def test_other_types_convert_to_it_as_xla(src):
 
 
 def test_bitcasts_move_the_code():
-    text = ("HloModule b\nENTRY e {\n  a = f8e8m0fnu[256] parameter(0)\n  b = u8[256] parameter(1)\n"
+    text = ("HloModule b\nENTRY e {\n  a = f8e8m0fnu[256] parameter(0)\n"
+            "  b = u8[256] parameter(1)\n"
             "  c = u8[256] bitcast-convert(a)\n  d = f8e8m0fnu[256] bitcast-convert(b)\n"
             "  s = s8[256] bitcast-convert(a)\n"
             "  ROOT t = (u8[256], f8e8m0fnu[256], s8[256]) tuple(c, d, s)\n}\n")
@@ -174,7 +178,8 @@ def test_binary_arithmetic_over_every_pair_as_xla(opcode):
 def test_comparisons_over_every_pair_as_xla(direction):
     n = _PAIRS[0].size
     text = (f"HloModule a\nENTRY e {{\n  a = f8e8m0fnu[{n}] parameter(0)\n"
-            f"  b = f8e8m0fnu[{n}] parameter(1)\n  c = pred[{n}] compare(a, b), direction={direction}\n"
+            f"  b = f8e8m0fnu[{n}] parameter(1)\n"
+            f"  c = pred[{n}] compare(a, b), direction={direction}\n"
             f"  d = pred[{n}] compare(a, b), direction={direction}, type=TOTALORDER\n"
             f"  ROOT t = (pred[{n}], pred[{n}]) tuple(c, d)\n}}\n")
     _assert_like_xla(text, *_PAIRS)
