@@ -24,7 +24,7 @@ import ml_dtypes
 import numpy as np
 
 from ..errors import HloUnsupportedError
-from ..hlo.dtypes import BYTE_FLOATS, ELEMENT_TYPES, SMALL_FLOATS, ElementType
+from ..hlo.dtypes import BYTE_FLOATS, ELEMENT_TYPES, EXPONENT_FLOATS, SMALL_FLOATS, ElementType
 
 FP64_PRAGMA = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable"
 
@@ -50,6 +50,10 @@ class ClType:
     load: str
     store: str
     round: str = "$x"
+    # a float's convert to f64 (``$x`` its compute value) and from f64 (``$x`` a double), where
+    # XLA's differs from C's conversion through float (which flushes f32 denormals)
+    to_double: str = "((double)($x))"
+    from_double: str | None = None
 
     @property
     def unsigned(self) -> str:
@@ -81,6 +85,16 @@ def _byte_float(name: str) -> ClType:
     return ClType(name, "float", 8, "uchar", "float", f"xla_{name}_to_float($ptr[$index])",
                   f"$ptr[$index] = xla_float_to_{name}($value);",
                   f"xla_round_{name}(xla_round_f16($x))")
+
+
+def _exponent_float(name: str) -> ClType:
+    """An unsigned-exponent byte float (``dtypes.EXPONENT_FLOATS``): its arithmetic is f32's,
+    rounded once. Its code 0 (2^-127) is an f32 denormal, which C's float-to-double flushes and
+    XLA's convert keeps; from f64, XLA rounds the double itself (``xla_double_to_...``)."""
+    return ClType(name, "float", 8, "uchar", "float", f"xla_{name}_to_float($ptr[$index])",
+                  f"$ptr[$index] = xla_float_to_{name}($value);", f"xla_round_{name}($x)",
+                  "(as_uint($x) == 0x400000u ? 0x1p-127 : (double)($x))",
+                  f"xla_{name}_to_float(xla_double_to_{name}($x))")
 
 
 def _packed_int(name: str, family: str, bits: int) -> ClType:
@@ -121,7 +135,9 @@ def _small_float(name: str) -> ClType:
 # their byte, computed in f32 (every value is exact there). XLA's CPU backend computes their
 # arithmetic in f16 and converts the result, so a result is rounded to f16 and then to the
 # format (f32's 24 bits make f16's correctly rounded +, -, *, / from f32's); a convert rounds
-# once (``templates.convert``), as XLA's does.
+# once (``templates.convert``), as XLA's does. The exponent-only f8e8m0fnu
+# (``dtypes.EXPONENT_FLOATS``) is computed in f32, denormals flushed as for f32 (its code 0,
+# 2^-127, is an f32 denormal), and converted back.
 
 CL_TYPES: dict[str, ClType] = {t.name: t for t in (
     ClType("pred", "pred", 8, "uchar", "uchar", "$ptr[$index]",
@@ -138,7 +154,8 @@ CL_TYPES: dict[str, ClType] = {t.name: t for t in (
     _half_like("bf16"),
     _plain("f32", "float", 32, "float"),
     _plain("f64", "float", 64, "double"),
-    *(_byte_float(name) for name in BYTE_FLOATS),
+    *(_byte_float(name) for name in BYTE_FLOATS if name not in EXPONENT_FLOATS),
+    *(_exponent_float(name) for name in EXPONENT_FLOATS),
     _packed_int("s2", "sint", 2), _packed_int("s4", "sint", 4),
     _packed_int("u2", "uint", 2), _packed_int("u4", "uint", 4),
     *(_small_float(name) for name in SMALL_FLOATS),
@@ -150,8 +167,6 @@ _UNSUPPORTED_REASONS = {
     "uint": _ONE_BIT,
     "complex": "kernels compute complex values as pairs of reals (passes/complex_lowering), "
                "and this one was not rewritten",
-    "float": "the OpenCL backend implements the floats with a sign, exponent and mantissa "
-             "(not f8e8m0fnu)",
 }
 
 
@@ -247,15 +262,39 @@ def _float_literal(value: float, c_type: str, bits: int) -> str:
     return f"({text})" if value < 0 else text
 
 
+def _decoding_helpers(name: str) -> tuple[Helper, ...]:
+    """Decoding by a table of the codes' f32 bits (from ml_dtypes: exact, NaN signs kept;
+    256 codes, 16 or 64 for the 4- and 6-bit formats)."""
+    et = ELEMENT_TYPES[name]
+    codes = 1 << et.bits
+    bits = np.arange(codes, dtype=np.uint8).view(et.numpy).astype(np.float32).view(np.uint32)
+    rows = [" ".join(f"0x{b:08x}u," for b in bits[k:k + 8]) for k in range(0, codes, 8)]
+    table = "\n  " + "\n  ".join(rows).rstrip(",")
+    return (
+        Helper(f"xla_{name}_bits", f"__constant uint xla_{name}_bits[{codes}] = {{{table}\n}};\n"),
+        Helper(f"xla_{name}_to_float",
+               f"float xla_{name}_to_float(uchar h) {{\n"
+               f"  return as_float(xla_{name}_bits[h]);\n"
+               "}\n", (f"xla_{name}_bits",)),
+    )
+
+
+def _rounding_helper(name: str) -> Helper:
+    return Helper(f"xla_round_{name}",
+                  f"float xla_round_{name}(float x) {{\n"
+                  f"  return xla_{name}_to_float(xla_float_to_{name}(x));\n"
+                  "}\n", (f"xla_{name}_to_float", f"xla_float_to_{name}"))
+
+
 def _byte_float_helpers(name: str) -> tuple[Helper, ...]:
-    """Decoding by a table of the codes' f32 bits (from ml_dtypes: exact, NaN signs
-    kept; 256 codes, 16 or 64 for the 4- and 6-bit formats); encoding by rounding the f32 bits to nearest even: below the smallest normal a
-    scaled ``rint`` (subnormals, and the smallest normal itself when a value rounds up to
-    it), above it the mantissa's low bits added with the tie going to even and the exponent
-    rebiased. A code past the largest finite one is the format's overflow (infinity where it
-    has one, else NaN); NaN keeps its sign where the format has one; formats without negative
-    zero ("fnuz", whose 0x80 is NaN) give +0. The formats without NaN (f4, f6) saturate, and
-    make a NaN -0 whatever its sign, as XLA's convert does (ml_dtypes gives -NaN +0)."""
+    """Decoding by table (``_decoding_helpers``); encoding by rounding the f32 bits to nearest
+    even: below the smallest normal a scaled ``rint`` (subnormals, and the smallest normal
+    itself when a value rounds up to it), above it the mantissa's low bits added with the tie
+    going to even and the exponent rebiased. A code past the largest finite one is the
+    format's overflow (infinity where it has one, else NaN); NaN keeps its sign where the
+    format has one; formats without negative zero ("fnuz", whose 0x80 is NaN) give +0. The
+    formats without NaN (f4, f6) saturate, and make a NaN -0 whatever its sign, as XLA's
+    convert does (ml_dtypes gives -NaN +0)."""
     et = ELEMENT_TYPES[name]
     info = ml_dtypes.finfo(et.numpy)
     codes = 1 << et.bits
@@ -263,9 +302,6 @@ def _byte_float_helpers(name: str) -> tuple[Helper, ...]:
 
     def code(value: float) -> int:
         return int(np.array(value, np.float32).astype(et.numpy).view(np.uint8))
-    bits = np.arange(codes, dtype=np.uint8).view(et.numpy).astype(np.float32).view(np.uint32)
-    rows = [" ".join(f"0x{b:08x}u," for b in bits[k:k + 8]) for k in range(0, codes, 8)]
-    table = "\n  " + "\n  ".join(rows).rstrip(",")
     mantissa = int(info.nmant)
     bias = 1 - int(np.log2(float(info.smallest_normal)))
     shift = 23 - mantissa
@@ -275,11 +311,7 @@ def _byte_float_helpers(name: str) -> tuple[Helper, ...]:
                            int(np.float32(2.0 ** (bias - 1 + mantissa)).view(np.uint32)))
     unsigned_zero = code(-0.0) == 0
     return (
-        Helper(f"xla_{name}_bits", f"__constant uint xla_{name}_bits[{codes}] = {{{table}\n}};\n"),
-        Helper(f"xla_{name}_to_float",
-               f"float xla_{name}_to_float(uchar h) {{\n"
-               f"  return as_float(xla_{name}_bits[h]);\n"
-               "}\n", (f"xla_{name}_bits",)),
+        *_decoding_helpers(name),
         Helper(f"xla_float_to_{name}",
                f"uchar xla_float_to_{name}(float x) {{\n"
                f"  uint sign = (as_uint(x) >> {32 - et.bits}) & 0x{sign_bit:x}u;\n"
@@ -294,15 +326,48 @@ def _byte_float_helpers(name: str) -> tuple[Helper, ...]:
                + ("  return (uchar)(code == 0u ? 0u : (code | sign));\n" if unsigned_zero
                   else "  return (uchar)(code | sign);\n")
                + "}\n"),
-        Helper(f"xla_round_{name}",
-               f"float xla_round_{name}(float x) {{\n"
-               f"  return xla_{name}_to_float(xla_float_to_{name}(x));\n"
-               "}\n", (f"xla_{name}_to_float", f"xla_float_to_{name}")),
+        _rounding_helper(name),
+    )
+
+
+def _exponent_float_helpers(name: str) -> tuple[Helper, ...]:
+    """An unsigned 8-bit exponent (f8e8m0fnu: code c is 2^(c-127), 0xFF NaN), encoded from the
+    f32 bits as XLA's convert does (measured on every f32 exponent, the mantissas about each
+    rounding point and every denormal; ml_dtypes agrees): a normal rounds half up in value
+    (a mantissa of 0x400000 or more goes to the next code, the f32 bits plus 0x400000 shifted
+    right by 23, which carries into 0xFF past the largest); a denormal is code 0 (2^-127)
+    up to and including 2^-127 and code 1 (2^-126) above it. Zero, negatives (-0 too),
+    infinities and NaNs are NaN. The bits are read as they are, not flushed. (XLA's constant
+    folder differs: it makes 0 code 0 and -2 code 128; this is its compiled code's rule.)
+
+    From f64 XLA rounds the double directly, not through f32 (ml_dtypes goes through f32:
+    (1.5 - 2^-40) * 2^-126 is code 1 in XLA, 2 in ml_dtypes): half up in value from 2^-126,
+    code 0 for 2^-127 itself and 1 between the two, NaN below 2^-127 (measured)."""
+    return (
+        *_decoding_helpers(name),
+        Helper(f"xla_float_to_{name}",
+               f"uchar xla_float_to_{name}(float x) {{\n"
+               "  uint u = as_uint(x);\n"
+               "  if (u == 0u || u >= 0x7f800000u) return (uchar)0xffu;\n"
+               "  return (uchar)(u < 0x800000u ? (uint)(u > 0x400000u)\n"
+               "                                : (u + 0x400000u) >> 23);\n"
+               "}\n"),
+        Helper(f"xla_double_to_{name}",
+               f"uchar xla_double_to_{name}(double x) {{\n"
+               "  ulong u = as_ulong(x);\n"
+               "  if (u < 0x3800000000000000UL || u >= 0x7ff0000000000000UL)\n"
+               "    return (uchar)0xffu;\n"
+               "  if (u < 0x3810000000000000UL) return (uchar)(u > 0x3800000000000000UL);\n"
+               "  return (uchar)min(((u + 0x8000000000000UL) >> 52) - 896UL, 0xffUL);\n"
+               "}\n"),
+        _rounding_helper(name),
     )
 
 
 HELPERS: tuple[Helper, ...] = (
-    *(h for name in BYTE_FLOATS + SMALL_FLOATS for h in _byte_float_helpers(name)),
+    *(h for name in BYTE_FLOATS + SMALL_FLOATS if name not in EXPONENT_FLOATS
+      for h in _byte_float_helpers(name)),
+    *(h for name in EXPONENT_FLOATS for h in _exponent_float_helpers(name)),
     # packed codes: ``bits`` bits of element i, the first element in a byte's low bits
     *(h for bits in (2, 4) for h in (
         Helper(f"xla_load_code{bits}",

@@ -620,7 +620,9 @@ def convert(et_from: ElementType | str, et_to: ElementType | str, x: str) -> str
     if dst.family in ("sint", "uint"):
         return round_to_storage(dst, f"(({dst.compute})({x}))")     # wraps
     if dst.compute == "double":
-        return f"((double)({x}))"
+        return fill(src.to_double, x=x)
+    if src.compute == "double" and dst.from_double is not None:
+        return fill(dst.from_double, x=x)
     value = x if src.compute == "float" else f"((float)({x}))"
     if dst.name in BYTE_FLOATS or dst.name in SMALL_FLOATS:
         return f"xla_round_{dst.name}({value})"       # once, not through f16 (``cltypes``)

@@ -100,10 +100,14 @@ ELEMENT_TYPES: dict[str, ElementType] = {
     name: ElementType(name, bits, kind, np_name) for name, bits, kind, np_name in _ROWS
 }
 
-# the 8-bit floats with a sign, an exponent and a mantissa (f8e8m0fnu, an unsigned exponent,
-# is not one): the backend stores them as their byte and computes in f32 (codegen.cltypes)
+# the 8-bit floats: the backend stores them as their byte and computes in f32
+# (codegen.cltypes)
 BYTE_FLOATS = ("f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz", "f8e4m3fnuz", "f8e4m3",
-               "f8e3m4")
+               "f8e3m4", "f8e8m0fnu")
+# the byte floats that are an unsigned exponent alone (no sign, no mantissa, no zero; 0xFF is
+# NaN): encoded by their own rule, and their arithmetic is XLA's f32 arithmetic converted back
+# (f16's range cannot hold them), where the others' goes through f16
+EXPONENT_FLOATS = ("f8e8m0fnu",)
 
 # the floats narrower than a byte (ml_dtypes' formats, no infinities or NaNs): computed in f32
 # like BYTE_FLOATS, from their own codes (codegen.cltypes)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import math
 from typing import Callable
 
-from ..hlo.dtypes import BYTE_FLOATS, ELEMENT_TYPES
+from ..hlo.dtypes import BYTE_FLOATS, ELEMENT_TYPES, EXPONENT_FLOATS
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ArrayShape
@@ -45,6 +45,9 @@ from ..target import CPU, Target
 from .names import FreshNames
 
 NARROW_FLOATS = frozenset({"bf16", "f16"}) | frozenset(BYTE_FLOATS)
+# XLA rounds these contractions' f32 results to f16 first (the exponent-only formats'
+# arithmetic is f32's)
+ROUNDED_THROUGH_F16 = frozenset(BYTE_FLOATS) - frozenset(EXPONENT_FLOATS)
 MIN_MULTIPLY_ADDS = 1 << 20
 F32 = ELEMENT_TYPES["f32"]
 F16 = ELEMENT_TYPES["f16"]
@@ -124,7 +127,7 @@ def _upcast(comp: HloComputation, contraction: HloInstruction, operands: tuple[i
         return
     contraction.shape = _as_f32(out)
     result = contraction
-    if out.element_type.name in BYTE_FLOATS:
+    if out.element_type.name in ROUNDED_THROUGH_F16:
         # XLA rounds an 8-bit float contraction's f32 result to f16 first
         result = HloInstruction(names.fresh(f"{contraction.name}.f16"), Opcode.CONVERT,
                                 ArrayShape(F16, out.dims, out.dynamic, out.layout),

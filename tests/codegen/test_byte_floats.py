@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 import runtime
-from runtime.errors import HloUnsupportedError
 from runtime.hlo.dtypes import BYTE_FLOATS, ELEMENT_TYPES
 from runtime.passes.tree_reductions import tree_reductions_in_place
 
@@ -32,7 +31,8 @@ def _samples(dtype) -> np.ndarray:
     mids = ((finite[1:].astype(np.float64) + finite[:-1]) / 2).astype(np.float32)
     near = np.concatenate([np.nextafter(mids, np.float32(np.inf)),
                            np.nextafter(mids, np.float32(-np.inf))])
-    big = np.float32(info.max) * np.array([1.0, 1.03, 1.0625, 1.07, 1.5, 2, 1e10], np.float32)
+    with np.errstate(over="ignore"):        # f8e8m0fnu's largest is 2^127
+        big = np.float32(info.max) * np.array([1.0, 1.03, 1.0625, 1.07, 1.5, 2, 1e10], np.float32)
     random = (rng.standard_normal(4000) * np.exp(rng.uniform(-25, 15, 4000))).astype(np.float32)
     special = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-40, -1e-40], np.float32)
     return np.concatenate([values, mids, near, big, -big, random, special]).astype(np.float32)
@@ -140,10 +140,3 @@ def test_programs_match_xla(name):
         else:
             problems = compare_scaled(f"out_{k}", g, w, {"rtol": 2e-6, "atol": 0.0})
             assert not problems, problems
-
-
-def test_the_exponent_only_format_is_a_named_error():
-    text = ("HloModule u\nENTRY e {\n  x = f32[4] parameter(0)\n"
-            "  ROOT c = f8e8m0fnu[4] convert(x)\n}\n")
-    with pytest.raises(HloUnsupportedError, match="f8e8m0fnu"):
-        runtime.compile(text)(np.ones(4, np.float32))

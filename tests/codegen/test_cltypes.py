@@ -42,7 +42,6 @@ def test_load_store_round_text():
 
 @pytest.mark.parametrize("name, reason", [
     ("s1", "2 bits and more"), ("u1", "2 bits and more"), ("c64", "complex"),
-    ("f8e8m0fnu", "not f8e8m0fnu"),
     ("token", "not an array element type"), ("f99", "not an HLO element type"),
 ])
 def test_unsupported_element_types_raise_naming_the_type(name, reason):
