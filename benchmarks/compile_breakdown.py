@@ -55,7 +55,7 @@ def child_analyze(path: str) -> dict:
 
 def child_compile(path: str) -> dict:
     import runtime
-    from runtime import compiler
+    from runtime.execution import kernel_builds
     from runtime.opencl import binary_cache
     from runtime.buffers import assignment  # noqa: F401
     from runtime.codegen import families, lower  # noqa: F401
@@ -68,12 +68,12 @@ def child_compile(path: str) -> dict:
     seconds = time.perf_counter() - start
     cpu = time.process_time() - cpu + _children_cpu() - children
     program = exe.program
-    variants = compiler.warm_up_variants(device, program)
+    variants = kernel_builds.warm_up_variants(device, program)
     binary = binary_cache.binary_path(device, program.source,
                                       (*device.build_options, *program.options))
     return {"seconds": seconds, "cpu": cpu, "times": exe.compile_times,
             "kernels": len(program.kernel_names), "source_bytes": len(program.source),
-            "variants": len(compiler.compiled_variants(device, variants)),
+            "variants": len(kernel_builds.compiled_variants(device, variants)),
             "binary": str(binary) if binary else None}
 
 

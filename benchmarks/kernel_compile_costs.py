@@ -34,7 +34,7 @@ def _measure(path: str, top: int) -> None:
     os.environ["POCL_CACHE_DIR"] = tempfile.mkdtemp(prefix="hlo-bench-kernels-")
     sys.path.insert(0, str(REPO))
     import runtime
-    from runtime import compiler
+    from runtime.execution import kernel_builds
     from runtime.codegen.lower import lower
     from runtime.execution.build_workers import launch_zero_work
     from runtime.opencl.device import opencl
@@ -58,7 +58,7 @@ def _measure(path: str, top: int) -> None:
     prelude = program.source[:program.source.index(program.kernel_texts[first])]
     _, one_cpu, one_wall = timed(lambda: cl.Program(
         dev.context, prelude + program.kernel_texts[first] + "\n// alone\n").build(options=options))
-    variants = compiler.compiled_variants(dev, compiler.warm_up_variants(dev, program))
+    variants = kernel_builds.compiled_variants(dev, kernel_builds.warm_up_variants(dev, program))
     kernels: dict[str, object] = {}
     rows = []
     for v in variants:

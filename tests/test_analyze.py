@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import runtime
-from runtime import compiler
+from runtime.execution import kernel_builds
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,12 +41,12 @@ ENTRY main {
 @pytest.fixture
 def builds(monkeypatch) -> list[list[str]]:
     built: list[list[str]] = []
-    original = compiler.build_kernels
+    original = kernel_builds.build_kernels
 
     def counting(dev, program, report, times=None):
         built.append(list(program.kernel_names))
         return original(dev, program, report, times)
-    monkeypatch.setattr(compiler, "build_kernels", counting)
+    monkeypatch.setattr(kernel_builds, "build_kernels", counting)
     return built
 
 

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 
 import runtime
-from runtime import compiler
+from runtime.execution import kernel_builds
 from runtime.execution import build_workers
 from runtime.opencl import binary_cache
 from runtime.execution.build_workers import Variant, shares
@@ -47,7 +47,7 @@ def cold_build_with_workers() -> None:
     program binary. Launch chaining is off: the five kernels stay five launches to share."""
     from runtime.codegen import plan_passes
     plan_passes.PLAN_PASSES = plan_passes.without("chain-launches")
-    compiler.VARIANTS_PER_WORKER = 1
+    kernel_builds.VARIANTS_PER_WORKER = 1
     from_workers: list[str] = []
     original = build_workers.Workers.finish
 

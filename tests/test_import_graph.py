@@ -1,7 +1,8 @@
 """The import graph of ``runtime`` and ``hlo_magic``, read statically (function-level imports
 included): no cycles anywhere, and no module imports a later stage of the pipeline.
 
-Stages, in pipeline order, each a folder of ``runtime`` or one top-level module: errors < hlo
+Stages, in pipeline order, each a folder of ``runtime`` or one top-level module: errors (and
+the garbage-collector pause, a utility of no stage) < hlo
 (parse, verify) < analysis (with the fusion cost model and rules) < passes (and the target)
 < buffers (assignment) < the pipeline that runs them (``runtime/pipeline.py``) < the OpenCL
 platform (``runtime/opencl``: devices, kernel caches) < custom calls < codegen < execution (arrays, executables) < the compiler and the
@@ -22,7 +23,7 @@ PACKAGES = ("runtime", "hlo_magic")
 
 # (module-name prefix, stage); the longest matching prefix decides
 STAGES = [
-    ("runtime.errors", 0), ("runtime.version", 0),
+    ("runtime.errors", 0), ("runtime.version", 0), ("runtime.gc_pause", 0),
     ("runtime.hlo", 1),
     ("runtime.analysis", 2),
     ("runtime.passes", 3), ("runtime.target", 3),

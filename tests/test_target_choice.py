@@ -16,7 +16,7 @@ from runtime.codegen.families import reduction
 from runtime.analyzer import analyze_verified
 from runtime.codegen.lower import lower
 from runtime.codegen.plan import Launch
-from runtime.compiler import KernelBuild
+from runtime.execution.kernel_builds import KernelBuild
 from runtime.opencl import device as devices, device_probe
 from runtime.execution.executable import Executable
 from runtime.execution.program_cache import program_key

@@ -2,7 +2,7 @@
 
 from types import SimpleNamespace
 
-from runtime.compiler import POCL_SMALL_GRID, warm_up_size
+from runtime.execution.kernel_builds import POCL_SMALL_GRID, warm_up_size
 
 POCL = SimpleNamespace(is_pocl=True)
 OTHER = SimpleNamespace(is_pocl=False)

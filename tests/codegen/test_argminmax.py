@@ -10,7 +10,7 @@ import pytest
 
 import runtime
 from runtime.analyzer import analyze_verified
-from runtime.compiler import KernelBuild
+from runtime.execution.kernel_builds import KernelBuild
 from runtime.opencl.device import get_device
 from runtime.execution.executable import Executable
 from runtime.target import GPU, Target

@@ -673,7 +673,7 @@ def test_packing_contiguous_columns_needs_more_rows_than_an_outer_work_group(m, 
 
 def _compiled_for(text: str, target: Target):
     from runtime.analyzer import analyze_verified
-    from runtime.compiler import KernelBuild
+    from runtime.execution.kernel_builds import KernelBuild
     from runtime.execution.executable import Executable
     dev = get_device()
     analysis = analyze_verified(runtime.parse(text), dev.mem_base_addr_align, True, target)

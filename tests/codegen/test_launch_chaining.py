@@ -14,7 +14,7 @@ import pytest
 from runtime.analyzer import analyze_verified
 from runtime.codegen.launch_chaining import _chunks
 from runtime.codegen.plan import HostWhile, Launch, iter_launches
-from runtime.compiler import KernelBuild
+from runtime.execution.kernel_builds import KernelBuild
 from runtime.opencl.device import get_device
 from runtime.execution.executable import Executable
 from runtime.hlo.parser import parse

@@ -9,7 +9,7 @@ import pytest
 import runtime
 from runtime.analyzer import analyze_verified
 from runtime.codegen.families import reduction
-from runtime.compiler import KernelBuild
+from runtime.execution.kernel_builds import KernelBuild
 from runtime.opencl.device import get_device
 from runtime.execution import program_cache
 from runtime.execution.executable import Executable

@@ -351,14 +351,14 @@ def test_a_fast_compile_shows_no_progress(ip):
 @pytest.fixture
 def builds(monkeypatch) -> list[str]:
     """The modules whose kernels were built, one entry per build."""
-    from runtime import compiler
+    from runtime.execution import kernel_builds
     built: list[str] = []
-    original = compiler.build_kernels
+    original = kernel_builds.build_kernels
 
     def counting(dev, program, report, times=None):
         built.append(program.kernel_names)
         return original(dev, program, report, times)
-    monkeypatch.setattr(compiler, "build_kernels", counting)
+    monkeypatch.setattr(kernel_builds, "build_kernels", counting)
     return built
 
 
