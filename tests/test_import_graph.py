@@ -2,12 +2,12 @@
 included): no cycles anywhere, and no module imports a later stage of the pipeline.
 
 Stages, in pipeline order, each a folder of ``runtime`` or one top-level module: errors (and
-the garbage-collector pause, a utility of no stage) < hlo
-(parse, verify) < analysis (with the fusion cost model and rules) < passes (and the target)
-< buffers (assignment) < the pipeline that runs them (``runtime/pipeline.py``) < the OpenCL
-platform (``runtime/opencl``: devices, kernel caches) < custom calls < codegen < execution (arrays, executables) < the compiler and the
-package's API < the front ends (the notebook layer and the ``hlo`` command). A module may
-import its own stage or earlier ones.
+the garbage-collector pause, a utility of no stage) < hlo (parse, verify) < analysis (with the
+fusion cost model and rules) < passes (and the target) < buffers (assignment) < the pipeline
+that runs them (``runtime/pipeline.py``) < the OpenCL platform (``runtime/opencl``: devices,
+kernel caches) < custom calls < codegen < execution (kernel builds, arrays, executables) < the
+compiler and the package's API < the front ends (the notebook layer and the ``hlo`` command).
+A module may import its own stage or earlier ones.
 Importing a submodule also runs its parent packages' ``__init__``; those implicit edges are
 Python's package mechanics, not dependencies, and are not counted; nor are imports under
 ``if TYPE_CHECKING:`` (annotations only, never executed).
