@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from runtime import HloArgumentError
+from runtime import HloArgumentError, reassign
 from runtime.buffers import BufferAssignment
 from runtime.hlo.ir import AliasEntry
 from runtime.hlo.shape import Shape, index_text
@@ -79,7 +79,7 @@ def describe_parameters(assignment: BufferAssignment) -> list[ParameterInfo]:
 
 
 def _unmatched_donor(assignment: BufferAssignment, number: int) -> str | None:
-    trial = assignment.reassign(frozenset({number}))
+    trial = reassign(assignment, frozenset({number}))
     if aliased_outputs(trial, number):
         return None
     reasons = [d.reason for d in trial.unused_donors if d.parameter_number == number]
@@ -125,7 +125,7 @@ class DonationModel:
     def plan(self, donated: frozenset[int]) -> BufferAssignment:
         """The buffer assignment for exactly ``donated`` (kept for the next time)."""
         if donated not in self._plans:
-            self._plans[donated] = self._source.reassign(donated)
+            self._plans[donated] = reassign(self._source, donated)
         return self._plans[donated]
 
     def set_donated(self, number: int, donate: bool) -> str:

@@ -11,7 +11,7 @@ from typing import Sequence
 
 import numpy as np
 
-from runtime import Executable
+from runtime import Executable, reassign
 
 from .donation import ParameterInfo, describe_parameters
 from .result import HloResult
@@ -28,7 +28,7 @@ def make_result(exe: Executable, donated: frozenset[int], args: Sequence | None,
     a warning in the report."""
     parameters = describe_parameters(exe.buffer_assignment)
     forced = frozenset(p.number for p in parameters if p.must_alias)
-    plan = exe.buffer_assignment.reassign(donated | forced)
+    plan = reassign(exe.buffer_assignment, donated | forced)
     outputs = None
     if args is not None:
         outputs = host(exe.run(*args, donate=tuple(sorted(donated))))

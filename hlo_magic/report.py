@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Sequence, Union
 
 import numpy as np
 
+from runtime import reassign
 from runtime.errors import HloError
 from runtime.hlo.dtypes import from_numpy
 from runtime.hlo.shape import ArrayShape, index_text
@@ -258,7 +259,7 @@ def _replan(plan: BufferAssignment, donated: frozenset[int]) -> BufferAssignment
     """The plan for another donation set; None where the module allows no such plan (the
     report then leaves that saving out rather than failing)."""
     try:
-        return plan.reassign(donated)
+        return reassign(plan, donated)
     except HloError:
         return None
 

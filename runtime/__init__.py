@@ -22,6 +22,7 @@ from .hlo import HloModule
 from .hlo.parser import parse as _parse_unverified
 from .hlo.verifier import verify as _verify
 from .inputs import random_arguments, zeros_arguments
+from .pipeline import reassign
 from .version import __version__
 
 
@@ -45,5 +46,5 @@ __all__ = [
     "HloArgumentError", "DonatedBufferError", "CustomCallError", "DeviceError",
     "InternalCompilerError", "__version__",
     "register_custom_call", "unregister_custom_call", "registered_custom_calls",
-    "CustomCallTarget", "CustomCallStatus", "random_arguments", "zeros_arguments",
+    "CustomCallTarget", "CustomCallStatus", "random_arguments", "zeros_arguments", "reassign",
 ]

@@ -138,7 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
-    from . import analyze
+    from . import analyze, reassign
     text = _read(args.file)
     try:
         analysis = analyze(text, alignment=args.alignment)
@@ -147,7 +147,7 @@ def cmd_memory(args: argparse.Namespace) -> int:
                                                 names, what="--donate")))
         plan = analysis.buffer_assignment
         if args.donate:
-            plan = plan.reassign(frozenset(donated))
+            plan = reassign(plan, frozenset(donated))
     except HloError as e:
         _print_error(args.file, e)
         return 1

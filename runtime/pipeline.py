@@ -33,7 +33,7 @@ from .analysis.memory_scheduler import choose_schedule
 from .analysis.schedule import Schedule, build_schedule, text_order
 from .buffers.assignment import BufferAssignment, assign_buffers, check_alignment
 from .buffers.donation import AliasPlan, plan_aliasing
-from .errors import HloUnsupportedError, internal_errors
+from .errors import HloArgumentError, HloUnsupportedError, internal_errors
 from .hlo.clone import clone_module
 from .hlo.ir import HloModule
 from .hlo.verifier import verify
@@ -185,8 +185,19 @@ def buffer_assignment(module: HloModule, *, alignment: int = 128,
     assert prepared.schedule is not None
     return assign_buffers(
         prepared.module, prepared.schedule, alignment=alignment, donation=prepared.donation,
-        source=module,
-        reassign=lambda again: buffer_assignment(module, alignment=alignment, donated=again))
+        source=module, prepared_from=module)
+
+
+def reassign(assignment: BufferAssignment, donated: frozenset[int] | None) -> BufferAssignment:
+    """The plan of the same module at the same alignment for another choice of donated
+    parameters (``buffer_assignment``'s ``donated``): what a donation toggle shows without a
+    device."""
+    if assignment.prepared_from is None:
+        raise HloArgumentError("this assignment was made from a module prepared outside the "
+                               "pipeline; make it with pipeline.buffer_assignment to reassign "
+                               "it")
+    return buffer_assignment(assignment.prepared_from, alignment=assignment.alignment,
+                             donated=donated)
 
 
 def run(module: HloModule, target: Target = CPU, *, fusion: bool = True,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from ..analysis.alias_analysis import AliasAnalysis, HloBuffer
 from ..analysis.dataflow import Dataflow, HloValue
@@ -102,12 +102,12 @@ def check_alignment(alignment: int) -> None:
 
 def assign_buffers(module: HloModule, schedule: Schedule, *, alignment: int = 128,
                    donation: AliasPlan | None = None, source: HloModule | None = None,
-                   reassign: Callable[[frozenset[int] | None], BufferAssignment] | None = None,
-                   ) -> BufferAssignment:
+                   prepared_from: HloModule | None = None) -> BufferAssignment:
     """The memory plan of a prepared module (``pipeline.prepare``: scheduled in
     ``schedule``'s order, donation applied, copies inserted). ``donation`` is the plan that
-    was applied (for the report), ``source`` the module before preparation, ``reassign`` how
-    to redo the whole preparation for other donations (``BufferAssignment.reassign``)."""
+    was applied (for the report), ``source`` the module before preparation, ``prepared_from``
+    the module the pipeline prepared, which ``pipeline.reassign`` prepares again for other
+    donations (None: the caller prepared it, and only it can)."""
     check_alignment(alignment)
     flow = Dataflow(module)
     aliasing = AliasAnalysis(flow, module.input_output_alias)
@@ -115,7 +115,7 @@ def assign_buffers(module: HloModule, schedule: Schedule, *, alignment: int = 12
                             alignment, inserted_copies(module),
                             donation.unused_donors if donation else [],
                             donation.not_donated if donation else [],
-                            source=source or module, reassign=reassign)
+                            source=source or module, prepared_from=prepared_from)
 
 
 class BufferAssignment:
@@ -130,10 +130,10 @@ class BufferAssignment:
                  aliasing: AliasAnalysis, liveness: Liveness, alignment: int,
                  copies: list[InsertedCopy], unused_donors: list[UnusedDonor],
                  not_donated: list[AliasEntry], *, source: HloModule,
-                 reassign: Callable[[frozenset[int] | None], BufferAssignment] | None) -> None:
+                 prepared_from: HloModule | None) -> None:
         self.module = module
         self.source = source
-        self._reassign = reassign
+        self.prepared_from = prepared_from
         self.schedule = schedule
         self.dataflow = dataflow
         self.aliasing = aliasing
@@ -202,15 +202,6 @@ class BufferAssignment:
 
     def to_text(self) -> str:
         return assignment_text(self)
-
-    def reassign(self, donated: frozenset[int] | None) -> BufferAssignment:
-        """The plan of the same module at the same alignment for another choice of donated
-        parameters (see ``pipeline.buffer_assignment``, which made this one): what a
-        donation toggle shows without a device."""
-        if self._reassign is None:
-            raise HloError("this assignment was made from a prepared module; make it with "
-                           "pipeline.buffer_assignment to reassign it")
-        return self._reassign(donated)
 
     def live_intervals(self) -> list[tuple[AssignedBuffer, int, int]]:
         """(buffer, first step, last step) of every buffer as ``peak`` counts it: a temp whose

@@ -16,6 +16,7 @@ import runtime
 from hlo_magic.donation import DonationModel, describe_parameters
 from hlo_magic.formatting import format_bytes
 from runtime.pipeline import run as run_pipeline
+from runtime import reassign
 
 pytestmark = pytest.mark.browser
 
@@ -41,7 +42,7 @@ def declared():
 
 def test_hover_a_buffer_of_a_whole_model_then_donate(lab_root, lab_url, browser, declared,
                                                      artifacts):
-    plan = declared.reassign(frozenset())       # what %%hlo shows without --donate
+    plan = reassign(declared, frozenset())       # what %%hlo shows without --donate
     peak_buffer = plan.live_at_peak()[0]
     params = describe_parameters(declared)
     donatable = max((p for p in params if p.blocked is None and not p.must_alias),

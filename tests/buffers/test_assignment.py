@@ -8,6 +8,7 @@ from runtime.pipeline import buffer_assignment
 from runtime.errors import HloArgumentError, HloError, HloUnsupportedError
 
 from .checked import assigned
+from runtime import reassign
 
 INCREMENT = """
 HloModule increment{alias}
@@ -55,13 +56,13 @@ def test_increment_not_donated_gets_its_own_output():
 def test_reassign_changes_only_the_donation_and_live_bytes_follow_the_peak():
     donated = assigned(INCREMENT.format(alias=", input_output_alias={ {}: 0 }"))
     assert donated.live_bytes() == [4, 8, 8]
-    kept = donated.reassign(frozenset())
+    kept = reassign(donated, frozenset())
     assert kept.alignment == donated.alignment and kept.source is donated.source
     assert kept.memory_stats == MemoryStats(argument=4, output=4, alias=0, temp=0, peak=12)
     assert kept.live_bytes() == [4, 8, 12]
     assert [(b.name, start, end) for b, start, end in kept.live_intervals()] == [
         ("p", 0, 2), ("c", 1, 2), ("out", 2, 2)]
-    assert kept.reassign(None).memory_stats == donated.memory_stats
+    assert reassign(kept, None).memory_stats == donated.memory_stats
 
 
 XLA_EXAMPLE = """

@@ -17,6 +17,7 @@ from runtime.pipeline import buffer_assignment
 from ..conftest import corpus_dir
 from .fresh_python import run_python
 from .hlo_texts import ADD_MUL
+from runtime import reassign
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +96,7 @@ def test_plots_draw_into_a_given_axis():
 
 
 def test_compare_puts_both_plans_on_one_scale(donated):
-    kept = donated.reassign(frozenset())
+    kept = reassign(donated, frozenset())
     fig = compare(kept, donated, labels=("kept", "donated"))
     live, left, right = fig.axes
     assert {line.get_gid() for line in live.lines} >= {"live-kept", "live-donated"}
@@ -134,7 +135,7 @@ def test_compare_steps_are_whole_numbers():
     """A short schedule is where matplotlib's default locator puts ticks at 0.5 steps."""
     from .hlo_texts import INCREMENT
     plan = buffer_assignment(runtime.parse(INCREMENT))
-    fig = compare(plan.reassign(frozenset()), plan)
+    fig = compare(reassign(plan, frozenset()), plan)
     live = fig.axes[0]
     low, high = live.get_xlim()
     ticks = [t for t in live.get_xticks() if low <= t <= high]

@@ -7,6 +7,7 @@ from pathlib import Path
 import runtime
 from runtime import pipeline
 from runtime.target import Target
+from runtime import reassign
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -33,9 +34,9 @@ def test_the_lists_name_the_stages_in_order():
 def test_reassign_runs_the_preparation_again():
     ba = pipeline.run(runtime.parse(ALIASED), Target.for_kind("cpu"))
     assert ba.memory_stats.alias == 1024
-    undonated = ba.reassign(frozenset())
+    undonated = reassign(ba, frozenset())
     assert undonated.memory_stats.alias == 0 and undonated.not_donated
-    assert undonated.reassign(None).memory_stats == ba.memory_stats
+    assert reassign(undonated, None).memory_stats == ba.memory_stats
 
 
 def test_the_pipeline_and_lowering_need_no_opencl():
