@@ -52,11 +52,13 @@ def test_no_less_accurate_than_xla_against_f64(got, ok):
     assert no_less_accurate(np.float32(got), xla, exact) is ok
 
 
-def test_integers_match_xla_or_the_f64_result():
-    exact, xla = np.array([0, 1, 2], np.int32), np.array([1, 1, 2], np.int32)
-    assert no_less_accurate(np.array([0, 1, 2], np.int32), xla, exact)
-    assert no_less_accurate(np.array([1, 1, 2], np.int32), xla, exact)
-    assert not no_less_accurate(np.array([0, 0, 2], np.int32), xla, exact)
+def test_integers_no_farther_from_the_f64_result_than_xla():
+    """An s32 convert of saturating tanhs, summed (seed 5143): XLA -4, ours -3, f64 -1."""
+    exact, xla = np.array([0, 1, 2, -1], np.int32), np.array([1, 1, 2, -4], np.int32)
+    assert no_less_accurate(np.array([0, 1, 2, -3], np.int32), xla, exact)
+    assert no_less_accurate(np.array([1, 1, 2, -4], np.int32), xla, exact)
+    assert not no_less_accurate(np.array([0, 0, 2, -1], np.int32), xla, exact)
+    assert not no_less_accurate(np.array([0, 1, 2, -5], np.int32), xla, exact)
 
 
 def test_negative_padding_before_a_reduce_window():
