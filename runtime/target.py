@@ -174,14 +174,8 @@ class TileShape:
     stream_vectors: int = 8
     stream_k: int = 8
     stream_accumulators: int = 32
-    # integer dots of 8- and 16-bit operands into s32 multiply pairs of contraction steps
-    # with x86's vpmaddwd (16-bit products, adjacent pairs summed into 32-bit lanes), which
-    # PoCL's clang reaches as ``__builtin_ia32_pmaddwd256/512`` (``cltypes`` helpers
-    # ``xla_pair_madd8/16``); ``Target.for_device`` turns it on where PoCL compiles for AVX2
-    # or AVX-512 BW (``Device.pair_multiply_add``). A 256x2048x512 s8 dot, best of 30 (AMD EPYC, Zen 5, PoCL 3.1): 1,592 ->
-    # 1,256 us on AVX-512, 4,245 -> 2,201 us compiled for AVX2 (32-bit vector multiplies
-    # before); an int8-quantised MLP 10.7 -> 9.5 ms, 30.7 -> 16.1 ms on AVX2. Dots f32 sums
-    # exactly keep ``contraction_upcast``'s f32 path: 1,108 us natively, 2,288 on AVX2
+    # integer dots of 8- and 16-bit operands multiply pairs with x86's vpmaddwd
+    # (``cltypes`` ``xla_pair_madd8/16``), where PoCL compiles for AVX2 or AVX-512 BW
     pair_madd: bool = False
 
 
@@ -278,79 +272,25 @@ CPU = Target(
     loop_local_size=64,
     # 512 bits (float16, double8): what PoCL's CPU device prefers (opencl-notes §1)
     vector_bits=512,
-    # packed panels of 128 KiB (in a 1 MiB second-level cache): GPT-2's logits dot
-    # (128x768x50257, A @ B^T) 172 GFLOP/s with 32 KiB, 184 with 128 KiB, XLA 185-188.
-    # The inner form computes 4 x 4 outputs a work-item (16 accumulators and 8 loads of 32
-    # registers; 4 x 2 before): an LSTM step's 32x128 over 1024 106-108 -> 91-92 us a run,
-    # 32x1024 over 128 78-80 -> 64-66, 16x1024 over 4096 616-660 -> 583-622 (XLA 1,040);
-    # other shapes within noise, the same bits (AMD EPYC, Zen 5, best of 80, three runs)
+    # 128 KiB panels and 4 x 4 inner blocks, 8 streamed rows: measured in docs/performance.md
     tiles=TileShape(rows=8, vectors=2, row_group=4, min_lanes=4, inner_rows=4, inner_cols=4,
                     pack_panel_bytes=128 * 1024, stream_rows=8),
-    # the streamed order over at most 8 rows (``dot._streams``), plain -> streamed, best of 25
-    # interleaved over weights rotating through 24 MB (AMD EPYC, Zen 5, AVX-512, PoCL 3.1):
-    # 4x256x1024 62 -> 50 us, 4x768x768 99
-    # -> 78, 2x768x3072 282 -> 193, 4x4096x1024 439 -> 302, 1x1024x4096 551 -> 349,
-    # 1x4096x16384 15.0 -> 7.7 ms; 8 rows in tiles of 4 vectors: 8x768x768 114 -> 95,
-    # 8x768x3072 256 -> 219, 8x4096x1024 363 -> 288; the KV-cache decoder 29.4 -> 26.4 ms
-    # (XLA 29.9)
     transpose_block=16,
-    # consecutive launches of kernels costing at most 2^18 (``fusion_cost.kernel_work``: a
-    # 32x64x64 dot with its epilogue, 3 us on two threads) chain into one launch: an Adam step
-    # over 24 layers of 32 x 64, 335 -> 26 launches (30 since merged and chained launches keep
-    # within ``MAX_PARAMETER_BYTES``: the same time), 2.17 -> 1.09 ms (XLA 1.34), a diffusion
-    # sampler 4.62 -> 4.01 ms, categorical sampling 13.5 -> 12.4, the other models within
-    # noise (AMD EPYC, Zen 5, PoCL 3.1, best of 20 interleaved; Intel's runtime: the Adam step
-    # 2.47 -> 1.92 ms). With 2^15 the Adam step's dots stayed apart (2.26 ms against 1.48 in
-    # one run); counting elements read instead of bytes chained a KV-cache decoder's
-    # matrix-vector products over 256 KB of cache (16 us apart on two threads, 23 us chained).
-    # A work-group of one item: 64 measured the same on PoCL and on Intel's runtime.
+    # small consecutive launches chain into one work-group's launch (docs/performance.md)
     chain_max_work=1 << 18,
-    # while loops whose iterations do at most 2^15 units run on the device (``device_loops``),
-    # nested ones inline: in-process A/B against host loops, best of 15 (same EPYC and PoCL):
-    # a vmapped Collatz loop 3.22 -> 0.67 ms, JAX's special functions (series loops) 4.32 ->
-    # 0.38, discrete sampling 2.64 -> 0.28, gamma sampling 4.30 -> 2.35; the categorical
-    # sampler 4-10% faster over four runs, the f16 dropout MLP and a LAPACK program within
-    # noise
+    # small while loops run on the device (docs/performance.md)
     loop_max_work=1 << 15,
     min_row_groups=16,
     upcasts_narrow_contractions=True,
     relayouts_convolution_kernels=True,
 )
 
-# CPUs without AVX-512 (PoCL naming an AVX2 or older LLVM CPU; ``POCL_KERNELLIB_NAME=avx2`` makes
-# PoCL compile for one on any x86-64 CPU). With 16 registers of 256 bits the CPU's 8 x 2 float16
-# tile (16 accumulators of two registers each) spills; 4 rows of 3 float8 vectors (12
-# accumulators, 3 loads and 4 broadcasts per step; 2 vectors where 3 overlap at a row's end by
-# more than 5% and 2 tile the columns, ``tiles.vectors_for``) was the best of the shapes tried,
-# and packing panels pays for row-major columns too (64 KiB: within the 256 KiB second-level
-# cache of common AVX2 CPUs; the figures below are from 16 KiB panels, before the panel's copy
-# was blocked). PoCL 3.1 compiling for haswell against XLA with --xla_cpu_max_isa=AVX2 on the
-# 2-core AMD EPYC (Zen 4), best of 5, GFLOP/s of the CPU target's tiles / these / XLA: GPT-2's
-# MLP 128x768x3072 98 / 143 / 176, its logits 128x768x50257 (A @ B^T) 97 / 128 / 187, ViT's
-# weight gradient 768x1040x192 (A^T @ B) 97 / 147 / 116; the twelve dot shapes of
-# ``benchmarks/dot_shapes.py`` together 136 / 100 / 73 ms. A panel is shared by 32 row blocks
-# (128 rows, as the CPU target's 16 blocks of 8): GPT-2's MLP 128x768x3072 126-148 -> 145-170
-# GFLOP/s, the whole model 216 -> 190 ms, best of 9 interleaved; 16 where the row operand is
-# strided along the contraction (A^T @ B: each tile step reads a new cache line of it): ViT's
-# 768x1040x192 weight gradient 154-157 GFLOP/s with 16, 128-136 with 32. Vector loops and row
-# reductions keep 512-bit vectors (a float16 is two registers there, more work in flight):
-# bench_ew_chain_4m 3.85 against 4.35 ms with float8, layernorm 1.22 against 1.36 ms, reduce_8m
-# 1.03 against 1.08 ms (best of 15). Columns of up to 512 KiB are read in place under one
-# panel's rows (the second-level caches of AVX2 CPUs are smaller; on the Xeon's AVX2 setting
-# 64x256x256 49 / 45 us packed / in place, 96x512x512 (1 MiB) 262 / 254, an LSTM train step
-# even or 1% slower with 1 MiB). The all-rows inner form (``dot._all_rows_plan``) takes 4 x 3
-# blocks (12 accumulators; the CPU target's 4 x 6 spills): on the Xeon's AVX2 setting, packed /
-# 4x6 / 4x3 / 2x4, 128x768x8192 9.0 / 14.9 / 8.4 / 8.9 ms; GPT-2's logits 62.8 / - / 56.2 /
-# 58.3 ms; 256x768x3072 6.40 / - / 6.09 ms.
+# CPUs without AVX-512 (PoCL compiling for AVX2 or older): 16 registers of 256 bits, so
+# smaller register tiles and packed panels for row-major columns too (docs/performance.md)
 CPU_AVX2 = replace(
     CPU,
     name="cpu-avx2",
-    # inner form 4 x 2: 4 x 4 spills (32x128 over 1024 120 -> 152 us, 16x192 over 576 78 -> 123)
-    # the streamed order off (measured on the EPYC with PoCL's AVX2 kernel library): 8 vectors
-    # of 4 rows spill AVX2's 16 registers; weights read
-    # from memory gained (1x1024x4096 394 -> 255 us, 4x4096x1024 482 -> 381), weights the
-    # caches hold lost (4x768x768 103 -> 128, 4x256x1024 60 -> 63; 4 vectors alike), and the
-    # KV-cache decoder measured the same either way (36.2 / 36.5 ms)
+    # 4 x 2 inner blocks and no streamed order: 4 x 4 and 8 streamed vectors spill AVX2
     tiles=replace(CPU.tiles, rows=4, vectors=3, inner_cols=2, pack_row_group=32, stream_rows=0,
                   pack_strided_row_group=16,
                   pack_panel_bytes=64 * 1024, pack_contiguous=True, vector_bits=256,
@@ -377,30 +317,9 @@ GPU = Target(
     scatter_work_items=16384,
 )
 
-# CPU devices whose compiler vectorises across work-items (Intel's OpenCL CPU runtime). A row
-# kernel with 16 partial accumulators per work-item (PoCL's LLVM turns them into one float16)
-# is packed lane by lane across rows there; one accumulator and 32-bit index arithmetic
-# measured faster on the bench programs (intel-opencl-rt 2026.2 from pip, 2-core AMD EPYC
-# with AVX-512, median process CPU time of 25 interleaved runs on a loaded machine):
-# bench_layernorm_4096x1024 3.05 ms against 4.23-4.30 ms, bench_reduce_8m 1.52-1.64 ms
-# against 1.72-1.87 ms. A work-group of 16 or more rows is 7x slower (the compiler then
-# packs 16 rows, gathering every load). Column kernels keep 16 adjacent outputs per work-item
-# (a f32[4096,1024] column sum: 7.4 ms, against 32.3 ms with one). The inner-product dot
-# form (A @ B^T) computes 4x4 outputs per work-item, as the CPU target's does now (there it
-# was measured first: 512^3 f32 3.30-3.83 ms against 3.71-4.09 with 4x2). Vector widths below 512 bits, other loop work-group
-# sizes, other outer-product tiles and smaller transpose blocks measured the same or slower
-# there, so they stay the CPU's.
-#
-# Its compiler (intel-opencl-rt 2026.2) also vectorises the loops inside a work-item, and gets
-# some float accumulations that subtract wrong: ``acc = acc - a[r + i * n]`` over rows of 100
-# in work-groups of 8 returned garbage (relative error 1.4), as did ``acc + -(x + 1)``, while
-# ``acc + x``, ``acc - 2 * x`` and the same loop under ``-cl-opt-disable`` were right. XLA's
-# ``reduce(negate(x))`` fuses into exactly such a loop (ResNet-18's loss gradient). Loops whose
-# accumulation may compile to ``acc - x`` (``elemental.accumulation_subtracts``) are kept from
-# being vectorised; marking every loop instead made reductions 2.5x slower there (8M-element
-# sum 1.6 -> 4.1 ms), since a row sum's speed comes from vectorising its loop. The all-rows
-# inner form (``dot._all_rows_plan``) lost there: packed / 4x6 / 4x4 blocks, 128x768x8192
-# 6.32 / 7.32 / 6.86 ms, GPT-2's logits 44.8 / 49.1 / 43.8 ms; packing stays.
+# CPU devices whose compiler vectorises across work-items (Intel's OpenCL CPU runtime): one
+# accumulator a row, and loops that accumulate by subtraction kept from its loop
+# vectoriser, which miscompiles them (docs/performance.md)
 CPU_IMPLICIT_SIMD = replace(
     CPU,
     name="cpu-implicit-simd",
