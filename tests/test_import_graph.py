@@ -165,3 +165,13 @@ def test_stages_follow_the_pipeline():
              "runtime.compiler", "hlo_magic.magics"]
     ranks = [stage(m) for m in order]
     assert ranks == sorted(ranks) and len(set(ranks)) == len(ranks)
+
+
+def test_the_notebook_layer_reaches_no_compiler_internals():
+    """``hlo_magic`` reports what ``runtime`` computed; the passes, the pipeline, code
+    generation and OpenCL stay behind ``runtime``'s top level."""
+    g = graph()
+    internal = ("runtime.passes", "runtime.pipeline", "runtime.codegen", "runtime.opencl")
+    reached = {(m, t) for m, targets in g.items() if m.startswith("hlo_magic")
+               for t in targets if t.startswith(internal)}
+    assert not reached, sorted(reached)
