@@ -120,21 +120,109 @@ def _arguments(exe, args: argparse.Namespace) -> list:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from . import compile as compile_module
+    from .execution import mpi
     text = _read(args.file)
-    progress = CompileProgress()
+    processes = mpi.launched_processes()
+    progress = CompileProgress() if processes == 1 else None
     try:
         _check_inputs(args)
+        if args.inputs is not None and (args.args or args.made_up):
+            raise HloArgumentError("--inputs gives every argument; give ARGs, --random or "
+                                   "--zeros instead, not as well")
         exe = compile_module(text, device=args.device, progress=progress,
                              elided_constants=args.elided)
-        values = _arguments(exe, args)
-        result = exe.run(*values, donate=args.donate)
-        _print_outputs(result)
+        if processes > 1:
+            return _run_mpi_process(exe, args)
+        outputs = _run_devices(exe, args)
     except HloError as e:
         _print_error(args.file, e)
         return 1
+    if args.outputs is not None:
+        _save_outputs(args.outputs, outputs, exe.device_count)
+    for device, result in enumerate(outputs):
+        if len(outputs) > 1:
+            print(f"device {device}:")
+        _print_outputs(result)
     print()
     print(summary(exe))
     return 0
+
+
+def _device_arguments(exe, args: argparse.Namespace, device: int) -> list:
+    """Device ``device``'s arguments: from ``--inputs`` (``arg_I_pP``, else ``arg_I``), else
+    the command line's or made-up ones (the same on every device)."""
+    if args.inputs is None:
+        return _arguments(exe, args)
+    with np.load(args.inputs) as inputs:
+        values = []
+        for i, name in enumerate(exe.parameter_names):
+            for key in (f"arg_{i}_p{device}", f"arg_{i}"):
+                if key in inputs.files:
+                    values.append(inputs[key])
+                    break
+            else:
+                raise HloArgumentError(f"{args.inputs} has no arg_{i}_p{device} or arg_{i} for "
+                                       f"parameter {i} ({name}) of device {device}")
+        return values
+
+
+def _run_devices(exe, args: argparse.Namespace) -> list:
+    """Every device's outputs, run in this process (``run_spmd`` for several)."""
+    if exe.device_count == 1:
+        return [exe.run(*_device_arguments(exe, args, 0), donate=args.donate)]
+    per_device = [_device_arguments(exe, args, p) for p in range(exe.device_count)]
+    return exe.run_spmd(per_device, donate=args.donate, timeout=args.timeout)
+
+
+def _run_mpi_process(exe, args: argparse.Namespace) -> int:
+    """This process's device under mpiexec; rank 0 gathers every device's outputs. A failure
+    prints the error naming the device and aborts the job, so no process waits for it."""
+    from .execution import mpi
+    comm = mpi.world()
+    try:
+        result = mpi.run_partition(exe, _device_arguments(exe, args, comm.rank), comm,
+                                   donate=args.donate, timeout=args.timeout)
+    except HloError as e:
+        if exe.device_count != comm.size:      # every process found the same: rank 0 says it
+            if comm.rank == 0:
+                _print_error(args.file, e)
+            return 1
+        print(f"device {comm.rank} of {comm.size} (MPI rank {comm.rank}) failed; aborting the "
+              f"job:", file=sys.stderr)
+        _print_error(args.file, e)
+        sys.stderr.flush()
+        comm.Abort(1)
+    gathered = comm.gather(_host_tree(result), root=0)
+    if comm.rank == 0:
+        if args.outputs is not None:
+            _save_outputs(args.outputs, gathered, exe.device_count)
+        for device, outputs in enumerate(gathered):
+            print(f"device {device}:")
+            _print_outputs(outputs)
+        print()
+        print(summary(exe))
+    return 0
+
+
+def _host_tree(result):
+    if isinstance(result, tuple):
+        return tuple(_host_tree(r) for r in result)
+    return np.asarray(result)
+
+
+def _leaves(result) -> list:
+    if isinstance(result, tuple):
+        return [leaf for r in result for leaf in _leaves(r)]
+    return [np.asarray(result)]
+
+
+def _save_outputs(path: str, outputs: list, devices: int) -> None:
+    """``out_J`` (one device) or ``out_J_pP`` (each device P) for each output leaf J."""
+    arrays = {}
+    for device, result in enumerate(outputs):
+        for j, leaf in enumerate(_leaves(result)):
+            arrays[f"out_{j}" if devices == 1 else f"out_{j}_p{device}"] = leaf
+    np.savez(path, **arrays)
 
 
 def cmd_memory(args: argparse.Namespace) -> int:
@@ -266,6 +354,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--elided", choices=("zeros", "random"), default=None,
                    help="run a module whose constants were printed elided as {...} with these "
                         "values (for timing and memory: the outputs are not the model's)")
+    r.add_argument("--inputs", default=None, metavar="IN.npz",
+                   help="the arguments from an .npz: arg_I (argument I), or arg_I_pP (device "
+                        "P's) for a multi-device module; under mpiexec -n N each process runs "
+                        "device P = its rank")
+    r.add_argument("--outputs", default=None, metavar="OUT.npz",
+                   help="write the outputs to an .npz: out_J, or out_J_pP for every device of "
+                        "a multi-device module (gathered by rank 0 under mpiexec)")
+    r.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                   help="how long a device waits for the others at a collective (default 300)")
     r.set_defaults(func=cmd_run)
     m = sub.add_parser("memory", help="print the buffer assignment without building kernels "
                                       "or needing an OpenCL device")
