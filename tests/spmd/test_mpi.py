@@ -18,15 +18,16 @@ from runtime.errors import DeviceError
 from runtime.execution.mpi import MpiCommunicator
 
 from ..corpus_data import compare_scaled
-from .spmd_data import GENERATED as DATA, TOLERANCE
+from .spmd_data import GENERATED as DATA, SHARED, TOLERANCE, names
 
 BIN = Path(sys.executable).parent
 
 
-def _hlo(tmp_path: Path, name: str, processes: int, inputs: Path | None = None):
+def _hlo(tmp_path: Path, name: str, processes: int, inputs: Path | None = None,
+         root: Path = DATA):
     out = tmp_path / f"{name}.out.npz"
-    command = [str(BIN / "hlo"), "run", str(DATA / f"{name}.opt.hlo"),
-               "--inputs", str(inputs or DATA / f"{name}.npz"), "--outputs", str(out),
+    command = [str(BIN / "hlo"), "run", str(root / f"{name}.opt.hlo"),
+               "--inputs", str(inputs or root / f"{name}.npz"), "--outputs", str(out),
                "--timeout", "60"]
     if processes:
         command = [str(BIN / "mpiexec"), "-n", str(processes), *command]
@@ -35,12 +36,13 @@ def _hlo(tmp_path: Path, name: str, processes: int, inputs: Path | None = None):
     return done, out
 
 
-@pytest.mark.parametrize("name, processes", [("mesh2x2_tp_dp_mlp", 4), ("fsdp4_mlp_sgd", 4),
-                                             ("alltoall4_moe", 4), ("mesh2x2_tp_dp_mlp", 0)])
-def test_every_device_matches_xla_across_processes(tmp_path, name, processes):
-    done, out = _hlo(tmp_path, name, processes)
+@pytest.mark.parametrize("root, name, processes", [
+    (DATA, "mesh2x2_tp_dp_mlp", 4), (DATA, "fsdp4_mlp_sgd", 4), (DATA, "alltoall4_moe", 4),
+    (DATA, "mesh2x2_tp_dp_mlp", 0), *((SHARED, name, 2) for name in names(SHARED))])
+def test_every_device_matches_xla_across_processes(tmp_path, root, name, processes):
+    done, out = _hlo(tmp_path, name, processes, root=root)
     assert done.returncode == 0, done.stderr[-3000:]
-    want = np.load(DATA / f"{name}.npz")
+    want = np.load(root / f"{name}.npz")
     got = np.load(out)
     keys = sorted(k for k in want.files if k.startswith("out_") and "_p" in k)
     assert keys and sorted(got.files) == keys
