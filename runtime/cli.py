@@ -182,16 +182,19 @@ def _run_mpi_process(exe, args: argparse.Namespace) -> int:
     try:
         result = mpi.run_partition(exe, _device_arguments(exe, args, comm.rank), comm,
                                    donate=args.donate, timeout=args.timeout)
+    except mpi.DeviceFailed as e:
+        if comm.rank == 0:          # the failed device printed its own error
+            print(f"{args.file}: {e}", file=sys.stderr)
+        return 1
     except HloError as e:
         if exe.device_count != comm.size:      # every process found the same: rank 0 says it
             if comm.rank == 0:
                 _print_error(args.file, e)
             return 1
-        print(f"device {comm.rank} of {comm.size} (MPI rank {comm.rank}) failed; aborting the "
-              f"job:", file=sys.stderr)
+        print(f"device {comm.rank} of {comm.size} (MPI rank {comm.rank}) failed:",
+              file=sys.stderr)
         _print_error(args.file, e)
-        sys.stderr.flush()
-        comm.Abort(1)
+        return 1
     gathered = comm.gather(_host_tree(result), root=0)
     if comm.rank == 0:
         if args.outputs is not None:

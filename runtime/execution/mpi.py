@@ -5,9 +5,11 @@ partition``) of the module as ``run_spmd`` runs one of its threads, and exchange
 data through ``MpiCommunicator``: one ``allgather`` of (collective, value) a collective, so
 every process learns every device's value, and a process that reached another collective (or
 the end of its run) is caught by the keys it sent. mpi4py and the MPI it loads (the ``mpich``
-wheel) come from pip. A process that fails prints its error naming its device and aborts the
-job, so no process waits for it; one that gets no answer within ``timeout`` seconds does the
-same. A module whose device count is not the number of processes is refused before running.
+wheel) come from pip. A device that fails sends its error in place of its next collective
+value, so every other device stops at its own next collective with ``DeviceFailed`` naming
+the failed device and its error, and all exit; a device that gets no answer within
+``timeout`` seconds (one stuck, or dead without its launcher noticing) aborts the job. A
+module whose device count is not the number of processes is refused before running.
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ if TYPE_CHECKING:
 _SIZE_VARIABLES = ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS")
 
 _END = "(the end of its run)"
+_FAILED = "(a failure)"
+
+
+class DeviceFailed(DeviceError):
+    """Another device of the job failed (its error is in the message): this one stopped at
+    its next collective instead of waiting for that device."""
 
 
 def launched_processes() -> int:
@@ -60,12 +68,21 @@ class MpiCommunicator:
 
     def exchange(self, key: str, value: Any) -> list[Any]:
         entries = self._allgather(key, value)
+        failed = [(r, v) for r, (k, v) in enumerate(entries) if k == _FAILED and r != self.rank]
+        if failed:
+            rank, error = failed[0]
+            raise DeviceFailed(f"device {rank} of {self.size} failed, so device {self.rank} "
+                               f"stopped at {key}: {error}")
         keys = sorted({k for k, _ in entries})
         if len(keys) > 1:
             where = "; ".join(f"device {r}: {k}" for r, (k, _) in enumerate(entries))
             raise DeviceError(f"device {self.rank} reached {key}, but the devices disagree "
                               f"on the collective: {where}")
         return [v for _, v in entries]
+
+    def fail(self, error: BaseException) -> None:
+        """Tell the other devices, at their next collective, that this one failed."""
+        self._allgather(_FAILED, f"{type(error).__name__}: {error}")
 
     def finish(self) -> None:
         """Every device ends its run here: a device still waiting at a collective meets this
@@ -97,6 +114,12 @@ def run_partition(exe: Executable, args: Sequence[Any], comm: Any, donate: Any =
             f"{exe.name} runs on {count} devices (replica_count x num_partitions), but the "
             f"MPI job has {comm.size} processes: start it with mpiexec -n {count}")
     communicator = MpiCommunicator(comm, timeout)
-    outputs = exe._partition_copy(communicator).run(*args, donate=donate)
+    try:
+        outputs = exe._partition_copy(communicator).run(*args, donate=donate)
+    except DeviceFailed:
+        raise                   # the failed device told everyone already
+    except Exception as error:  # noqa: BLE001 - any failure is told, then raised as it was
+        communicator.fail(error)
+        raise
     communicator.finish()
     return outputs

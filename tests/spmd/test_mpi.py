@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from runtime.errors import DeviceError
-from runtime.execution.mpi import MpiCommunicator
+from runtime.execution.mpi import DeviceFailed, MpiCommunicator
 
 from ..corpus_data import compare_scaled
 from .spmd_data import GENERATED as DATA, SHARED, TOLERANCE, names
@@ -59,8 +59,9 @@ def test_a_job_of_the_wrong_size_is_refused_before_running(tmp_path):
 
 
 def test_a_failing_device_ends_every_process(tmp_path):
-    """Device 2 gets an argument of the wrong shape: it says so, naming itself, and the job
-    ends at once rather than the other devices waiting at the first collective."""
+    """Device 2 gets an argument of the wrong shape: it says so, naming itself, and sends its
+    error in place of its first collective value, so the others stop there and the job ends
+    at once rather than waiting for it."""
     inputs = dict(np.load(DATA / "fsdp4_mlp_sgd.npz"))
     inputs["arg_0_p2"] = inputs["arg_0_p2"][:1]
     bad = tmp_path / "bad.npz"
@@ -70,6 +71,7 @@ def test_a_failing_device_ends_every_process(tmp_path):
     assert done.returncode != 0 and time.monotonic() - began < 60
     assert "device 2 of 4 (MPI rank 2) failed" in done.stderr
     assert "HloArgumentError: argument 0" in done.stderr
+    assert "device 2 of 4 failed, so device 0 stopped at " in done.stderr   # rank 0's word
     assert not out.exists()
 
 
@@ -93,6 +95,12 @@ def test_devices_at_different_collectives_are_an_error():
     with pytest.raises(DeviceError, match="device 1: all-reduce.2"):
         MpiCommunicator(_Comm("all-reduce.2")).exchange("all-gather.1", np.zeros(2))
     assert MpiCommunicator(_Comm("x")).exchange("x", 3) == [3, 3]
+
+
+def test_a_failed_device_stops_the_others_at_their_next_collective():
+    comm = _Comm("(a failure)")
+    with pytest.raises(DeviceFailed, match="device 1 of 2 failed, so device 0 stopped at x"):
+        MpiCommunicator(comm).exchange("x", 1)
 
 
 def test_a_device_that_gets_no_answer_aborts_the_job():
