@@ -27,7 +27,7 @@ from ..hlo.shape import ArrayShape, Shape, TupleShape, compatible
 from ..target import CPU, Target
 from .names import FreshNames
 from .part_builder import PartBuilder, expand_in_place
-from .spmd_collectives import is_multi_device
+from .spmd_collectives import done_value, is_multi_device
 
 _PAIR = re.compile(r"\{\s*(-?\d+)\s*,\s*(-?\d+)\s*\}")
 
@@ -61,10 +61,7 @@ def _value(build: PartBuilder, inst: HloInstruction, kind: str) -> HloInstructio
     if kind == "value":
         return inst.operands[0]
     if kind == "done":
-        start = inst.operands[0]
-        if start.opcode != Opcode.TUPLE or len(start.operands) < 2:
-            raise _unsupported(inst, "its operand is not the async start it completes")
-        return start.operands[1]
+        return done_value(inst, _unsupported)
     if kind.endswith("-start"):
         if not isinstance(inst.shape, TupleShape) or len(inst.shape.elements) < 2:
             raise _unsupported(inst, "an async start's shape is a tuple of its operands, its "

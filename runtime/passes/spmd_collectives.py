@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 from ..analysis.device_groups import DeviceGrid, device_groups, permute_sources
 from ..analysis.reducers import reducer_opcode
@@ -96,10 +96,7 @@ def _expand(grid: DeviceGrid, build: PartBuilder, inst: HloInstruction) -> HloIn
     if kind == "value":                       # all-reduce-done: the start is its result
         return inst.operands[0]
     if kind == "done":
-        start = inst.operands[0]
-        if start.opcode != Opcode.TUPLE or len(start.operands) < 2:
-            raise _unsupported(inst, "its operand is not the async start it completes")
-        return start.operands[1]
+        return done_value(inst, _unsupported)
     base = inst.opcode.removesuffix("-start")
     if not kind.endswith("-start"):
         return _call(grid, build, inst, base, inst.shape, inst.operands)
@@ -250,6 +247,17 @@ def _verify(inst: HloInstruction, why: str, expected: str, got: str) -> HloVerif
     return HloVerifyError(f"{inst.opcode} {inst.name}: {why}", instruction=inst.name,
                           location=inst.location, expected=expected, got=got,
                           computation=inst.parent.name if inst.parent else None)
+
+
+def done_value(inst: HloInstruction,
+               unsupported: Callable[[HloInstruction, str], HloUnsupportedError]
+               ) -> HloInstruction:
+    """An async done's value: element 1 of the start tuple it completes (XLA's ``(operands,
+    result, context...)``), which every rewrite of the start leaves in place."""
+    start = inst.operands[0]
+    if start.opcode != Opcode.TUPLE or len(start.operands) < 2:
+        raise unsupported(inst, "its operand is not the async start it completes")
+    return start.operands[1]
 
 
 def _unsupported(inst: HloInstruction, why: str) -> HloUnsupportedError:
