@@ -11,6 +11,7 @@ from runtime.codegen import registry
 from runtime.codegen.families.loop import lower_loop
 from runtime.codegen.lower import lower
 from runtime.pipeline import run
+from runtime.hlo.opcode_enum import Opcode
 from runtime.target import Target, TargetKind
 
 DOT = """HloModule d
@@ -48,7 +49,7 @@ def test_a_gpu_specific_dot_is_one_registration(rules):
     used = []
 
     # above the work-group dot (``families.workgroup_dot``, priority 0 on "gpu")
-    @rules.register("dot", target=TargetKind.GPU, priority=100, fusion_root_too=True)
+    @rules.register(Opcode.DOT, target=TargetKind.GPU, priority=100, fusion_root_too=True)
     def gpu_dot(ctx, inst):
         used.append(inst.name)
         return lower_loop(ctx, inst)
