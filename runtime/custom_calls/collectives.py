@@ -58,7 +58,7 @@ class CollectiveRunner:
                 location=self.site.location, hint="run every partition with exe.run_spmd(args)")
         with MappedLeaves(executor.device, bindings, self.site.all_leaves()) as mapped:
             ins = [np.array(mapped.view(leaf)) for leaf in self.site.operand_leaves()]
-            if spec.kind in ("partition-id", "replica-id"):
+            if spec.kind in (Opcode.PARTITION_ID, Opcode.REPLICA_ID):
                 everyone: list = []
             else:
                 everyone = communicator.exchange(spec.instruction, ins)
@@ -72,11 +72,11 @@ def collective_result(spec: Collective, device: int,
     """Device ``device``'s result arrays of ``spec``, ``values[d]`` being device ``d``'s
     operands (XLA's semantics; group members in their group's order)."""
     kind = spec.kind
-    if kind == "partition-id":
+    if kind == Opcode.PARTITION_ID:
         return [np.array(device % spec.num_partitions, np.uint32)]
-    if kind == "replica-id":
+    if kind == Opcode.REPLICA_ID:
         return [np.array(device // spec.num_partitions, np.uint32)]
-    if kind == "collective-permute":
+    if kind == Opcode.COLLECTIVE_PERMUTE:
         source = spec.sources[device]
         if source is None:
             return [np.zeros_like(a) for a in values[device]]
@@ -86,20 +86,20 @@ def collective_result(spec: Collective, device: int,
     me = group.index(device)
     size = len(group)
     count = len(values[device])
-    if kind == "all-to-all" and spec.dimension is None:
+    if kind == Opcode.ALL_TO_ALL and spec.dimension is None:
         return [members[j][me] for j in range(size)]
     per_operand = [[m[k] for m in members] for k in range(count)]
-    if kind == "all-reduce":
+    if kind == Opcode.ALL_REDUCE:
         return [_reduce(spec, arrays) for arrays in per_operand]
-    if kind == "collective-broadcast":
+    if kind == Opcode.COLLECTIVE_BROADCAST:
         return [arrays[0] for arrays in per_operand]
     d = spec.dimension
     assert d is not None, spec
-    if kind == "reduce-scatter":
+    if kind == Opcode.REDUCE_SCATTER:
         return [np.split(_reduce(spec, arrays), size, axis=d)[me] for arrays in per_operand]
-    if kind == "all-gather":
+    if kind == Opcode.ALL_GATHER:
         return [np.concatenate(arrays, axis=d) for arrays in per_operand]
-    assert kind == "all-to-all", kind
+    assert kind == Opcode.ALL_TO_ALL, kind
     return [np.concatenate([np.split(a, size, axis=d)[me] for a in arrays], axis=d)
             for arrays in per_operand]
 

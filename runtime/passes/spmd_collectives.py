@@ -38,7 +38,7 @@ REDUCERS = (Opcode.ADD, Opcode.MULTIPLY, Opcode.MAXIMUM, Opcode.MINIMUM, Opcode.
             Opcode.XOR)
 _BITWISE = (Opcode.AND, Opcode.OR, Opcode.XOR)
 # collectives whose groups must all have one size (their result shape depends on it)
-_UNIFORM = ("all-gather", "reduce-scatter", "all-to-all")
+_UNIFORM = (Opcode.ALL_GATHER, Opcode.REDUCE_SCATTER, Opcode.ALL_TO_ALL)
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Collective:
     device for each device (None: zeros); ``dimension``: the gather/scatter/split
     dimension (None for all-to-all's tuple form)."""
 
-    kind: str
+    kind: Opcode                  # the collective's opcode (an async start's without -start)
     instruction: str
     num_partitions: int
     devices: int
@@ -97,7 +97,7 @@ def _expand(grid: DeviceGrid, build: PartBuilder, inst: HloInstruction) -> HloIn
         return inst.operands[0]
     if kind == "done":
         return done_value(inst, _unsupported)
-    base = inst.opcode.removesuffix("-start")
+    base = Opcode(inst.opcode.removesuffix("-start"))
     if not kind.endswith("-start"):
         return _call(grid, build, inst, base, inst.shape, inst.operands)
     if not isinstance(inst.shape, TupleShape) or len(inst.shape.elements) < 2:
@@ -152,19 +152,19 @@ def _start_tuple(build: PartBuilder, inst: HloInstruction, operands: HloInstruct
                      [operands, result, *context])
 
 
-def _call(grid: DeviceGrid, build: PartBuilder, inst: HloInstruction, kind: str,
+def _call(grid: DeviceGrid, build: PartBuilder, inst: HloInstruction, kind: Opcode,
           shape: Shape, operands: list[HloInstruction]) -> HloInstruction:
     """The custom-call computing ``inst``'s ``kind`` result of ``shape`` from ``operands``
     (``inst``'s own, or an async wrapper's) on every device."""
     spec = Collective(kind, inst.name, grid.num_partitions, grid.size)
-    if kind in ("partition-id", "replica-id"):
+    if kind in (Opcode.PARTITION_ID, Opcode.REPLICA_ID):
         return build.add(Opcode.CUSTOM_CALL, shape, [], custom_call_target=COLLECTIVE_TARGET,
                          collective=spec)
     ops = [s for s in (op.shape for op in operands) if isinstance(s, ArrayShape)]
     if not ops or len(ops) != len(operands):
         raise _unsupported(inst, "its operands must be one or more arrays")
     results = list(shape.elements) if isinstance(shape, TupleShape) else [shape]
-    if kind == "collective-permute":
+    if kind == Opcode.COLLECTIVE_PERMUTE:
         if "slice_sizes" in inst.attrs:
             raise _unsupported(inst, "the in-place form of collective-permute (with start "
                                      "indices) is not supported")
@@ -174,9 +174,9 @@ def _call(grid: DeviceGrid, build: PartBuilder, inst: HloInstruction, kind: str,
         groups = device_groups(inst, grid, uniform=kind in _UNIFORM)
         spec = replace(spec, groups=groups)
         size = len(groups[0])
-        if kind in ("all-reduce", "reduce-scatter"):
+        if kind in (Opcode.ALL_REDUCE, Opcode.REDUCE_SCATTER):
             spec = replace(spec, reducer=_reducer(inst, ops))
-        if kind in ("all-gather", "reduce-scatter") or (kind == "all-to-all"
+        if kind in (Opcode.ALL_GATHER, Opcode.REDUCE_SCATTER) or (kind == Opcode.ALL_TO_ALL
                                                         and "dimensions" in inst.attrs):
             spec = replace(spec, dimension=_dimension(inst, ops))
         _check_results(inst, results, _result_shapes(inst, kind, spec, ops, size))
@@ -207,10 +207,10 @@ def _dimension(inst: HloInstruction, ops: list[ArrayShape]) -> int:
     return int(dims[0])
 
 
-def _result_shapes(inst: HloInstruction, kind: str, spec: Collective, ops: list[ArrayShape],
+def _result_shapes(inst: HloInstruction, kind: Opcode, spec: Collective, ops: list[ArrayShape],
                    size: int) -> list[ArrayShape]:
     """The result shapes XLA's semantics give ``inst``'s operands with groups of ``size``."""
-    if kind == "all-to-all" and spec.dimension is None:
+    if kind == Opcode.ALL_TO_ALL and spec.dimension is None:
         if len(ops) != size:
             raise _verify(inst, f"its tuple form sends one operand to each of the {size} "
                                 f"members of a group, but it has {len(ops)}",
@@ -221,13 +221,13 @@ def _result_shapes(inst: HloInstruction, kind: str, spec: Collective, ops: list[
         dims = list(shape.dims)
         if spec.dimension is not None:
             d = spec.dimension
-            if kind == "all-gather":
+            if kind == Opcode.ALL_GATHER:
                 dims[d] *= size
             elif dims[d] % size:
                 raise _verify(inst, f"dimension {d} of {shape.to_text(False)} does not split "
                                     f"into {size} equal parts", f"a multiple of {size}",
                               str(dims[d]))
-            elif kind == "reduce-scatter":
+            elif kind == Opcode.REDUCE_SCATTER:
                 dims[d] //= size
         out.append(ArrayShape(shape.element_type, tuple(dims), layout=shape.layout))
     return out
