@@ -81,10 +81,23 @@ def _half_like(name: str) -> ClType:
                   f"$ptr[$index] = xla_float_to_{name}($value);", f"xla_round_{name}($x)")
 
 
+# XLA narrows a NaN to f8e5m2 as 0x7f, whatever its sign, from f16 (the format its f8e5m2
+# arithmetic is computed in) and from every float narrower than f32; from f32 and f64 as
+# 0x7e with its sign, as to the other byte floats (``_byte_float_helpers``). Its codes keep
+# their payload when moved (a copy or select of 0x7d is 0x7d).
+NAN_FROM_NARROW = {"f8e5m2": 0x7f}
+
+
+def rounds_narrow(name: str) -> str:
+    """The helper rounding a value of a float narrower than f32 to byte float ``name``, once
+    (``xla_round_<name>`` for a float whose NaN is narrowed as from f32)."""
+    return f"xla_narrow_{name}" if name in NAN_FROM_NARROW else f"xla_round_{name}"
+
+
 def _byte_float(name: str) -> ClType:
     return ClType(name, "float", 8, "uchar", "float", f"xla_{name}_to_float($ptr[$index])",
                   f"$ptr[$index] = xla_float_to_{name}($value);",
-                  f"xla_round_{name}(xla_round_f16($x))")
+                  f"{rounds_narrow(name)}(xla_round_f16($x))")
 
 
 def _exponent_float(name: str) -> ClType:
@@ -137,7 +150,8 @@ def _small_float(name: str) -> ClType:
 # format (f32's 24 bits make f16's correctly rounded +, -, *, / from f32's); a convert rounds
 # once (``templates.convert``), as XLA's does. The exponent-only f8e8m0fnu
 # (``dtypes.EXPONENT_FLOATS``) is computed in f32, denormals flushed as for f32 (its code 0,
-# 2^-127, is an f32 denormal), and converted back.
+# 2^-127, is an f32 denormal) but where XLA's are not (``templates.EXPONENT_FLOAT_TINY``),
+# and converted back.
 
 CL_TYPES: dict[str, ClType] = {t.name: t for t in (
     ClType("pred", "pred", 8, "uchar", "uchar", "$ptr[$index]",
@@ -263,11 +277,15 @@ def _float_literal(value: float, c_type: str, bits: int) -> str:
 
 
 def _decoding_helpers(name: str) -> tuple[Helper, ...]:
-    """Decoding by a table of the codes' f32 bits (from ml_dtypes: exact, NaN signs kept;
-    256 codes, 16 or 64 for the 4- and 6-bit formats)."""
+    """Decoding by a table of the codes' f32 bits (from ml_dtypes: exact, NaN signs kept, but
+    the "fnuz" formats' NaN is +NaN, as XLA widens it; 256 codes, 16 or 64 for the 4- and
+    6-bit formats)."""
     et = ELEMENT_TYPES[name]
     codes = 1 << et.bits
-    bits = np.arange(codes, dtype=np.uint8).view(et.numpy).astype(np.float32).view(np.uint32)
+    with np.errstate(invalid="ignore"):
+        bits = np.arange(codes, dtype=np.uint8).view(et.numpy).astype(np.float32).view(np.uint32)
+    if et.bits == 8 and int(np.array(-0.0, np.float32).astype(et.numpy).view(np.uint8)) == 0:
+        bits[codes >> 1] = 0x7fc00000      # an "fnuz" NaN (0x80) widens as +NaN in XLA
     rows = [" ".join(f"0x{b:08x}u," for b in bits[k:k + 8]) for k in range(0, codes, 8)]
     table = "\n  " + "\n  ".join(rows).rstrip(",")
     return (
@@ -315,7 +333,7 @@ def _byte_float_helpers(name: str) -> tuple[Helper, ...]:
         Helper(f"xla_float_to_{name}",
                f"uchar xla_float_to_{name}(float x) {{\n"
                f"  uint sign = (as_uint(x) >> {32 - et.bits}) & 0x{sign_bit:x}u;\n"
-               + (f"  if (isnan(x)) return (uchar)(0x{code(np.nan):02x}u | sign);\n"
+               + (_nan_encoding(name, code(np.nan), code(np.inf), mantissa)
                   if et.bits == 8 else f"  if (isnan(x)) return (uchar)0x{sign_bit:x}u;\n") +
                "  float a = fabs(x);\n"
                "  uint u = as_uint(a);\n"
@@ -326,7 +344,39 @@ def _byte_float_helpers(name: str) -> tuple[Helper, ...]:
                + ("  return (uchar)(code == 0u ? 0u : (code | sign));\n" if unsigned_zero
                   else "  return (uchar)(code | sign);\n")
                + "}\n"),
-        _rounding_helper(name),
+        *_nan_rounding_helpers(name, code(np.nan), mantissa),
+    )
+
+
+def _nan_encoding(name: str, nan: int, inf: int, mantissa: int) -> str:
+    """A NaN's code: ``nan`` with its sign; in a format in ``NAN_FROM_NARROW``, a NaN whose
+    top mantissa bits are not all zero keeps them too (``xla_narrow_<name>``'s NaN is one;
+    decoded NaNs are XLA's quiet ones, which keep ``nan``)."""
+    if name not in NAN_FROM_NARROW:
+        return f"  if (isnan(x)) return (uchar)(0x{nan:02x}u | sign);\n"
+    mask = (1 << mantissa) - 1
+    return (f"  uint payload = (as_uint(x) >> {23 - mantissa}) & 0x{mask:x}u;\n"
+            f"  if (isnan(x)) return (uchar)(0x{inf:02x}u | sign | "
+            f"(payload ? payload : 0x{nan & mask:x}u));\n")
+
+
+def _nan_rounding_helpers(name: str, nan: int, mantissa: int) -> tuple[Helper, ...]:
+    """``xla_round_<name>``; for a format in ``NAN_FROM_NARROW`` it makes a NaN ``nan`` with
+    its sign (as from f32), and ``xla_narrow_<name>`` makes it the f32 NaN whose top mantissa
+    bits are those of XLA's code from a narrower float (which the encoding keeps)."""
+    if name not in NAN_FROM_NARROW:
+        return (_rounding_helper(name),)
+    narrow_nan = 0x7f800000 | ((NAN_FROM_NARROW[name] & ((1 << mantissa) - 1)) << (23 - mantissa))
+    return (
+        Helper(f"xla_round_{name}",
+               f"float xla_round_{name}(float x) {{\n"
+               f"  uchar nan = (uchar)(0x{nan:02x}u | ((as_uint(x) >> 24) & 0x80u));\n"
+               f"  return xla_{name}_to_float(isnan(x) ? nan : xla_float_to_{name}(x));\n"
+               "}\n", (f"xla_{name}_to_float", f"xla_float_to_{name}")),
+        Helper(f"xla_narrow_{name}",
+               f"float xla_narrow_{name}(float x) {{\n"
+               f"  return isnan(x) ? as_float(0x{narrow_nan:08x}u) : xla_round_{name}(x);\n"
+               "}\n", (f"xla_round_{name}",)),
     )
 
 

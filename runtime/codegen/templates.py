@@ -22,14 +22,17 @@ build option (``runtime.opencl.device.Device.build_options``), not part of these
 
 from __future__ import annotations
 
+import re
+
 from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
 from .template_fill import fill
 from typing import Sequence
 
 from ..errors import HloUnsupportedError
-from ..hlo.dtypes import BYTE_FLOATS, SMALL_FLOATS, ElementType
-from .cltypes import C_BITS, C_SIGNED, C_UNSIGNED, ClType, Helper, cl_type, round_to_storage
+from ..hlo.dtypes import BYTE_FLOATS, EXPONENT_FLOATS, SMALL_FLOATS, ElementType
+from .cltypes import (C_BITS, C_SIGNED, C_UNSIGNED, ClType, Helper, cl_type, round_to_storage,
+                      rounds_narrow)
 from .cltypes import literal as cltypes_literal
 
 FP_CONTRACT_OFF = "#pragma OPENCL FP_CONTRACT OFF"
@@ -244,6 +247,55 @@ def _float_to_int(from_c: str, to_c: str) -> Helper:
 
 HELPERS += tuple(_float_to_int(f, i) for f in _FLOAT_C for i in _INT_C)
 
+# an f64 NaN as XLA narrows it to f16: the quiet NaN with its sign, no payload
+HELPERS += (Helper("xla_quiet_double",
+                   "double xla_quiet_double(double x) {\n"
+                   "  ulong quiet = (as_ulong(x) & 0x8000000000000000UL) | 0x7ff8000000000000UL;\n"
+                   "  return as_double(isnan(x) ? quiet : as_ulong(x));\n"
+                   "}\n"),)
+
+# log1p below 2^-24 is the argument itself in f32 (x^2/2 is under half its ulp); PoCL's
+# log1p gives 0 at 2^-126, the smallest normal, where XLA gives 2^-126. A denormal is +-0,
+# as XLA's flushed arithmetic makes it (the select would pass its bits on unflushed).
+HELPERS += _family(_FLOAT_C, "xla_log1p_$T",
+                   "$T xla_log1p_$T($T x) {\n"
+                   "  $T tiny = fabs(x) < ($T)0x1p-126f ? ($T)0 : x;\n"
+                   "  return fabs(x) < ($T)0x1p-24f ? copysign(tiny, x) : log1p(x);\n"
+                   "}\n", vector=True)
+
+# f8e8m0fnu's code 0 (2^-127) widens to an f32 denormal, which the device's arithmetic
+# flushes, as XLA's CPU backend flushes it in add or sqrt. But XLA widens the code by a
+# select of the constant 2^-127, and LLVM folds some operations into that select at compile
+# time, where nothing is flushed: their result at code 0 is that of the exact 2^-127 (ceil
+# and sign 1; expm1, tan and asin the argument). Its power calls glibc's powf, which under
+# the CPU's flush-to-zero normalises a denormal base to a log2 of -150; its atan2(y, 1) is
+# atanf(y), which returns a tiny y itself. Measured on all 256 codes, every pair for the
+# binary ones (tests/codegen/test_exponent_float.py); ``EXPONENT_FLOAT_TINY`` holds the
+# result at code 0 as an expression of ``x`` (unary) or ``a``, ``b`` (binary).
+EXPONENT_FLOAT_TINY: dict[Opcode, str] = {
+    Opcode.SIGN: "1.0f",
+    Opcode.CEIL: "1.0f",
+    Opcode.EXPONENTIAL_MINUS_ONE: "x",
+    Opcode.TAN: "x",
+    Opcode.ASIN: "x",
+    Opcode.POWER: "exp2(-150.0f * b)",
+    Opcode.ATAN2: "(b == 1.0f ? a : xla_atan2_float(a, b))",
+}
+
+
+def _exponent_float_tiny(opcode: Opcode, template: str) -> Helper:
+    """``template`` (the float one, on ``x`` or ``a``, ``b``) but on code 0 (the f32 bits
+    0x400000) ``EXPONENT_FLOAT_TINY``'s result."""
+    unary = "$x" in template
+    params = "float x" if unary else "float a, float b"
+    tested = "x" if unary else "a"
+    body = fill(template, _placeholders("float"), **({"x": "x"} if unary else {"a": "a", "b": "b"}))
+    name = f"xla_e8m0_{opcode.name.lower()}"
+    needs = tuple(sorted(set(re.findall(r"\bxla_\w+", body + EXPONENT_FLOAT_TINY[opcode]))))
+    return Helper(name, f"float {name}({params}) {{\n"
+                        f"  return as_uint({tested}) == 0x400000u ? {EXPONENT_FLOAT_TINY[opcode]}"
+                        f" : {body};\n}}\n", needs)
+
 
 def _saturating_float_to_int(to_c: str) -> Helper:
     """XLA's float-to-int for a source format without infinities (f4, f6): it saturates
@@ -377,7 +429,7 @@ _UNARY: dict[tuple[str, str], str] = {
     (Opcode.EXPONENTIAL, "float"): "exp($x)",
     (Opcode.EXPONENTIAL_MINUS_ONE, "float"): "expm1($x)",
     (Opcode.LOG, "float"): "log($x)",
-    (Opcode.LOG_PLUS_ONE, "float"): "log1p($x)",
+    (Opcode.LOG_PLUS_ONE, "float"): "xla_log1p_$T($x)",
     (Opcode.SQRT, "float"): "sqrt($x)",
     (Opcode.RSQRT, "float"): "(($T)1 / sqrt($x))",
     (Opcode.CBRT, "float"): "cbrt($x)",
@@ -430,6 +482,8 @@ def unary(opcode: Opcode, et_in: ElementType | str, et_out: ElementType | str, x
         template = _UNARY.get((opcode, row.family))
     if template is None:
         raise _unsupported(f"unary opcode {opcode}", et_in)
+    if row.name in EXPONENT_FLOATS and opcode in EXPONENT_FLOAT_TINY:
+        template = f"xla_e8m0_{opcode.name.lower()}($x)"
     expr = _subst(template, row, lanes, x=x)
     exact = OPCODES[opcode].exact and row.family == "float"
     return expr if exact else round_to_storage(et_out, expr)
@@ -478,12 +532,18 @@ _BINARY: dict[tuple[str, str], str] = {
 }
 
 
+HELPERS += tuple(_exponent_float_tiny(op, _UNARY.get((op, "float")) or _BINARY[(op, "float")])
+                 for op in EXPONENT_FLOAT_TINY)
+
+
 def binary(opcode: Opcode, et: ElementType | str, a: str, b: str, lanes: int = 1) -> str:
     """XLA's ``opcode`` of ``a`` and ``b`` (both of ``et``; the result is ``et`` too)."""
     row = cl_type(et)
     template = _packed_integer(opcode, row) or _BINARY.get((opcode, row.family))
     if template is None:
         raise _unsupported(f"binary opcode {opcode}", et)
+    if row.name in EXPONENT_FLOATS and opcode in EXPONENT_FLOAT_TINY:
+        template = f"xla_e8m0_{opcode.name.lower()}($a, $b)"
     expr = _subst(template, row, lanes, a=a, b=b)
     return expr if OPCODES[opcode].exact and row.family == "float" else round_to_storage(et, expr)
 
@@ -623,9 +683,13 @@ def convert(et_from: ElementType | str, et_to: ElementType | str, x: str) -> str
         return fill(src.to_double, x=x)
     if src.compute == "double" and dst.from_double is not None:
         return fill(dst.from_double, x=x)
+    if src.compute == "double" and dst.name == "f16":
+        x = f"xla_quiet_double({x})"        # XLA makes every f64 NaN f16's canonical one
     value = x if src.compute == "float" else f"((float)({x}))"
     if dst.name in BYTE_FLOATS or dst.name in SMALL_FLOATS:
-        return f"xla_round_{dst.name}({value})"       # once, not through f16 (``cltypes``)
+        # once, not through f16 (``cltypes``); a NaN as XLA narrows it from ``src``
+        narrow = src.bits < 32 and src.family == "float"
+        return f"{rounds_narrow(dst.name) if narrow else f'xla_round_{dst.name}'}({value})"
     return round_to_storage(dst, value)
 
 

@@ -49,8 +49,10 @@ def test_conversions_match_ml_dtypes_bit_for_bit(name):
             f"  d = f32[256] convert(b)\n  ROOT t = ({name}[{n}], f32[256]) tuple(c, d)\n}}\n")
     encoded, decoded = runtime.compile(text)(x, codes)
     np.testing.assert_array_equal(np.asarray(encoded).view(np.uint8), x.astype(dtype).view(np.uint8))
-    np.testing.assert_array_equal(np.asarray(decoded).view(np.uint32),
-                                  codes.astype(np.float32).view(np.uint32))
+    want = codes.astype(np.float32).view(np.uint32).copy()
+    if name.endswith("fnuz"):
+        want[0x80] = 0x7fc00000      # XLA widens the one NaN as +NaN (ml_dtypes: -NaN)
+    np.testing.assert_array_equal(np.asarray(decoded).view(np.uint32), want)
 
 
 @pytest.mark.parametrize("name", ["f8e4m3fn", "f8e5m2"])
@@ -68,8 +70,10 @@ def test_arithmetic_rounds_through_f16(name, opcode, fn):
     got = np.asarray(runtime.compile(text)(a, b))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         wide = fn(a.astype(np.float32), b.astype(np.float32))
-        want = wide.astype(np.float16).astype(dtype)
-    np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+        want = wide.astype(np.float16).astype(dtype).view(np.uint8).copy()
+    if name == "f8e5m2":
+        want[np.isnan(wide)] = 0x7f          # XLA's NaN from f16 (ml_dtypes: 0x7e, signed)
+    np.testing.assert_array_equal(got.view(np.uint8), want)
 
 
 @pytest.mark.parametrize("size", [32, 128])     # in its own type; on f32 copies (upcast)

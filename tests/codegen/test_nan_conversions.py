@@ -1,0 +1,73 @@
+"""Every float NaN converted to every other float type carries XLA's CPU backend's bits: a
+NaN narrowed to f8e5m2 from f16, bf16 or a byte float is 0x7f whatever its sign (0x7e with
+its sign from f32 and f64), an "fnuz" NaN widens as +NaN, an f64 NaN narrows to f16 as the
+quiet NaN with its sign (no payload). (f6e2m3fn and f6e3m2fn are not compared: XLA's CPU
+backend does not take them.)"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import runtime
+from runtime.hlo.dtypes import ELEMENT_TYPES
+
+_FLOATS = ["f64", "f32", "f16", "bf16", "f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz",
+           "f8e4m3fnuz", "f8e3m4", "f8e4m3", "f8e8m0fnu", "f4e2m1fn"]
+
+
+def _nans(name: str) -> np.ndarray:
+    """Every NaN code of a format of 16 bits or fewer; quiet, signalling, payload-carrying
+    and negative NaNs of f32 and f64."""
+    et = ELEMENT_TYPES[name]
+    if et.bits == 32:
+        return np.array([0x7fc00000, 0xffc00000, 0x7f800001, 0xff800001, 0x7fffffff,
+                         0x7fa00000, 0x7fe00000], np.uint32).view(np.float32)
+    if et.bits == 64:
+        return np.array([0x7ff8000000000000, 0xfff8000000000000, 0x7ff0000000000001,
+                         0x7fffffffffffffff, 0xffffffffffffffff, 0x7ff4000000000000],
+                        np.uint64).view(np.float64)
+    codes = np.arange(1 << 16 if et.bits == 16 else 256,
+                      dtype=np.uint16 if et.bits == 16 else np.uint8).view(et.numpy)
+    with np.errstate(invalid="ignore"):
+        return codes[np.isnan(codes.astype(np.float32))]
+
+
+def _bits(a: np.ndarray) -> np.ndarray:
+    return a.view(f"u{a.itemsize}")
+
+
+@pytest.mark.parametrize("src", [n for n in _FLOATS if n != "f4e2m1fn"])
+def test_nans_convert_to_every_float_as_xla(src):
+    jax = pytest.importorskip("jax")
+    xla_cpu = pytest.importorskip("benchmarks.xla_cpu")
+    x = _nans(src)
+    targets = [d for d in _FLOATS if d != src]
+    lines = [f"  c{k} = {d}[{x.size}] convert(x)" for k, d in enumerate(targets)]
+    shapes = ", ".join(f"{d}[{x.size}]" for d in targets)
+    names = ", ".join(f"c{k}" for k in range(len(targets)))
+    text = (f"HloModule n\nENTRY e {{\n  x = {src}[{x.size}] parameter(0)\n"
+            + "\n".join(lines) + f"\n  ROOT t = ({shapes}) tuple({names})\n}}\n")
+    with jax.enable_x64(True):
+        want = xla_cpu.compile_hlo(text).executable.execute([jax.device_put(x)])
+    got = runtime.compile(text)(x)
+    for dst, g, w in zip(targets, got, want):
+        np.testing.assert_array_equal(_bits(np.asarray(g)), _bits(np.asarray(w)),
+                                      err_msg=f"{src} -> {dst}")
+
+
+def test_f8e5m2_arithmetic_makes_nan_0x7f_as_xla():
+    """XLA computes f8e5m2 arithmetic in f16 and narrows a NaN result to 0x7f."""
+    jax = pytest.importorskip("jax")
+    xla_cpu = pytest.importorskip("benchmarks.xla_cpu")
+    x = np.array([0x7d, 0x7e, 0x7f, 0xfd, 0xfe, 0xff, 0x7c, 0xfc],
+                 np.uint8).view(ml_dtypes.float8_e5m2)
+    y = np.array([0, 0, 0, 0, 0, 0, 0xfc, 0x7c], np.uint8).view(ml_dtypes.float8_e5m2)
+    text = ("HloModule a\nENTRY e {\n  x = f8e5m2[8] parameter(0)\n  y = f8e5m2[8] parameter(1)\n"
+            "  a = f8e5m2[8] add(x, y)\n  s = f8e5m2[8] sqrt(x)\n"
+            "  ROOT t = (f8e5m2[8], f8e5m2[8]) tuple(a, s)\n}\n")
+    want = xla_cpu.compile_hlo(text).executable.execute([jax.device_put(x), jax.device_put(y)])
+    got = runtime.compile(text)(x, y)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(_bits(np.asarray(g)), _bits(np.asarray(w)))
