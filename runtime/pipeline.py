@@ -4,8 +4,9 @@
    ``Target``: they change what is computed and how. Each entry is (name, pass, whether it
    belongs to fusion): ``fusion=False`` skips the fusion passes, which gives one kernel per
    instruction (the reference behaviour tests compare against). The collectives' rewrites
-   (multi-device and one-device), the complex lowering and the stochastic-convert expansion
-   always run: kernels know no collective, no complex type and no stochastic rounding (a
+   (multi-device and one-device), the complex lowering, the stochastic-convert expansion,
+   dynamic padding (kernels know no dynamic shape) and dead tuple elements (a dead
+   rng-bit-generator held in a tuple is never lowered) always run: kernels know no collective, no complex type and no stochastic rounding (a
    multi-device collective is a host step exchanging data between devices, a one-device one
    a copy or zeros, complex values pairs of reals, FFTs dots, a stochastic-convert XLA's
    decomposition).
@@ -44,6 +45,7 @@ from .passes.complex_lowering import lower_complex_in_place
 from .passes.convolution_layout import relayout_convolution_kernels_in_place
 from .passes.copy_insertion import copy_insertion
 from .passes.cse import cse_in_place
+from .passes.dynamic_padding import pad_dynamic_shapes_in_place
 from .passes.dce import remove_dead_code
 from .passes.dot_operand_layouts import relayout_dot_operands_in_place
 from .passes.contraction_upcast import upcast_narrow_contractions_in_place
@@ -59,6 +61,7 @@ from .passes.split_reductions import split_reductions_in_place
 from .passes.split_topk import split_topk_in_place
 from .passes.stochastic_convert import expand_stochastic_converts_in_place
 from .passes.transpose_folding import fold_transposes_in_place
+from .passes.dead_tuple_elements import remove_dead_tuple_elements_in_place
 from .passes.tree_reductions import tree_reductions_in_place
 
 Pass = Callable[[HloModule, Target], None]
@@ -68,6 +71,8 @@ OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("one-device-collectives", rewrite_one_device_collectives_in_place, False),
     ("complex-lowering", lower_complex_in_place, False),
     ("stochastic-convert", expand_stochastic_converts_in_place, False),
+    ("dynamic-padding", pad_dynamic_shapes_in_place, False),
+    ("dead-tuple-elements", remove_dead_tuple_elements_in_place, False),
     ("inline-calls", inline_calls_in_place, True),
     ("simplify", simplify_in_place, True),
     ("transpose-folding", fold_transposes_in_place, True),

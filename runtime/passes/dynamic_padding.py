@@ -1,0 +1,179 @@
+"""Bounded dynamic shapes as XLA's dynamic padder computes them: data stored at the static
+bound, each dynamic dimension's size a value beside it.
+
+``set-dimension-size(x, s)`` gives ``x`` the size ``s`` in one dimension (as given:
+``get-dimension-size`` reads it back unclamped, as in XLA, and a reduce reads the elements
+whose index is below it, all of them for a size past the bound, none for a negative one); elementwise operations keep their operands' sizes;
+``get-dimension-size`` is the size (or the static bound); a reduce over a dynamic dimension
+reads the padding as its init value (XLA pads the operand with it), so it combines the first
+``size`` elements only; a reduce keeps the sizes of the dimensions it does not reduce. An
+entry output with a dynamic dimension is written at its bound with zeros past the size
+(XLA's padding there is whatever memory held). Everything else that reads a dynamic value
+(a dot, reshape, slice, a tuple that is not the entry's root, ``dynamic-reshape``...), a
+dynamic parameter, and dynamic shapes outside the entry computation are refused at their
+line. Afterwards no shape is dynamic and no ``set-dimension-size``/``get-dimension-size``
+is left.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import HloUnsupportedError
+from ..hlo.dtypes import ELEMENT_TYPES
+from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
+from ..hlo.opcodes import OPCODES
+from ..hlo.shape import ArrayShape, Shape, TupleShape
+from ..target import CPU, Target
+from .names import FreshNames
+from .part_builder import PartBuilder, array, dims_of, expand_in_place, type_of
+
+S32 = ELEMENT_TYPES["s32"]
+_DYNAMIC_OPCODES = (Opcode.SET_DIMENSION_SIZE, Opcode.GET_DIMENSION_SIZE)
+
+# a value's dynamic dimensions: dimension -> the s32[] instruction holding its size
+Sizes = dict[int, HloInstruction]
+
+
+def pad_dynamic_shapes_in_place(module: HloModule, target: Target = CPU) -> None:
+    names: FreshNames | None = None
+    for comp in module.computations:
+        if not any(_is_dynamic(i) for i in comp.instructions):
+            continue
+        if comp is not module.entry:
+            inst = next(i for i in comp.instructions if _is_dynamic(i))
+            raise _refuse(inst, f"has a dynamic shape inside computation {comp.name}; dynamic "
+                                "shapes are supported in the entry computation only")
+        names = names or FreshNames(module)
+        padder = _Padder(comp)
+        expand_in_place(comp, names, padder.expand)
+        padder.zero_outputs(comp, names)
+
+
+def _is_dynamic(inst: HloInstruction) -> bool:
+    return inst.opcode in _DYNAMIC_OPCODES or _shape_is_dynamic(inst.shape)
+
+
+def _shape_is_dynamic(shape: Shape) -> bool:
+    if isinstance(shape, TupleShape):
+        return any(_shape_is_dynamic(e) for e in shape.elements)
+    return isinstance(shape, ArrayShape) and shape.is_dynamic
+
+
+def _static(shape: Shape) -> Shape:
+    if isinstance(shape, TupleShape):
+        return TupleShape(tuple(_static(e) for e in shape.elements))
+    assert isinstance(shape, ArrayShape)
+    return ArrayShape(shape.element_type, shape.dims, (False,) * len(shape.dims), shape.layout)
+
+
+def _refuse(inst: HloInstruction, why: str) -> HloUnsupportedError:
+    return HloUnsupportedError(f"{inst.opcode} {inst.name} {why}", instruction=inst.name,
+                               location=inst.location)
+
+
+class _Padder:
+    """The expansion of one entry computation, with the sizes of the values built so far."""
+
+    def __init__(self, comp: HloComputation) -> None:
+        self.root = comp.root
+        self.sizes: dict[int, Sizes] = {}
+
+    def expand(self, build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
+        return self._value(build, inst)
+
+    def zero_outputs(self, comp: HloComputation, names: FreshNames) -> None:
+        """The entry's outputs at their bounds, zeros past each dynamic size."""
+        build = PartBuilder(comp, comp.instructions, names)
+        root = comp.root_instruction
+        build.of = root
+        if root.opcode == Opcode.TUPLE:
+            zeroed = [self._zeroed(build, e) for e in root.operands]
+            if zeroed != root.operands:      # the tuple after its zeroed elements
+                comp.instructions.remove(root)
+                root.operands = zeroed
+                comp.instructions.append(root)
+        else:
+            comp.root = self._zeroed(build, root)
+
+    def _value(self, build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
+        if inst.opcode == Opcode.SET_DIMENSION_SIZE:
+            return self._set_size(build, inst)
+        if inst.opcode == Opcode.GET_DIMENSION_SIZE:
+            (x,) = inst.operands
+            d = inst.dimensions[0]
+            size = self.sizes.get(id(x), {}).get(d)
+            return size if size is not None else build.constant(np.array(dims_of(x)[d], np.int32), S32)
+        dynamic = [self.sizes[id(op)] for op in inst.operands if id(op) in self.sizes]
+        if not dynamic:
+            if _shape_is_dynamic(inst.shape) and inst.opcode != Opcode.TUPLE:
+                raise _refuse(inst, f"has the dynamic shape {inst.shape} without a "
+                                    "set-dimension-size giving its size")
+            if inst.opcode == Opcode.TUPLE and inst is not self.root \
+                    and _shape_is_dynamic(inst.shape):
+                raise _refuse(inst, "holds a dynamic shape; only the entry's root tuple may")
+            inst.shape = _static(inst.shape)
+            return None
+        if OPCODES[inst.opcode].elementwise:
+            merged: Sizes = {}
+            for sizes in dynamic:
+                merged.update(sizes)
+            inst.shape = _static(inst.shape)
+            self.sizes[id(inst)] = merged
+            return None
+        if inst.opcode == Opcode.REDUCE:
+            return self._reduce(build, inst)
+        if inst.opcode == Opcode.TUPLE and inst is self.root:
+            inst.shape = _static(inst.shape)
+            return None
+        raise _refuse(inst, "reads a value with a dynamic dimension; only elementwise "
+                            "operations, reduce, get-dimension-size and the entry's outputs "
+                            "may")
+
+    def _set_size(self, build: PartBuilder, inst: HloInstruction) -> HloInstruction:
+        x, size = inst.operands
+        value = build.add(Opcode.COPY, _static(x.shape), [x])
+        self.sizes[id(value)] = {**self.sizes.get(id(x), {}), inst.dimensions[0]: size}
+        return value
+
+    def _reduce(self, build: PartBuilder, inst: HloInstruction) -> HloInstruction:
+        n = len(inst.operands) // 2
+        reduced = set(inst.dimensions)
+        inputs = [self._padded(build, x, init, reduced)
+                  for x, init in zip(inst.operands[:n], inst.operands[n:])]
+        kept = [d for d in range(len(dims_of(inst.operands[0]))) if d not in reduced]
+        result_sizes = {kept.index(d): size for sizes in
+                        (self.sizes.get(id(x), {}) for x in inst.operands[:n])
+                        for d, size in sizes.items() if d not in reduced}
+        if result_sizes and n > 1:
+            raise _refuse(inst, "reduces several operands keeping a dynamic dimension")
+        value = build.add(Opcode.REDUCE, _static(inst.shape), inputs + inst.operands[n:])
+        value.attrs.update(inst.attrs)
+        if result_sizes:
+            self.sizes[id(value)] = result_sizes
+        return value
+
+    def _padded(self, build: PartBuilder, x: HloInstruction, fill: HloInstruction,
+                dims: set[int]) -> HloInstruction:
+        """``x`` with ``fill`` (a scalar) past the size of each of ``dims`` that is dynamic."""
+        for d, size in sorted(self.sizes.get(id(x), {}).items()):
+            if d in dims:
+                x = self._mask(build, x, d, size, fill)
+        return x
+
+    def _mask(self, build: PartBuilder, x: HloInstruction, d: int, size: HloInstruction,
+              fill: HloInstruction) -> HloInstruction:
+        shape = dims_of(x)
+        index = build.add(Opcode.IOTA, array(S32, shape), iota_dimension=d)
+        inside = build.compare(index, build.broadcast(size, shape, ()), "LT")
+        return build.select(inside, x, build.broadcast(fill, shape, ()))
+
+    def _zeroed(self, build: PartBuilder, x: HloInstruction) -> HloInstruction:
+        sizes = self.sizes.get(id(x))
+        if not sizes:
+            return x
+        zero = build.constant(np.zeros((), type_of(x).numpy), type_of(x))
+        for d, size in sorted(sizes.items()):
+            x = self._mask(build, x, d, size, zero)
+        return x
