@@ -83,8 +83,7 @@ def _half_like(name: str) -> ClType:
 
 # XLA narrows a NaN to f8e5m2 as 0x7f, whatever its sign, from f16 (the format its f8e5m2
 # arithmetic is computed in) and from every float narrower than f32; from f32 and f64 as
-# 0x7e with its sign, as to the other byte floats (``_byte_float_helpers``). Its codes keep
-# their payload when moved (a copy or select of 0x7d is 0x7d).
+# 0x7e with its sign, as to the other byte floats (``_byte_float_helpers``).
 NAN_FROM_NARROW = {"f8e5m2": 0x7f}
 
 

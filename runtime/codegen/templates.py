@@ -31,8 +31,8 @@ from typing import Sequence
 
 from ..errors import HloUnsupportedError
 from ..hlo.dtypes import BYTE_FLOATS, EXPONENT_FLOATS, SMALL_FLOATS, ElementType
-from .cltypes import (C_BITS, C_SIGNED, C_UNSIGNED, ClType, Helper, cl_type, round_to_storage,
-                      rounds_narrow)
+from .cltypes import (C_BITS, C_SIGNED, C_UNSIGNED, NAN_FROM_NARROW, ClType, Helper, cl_type,
+                      round_to_storage, rounds_narrow)
 from .cltypes import literal as cltypes_literal
 
 FP_CONTRACT_OFF = "#pragma OPENCL FP_CONTRACT OFF"
@@ -679,6 +679,9 @@ def convert(et_from: ElementType | str, et_to: ElementType | str, x: str) -> str
         return saturated
     if dst.family in ("sint", "uint"):
         return round_to_storage(dst, f"(({dst.compute})({x}))")     # wraps
+    if src.name in NAN_FROM_NARROW:
+        # its code again: a NaN its arithmetic made (``xla_narrow_...``) widens as XLA's
+        x = f"xla_{src.name}_to_float(xla_float_to_{src.name}({x}))"
     if dst.compute == "double":
         return fill(src.to_double, x=x)
     if src.compute == "double" and dst.from_double is not None:

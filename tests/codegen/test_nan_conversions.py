@@ -58,7 +58,8 @@ def test_nans_convert_to_every_float_as_xla(src):
 
 
 def test_f8e5m2_arithmetic_makes_nan_0x7f_as_xla():
-    """XLA computes f8e5m2 arithmetic in f16 and narrows a NaN result to 0x7f."""
+    """XLA computes f8e5m2 arithmetic in f16 and narrows a NaN result to 0x7f, which widens
+    (fused or not) as the quiet +NaN."""
     jax = pytest.importorskip("jax")
     xla_cpu = pytest.importorskip("benchmarks.xla_cpu")
     x = np.array([0x7d, 0x7e, 0x7f, 0xfd, 0xfe, 0xff, 0x7c, 0xfc],
@@ -66,8 +67,15 @@ def test_f8e5m2_arithmetic_makes_nan_0x7f_as_xla():
     y = np.array([0, 0, 0, 0, 0, 0, 0xfc, 0x7c], np.uint8).view(ml_dtypes.float8_e5m2)
     text = ("HloModule a\nENTRY e {\n  x = f8e5m2[8] parameter(0)\n  y = f8e5m2[8] parameter(1)\n"
             "  a = f8e5m2[8] add(x, y)\n  s = f8e5m2[8] sqrt(x)\n"
-            "  ROOT t = (f8e5m2[8], f8e5m2[8]) tuple(a, s)\n}\n")
-    want = xla_cpu.compile_hlo(text).executable.execute([jax.device_put(x), jax.device_put(y)])
-    got = runtime.compile(text)(x, y)
+            "  w = f32[8] convert(a)\n  d = f64[8] convert(s)\n  b = bf16[8] convert(a)\n"
+            "  h = f16[8] parameter(2)\n  n = f8e5m2[8] convert(h)\n  v = f32[8] convert(n)\n"
+            "  ROOT t = (f8e5m2[8], f8e5m2[8], f32[8], f64[8], bf16[8], f32[8]) "
+            "tuple(a, s, w, d, b, v)\n}\n")
+    h = np.array([0x7e00, 0xfe00, 0x7c01, 0xfd00, 0x3c00, 0, 0x7c00, 0xfc00],
+                 np.uint16).view(np.float16)
+    with jax.enable_x64(True):
+        want = xla_cpu.compile_hlo(text).executable.execute(
+            [jax.device_put(x), jax.device_put(y), jax.device_put(h)])
+    got = runtime.compile(text)(x, y, h)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(_bits(np.asarray(g)), _bits(np.asarray(w)))
