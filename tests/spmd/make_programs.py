@@ -1,7 +1,8 @@
 """Generate the sharded test programs in ``tests/spmd/data`` with JAX (XLA's CPU backend
 with 8 host devices; each program uses the first 4 or 8): for each program NAME,
-``NAME.opt.hlo`` (XLA's partitioned module, ``lowered.compile().as_text()``) and ``NAME.npz`` (``arg_I_pP``: device P's shard of
-argument I; ``out_J_pP``: XLA's output J on device P). Device P is ``jax.devices()[P]``,
+``NAME.opt.hlo`` (XLA's partitioned module, ``lowered.compile().as_text()``), ``NAME.npz`` (``arg_I_pP``: device P's shard of
+argument I; ``out_J_pP``: XLA's output J on device P) and ``NAME.json`` (the number of
+devices and XLA's per-device ``memory_analysis()`` bytes, as the shared examples' JSON has them). Device P is ``jax.devices()[P]``,
 device P of every mesh here (meshes are built in device order).
 
     python -m tests.spmd.make_programs      # jax 0.10.2 in the main venv
@@ -9,6 +10,7 @@ device P of every mesh here (meshes are built in device order).
 
 from __future__ import annotations
 
+import json
 import os
 
 os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + \
@@ -44,6 +46,12 @@ def _save(name: str, fn, mesh: Mesh, specs, args, donate: tuple[int, ...] = ()) 
     OUT.mkdir(exist_ok=True)
     (OUT / f"{name}.opt.hlo").write_text(compiled.as_text())
     np.savez(OUT / f"{name}.npz", **data)
+    memory = compiled.memory_analysis()
+    figures = {key: int(getattr(memory, key)) for key in (
+        "argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
+        "temp_size_in_bytes")}
+    (OUT / f"{name}.json").write_text(json.dumps(
+        {"devices": mesh.size, "xla_per_device_bytes": figures}, indent=1) + "\n")
     print(name, sorted({k.split("_")[0] + "_" + k.split("_")[1] for k in data}))
 
 
