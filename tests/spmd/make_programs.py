@@ -145,7 +145,27 @@ def fsdp_tp_8() -> None:
           donate=(0, 1))
 
 
+def ring_loop_8() -> None:
+    """8 devices in one ring: a fori_loop whose body all-gathers, reduce-scatters,
+    ring-permutes and all-reduces its carry, both parameters donated (collectives inside a
+    while loop rather than a scan, and XLA's per-device bytes with aliased outputs)."""
+    mesh = _mesh((8,), ("r",))
+
+    def fn(x, acc):
+        def body(i, carry):
+            x, acc = carry
+            g = jax.lax.all_gather(x, "r", axis=0, tiled=True)
+            s = jax.lax.psum_scatter(jnp.tanh(g), "r", scatter_dimension=0, tiled=True)
+            x = 0.5 * s + jax.lax.ppermute(x, "r", [(k, (k + 1) % 8) for k in range(8)])
+            return x, acc + jax.lax.psum(jnp.sum(x), "r")
+        return jax.lax.fori_loop(0, 3, body, (x, acc))
+    sm = _shard_map(fn, mesh, (P("r", None), P()), (P("r", None), P()))
+    _save("ring8_fori_gather_scatter_donated", sm, mesh, (P("r", None), P()),
+          (_rand(17, 16, 4), np.zeros((), np.float32)), donate=(0, 1))
+
+
 if __name__ == "__main__":
     assert len(jax.devices()) >= DEVICES
-    for make in (fsdp, tp_dp, moe_all_to_all, scan_psum, gather_scatter, fsdp_tp_8):
+    for make in (fsdp, tp_dp, moe_all_to_all, scan_psum, gather_scatter, fsdp_tp_8,
+                 ring_loop_8):
         make()

@@ -5,10 +5,15 @@ backend runs collectives in place too), and every sharded program analyses at no
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
+import pytest
 
 import runtime
 from runtime.pipeline import run
+from tests.spmd.spmd_data import GENERATED, SHARED, names
 from tests.spmd.test_collectives import REDUCERS
 
 PERMUTE = """HloModule m, num_partitions=2
@@ -76,3 +81,20 @@ def test_each_result_of_a_tuple_all_reduce_takes_its_own_operands_bytes():
     want = sum(np.exp(x) for x in _xs()) * sum(x.sum(axis=0) for x in _xs())
     for out in outs:
         np.testing.assert_allclose(np.asarray(out), want, rtol=1e-5)
+
+
+def _programs() -> list[tuple[Path, str]]:
+    return [(root, name) for root in (SHARED, GENERATED) for name in names(root)]
+
+
+@pytest.mark.parametrize("root,name", _programs(), ids=[name for _, name in _programs()])
+def test_every_sharded_program_analyses_within_a_tenth_of_xlas_bytes(root, name):
+    """XLA's per-device figures (``NAME.json``, ``memory_analysis()`` of the compiled jit)
+    against our plan of its partitioned module: bytes are deterministic, not a timing."""
+    xla = json.loads((root / f"{name}.json").read_text())["xla_per_device_bytes"]
+    total = (xla["argument_size_in_bytes"] + xla["output_size_in_bytes"]
+             + xla["temp_size_in_bytes"] - xla["alias_size_in_bytes"])
+    ours = run(runtime.parse((root / f"{name}.opt.hlo").read_text())).memory_stats
+    assert (ours.argument, ours.output, ours.alias) == (
+        xla["argument_size_in_bytes"], xla["output_size_in_bytes"], xla["alias_size_in_bytes"])
+    assert ours.total <= 1.1 * total, (ours, xla)
