@@ -84,7 +84,10 @@ def test_each_result_of_a_tuple_all_reduce_takes_its_own_operands_bytes():
 
 
 def _programs() -> list[tuple[Path, str]]:
-    return [(root, name) for root in (SHARED, GENERATED) for name in names(root)]
+    """The shared examples by name (a missing folder fails the test, not the collection) and
+    every generated program."""
+    shared = ["dp2_mlp_sgd", "tp2_mlp_forward", "shardmap2_swap_ppermute"]
+    return [(SHARED, name) for name in shared] + [(GENERATED, name) for name in names(GENERATED)]
 
 
 @pytest.mark.parametrize("root,name", _programs(), ids=[name for _, name in _programs()])
