@@ -11,6 +11,10 @@ Two kinds of permission, both from hlo-reference §8.3/8.4:
   overwrite safe. A fusion qualifies for an operand only if every use of that parameter inside
   the fused computation reads it at its own element (elementwise ops, reshapes that only add
   or drop size-1 dimensions, the update of a window output: ``loop_outputs``).
+  A step that copies all its operands out before it writes any result (a multi-device
+  collective's host step, whose custom-call carries a ``collective`` attribute saying so)
+  may give any dying operand's bytes to any result of the same physical shape, as XLA's
+  CPU backend runs all-reduce, all-to-all and collective-permute in place.
 
 Being conservative costs a few bytes; being wrong is a silent wrong answer.
 """
@@ -19,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..hlo.attributes import OperandAliasing
 from ..hlo.ir import HloComputation, HloInstruction
@@ -184,6 +188,22 @@ def kernel_outputs(inst: HloInstruction) -> tuple[ArrayShape, list[LoopOutput]] 
     return loop_outputs(inst, {pair.output_index for pair in in_place_pairs(inst)})
 
 
+@runtime_checkable
+class ReadsOperandsFirst(Protocol):
+    """An instruction attribute (``passes.spmd_collectives.Collective``) saying whether its
+    step reads every operand in full before it writes any byte of its result."""
+
+    @property
+    def reads_operands_first(self) -> bool: ...
+
+
+def reads_operands_first(inst: HloInstruction) -> bool:
+    """Whether ``inst``'s step has its operands copied out before it writes its result."""
+    spec = inst.attrs.get("collective")
+    return (inst.opcode == Opcode.CUSTOM_CALL and isinstance(spec, ReadsOperandsFirst)
+            and spec.reads_operands_first)
+
+
 def may_hand_off(flow: Dataflow, earlier: Collection[HloValue], later: HloValue) -> bool:
     """Whether ``later``'s defining instruction may write ``later`` over the bytes of the
     ``earlier`` values (one piece of data under several names) in the very step that reads
@@ -199,6 +219,8 @@ def may_hand_off(flow: Dataflow, earlier: Collection[HloValue], later: HloValue)
         in_place_slot = (pair.operand_number, pair.operand_index)
         if pair.output_index == later.index and slots == [in_place_slot]:
             return True
+    if reads_operands_first(user):
+        return all(same_physical_shape(v.shape, later.shape) for v in earlier)
     if not _one_index_space(user, later) \
             or not all(same_physical_shape(v.shape, later.shape) for v in earlier):
         return False

@@ -17,12 +17,14 @@ Values of fusion/reduce/sort... computations are thread-local and get nothing.
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..analysis.alias_analysis import AliasAnalysis, HloBuffer
 from ..analysis.dataflow import Dataflow, HloValue
+from ..analysis.device_groups import DeviceGrid
 from ..analysis.in_place import may_hand_off
 from ..analysis.liveness import LiveRange, Liveness, peak_of
 from ..analysis.schedule import Schedule
@@ -278,17 +280,27 @@ class BufferAssignment:
             if constants and buffer not in self._placed:
                 self._place(self._add("constant", buffer.size, constant=constants[0].instruction),
                             buffer)
+        own: list[tuple[Allocation, HloBuffer]] = []
         for buffer, index in sorted(outputs.items(), key=lambda item: item[1]):
             if buffer not in self._placed:
-                self._place(self._add("output", buffer.size, maybe_live_out=True,
-                                      output_index=index), buffer)
+                allocation = self._add("output", buffer.size, maybe_live_out=True,
+                                       output_index=index)
+                self._place(allocation, buffer)
+                own.append((allocation, buffer))
         temps = [b for b in aliasing.buffers if b not in self._placed]
         if not temps:
             return None
-        return self._pack(temps)
+        # a multi-device module's per-device plan is measured against XLA's, which puts temps
+        # in output buffers; one-device plans keep every temp in the arena for now (the
+        # notebook layer's reports and tutorials describe that layout)
+        return self._pack(temps, own if DeviceGrid.of(self.module).size > 1 else [])
 
-    def _pack(self, temps: list[HloBuffer]) -> TempArena:
-        chains = self._reuse_chains(temps)
+    def _pack(self, temps: list[HloBuffer],
+              outputs: list[tuple[Allocation, HloBuffer]]) -> TempArena:
+        reuse: dict[HloBuffer, HloBuffer] = {}
+        chains = self._into_outputs(self._reuse_chains(temps), outputs, reuse)
+        if not chains:
+            return TempArena(0, 0, "none", reuse)
         intervals = []
         for chain in chains:
             hulls = [self.liveness.hull(b.values) for b in chain]
@@ -297,7 +309,6 @@ class BufferAssignment:
                 value_alignment(v, self.alignment) for b in chain for v in b.values)))
         packing = pack(intervals, self.alignment)
         allocation = self._add("temp", packing.size)
-        reuse: dict[HloBuffer, HloBuffer] = {}
         for chain, offset in zip(chains, packing.offsets):
             for earlier, later in zip(chain, chain[1:]):
                 reuse[later] = earlier
@@ -307,6 +318,56 @@ class BufferAssignment:
         return TempArena(packing.size, _aligned_lower_bound(intervals, len(self.schedule.flattened),
                                                             self.alignment),
                          packing.order, reuse)
+
+    def _into_outputs(self, chains: list[list[HloBuffer]],
+                      outputs: list[tuple[Allocation, HloBuffer]],
+                      reuse: dict[HloBuffer, HloBuffer]) -> list[list[HloBuffer]]:
+        """Put temp chains into the bytes of output allocations while those are free, as XLA
+        does: an output allocation is bound for the whole run but holds its output only from
+        the step that writes it, so a chain that dies before that step (or at it, when the
+        output takes its bytes over: ``may_hand_off``) may live there first. Largest chains
+        first, each into the smallest output allocation free for its whole life. Returns the
+        chains left for the temp arena; ``reuse`` gets each chain's hand-overs."""
+        if not outputs:
+            return chains
+        hull = self.liveness.hull
+        # per output allocation: the live ranges it holds (its output's first), smallest first
+        busy = {a.index: [hull(b.values)] for a, b in outputs}
+        slots = sorted(outputs, key=lambda item: (item[0].size, item[0].index))
+        sizes = [a.size for a, _ in slots]
+        left = []
+        for k, chain in sorted(enumerate(chains), key=lambda item: (
+                -max(b.size for b in item[1]), hull(item[1][0].values).start)):
+            size = max(b.size for b in chain)
+            start, end = hull(chain[0].values).start, hull(chain[-1].values).end
+            for allocation, output in slots[bisect.bisect_left(sizes, size):]:
+                held, taken = busy[allocation.index], None
+                if any(r.start <= end and start <= r.end for r in held[1:]):
+                    continue
+                if end >= held[0].start:
+                    first = min(output.values, key=lambda v: (self.liveness[v].start, v.id))
+                    if end != held[0].start or start >= end or not self._hands_off(
+                            chain[-1], first):
+                        continue
+                    taken = output
+                held.append(LiveRange(start, end))
+                for earlier, later in zip(chain, chain[1:]):
+                    reuse[later] = earlier
+                if taken is not None:
+                    reuse[taken] = chain[-1]
+                for buffer in chain:
+                    self._place(allocation, buffer)
+                break
+            else:
+                left.append((k, chain))
+        return [chain for _, chain in sorted(left, key=lambda item: item[0])]
+
+    def _hands_off(self, earlier: HloBuffer, first: HloValue) -> bool:
+        """Whether ``first`` (a buffer's first value) may take ``earlier``'s bytes in place at
+        the step that reads ``earlier`` for the last time."""
+        return (first.writes and first.instruction.opcode != Opcode.COPY
+                and earlier.size == self.aliasing.buffer_of(first).size
+                and may_hand_off(self.dataflow, set(earlier.values), first))
 
     def _reuse_chains(self, temps: list[HloBuffer]) -> list[list[HloBuffer]]:
         """Link each temp whose first value is an elementwise result onto a same-size temp that

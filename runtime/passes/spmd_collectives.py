@@ -70,6 +70,13 @@ class Collective:
         return (f"{{kind={self.kind}, of={self.instruction}, groups={{{groups}}}, "
                 f"sources={{{sources}}}, reducer={self.reducer}, dimension={self.dimension}}}")
 
+    @property
+    def reads_operands_first(self) -> bool:
+        """The host step (``custom_calls.collectives``) copies every operand out before it
+        writes the result, so buffer assignment may put the result in a dying operand's
+        bytes (``analysis.in_place.may_hand_off``), as XLA runs collectives in place."""
+        return True
+
 
 def rewrite_spmd_collectives_in_place(module: HloModule, target: Target = CPU) -> None:
     grid = DeviceGrid.of(module)

@@ -1,7 +1,8 @@
 """Generate the sharded test programs in ``tests/spmd/data`` with JAX (XLA's CPU backend
 with 8 host devices; each program uses the first 4 or 8): for each program NAME,
-``NAME.opt.hlo`` (XLA's partitioned module, ``lowered.compile().as_text()``) and ``NAME.npz`` (``arg_I_pP``: device P's shard of
-argument I; ``out_J_pP``: XLA's output J on device P). Device P is ``jax.devices()[P]``,
+``NAME.opt.hlo`` (XLA's partitioned module, ``lowered.compile().as_text()``), ``NAME.npz`` (``arg_I_pP``: device P's shard of
+argument I; ``out_J_pP``: XLA's output J on device P) and ``NAME.json`` (the number of
+devices and XLA's per-device ``memory_analysis()`` bytes, as the shared examples' JSON has them). Device P is ``jax.devices()[P]``,
 device P of every mesh here (meshes are built in device order).
 
     python -m tests.spmd.make_programs      # jax 0.10.2 in the main venv
@@ -9,6 +10,7 @@ device P of every mesh here (meshes are built in device order).
 
 from __future__ import annotations
 
+import json
 import os
 
 os.environ["XLA_FLAGS"] = os.environ.get("XLA_FLAGS", "") + \
@@ -44,6 +46,12 @@ def _save(name: str, fn, mesh: Mesh, specs, args, donate: tuple[int, ...] = ()) 
     OUT.mkdir(exist_ok=True)
     (OUT / f"{name}.opt.hlo").write_text(compiled.as_text())
     np.savez(OUT / f"{name}.npz", **data)
+    memory = compiled.memory_analysis()
+    figures = {key: int(getattr(memory, key)) for key in (
+        "argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes",
+        "temp_size_in_bytes")}
+    (OUT / f"{name}.json").write_text(json.dumps(
+        {"devices": mesh.size, "xla_per_device_bytes": figures}, indent=1) + "\n")
     print(name, sorted({k.split("_")[0] + "_" + k.split("_")[1] for k in data}))
 
 
@@ -137,7 +145,27 @@ def fsdp_tp_8() -> None:
           donate=(0, 1))
 
 
+def ring_loop_8() -> None:
+    """8 devices in one ring: a fori_loop whose body all-gathers, reduce-scatters,
+    ring-permutes and all-reduces its carry, both parameters donated (collectives inside a
+    while loop rather than a scan, and XLA's per-device bytes with aliased outputs)."""
+    mesh = _mesh((8,), ("r",))
+
+    def fn(x, acc):
+        def body(i, carry):
+            x, acc = carry
+            g = jax.lax.all_gather(x, "r", axis=0, tiled=True)
+            s = jax.lax.psum_scatter(jnp.tanh(g), "r", scatter_dimension=0, tiled=True)
+            x = 0.5 * s + jax.lax.ppermute(x, "r", [(k, (k + 1) % 8) for k in range(8)])
+            return x, acc + jax.lax.psum(jnp.sum(x), "r")
+        return jax.lax.fori_loop(0, 3, body, (x, acc))
+    sm = _shard_map(fn, mesh, (P("r", None), P()), (P("r", None), P()))
+    _save("ring8_fori_gather_scatter_donated", sm, mesh, (P("r", None), P()),
+          (_rand(17, 16, 4), np.zeros((), np.float32)), donate=(0, 1))
+
+
 if __name__ == "__main__":
     assert len(jax.devices()) >= DEVICES
-    for make in (fsdp, tp_dp, moe_all_to_all, scan_psum, gather_scatter, fsdp_tp_8):
+    for make in (fsdp, tp_dp, moe_all_to_all, scan_psum, gather_scatter, fsdp_tp_8,
+                 ring_loop_8):
         make()
