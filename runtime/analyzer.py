@@ -20,6 +20,7 @@ from .hlo.ir import HloModule
 from .target import Target, TargetKind
 
 if TYPE_CHECKING:
+    from .analysis.value_shardings import ValueSharding
     from .buffers.assignment import BufferAssignment, MemoryStats
     from .custom_calls.unimplemented import UnimplementedCall
 
@@ -61,6 +62,18 @@ class Analysis:
         calls sit in branches valid input never takes (Equinox's ``error_if``) still runs."""
         from .codegen.families.custom_call import unimplemented_calls
         return unimplemented_calls(self.module, self.python_callbacks)
+
+    @property
+    def parameter_shardings(self) -> list[ValueSharding]:
+        """Each parameter leaf's sharding annotation in words, with its bytes per device."""
+        from .analysis.value_shardings import parameter_shardings
+        return parameter_shardings(self.source)
+
+    @property
+    def output_shardings(self) -> list[ValueSharding]:
+        """Each output leaf's sharding annotation (the root's) in words and bytes."""
+        from .analysis.value_shardings import output_shardings
+        return output_shardings(self.source)
 
     @property
     def memory_stats(self) -> MemoryStats:

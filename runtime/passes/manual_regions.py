@@ -72,8 +72,10 @@ def outline_manual_regions_in_place(module: HloModule, target: Target = CPU) -> 
     names = FreshNames(module)
     regions = 0
     for comp in list(module.computations):
+        users = comp.users()
         calls = [i for i in comp.instructions if i.opcode == Opcode.CALL
-                 and any(_source(op) is not None for op in i.operands)]
+                 and (any(_source(op) is not None for op in i.operands)
+                      or not i.operands and _ends_in_boundary(i, users))]
         for call in calls:
             _outline(module, comp, call, known, names)
             regions += 1
@@ -103,6 +105,18 @@ def _source(op: HloInstruction) -> tuple[HloInstruction, int] | None:
     if _target(op) in GLOBAL_TO_LOCAL:
         return op, 0
     return None
+
+
+def _ends_in_boundary(call: HloInstruction, users: dict[int, list[HloInstruction]]) -> bool:
+    """Whether a result of ``call`` goes to a LocalToGlobal boundary (a shard_map without
+    operands, such as JAX's ``axis_index`` outside one, has no GlobalToLocal)."""
+    holders = [call] + [u for u in users[id(call)] if u.opcode == Opcode.GET_TUPLE_ELEMENT]
+    for holder in holders:
+        for user in users[id(holder)]:
+            if _target(user) == LOCAL_TO_GLOBAL[0] or (_target(user) == SHARDING and any(
+                    _target(u) == LOCAL_TO_GLOBAL[1] for u in users[id(user)])):
+                return True
+    return False
 
 
 def _outline(module: HloModule, comp: HloComputation, call: HloInstruction,

@@ -123,3 +123,21 @@ ENTRY main {
 }
 """
     np.testing.assert_array_equal(run(text), -X)
+
+
+def test_a_region_without_operands_gives_each_devices_value_its_tile():
+    text = f"""HloModule m, {MESH}
+
+body {{
+  i = u32[] partition-id()
+  f = f32[] convert(i)
+  ROOT b = f32[1,3] broadcast(f), dimensions={{}}
+}}
+
+ENTRY main {{
+  c = f32[1,3] call(), to_apply=body
+  ROOT l = f32[2,3] custom-call(c), custom_call_target="xla.sdy.LocalToGlobalShape", frontend_attributes={{xla.sdy.out_shardings={sdy(ROWS)}}}
+}}
+"""
+    np.testing.assert_array_equal(np.asarray(runtime.compile(text).run()),
+                                  [[0, 0, 0], [1, 1, 1]])
