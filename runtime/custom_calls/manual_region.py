@@ -4,8 +4,9 @@ the global operands, the body run on every device, the global results put back t
 Device ``d`` gets, of each operand, the tile its in-sharding assigns it (the whole array
 when the sharding is replicated); the body runs on all devices at once through the
 executor's ``run_region`` (``Executable.run_spmd`` of the body's executable, so the body's
-collectives exchange between them); each result tile is taken from the lowest device id
-holding it. The operands are read and the results written in two separate mappings, so no
+collectives exchange between them); each result tile is taken from the first device holding
+it in tile-assignment order, the mesh's order, which is the copy JAX reads of a replicated
+array. The operands are read and the results written in two separate mappings, so no
 buffer stays mapped while the body runs.
 """
 
@@ -35,11 +36,10 @@ def shard(value: np.ndarray, sharding: HloSharding, device: int) -> np.ndarray:
 def assemble(parts: Sequence[np.ndarray], sharding: HloSharding) -> np.ndarray:
     """The global array whose tiles are ``parts[d]`` (device ``d``'s local result)."""
     if sharding.kind != "tiled":
-        return parts[min(sharding.devices, default=0)]
+        return parts[sharding.devices[0] if sharding.devices else 0]
     holders: dict[tuple[int, ...], int] = {}
-    for d in sharding.devices:
-        index = sharding.tile_index(d)
-        holders[index] = min(holders.get(index, d), d)
+    for d in sharding.devices:                  # the first in tile-assignment order wins
+        holders.setdefault(sharding.tile_index(d), d)
     sizes = parts[0].shape
     out = np.empty(tuple(n * t for n, t in zip(sizes, sharding.tile)), parts[0].dtype)
     for index in itertools.product(*(range(t) for t in sharding.tile)):

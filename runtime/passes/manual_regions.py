@@ -14,10 +14,11 @@ devices (its collectives become exchanges, ``spmd_collectives``). Its host step
 (``custom_calls.manual_region``) slices each operand per its in-sharding, runs the body on
 every device with ``run_spmd`` and puts each result together per its out-sharding, which is
 what XLA's partitioned program computes. A device not named by a sharding's tiles gets the
-whole array; a result replicated over devices is taken from the lowest device id holding it.
+whole array; a result replicated over devices is taken from the first device holding it in
+the mesh's order (the copy JAX reads).
 
-Everything else about shardings changes no value on one device: ``Sharding`` custom calls
-become their operand. What cannot be run exactly is a located ``HloUnsupportedError``: a
+Everything else about shardings changes no value on one device: ``Sharding`` and
+``xla.sdy.FuncResultSharding`` custom calls become their operand. What cannot be run exactly is a located ``HloUnsupportedError``: a
 boundary outside this pattern, a shard_map inside another one, uneven tiles, a collective
 outside every region of a module sharded over several devices.
 """
@@ -40,6 +41,8 @@ from .names import FreshNames
 
 REGION_TARGET = "hlo_magic.manual_region"
 SHARDING = "Sharding"
+# annotations that compute their operand: a sharding constraint, a function result's sharding
+ANNOTATIONS = (SHARDING, "xla.sdy.FuncResultSharding")
 GLOBAL_TO_LOCAL = ("xla.sdy.GlobalToLocalShape", "SPMDFullToShardShape")
 LOCAL_TO_GLOBAL = ("xla.sdy.LocalToGlobalShape", "SPMDShardToFullShape")
 
@@ -69,16 +72,7 @@ def outline_manual_regions_in_place(module: HloModule, target: Target = CPU) -> 
         _inline_whole_boundaries(module, known)
         _drop_sharding_calls(module)
         return
-    names = FreshNames(module)
-    regions = 0
-    for comp in list(module.computations):
-        users = comp.users()
-        calls = [i for i in comp.instructions if i.opcode == Opcode.CALL
-                 and (any(_source(op) is not None for op in i.operands)
-                      or not i.operands and _ends_in_boundary(i, users))]
-        for call in calls:
-            _outline(module, comp, call, known, names)
-            regions += 1
+    regions = _outline_from_entry(module, known)
     if regions:
         _drop_uncalled(module)
     for inst in module.instructions():
@@ -105,6 +99,30 @@ def _source(op: HloInstruction) -> tuple[HloInstruction, int] | None:
     if _target(op) in GLOBAL_TO_LOCAL:
         return op, 0
     return None
+
+
+def _outline_from_entry(module: HloModule, known: dict[str, Mesh]) -> int:
+    """Outline the regions of every computation the entry reaches, callers first, so the
+    body of a region (whose own boundaries belong to its module) is never searched here;
+    the number outlined."""
+    names = FreshNames(module)
+    regions = 0
+    seen: set[int] = set()
+    stack = [module.entry_computation]
+    while stack:
+        comp = stack.pop()
+        if id(comp) in seen:
+            continue
+        seen.add(id(comp))
+        users = comp.users()
+        calls = [i for i in comp.instructions if i.opcode == Opcode.CALL
+                 and (any(_source(op) is not None for op in i.operands)
+                      or not i.operands and _ends_in_boundary(i, users))]
+        for call in calls:
+            _outline(module, comp, call, known, names)
+            regions += 1
+        stack.extend(c for i in comp.instructions for c in i.called_computations)
+    return regions
 
 
 def _ends_in_boundary(call: HloInstruction, users: dict[int, list[HloInstruction]]) -> bool:
@@ -427,10 +445,12 @@ def _whole(s: HloSharding) -> bool:
 
 
 def _drop_sharding_calls(module: HloModule) -> None:
-    """``Sharding`` custom calls annotate their operand and compute it."""
+    """``Sharding`` and ``xla.sdy.FuncResultSharding`` custom calls annotate their operand
+    and compute it."""
     for comp in module.computations:
         replaced = {id(i): i.operands[0] for i in comp.instructions
-                    if _target(i) == SHARDING and len(i.operands) == 1}
+                    if _target(i) in ANNOTATIONS and len(i.operands) == 1
+                    and i.shape == i.operands[0].shape}
         if not replaced:
             continue
 

@@ -74,3 +74,9 @@ def test_analyze_reports_each_parameters_and_outputs_sharding_in_words():
     assert outs == [("output {0}", "dim 0 in 2, dim 1 in 2: f32[4,2] per device (4 devices)",
                      32),
                     ("output {1}", "on device 0 only (the whole f32[4])", 16)]
+
+
+def test_a_quoted_mesh_attribute_and_explicit_device_ids():
+    known = meshes('{xla.sdy.meshes="{mesh = #sdy.mesh<[\\"x\\"=2], device_ids=[1,0]>}"}')
+    (s,) = parse_sdy_shardings('#sdy.sharding<@mesh, [{"x"}]>', known)
+    assert s.devices == (1, 0) and s.tile_index(1) == (0,)
