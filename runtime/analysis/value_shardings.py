@@ -37,7 +37,7 @@ class ValueSharding:
 
 
 def parameter_shardings(module: HloModule) -> list[ValueSharding]:
-    known = meshes(_raw(module.header_attrs.get("frontend_attributes")))
+    known = _meshes(module)
     local = _partitioned(module)
     out = []
     for param in module.entry_computation.parameters:
@@ -50,10 +50,18 @@ def parameter_shardings(module: HloModule) -> list[ValueSharding]:
 
 def output_shardings(module: HloModule) -> list[ValueSharding]:
     root = module.entry_computation.root_instruction
-    known = meshes(_raw(module.header_attrs.get("frontend_attributes")))
+    known = _meshes(module)
     local = _partitioned(module)
     return [_value(f"output {{{','.join(map(str, index))}}}", None, index, shape, sharding, local)
             for (index, shape), sharding in zip(root.shape.leaves(), _read(root, known))]
+
+
+def _meshes(module: HloModule) -> dict[str, Mesh]:
+    """The module's Shardy meshes (none when unreadable: XLA's annotations are read then)."""
+    try:
+        return meshes(_raw(module.header_attrs.get("frontend_attributes")))
+    except ShardingSyntaxError:
+        return {}
 
 
 def _partitioned(module: HloModule) -> bool:

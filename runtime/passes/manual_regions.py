@@ -67,7 +67,11 @@ class ManualRegion:
 
 
 def outline_manual_regions_in_place(module: HloModule, target: Target = CPU) -> None:
-    known = meshes(_text(module.header_attrs.get("frontend_attributes")))
+    try:
+        known = meshes(_text(module.header_attrs.get("frontend_attributes")))
+    except ShardingSyntaxError as error:
+        raise HloUnsupportedError(f"module {module.name}: its xla.sdy.meshes attribute: "
+                                  f"{error}") from None
     if _is_multi_device(module):
         _inline_whole_boundaries(module, known)
         _drop_sharding_calls(module)
@@ -188,8 +192,8 @@ def _in_side(boundary: HloInstruction, index: int, known: dict[str, Mesh]
         if index >= len(boundary.operands) or len(shardings) != len(boundary.operands):
             raise _unsupported(boundary, "its in_shardings do not give one sharding per operand")
         return boundary.operands[index], shardings[index], set()
-    annotated = boundary.operands[0]
-    if _target(annotated) != SHARDING:
+    annotated = boundary.operands[0] if len(boundary.operands) == 1 else boundary
+    if _target(annotated) != SHARDING or len(annotated.operands) != 1:
         raise _unsupported(boundary, "its operand is not the Sharding custom call giving the "
                            "region's in-sharding")
     return annotated.operands[0], _hlo_sharding(annotated), {id(annotated)}
@@ -249,7 +253,12 @@ def _device_count(call: HloInstruction, shardings: list[HloSharding]) -> int:
     if len(counts) != 1:
         raise _unsupported(call, "cannot tell the shard_map's devices from its shardings "
                            f"({', '.join(s.to_text() for s in shardings)})")
-    return counts.pop()
+    devices = counts.pop()
+    for s in shardings:
+        if s.devices and sorted(s.devices) != list(range(devices)):
+            raise _unsupported(call, f"the shard_map sharding {s.to_text()} does not name "
+                               f"devices 0 to {devices - 1}")
+    return devices
 
 
 def _check_tiles(call: HloInstruction, globals_: list[Shape], shardings: list[HloSharding],
@@ -259,7 +268,8 @@ def _check_tiles(call: HloInstruction, globals_: list[Shape], shardings: list[Hl
             raise _unsupported(call, f"{what} {k} of the shard_map is not an array")
         tile = s.tile if s.kind == "tiled" else (1,) * len(whole.dims)
         if len(tile) != len(whole.dims) or any(d % t for d, t in zip(whole.dims, tile)) or \
-                tuple(d // t for d, t in zip(whole.dims, tile)) != local.dims:
+                tuple(d // t for d, t in zip(whole.dims, tile)) != local.dims or \
+                whole.element_type != local.element_type:
             raise _unsupported(call, f"{what} {k}: {whole.to_text(False)} split as "
                                f"{s.to_text()} does not give the body's "
                                f"{local.to_text(False)} on every device")
@@ -434,7 +444,7 @@ def _boundary_shardings(inst: HloInstruction, known: dict[str, Mesh]) -> list[Hl
     if target == LOCAL_TO_GLOBAL[0]:
         return _sdy(inst, "xla.sdy.out_shardings", known)
     shardings = [_hlo_sharding(inst)]
-    if target == GLOBAL_TO_LOCAL[1] and _target(inst.operands[0]) == SHARDING:
+    if target == GLOBAL_TO_LOCAL[1] and inst.operands and _target(inst.operands[0]) == SHARDING:
         shardings.append(_hlo_sharding(inst.operands[0]))
     return shardings
 

@@ -141,3 +141,34 @@ ENTRY main {{
 """
     np.testing.assert_array_equal(np.asarray(runtime.compile(text).run()),
                                   [[0, 0, 0], [1, 1, 1]])
+
+
+GSPMD = """HloModule m
+
+body {
+  p = f32[2,3] parameter(0)
+  i = u32[] partition-id()
+  f = f32[] convert(i)
+  b = f32[2,3] broadcast(f), dimensions={}
+  ROOT r = f32[2,3] add(p, b)
+}
+
+ENTRY main {
+  x = f32[4,3] parameter(0)
+  s = f32[4,3] custom-call(x), custom_call_target="Sharding", sharding=SPLIT
+  g = f32[2,3] custom-call(s), custom_call_target="SPMDFullToShardShape", sharding={manual}
+  c = f32[2,3] call(g), to_apply=body
+  m = f32[2,3] custom-call(c), custom_call_target="Sharding", sharding={manual}
+  ROOT l = f32[4,3] custom-call(m), custom_call_target="SPMDShardToFullShape", sharding=SPLIT
+}
+"""
+
+
+def test_the_gspmd_form_runs_each_device_on_the_tile_its_device_id_names():
+    text = GSPMD.replace("SPLIT", "{devices=[2,1]1,0}")      # device 1 holds rows 0-1
+    np.testing.assert_array_equal(run(text), X + np.repeat([1, 0], 2)[:, None])
+
+
+def test_a_sharding_naming_devices_beyond_the_region_is_refused():
+    with pytest.raises(runtime.HloUnsupportedError, match="does not name devices 0 to 1"):
+        runtime.compile(GSPMD.replace("SPLIT", "{devices=[2,1]5,7}"))
