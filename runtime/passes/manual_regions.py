@@ -99,7 +99,8 @@ def _target(inst: HloInstruction) -> str | None:
 def _source(op: HloInstruction) -> tuple[HloInstruction, int] | None:
     """(the GlobalToLocal boundary, its operand index) a call operand comes from."""
     if op.opcode == Opcode.GET_TUPLE_ELEMENT and _target(op.operands[0]) in GLOBAL_TO_LOCAL:
-        return op.operands[0], int(op.attrs.get("index", 0))  # type: ignore[call-overload]
+        index = op.attrs.get("index")
+        return op.operands[0], index if isinstance(index, int) else 0
     if _target(op) in GLOBAL_TO_LOCAL:
         return op, 0
     return None
@@ -281,10 +282,17 @@ def _is_multi_device(module: HloModule) -> bool:
 
 
 def _sharded(module: HloModule) -> bool:
-    """Whether an annotation splits a value over several devices."""
+    """Whether an annotation places a value on several devices (an unreadable one counts:
+    the module may be written for several)."""
     for inst in module.instructions():
-        text = inst.attrs.get("sharding")
-        if isinstance(text, RawText) and "devices=" in text.text:
+        text = _text(inst.attrs.get("sharding"))
+        if text is None:
+            continue
+        try:
+            sharding = parse_sharding(text)
+        except ShardingSyntaxError:
+            return True
+        if any(s.device_count > 1 for s in (sharding, *sharding.elements)):
             return True
     return False
 
@@ -411,6 +419,7 @@ def _inline_whole_boundaries(module: HloModule, known: dict[str, Mesh]) -> None:
     remaining axes (JAX writes ``axis_index`` of a partly manual shard_map so) whose
     shardings leave every value whole is each device's own computation, so its boundaries
     pass their operands on; any other is refused."""
+    names = FreshNames(module)
     for comp in module.computations:
         replaced: dict[int, HloInstruction] = {}
         out: list[HloInstruction] = []
@@ -427,7 +436,7 @@ def _inline_whole_boundaries(module: HloModule, known: dict[str, Mesh]) -> None:
             if len(ops) == 1 and not isinstance(inst.shape, TupleShape):
                 value = ops[0]
             else:
-                value = _tuple(inst, list(ops), FreshNames(module), out)
+                value = _tuple(inst, list(ops), names, out)
             if value.shape.to_text(False) != inst.shape.to_text(False):
                 raise _unsupported(inst, f"a shard_map boundary from {value.shape} to "
                                    f"{inst.shape} inside another shard_map's body")

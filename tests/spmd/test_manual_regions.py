@@ -172,3 +172,20 @@ def test_the_gspmd_form_runs_each_device_on_the_tile_its_device_id_names():
 def test_a_sharding_naming_devices_beyond_the_region_is_refused():
     with pytest.raises(runtime.HloUnsupportedError, match="does not name devices 0 to 1"):
         runtime.compile(GSPMD.replace("SPLIT", "{devices=[2,1]5,7}"))
+
+
+def test_a_collective_in_a_module_annotated_for_one_device_runs_as_on_one_device():
+    text = """HloModule m
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[4,3] parameter(0), sharding={devices=[1,1]0}
+  ROOT a = f32[4,3] all-reduce(x), replica_groups={}, to_apply=add
+}
+"""
+    np.testing.assert_array_equal(run(text), X)
