@@ -209,7 +209,7 @@ def _call_results(call: HloInstruction, users: dict[int, list[HloInstruction]],
     for user in users[id(call)]:
         index = user.attrs.get("index")
         if user.opcode != Opcode.GET_TUPLE_ELEMENT or not isinstance(index, int) \
-                or results[index] is not None:
+                or not 0 <= index < len(results) or results[index] is not None:
             raise _unsupported(call, f"{user.name} uses the region's results other than "
                                "through one get-tuple-element each")
         results[index] = user
