@@ -14,12 +14,13 @@ stays on the result object), so the answers stay on the first screen of a 250-pa
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Sequence, Union
 
 import numpy as np
 
 from runtime import reassign
+from runtime.analysis.value_shardings import ValueSharding, is_sharded
 from runtime.errors import HloError
 from runtime.hlo.dtypes import from_numpy
 from runtime.hlo.shape import ArrayShape, index_text
@@ -105,9 +106,14 @@ def build_report(result: HloResult) -> list[Part]:
     parts: list[Part] = [answer_facts(result, members)]
     if result.outputs is not None and not _outputs_fit(result.outputs):
         parts.append(output_table(result.outputs, limit))
-    parts += [_limited(parameter_table(result.parameters, result.donated, plan, result.run),
-                       limit),
-              memory_table(plan)]
+    analysis = result.executable.analysis
+    inputs, outputs = analysis.parameter_shardings, analysis.output_shardings
+    sharded = is_sharded(inputs + outputs)
+    params = parameter_table(result.parameters, result.donated, plan, result.run)
+    parts.append(_limited(with_sharding_columns(params, inputs) if sharded else params, limit))
+    if sharded:
+        parts.append(_limited(output_sharding_table(outputs), limit))
+    parts.append(memory_table(plan))
     details: list[Part] = [module_facts(result)]
     title = "Details: module, device, run"
     if "assignment" in result.show:
@@ -333,6 +339,29 @@ def parameter_table(params: list[ParameterInfo], donated: frozenset[int],
     notes = [f"{marks[s]} {s.split(': ', 1)[1]}" for s in repeated]
     return Table("Parameters", ("#", "name", "shape", "dtype", "size", "module says",
                                 "this plan"), rows, notes, omitted_what="parameters")
+
+
+def with_sharding_columns(table: Table, values: list[ValueSharding]) -> Table:
+    """The parameter table with each parameter's sharding and bytes per device (a tuple
+    parameter's leaves joined), for a module written for several devices."""
+    words: dict[str, list[str]] = {}
+    sizes: dict[str, int] = {}
+    for v in values:
+        key = str(v.parameter)
+        words.setdefault(key, []).append(v.words)
+        sizes[key] = sizes.get(key, 0) + v.bytes_per_device
+    rows = [row + ("; ".join(words.get(row[0], ["\u2014"])),
+                   format_bytes(sizes[row[0]]) if row[0] in sizes else "\u2014")
+            for row in table.rows]
+    return replace(table, columns=table.columns + ("sharding", "per device"), rows=rows)
+
+
+def output_sharding_table(values: list[ValueSharding]) -> Table:
+    """Each output's sharding (the module's root annotation) and bytes per device."""
+    rows = [(v.what.removeprefix("output "), v.shape.to_text(False), v.words,
+             format_bytes(v.bytes_per_device)) for v in values]
+    return Table("Output shardings", ("output", "shape", "sharding", "per device"), rows,
+                 omitted_what="outputs")
 
 
 def memory_table(plan: BufferAssignment) -> Table:

@@ -20,6 +20,7 @@ from .hlo.ir import HloModule
 from .target import Target, TargetKind
 
 if TYPE_CHECKING:
+    from .analysis.value_shardings import ValueSharding
     from .buffers.assignment import BufferAssignment, MemoryStats
     from .custom_calls.unimplemented import UnimplementedCall
 
@@ -37,6 +38,8 @@ class Analysis:
     ``times`` holds the seconds each stage took ("parse", "verify", "passes", "assignment").
     ``python_callbacks`` are the functions of the JAX lowering the module came from, which
     its ``jax.pure_callback``-style custom calls run (``custom_calls.jax_callbacks``).
+    ``regions``: the analysis of each shard_map region's body (``passes.manual_regions``), by
+    the name of the call it was, so an error in a body is found here, not mid-run.
     """
 
     source: HloModule
@@ -46,6 +49,7 @@ class Analysis:
     target: Target
     times: dict[str, float] = field(default_factory=dict)
     python_callbacks: tuple[Callable, ...] = ()
+    regions: dict[str, Analysis] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -58,6 +62,18 @@ class Analysis:
         calls sit in branches valid input never takes (Equinox's ``error_if``) still runs."""
         from .codegen.families.custom_call import unimplemented_calls
         return unimplemented_calls(self.module, self.python_callbacks)
+
+    @property
+    def parameter_shardings(self) -> list[ValueSharding]:
+        """Each parameter leaf's sharding annotation in words, with its bytes per device."""
+        from .analysis.value_shardings import parameter_shardings
+        return parameter_shardings(self.source)
+
+    @property
+    def output_shardings(self) -> list[ValueSharding]:
+        """Each output leaf's sharding annotation (the root's) in words and bytes."""
+        from .analysis.value_shardings import output_shardings
+        return output_shardings(self.source)
 
     @property
     def memory_stats(self) -> MemoryStats:
@@ -139,7 +155,24 @@ def analyze_verified(module: HloModule, alignment: int, fusion: bool, target: Ta
         assignment = buffer_assignment(optimised, alignment=alignment)
     times["assignment"] = time.perf_counter() - start
     return Analysis(module, assignment.module, assignment, alignment, target, times,
-                    python_callbacks)
+                    python_callbacks, _regions(assignment.module, alignment, fusion, target,
+                                               python_callbacks))
+
+
+def _regions(module: HloModule, alignment: int, fusion: bool, target: Target,
+             python_callbacks: tuple[Callable, ...]) -> dict[str, Analysis]:
+    """Each shard_map region's body analysed as the multi-device module it is."""
+    from .hlo.verifier import verify
+    from .passes.manual_regions import ManualRegion
+    out = {}
+    for inst in module.instructions():
+        region = inst.attrs.get("region")
+        if isinstance(region, ManualRegion) and region.instruction not in out:
+            with internal_errors("verification"):
+                verify(region.module)
+            out[region.instruction] = analyze_verified(region.module, alignment, fusion, target,
+                                                       None, python_callbacks)
+    return out
 
 
 def _check_alignment(alignment: int) -> None:

@@ -3,10 +3,12 @@
 1. Optimisation passes (``OPTIMISATION``), on a copy of the module, given the device's
    ``Target``: they change what is computed and how. Each entry is (name, pass, whether it
    belongs to fusion): ``fusion=False`` skips the fusion passes, which gives one kernel per
-   instruction (the reference behaviour tests compare against). The collectives' rewrites
+   instruction (the reference behaviour tests compare against). The shard_map regions'
+   outlining (each a host step running its body on every device), the collectives' rewrites
    (multi-device and one-device), the complex lowering, the stochastic-convert expansion,
    dynamic padding (kernels know no dynamic shape) and dead tuple elements (a dead
-   rng-bit-generator held in a tuple is never lowered) always run: kernels know no collective, no complex type and no stochastic rounding (a
+   rng-bit-generator held in a tuple is never lowered) always run: kernels know no
+   collective, no complex type and no stochastic rounding (a
    multi-device collective is a host step exchanging data between devices, a one-device one
    a copy or zeros, complex values pairs of reals, FFTs dots, a stochastic-convert XLA's
    decomposition).
@@ -52,6 +54,7 @@ from .passes.contraction_upcast import upcast_narrow_contractions_in_place
 from .passes.flatten_call_graph import flatten_in_place
 from .passes.fusion import fuse_in_place
 from .passes.inline_calls import inline_calls_in_place
+from .passes.manual_regions import outline_manual_regions_in_place
 from .passes.multi_output_fusion import multi_output_fuse_in_place
 from .passes.one_device_collectives import rewrite_one_device_collectives_in_place
 from .passes.operand_layouts import match_operand_layouts
@@ -67,6 +70,7 @@ from .passes.tree_reductions import tree_reductions_in_place
 Pass = Callable[[HloModule, Target], None]
 
 OPTIMISATION: list[tuple[str, Pass, bool]] = [
+    ("manual-regions", outline_manual_regions_in_place, False),
     ("spmd-collectives", rewrite_spmd_collectives_in_place, False),
     ("one-device-collectives", rewrite_one_device_collectives_in_place, False),
     ("complex-lowering", lower_complex_in_place, False),

@@ -31,6 +31,7 @@ from ..hlo.shape import ArrayShape, Shape, TupleShape, physical_order
 from .arrays import DeviceArray, upload
 from ..opencl.device import allocate_buffer, opencl
 from .output_buffers import OutputRecycler
+from .kernel_builds import KernelBuild
 from .spmd import DEFAULT_TIMEOUT, run_spmd
 
 if TYPE_CHECKING:
@@ -113,6 +114,9 @@ class Executable:
         # how it exchanges collective data; every launch step gets a kernel object of its own
         self.communicator = None
         self._fresh_kernels = False
+        # each shard_map region's body, run on every device by its host step (``run_region``)
+        self._regions = {name: Executable(a.source, a, device, KernelBuild(a, device))
+                         for name, a in analysis.regions.items()}
 
     # --- public -----------------------------------------------------------------------------
     @property
@@ -128,7 +132,14 @@ class Executable:
         """Build (and warm up) the kernels now, if not built yet; ``progress(stage, done,
         total)`` hears about it."""
         self._kernels = self._build.kernels(progress or self.progress)
+        for region in self._regions.values():
+            region.build(progress or self.progress)
         return self
+
+    def run_region(self, name: str, args: Sequence[Sequence[Any]]) -> list[Any]:
+        """The outputs of shard_map region ``name``'s body on each device, ``args[d]`` being
+        device d's shards (its host step's call, ``custom_calls.manual_region``)."""
+        return self._regions[name].run_spmd(args)
 
     @property
     def compile_times(self) -> dict[str, float]:

@@ -21,8 +21,8 @@ ENTRY e {
 
 def test_the_lists_name_the_stages_in_order():
     assert [name for name, *_ in pipeline.OPTIMISATION] == [
-        "spmd-collectives", "one-device-collectives", "complex-lowering", "stochastic-convert",
-        "dynamic-padding", "dead-tuple-elements", "inline-calls",
+        "manual-regions", "spmd-collectives", "one-device-collectives", "complex-lowering",
+        "stochastic-convert", "dynamic-padding", "dead-tuple-elements", "inline-calls",
         "simplify",
         "transpose-folding", "dot-operand-layouts",
         "split-topk", "convolution-layout",

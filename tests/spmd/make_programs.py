@@ -1,9 +1,14 @@
 """Generate the sharded test programs in ``tests/spmd/data`` with JAX (XLA's CPU backend
-with 8 host devices; each program uses the first 4 or 8): for each program NAME,
-``NAME.opt.hlo`` (XLA's partitioned module, ``lowered.compile().as_text()``), ``NAME.npz`` (``arg_I_pP``: device P's shard of
-argument I; ``out_J_pP``: XLA's output J on device P) and ``NAME.json`` (the number of
-devices and XLA's per-device ``memory_analysis()`` bytes, as the shared examples' JSON has them). Device P is ``jax.devices()[P]``,
-device P of every mesh here (meshes are built in device order).
+with 8 host devices; each program uses the first 2, 4 or 8): for each program NAME,
+``NAME.opt.hlo`` (XLA's partitioned module, ``lowered.compile().as_text()``), ``NAME.hlo``
+(the module before partitioning, ``lowered.as_text('hlo')``: global shapes, ``sharding=``
+annotations, shard_map regions in Shardy's form), for shard_map programs ``NAME.gspmd.hlo``
+(the same before partitioning with ``jax_use_shardy_partitioner`` off: the older
+``Sharding``/``SPMDFullToShardShape`` form) and ``NAME.npz`` (``arg_I_pP``: device P's shard
+of argument I; ``out_J_pP``: XLA's output J on device P; ``arg_I``/``out_J``: the global
+arrays). Device P is ``jax.devices()[P]``, device P of every mesh here (meshes are built in
+device order). ``NAME.json`` holds the number of devices and XLA's per-device
+``memory_analysis()`` bytes, as the shared examples' JSON has them.
 
     python -m tests.spmd.make_programs      # jax 0.10.2 in the main venv
 """
@@ -31,20 +36,37 @@ def _mesh(shape: tuple[int, ...], axes: tuple[str, ...]) -> Mesh:
     return Mesh(np.array(jax.devices()[:int(np.prod(shape))]).reshape(shape), axes)
 
 
-def _save(name: str, fn, mesh: Mesh, specs, args, donate: tuple[int, ...] = ()) -> None:
+def _save(name: str, fn, mesh: Mesh, specs, args, donate: tuple[int, ...] = (),
+          out_specs=None, partitioned: bool = True) -> None:
     """``donate``: the arguments jit donates (the module aliases them to outputs; the test
-    runs it with them donated)."""
+    runs it with them donated); ``out_specs``: jit's out_shardings (None: XLA's choice);
+    ``partitioned``: whether to write ``NAME.opt.hlo`` too."""
     shardings = tuple(NamedSharding(mesh, s) for s in specs)
+    outs_sharding = None if out_specs is None else tuple(NamedSharding(mesh, s)
+                                                          for s in out_specs)
     placed = [jax.device_put(a, s) for a, s in zip(args, shardings)]
-    compiled = jax.jit(fn, in_shardings=shardings, donate_argnums=donate).lower(*placed).compile()
-    outs = jax.tree_util.tree_leaves(jax.jit(fn, in_shardings=shardings)(*placed))
+    lowered = jax.jit(fn, in_shardings=shardings, out_shardings=outs_sharding,
+                      donate_argnums=donate).lower(*placed)
+    compiled = lowered.compile()
+    outs = jax.tree_util.tree_leaves(jax.jit(fn, in_shardings=shardings,
+                                             out_shardings=outs_sharding)(*placed))
     data = {}
     for kind, arrays in (("arg", placed), ("out", outs)):
         for i, array in enumerate(arrays):
+            data[f"{kind}_{i}"] = np.asarray(array)
             for shard in array.addressable_shards:
                 data[f"{kind}_{i}_p{shard.device.id}"] = np.asarray(shard.data)
     OUT.mkdir(exist_ok=True)
-    (OUT / f"{name}.opt.hlo").write_text(compiled.as_text())
+    if partitioned:
+        (OUT / f"{name}.opt.hlo").write_text(compiled.as_text())
+    (OUT / f"{name}.hlo").write_text(lowered.as_text("hlo"))
+    if "shard_map" in lowered.as_text("hlo"):
+        jax.config.update("jax_use_shardy_partitioner", False)
+        try:
+            gspmd = jax.jit(fn, in_shardings=shardings).lower(*placed).as_text("hlo")
+        finally:
+            jax.config.update("jax_use_shardy_partitioner", True)
+        (OUT / f"{name}.gspmd.hlo").write_text(gspmd)
     np.savez(OUT / f"{name}.npz", **data)
     memory = compiled.memory_analysis()
     figures = {key: int(getattr(memory, key)) for key in (
@@ -164,8 +186,77 @@ def ring_loop_8() -> None:
           (_rand(17, 16, 4), np.zeros((), np.float32)), donate=(0, 1))
 
 
+def psum_ppermute_2() -> None:
+    """Two devices, a 1-D mesh: psum, a ring ppermute and the axis index in a shard_map."""
+    mesh = _mesh((2,), ("x",))
+
+    def fn(a, b):                                       # a: [3, 4], b: [6, 2] per device
+        s = jax.lax.psum(a @ b[:4], "x")
+        r = jax.lax.ppermute(a[:, :2], "x", [(0, 1), (1, 0)])
+        return s + r * jax.lax.axis_index("x").astype(jnp.float32), jnp.sum(b, axis=0)
+    sm = _shard_map(fn, mesh, (P("x", None), P(None, "x")), (P("x", None), P("x")))
+    _save("shardmap2_psum_ppermute", sm, mesh, (P("x", None), P(None, "x")),
+          (_rand(17, 6, 4), _rand(18, 6, 4)))
+
+
+def all_gather_4() -> None:
+    """Four devices: all_gather (untiled, a new leading axis) and psum of a replicated
+    operand inside a shard_map; a replicated output."""
+    mesh = _mesh((4,), ("d",))
+
+    def fn(x, w):
+        g = jax.lax.all_gather(x, "d")                  # [4, 2, 8] on every device
+        return jnp.sum(g, axis=0) @ w, jax.lax.psum(jnp.sum(x * x), "d")
+    sm = _shard_map(fn, mesh, (P("d", None), P()), (P("d", None), P()))
+    _save("shardmap4_all_gather", sm, mesh, (P("d", None), P()), (_rand(19, 8, 8), _rand(20, 8, 3)))
+
+
+def scan_over_shard_map() -> None:
+    """A shard_map inside a scan: each step runs the manual region on the carry."""
+    mesh = _mesh((4,), ("i",))
+
+    def step(h):
+        h = jnp.tanh(h) + jax.lax.psum(h, "i") * 0.1
+        return jax.lax.ppermute(h, "i", [(k, (k + 1) % 4) for k in range(4)])
+    sm = _shard_map(step, mesh, (P("i", None),), P("i", None))
+
+    def fn(x, ws):
+        def body(carry, w):
+            nxt = sm(carry @ w)
+            return nxt, jnp.sum(nxt)
+        return jax.lax.scan(body, x, ws)
+    _save("scan4_over_shard_map", fn, mesh, (P("i", None), P()),
+          (_rand(21, 8, 8), _rand(22, 3, 8, 8) * 0.5))
+
+
+def partial_manual() -> None:
+    """A 2x2 mesh, shard_map manual over 'a' only ('b' left to the partitioner)."""
+    mesh = _mesh((2, 2), ("a", "b"))
+
+    def fn(x):
+        return jax.lax.psum(jnp.sin(x), "a") + jax.lax.axis_index("a").astype(jnp.float32)
+    sm = jax.shard_map(fn, mesh=mesh, in_specs=(P("a", None),), out_specs=P("a", None),
+                       axis_names={"a"}, check_vma=False)
+    _save("mesh2x2_partial_manual", sm, mesh, (P("a", "b"),), (_rand(23, 8, 4),))
+
+
+def constraint_and_out_shardings() -> None:
+    """jit over a 2x2 mesh with a sharding constraint and the outputs' shardings given
+    (``Sharding`` and ``xla.sdy.FuncResultSharding`` custom calls, a root tuple sharding)."""
+    mesh = _mesh((2, 2), ("a", "b"))
+
+    def fn(x, y):
+        h = jax.lax.with_sharding_constraint(jnp.tanh(x @ y), NamedSharding(mesh, P("b", None)))
+        return h.sum(0), h * 2
+    # its partitioned module groups an all-reduce as mesh[...], device_ids=([2,2]T(1,0))
+    # {'axis_0'}, a form the parser does not read yet: only the module before partitioning
+    _save("mesh2x2_constraint_out_shardings", fn, mesh, (P("a", "b"), P()),
+          (_rand(24, 8, 4), _rand(25, 4, 6)), out_specs=(P(), P("a", "b")), partitioned=False)
+
+
 if __name__ == "__main__":
     assert len(jax.devices()) >= DEVICES
     for make in (fsdp, tp_dp, moe_all_to_all, scan_psum, gather_scatter, fsdp_tp_8,
-                 ring_loop_8):
+                 ring_loop_8, psum_ppermute_2, all_gather_4, scan_over_shard_map, partial_manual,
+                 constraint_and_out_shardings):
         make()

@@ -31,11 +31,13 @@ from ...errors import CustomCallError, HloError
 from ...hlo.attributes import BackendConfig, Metadata
 from ...hlo.ir import HloInstruction, HloModule
 from ...hlo.opcode_enum import Opcode
+from ...passes.manual_regions import REGION_TARGET
 from ...passes.spmd_collectives import COLLECTIVE_TARGET
 from ..context import LoweringContext
 from ..registry import register
 from ..plan import HostCall, Step
 from .collective import lower_collective
+from .manual_region import lower_manual_region
 from .sort import lower_topk_custom_call
 
 Lowering = Callable[[LoweringContext, HloInstruction], list[Step]]
@@ -43,6 +45,7 @@ Lowering = Callable[[LoweringContext, HloInstruction], list[Step]]
 BUILTIN_TARGETS: dict[str, Lowering] = {
     "TopK": lower_topk_custom_call,
     COLLECTIVE_TARGET: lower_collective,
+    REGION_TARGET: lower_manual_region,
 }
 
 Resolution = Union[CustomCallTarget, UnimplementedCall, Lowering]
