@@ -2,7 +2,7 @@
 
 The facts (bytes each device sends and receives, the step each collective runs at, how often
 a run runs it) are ``runtime.collective_traffic``'s; this module words them once, so the
-report's table, the static figure's labels and the widget's hover say the same thing.
+report's summary and table and the interactive timeline's hover say the same thing.
 """
 
 from __future__ import annotations
@@ -12,6 +12,11 @@ from typing import Sequence
 from runtime import CollectiveTraffic
 
 from .formatting import format_bytes
+
+COLUMNS = ("step", "collective", "kind", "group", "sends", "receives", "runs")
+COUNTING = ("all-reduce counts 2(n-1)/n of its buffer each way, all-gather n-1 shards, "
+            "reduce-scatter and all-to-all (n-1)/n of the input, a permute its buffer to each "
+            "target, a broadcast its buffer from the group's first device to the others")
 
 
 def per_device(values: Sequence[int]) -> str:
@@ -66,11 +71,6 @@ def summary(traffic: Sequence[CollectiveTraffic], devices: int) -> str:
             f"receives {per_device(received)}"
             + (" (loops of unknown length counted once)" if unknown else ""))
 
-
-COLUMNS = ("step", "collective", "kind", "group", "sends", "receives", "runs")
-COUNTING = ("all-reduce counts 2(n-1)/n of its buffer each way, all-gather n-1 shards, "
-            "reduce-scatter and all-to-all (n-1)/n of the input, a permute its buffer to each "
-            "target, a broadcast its buffer from the group's first device to the others")
 
 
 def rows(traffic: Sequence[CollectiveTraffic]) -> list[tuple[str, ...]]:

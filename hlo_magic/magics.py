@@ -191,8 +191,8 @@ class HloMagics(Magics):
         above 1) runs on every device (``run_spmd``): a named value that is a list of one
         array per device is split among them, any other is every device's; ``--run random``
         gives each partition its own shard of a tiled parameter and the same values of a
-        replicated one (``runtime.random_device_arguments``). Donation: ``--donate 0,2``, ``--donate w``
-        (by name) or ``--donate all``.
+        replicated one (``runtime.random_device_arguments``).
+        Donation: ``--donate 0,2``, ``--donate w`` (by name) or ``--donate all``.
         Display: ``--show hlo|assignment|timeline|annotated|kernels|panel|none``
         (comma-separated), ``-q`` for nothing. Build: ``--device SPEC``, ``-f`` to ignore the
         compile cache, ``--elided zeros|random`` to run a module whose constants were printed

@@ -103,3 +103,11 @@ ENTRY main {{
 
 def test_a_one_device_module_has_no_traffic():
     [] = traffic("ROOT r = f32[8,6] all-reduce(x), replica_groups={}, to_apply=add", devices=1)
+
+
+def test_an_async_collective_is_counted_once_at_its_start():
+    [t] = traffic("s = (f32[8,6], f32[16,6]) all-gather-start(x), channel_id=1, "
+                  "replica_groups={{0,1},{2,3}}, use_global_device_ids=true, dimensions={0}\n"
+                  "  ROOT d = f32[16,6] all-gather-done(s)")
+    assert (t.kind, t.instruction, t.result_bytes) == (Opcode.ALL_GATHER, "s", 384)
+    assert t.sent == t.received == (192,) * 4

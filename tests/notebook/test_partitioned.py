@@ -24,8 +24,10 @@ ENTRY main {
   x = f32[2,4] parameter(1), sharding={devices=[2,1]<=[2]}
   b = f32[2,4] broadcast(w), dimensions={1}
   y = f32[2,4] multiply(x, b)
-  g = f32[4,4] all-gather(y), channel_id=1, replica_groups={{0,1}}, dimensions={0}, use_global_device_ids=true
-  r = f32[4,4] all-reduce(g), channel_id=2, replica_groups={{0,1}}, use_global_device_ids=true, to_apply=add
+  g = f32[4,4] all-gather(y), channel_id=1, replica_groups={{0,1}}, dimensions={0},
+    use_global_device_ids=true
+  r = f32[4,4] all-reduce(g), channel_id=2, replica_groups={{0,1}},
+    use_global_device_ids=true, to_apply=add
   ROOT t = (f32[4,4], f32[4,4]) tuple(g, r)
 }
 """
