@@ -147,6 +147,18 @@ def evaluate_call(line: str, namespace: dict[str, Any], magic: str) -> tuple[Any
     return value(call.func), tuple(args), kwargs
 
 
+def per_device(args: Sequence[Any], devices: int) -> list[list[Any]]:
+    """Each device's arguments from the values ``--run`` names for a multi-device module: a
+    list or tuple of ``devices`` arrays is one array per device (``[x0, x1]`` for 2
+    devices); any other value is every device's."""
+    def for_device(value: Any, d: int) -> Any:
+        if isinstance(value, (list, tuple)) and len(value) == devices and \
+                all(hasattr(v, "shape") and hasattr(v, "dtype") for v in value):
+            return value[d]
+        return value
+    return [[for_device(a, d) for a in args] for d in range(devices)]
+
+
 def lookup_function(namespace: Mapping[str, Any], name: str, flag: str) -> Callable:
     """The user's function called ``name`` (a missing name lists similar ones)."""
     (fn,) = lookup(namespace, [name], flag)

@@ -29,7 +29,7 @@ import runtime
 
 from .arguments import (
     SHOW_VALUES, check_identifier, evaluate_call, lookup, lookup_function, made_up_inputs,
-    parse_donate, parse_line, parse_show, python_name, split_names,
+    parse_donate, parse_line, parse_show, per_device, python_name, split_names,
 )
 from .custom_calls import Registration, register_host, register_opencl
 from .devices import DeviceTable
@@ -187,8 +187,12 @@ class HloMagics(Magics):
 
         Inputs: ``--run A B`` or ``-i A,B`` name notebook variables (numpy arrays, numbers,
         nested lists, or device arrays); ``--run random`` (``--seed N``) or ``--run zeros``
-        makes them (``runtime.random_arguments``). Donation: ``--donate 0,2``, ``--donate w``
-        (by name) or ``--donate all``.
+        makes them (``runtime.random_arguments``). A partitioned module (``num_partitions``
+        above 1) runs on every device (``run_spmd``): a named value that is a list of one
+        array per device is split among them, any other is every device's; ``--run random``
+        gives each partition its own shard of a tiled parameter and the same values of a
+        replicated one (``runtime.random_device_arguments``).
+        Donation: ``--donate 0,2``, ``--donate w`` (by name) or ``--donate all``.
         Display: ``--show hlo|assignment|timeline|annotated|kernels|panel|none``
         (comma-separated), ``-q`` for nothing. Build: ``--device SPEC``, ``-f`` to ignore the
         compile cache, ``--elided zeros|random`` to run a module whose constants were printed
@@ -217,10 +221,16 @@ class HloMagics(Magics):
             exe = runtime.compile(cell, device=device, alignment=self.alignment or None,
                                   force=opts.force, lazy=True, elided_constants=opts.elided)
         exe.progress = progress
+        seed = 0 if opts.seed is None else opts.seed
+        devices = exe.device_count
         if made_up == "random":
-            args = exe.random_arguments(0 if opts.seed is None else opts.seed)
+            args = exe.random_arguments(seed) if devices == 1 else \
+                runtime.random_device_arguments(exe, seed)
         elif made_up == "zeros":
-            args = exe.zeros_arguments()
+            args = exe.zeros_arguments() if devices == 1 else \
+                [exe.zeros_arguments() for _ in range(devices)]
+        elif devices > 1:
+            args = per_device(args, devices)
         donated = parse_donate(opts.donate, exe.parameter_names)
         bound_as = python_name(exe.name)
         shown = not opts.quiet and "none" not in show

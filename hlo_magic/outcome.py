@@ -23,14 +23,17 @@ def make_result(exe: Executable, donated: frozenset[int], args: Sequence | None,
                 show: tuple[str, ...] = ("assignment",), max_table_rows: int = 25,
                 timeline_max_buffers: int = 40, explain_terms: bool = False) -> HloResult:
     """Plan ``exe`` with ``donated`` (and its must-alias parameters) donated, run it on
-    ``args`` unless they are None, and wrap what came back for display. A parameter in
+    ``args`` unless they are None (a multi-device module: ``args[p]`` device ``p``'s, and the
+    outputs a list of each device's), and wrap what came back for display. A parameter in
     ``named`` (the ones ``named_by`` asked for one by one) that no output can live in is
     a warning in the report."""
     parameters = describe_parameters(exe.buffer_assignment)
     forced = frozenset(p.number for p in parameters if p.must_alias)
     plan = reassign(exe.buffer_assignment, donated | forced)
     outputs = None
-    if args is not None:
+    if args is not None and exe.device_count > 1:
+        outputs = [host(o) for o in exe.run_spmd(args, donate=tuple(sorted(donated)))]
+    elif args is not None:
         outputs = host(exe.run(*args, donate=tuple(sorted(donated))))
     return HloResult(exe, plan, parameters, donated | forced, outputs, exe.last_run, bound_as,
                      show, max_table_rows, timeline_max_buffers, explain_terms=explain_terms,

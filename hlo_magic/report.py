@@ -25,6 +25,7 @@ from runtime.errors import HloError
 from runtime.hlo.dtypes import from_numpy
 from runtime.hlo.shape import ArrayShape, index_text
 
+from . import collectives
 from .donation import ParameterInfo, aliased_outputs
 from .formatting import format_bytes, format_seconds
 from .glossary import GLOSSARY
@@ -104,7 +105,12 @@ def build_report(result: HloResult) -> list[Part]:
     plan = result.assignment
     members = fusions(plan.module)
     parts: list[Part] = [answer_facts(result, members)]
-    if result.outputs is not None and not _outputs_fit(result.outputs):
+    if result.devices > 1:
+        if result.outputs is not None:
+            parts.append(device_output_table(result.outputs, limit))
+        if result.collectives():
+            parts.append(_limited(collective_table(result), limit))
+    elif result.outputs is not None and not _outputs_fit(result.outputs):
         parts.append(output_table(result.outputs, limit))
     analysis = result.executable.analysis
     inputs, outputs = analysis.parameter_shardings, analysis.output_shardings
@@ -144,7 +150,9 @@ def answer_facts(result: HloResult, members: dict[str, list[str]]) -> Facts:
     """The plain answers: outputs (when it ran), the peak, and the biggest saving."""
     plan = result.assignment
     items: list[tuple[str, str]] = []
-    if result.outputs is not None:
+    if result.devices > 1:
+        items += device_facts(result)
+    elif result.outputs is not None:
         leaves = list(_output_leaves(result.outputs))
         for index, a in leaves[:3]:
             key = "output" if len(leaves) == 1 else f"output {index_text(index)}"
@@ -164,6 +172,39 @@ def answer_facts(result: HloResult, members: dict[str, list[str]]) -> Facts:
                       "that reaches one fails with CustomCallError): "
                       + "; ".join(call.summary() for call in unimplemented)))
     return Facts(f"HloModule {result.executable.module.name}", items)
+
+
+def device_facts(result: HloResult) -> list[tuple[str, str]]:
+    """A partitioned module's answers: the devices, the peak each holds, what the devices
+    trade; the memory lines after them are one device's (every device runs this plan)."""
+    header = result.executable.module.header_attrs
+    grid = ", ".join(f"{k}={header[k]}" for k in ("num_partitions", "replica_count")
+                     if header.get(k, 1) != 1)
+    items = [("devices", f"{result.devices} ({grid}); every device runs this program on its "
+                         "own shards, so the memory below is per device"),
+             ("peak per device", f"{format_bytes(result.peak)}; "
+                                 f"{format_bytes(result.devices * result.peak)} over all "
+                                 f"{result.devices} devices"),
+             ("collectives", collectives.summary(result.collectives(), result.devices))]
+    if result.outputs is not None:
+        items.append(("outputs", "from every device (see Outputs per device)"))
+    return items
+
+
+def collective_table(result: HloResult) -> Table:
+    return Table("Collectives, in schedule order (bytes per device, each time it runs)",
+                 collectives.COLUMNS, collectives.rows(result.collectives()),
+                 notes=[collectives.COUNTING], omitted_what="collectives")
+
+
+def device_output_table(outputs: list, limit: int) -> Table:
+    """Every device's outputs, device by device."""
+    rows = []
+    for device, outs in enumerate(outputs):
+        for index, a in _output_leaves(outs):
+            rows.append((str(device), index_text(index), _compact(a)))
+    return _limited(Table("Outputs per device", ("device", "output", "values"), rows,
+                          omitted_what="outputs"), limit)
 
 
 def peak_holders(plan: BufferAssignment, members: dict[str, list[str]]) -> str:

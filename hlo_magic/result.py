@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from runtime import Executable
+    from runtime import CollectiveTraffic, Executable
     from runtime.buffers import BufferAssignment, MemoryStats
     from runtime.execution.executable import RunRecord
 
@@ -39,7 +39,9 @@ class HloResult:
     assignment: BufferAssignment       # the memory plan when ``donated`` are donated
     parameters: list[ParameterInfo]
     donated: frozenset[int] = frozenset()
-    outputs: Any = None                # numpy array or (nested) tuple of arrays, after a run
+    # numpy array or (nested) tuple of arrays, after a run; for a multi-device module a list
+    # of them, device p's at p
+    outputs: Any = None
     run: RunRecord | None = None
     bound_as: str | None = None        # the user-namespace name the executable was bound to
     show: tuple[str, ...] = ("assignment",)
@@ -49,6 +51,7 @@ class HloResult:
     warnings: tuple[str, ...] = ()     # what the cell asked for that did not happen
     _png: bytes | None = field(default=None, repr=False)
     _savings: list[tuple[int, str]] | None = field(default=None, repr=False)
+    _collectives: list[CollectiveTraffic] | None = field(default=None, repr=False)
 
     # --- data --------------------------------------------------------------------------------
     @property
@@ -66,6 +69,19 @@ class HloResult:
     @property
     def peak(self) -> int:
         return self.assignment.peak
+
+    @property
+    def devices(self) -> int:
+        """How many devices the module runs on (1 unless it is partitioned or replicated)."""
+        return self.executable.device_count
+
+    def collectives(self) -> list[CollectiveTraffic]:
+        """Each collective in schedule order: its step, and the bytes each device sends and
+        receives there (``runtime.collective_traffic``); empty for one device."""
+        if self._collectives is None:
+            from runtime import collective_traffic
+            self._collectives = collective_traffic(self.assignment)
+        return self._collectives
 
     @property
     def compile_seconds(self) -> float:

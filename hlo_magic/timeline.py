@@ -48,6 +48,7 @@ KIND_STYLES: dict[str, KindStyle] = {
     "temp": KindStyle("temporary", "#EE7733"),
 }
 OTHER_COLOUR = "#DDDDDD"
+COLLECTIVE_COLOUR = "#7B3294"   # purple: no buffer kind uses it
 PROGRAM_ORDER = "program order (schedule step, not time)"
 MAX_NAMED_TICKS = 40
 
@@ -144,6 +145,7 @@ def plot_timeline(assignment: BufferAssignment, *, ax: Axes | None = None,
         lower = upper
     ax.step(edges, lower, where="post", color=ink(), linewidth=0.8, gid="live-total")
     _mark_peak(ax, assignment, ink())
+    _mark_collectives(ax, assignment)
     _program_axis(ax, assignment)
     top = max(assignment.peak, 1) * 1.18
     ax.set_ylim(0, top)
@@ -174,6 +176,18 @@ def _mark_peak(ax: Axes, assignment: BufferAssignment, colour: str, label: str =
                 xytext=(-6 if right_half else 6, 4 + 11 * row),
                 ha="right" if right_half else "left",
                 textcoords="offset points", fontsize=8, color=colour)
+
+
+def _mark_collectives(ax: Axes, assignment: BufferAssignment) -> None:
+    """A band over each collective's step, labelled with its kind at the top (a partitioned
+    module: where the devices trade data)."""
+    from runtime import collective_traffic
+    for t in collective_traffic(assignment):
+        ax.axvspan(t.step - 0.5, t.step + 0.5, color=COLLECTIVE_COLOUR, alpha=0.3, linewidth=0,
+                   gid=f"collective-{t.instruction}")
+        ax.annotate(str(t.kind), (t.step, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(0, -3), textcoords="offset points", rotation=90, ha="center",
+                    va="top", fontsize=6, color=COLLECTIVE_COLOUR)
 
 
 @dataclass(frozen=True)

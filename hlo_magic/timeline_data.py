@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from runtime import collective_traffic
 from runtime.buffers import AssignedBuffer, BufferAssignment
 from runtime.hlo import HloModule
 from runtime.hlo.opcode_enum import Opcode
@@ -19,8 +20,9 @@ from runtime.hlo.opcode_enum import Opcode
 from .names import fused_members, source_of
 from .sharing import Reuse, reuses, sentence
 
+from .collectives import marks
 from .formatting import format_bytes
-from .timeline import KIND_STYLES, buffer_kind, live_bytes_by_kind
+from .timeline import COLLECTIVE_COLOUR, KIND_STYLES, buffer_kind, live_bytes_by_kind
 
 KINDS = tuple(KIND_STYLES)
 NUMERIC_COLUMNS = ("size", "allocation", "offset", "start", "end", "kind", "in_place")
@@ -47,6 +49,7 @@ class TimelineData:
     live_by_kind: dict[str, list[int]]
     peak: int
     peak_step: int
+    collectives: list[dict]     # a partitioned module's collectives (``collectives.marks``)
 
     def column(self, name: str) -> np.ndarray:
         return self.numeric[NUMERIC_COLUMNS.index(name)]
@@ -64,7 +67,8 @@ class TimelineData:
                 "allocations": self.allocations,
                 "steps": self.steps, "step_opcodes": self.step_opcodes,
                 "live": [self.live_by_kind[k] for k in KINDS], "peak": self.peak,
-                "peak_step": self.peak_step, "peak_text": format_bytes(self.peak)}
+                "peak_step": self.peak_step, "peak_text": format_bytes(self.peak),
+                "collectives": self.collectives, "collective_colour": COLLECTIVE_COLOUR}
 
 
 def _allocation_label(assignment: BufferAssignment, index: int) -> str:
@@ -132,4 +136,5 @@ def timeline_data(assignment: BufferAssignment, source: HloModule | None = None
         notes=[_note(b, reused.get(b.buffer), names) for b in buffers],
         allocations=allocations, steps=[i.name for i in steps],
         step_opcodes=[i.opcode for i in steps], live_by_kind=live_bytes_by_kind(assignment),
-        peak=assignment.peak, peak_step=assignment.peak_step)
+        peak=assignment.peak, peak_step=assignment.peak_step,
+        collectives=marks(collective_traffic(assignment)))

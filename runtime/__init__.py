@@ -10,6 +10,7 @@ from .errors import (
 )
 from .errors import internal_errors as _internal_errors
 from .analyzer import Analysis, analyze
+from .buffers.collective_traffic import CollectiveTraffic, collective_traffic
 from .compiler import compile
 from .custom_calls import (
     CustomCallStatus, CustomCallTarget, register_custom_call, registered_custom_calls,
@@ -21,7 +22,7 @@ from .execution.executable import Executable, RunRecord
 from .hlo import HloModule
 from .hlo.parser import parse as _parse_unverified
 from .hlo.verifier import verify as _verify
-from .inputs import random_arguments, zeros_arguments
+from .inputs import random_arguments, random_device_arguments, zeros_arguments
 from .pipeline import reassign
 from .version import __version__
 
@@ -47,4 +48,5 @@ __all__ = [
     "InternalCompilerError", "__version__",
     "register_custom_call", "unregister_custom_call", "registered_custom_calls",
     "CustomCallTarget", "CustomCallStatus", "random_arguments", "zeros_arguments", "reassign",
+    "collective_traffic", "CollectiveTraffic", "random_device_arguments",
 ]

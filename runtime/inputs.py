@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .analysis.device_groups import DeviceGrid
 from .analyzer import Analysis
 from .errors import internal_errors
 from .execution.executable import Executable
@@ -25,12 +26,36 @@ def random_arguments(source: Executable | Analysis | HloModule | str, seed: int 
     return sample_arguments(_parameters(source), seed)
 
 
+def random_device_arguments(source: Executable | Analysis | HloModule | str,
+                            seed: int = 0) -> list[list]:
+    """Seeded random arguments for every device of a multi-device module (``args[p]`` for
+    ``Executable.run_spmd``): a parameter tiled over the partitions (``sharding={devices=
+    [...]...}`` without replication) gets partition ``p``'s own values (seed ``seed + p``);
+    every other parameter, replicated or of unknown sharding, the same values on every
+    device, so a weight the program assumes equal everywhere is equal everywhere."""
+    params = _parameters(source)
+    grid = DeviceGrid.of(_module(source))
+    drawn = [sample_arguments(params, seed + p) for p in range(grid.num_partitions)]
+    tiled = [_tiled(param) for param in params]
+    return [[drawn[d % grid.num_partitions if tiled[i] else 0][i] for i in range(len(params))]
+            for d in range(grid.size)]
+
+
+def _tiled(param: HloInstruction) -> bool:
+    text = str(getattr(param.attrs.get("sharding"), "text", "")).replace(" ", "")
+    return text.startswith("{devices=") and "last_tile_dim" not in text
+
+
 def zeros_arguments(source: Executable | Analysis | HloModule | str) -> list:
     """One all-zeros argument per entry parameter of ``source``."""
     return sample_arguments(_parameters(source), None)
 
 
 def _parameters(source: Any) -> list[HloInstruction]:
+    return list(_module(source).entry_computation.parameters)
+
+
+def _module(source: Any) -> HloModule:
     if isinstance(source, Executable):
         source = source.module
     elif isinstance(source, Analysis):
@@ -41,5 +66,5 @@ def _parameters(source: Any) -> list[HloInstruction]:
     if not isinstance(source, HloModule):
         raise TypeError("expected an Executable, an Analysis, an HloModule or HLO text, not "
                         f"{type(source).__name__}")
-    return list(source.entry_computation.parameters)
+    return source
 

@@ -215,6 +215,7 @@ class Timeline {
     this.drawStrip(g, c);
     this.drawMap(g, c);
     this.drawAxis(g, c);
+    this.drawCollectives(g);
     this.drawPeak(g, c);
     this.status.textContent = this.statusText();
   }
@@ -370,6 +371,27 @@ class Timeline {
     g.fillText("step (program order, not time)", LEFT - 6, y + 5);
   }
 
+  drawCollectives(g) {
+    // a partitioned module's collectives: a band over each one's step, a marker above the
+    // strip; hovering the strip at that step says its kind and bytes (stepHtml)
+    const marks = this.meta.collectives || [];
+    g.save();
+    g.beginPath(); g.rect(LEFT, 0, this.width - LEFT - RIGHT, this.mapY1); g.clip();
+    g.fillStyle = this.meta.collective_colour;
+    for (const mark of marks) {
+      const x0 = this.sx(mark.step - 0.5), w = Math.max(this.sx(mark.step + 0.5) - x0, 2);
+      g.globalAlpha = 0.18; g.fillRect(x0, TOP, w, this.mapY1 - TOP);
+      g.globalAlpha = 1;
+      const x = x0 + w / 2;
+      g.beginPath(); g.moveTo(x - 4, TOP - 8); g.lineTo(x + 4, TOP - 8); g.lineTo(x, TOP - 1); g.fill();
+    }
+    g.restore();
+  }
+
+  collectivesAt(step) {
+    return (this.meta.collectives || []).filter((mark) => mark.step === step);
+  }
+
   drawPeak(g, c) {
     const step = this.meta.peak_step, x = this.sx(step);
     if (x < LEFT || x > this.width - RIGHT) return;
@@ -395,9 +417,10 @@ class Timeline {
       for (let a = 0; a < this.bandBase.length; a++) {
         if (y >= this.bandBase[a] && y < this.bandBase[a] + this.bandHeight[a]) return { band: a, step: this.nearestStep(px) };
       }
-      return null;
+      const step = this.nearestStep(px);
+      return this.collectivesAt(step).length ? { step, strip: true } : null;
     }
-    if (py >= TOP && py <= TOP + STRIP && px >= LEFT && px <= this.width - RIGHT) return { step: this.nearestStep(px), strip: true };
+    if (py >= TOP - 10 && py <= TOP + STRIP && px >= LEFT && px <= this.width - RIGHT) return { step: this.nearestStep(px), strip: true };
     return null;
   }
 
@@ -440,7 +463,8 @@ class Timeline {
   stepHtml(step) {
     const m = this.meta;
     return `<div class="hlo-tl-name">step ${step}: ${esc(m.steps[step])} (${esc(m.step_opcodes[step])})</div>` +
-           `<div>${formatBytes(this.total[step])} live${step === m.peak_step ? " \u2014 the peak" : ""}</div>`;
+           `<div>${formatBytes(this.total[step])} live${step === m.peak_step ? " \u2014 the peak" : ""}</div>` +
+           this.collectivesAt(step).map((mark) => `<div class="hlo-tl-note">${esc(mark.text)}</div>`).join("");
   }
 
   liveAt(step) {

@@ -7,18 +7,32 @@ for each program ``NAME.hlo`` (the text ``jax.jit(f).lower(...).as_text('hlo')``
 Inputs come from a seeded generator, so running this again reproduces the files up to the
 jaxlib version. Run from anywhere: ``python notebooks/modules/make_modules.py [OUT_DIR]``
 (by default it writes next to itself).
+
+The sharded training steps of notebook 07 (``transformer_dp``, ``transformer_fsdp``,
+``transformer_tp``) are the same step on the same inputs, partitioned by XLA over four CPU
+devices: ``NAME.opt.hlo`` is the program one device runs (``compiled.as_text()``) and
+``NAME.json`` says which slice of each global input and output each device holds and XLA's
+per-device memory; the inputs and outputs are ``transformer_train_step.npz``'s.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import re
 import sys
 from pathlib import Path
 from typing import Callable
 
-import jax
-import jax.numpy as jnp
-import numpy as np
+DEVICES = 4
+os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
+                           + f" --xla_force_host_platform_device_count={DEVICES}")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax.sharding import Mesh, NamedSharding  # noqa: E402
+from jax.sharding import PartitionSpec as P  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -121,6 +135,58 @@ def write(out: Path, name: str, fn: Callable, args: tuple, *, donate: tuple[int,
     (out / f"{name}.json").write_text(json.dumps(info, indent=1) + "\n")
 
 
+# How each strategy places the weights over the mesh axis "d" (the tokens and targets: the
+# batch split over "d" for data parallel and FSDP, whole on every device for tensor parallel).
+STRATEGIES = {
+    # every device holds every weight and a quarter of the batch
+    "transformer_dp": ({name: P() for name in PARAM_SHAPES}, P("d", None)),
+    # every weight split by its first dimension too: gathered for use, gradients scattered
+    "transformer_fsdp": ({name: P("d", *([None] * (len(shape) - 1)))
+                          for name, shape in PARAM_SHAPES.items()}, P("d", None)),
+    # Megatron-style: the projections into attention and the MLP split by output column,
+    # the ones out of them by input row; embeddings and layer norms whole
+    "transformer_tp": ({name: {"wqkv": P(None, "d"), "wo": P("d", None), "w1": P(None, "d"),
+                               "b1": P("d"), "w2": P("d", None)}.get(name, P())
+                        for name in PARAM_SHAPES}, P()),
+}
+_FILE_NAME = re.compile(r'^(\d+ )"[^"]*/([^"/]*)"$', re.M)
+
+
+def _slices(sharding, shape: tuple[int, ...]) -> list[list[list[int]]]:
+    """For each device, the [start, stop) of each dimension of its shard."""
+    index = sharding.devices_indices_map(shape)
+    return [[list(s.indices(n)[:2]) for s, n in zip(index[d], shape)]
+            for d in sorted(index, key=lambda d: d.id)]
+
+
+def write_sharded(out: Path, name: str, args: tuple) -> None:
+    """``NAME.opt.hlo`` and ``NAME.json`` of ``transformer_train_step`` under ``STRATEGIES``
+    [name] on a mesh of ``DEVICES`` (device p holds partition p)."""
+    mesh = Mesh(np.array(jax.devices()[:DEVICES]), ("d",))
+    weights, batch = STRATEGIES[name]
+    shardings = ({k: NamedSharding(mesh, spec) for k, spec in weights.items()},
+                 NamedSharding(mesh, batch), NamedSharding(mesh, batch))
+    compiled = jax.jit(transformer_train_step, in_shardings=shardings,
+                       donate_argnums=0).lower(*args).compile()
+    # the script's path would differ between checkouts: keep the file's name only
+    (out / f"{name}.opt.hlo").write_text(_FILE_NAME.sub(r'\1"\2"', compiled.as_text()))
+    flat_in = jax.tree_util.tree_leaves(args)
+    flat_out = jax.tree_util.tree_leaves(jax.eval_shape(transformer_train_step, *args))
+    memory = compiled.memory_analysis()
+    info = {"description": f"transformer_train_step over {DEVICES} devices ({name})",
+            "jax": jax.__version__, "devices": DEVICES,
+            "arg_slices": [_slices(s, a.shape) for s, a in
+                           zip(jax.tree_util.tree_leaves(shardings), flat_in)],
+            "out_slices": [_slices(s, a.shape) for s, a in
+                           zip(jax.tree_util.tree_leaves(compiled.output_shardings), flat_out)],
+            "xla_cpu_memory": {"argument": memory.argument_size_in_bytes,
+                               "output": memory.output_size_in_bytes,
+                               "alias": memory.alias_size_in_bytes,
+                               "temp": memory.temp_size_in_bytes},
+            "tolerance": {"rtol": 1e-3, "atol": 1e-3}}
+    (out / f"{name}.json").write_text(json.dumps(info, indent=1) + "\n")
+
+
 def main(out: Path = HERE) -> None:
     rng = np.random.default_rng(0)
     f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)
@@ -129,8 +195,11 @@ def main(out: Path = HERE) -> None:
     w = np.linspace(-1, 1, 16 * 32, dtype=np.float32).reshape(16, 32)
     g = np.linspace(2, -2, 16 * 32, dtype=np.float32).reshape(16, 32)
     write(out, "sgd_tanh", sgd_tanh, (w, g), donate=(0,), tolerance=1e-6)
-    write(out, "transformer_train_step", transformer_train_step, transformer_inputs(rng),
-          donate=(0,), tolerance=1e-3)
+    step_args = transformer_inputs(rng)
+    write(out, "transformer_train_step", transformer_train_step, step_args, donate=(0,),
+          tolerance=1e-3)
+    for name in STRATEGIES:
+        write_sharded(out, name, step_args)
 
 
 if __name__ == "__main__":

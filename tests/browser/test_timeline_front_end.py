@@ -245,3 +245,21 @@ def test_in_place_buffers_sit_beside_their_operand_and_aliased_has_its_own_swatc
 
 def test_the_live_view_hides_its_static_copy(page):
     assert not page.locator("#copy").is_visible()
+
+
+def test_a_collective_is_marked_at_its_step_and_says_its_kind_and_bytes_on_hover(request):
+    """A partitioned module's collectives: a band at each one's step; hovering the live-bytes
+    strip (or the marker above it) there shows the collective's kind and bytes."""
+    spmd = Path(__file__).parents[1] / "spmd" / "data" / "mesh2x2_gather_scatter_permute.opt.hlo"
+    plan = run_pipeline(runtime.parse(spmd.read_text()), alignment=128)
+    page = open_page(request, plan)
+    marks = timeline_data(plan).meta()["collectives"]
+    assert [m["kind"] for m in marks] == ["reduce-scatter", "collective-permute", "all-gather"]
+    box = page.locator(".hlo-tl-canvas").bounding_box()
+    for mark, y in zip(marks, (67, 17, 67)):      # the strip's middle, the marker above it
+        x = view(page, f"v.sx({mark['step']})")
+        page.mouse.move(box["x"] + x, box["y"] + y)
+        tooltip = page.inner_text(".hlo-tl-tooltip")
+        assert tooltip.startswith(f"step {mark['step']}: "), tooltip
+        assert mark["text"] in tooltip and "sends" in mark["text"]
+    assert view(page, "v.collectivesAt(0).length") == 0

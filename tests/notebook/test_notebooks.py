@@ -51,7 +51,8 @@ def standalone_notebooks(tmp_path_factory) -> Path:
 def test_the_tutorials_are_all_there():
     assert [p.name for p in NOTEBOOKS] == [
         "01-quickstart.ipynb", "02-aliasing-and-donation.ipynb", "03-buffer-assignment.ipynb",
-        "04-custom-calls.ipynb", "05-from-jax.ipynb", "06-transformer-memory.ipynb"]
+        "04-custom-calls.ipynb", "05-from-jax.ipynb", "06-transformer-memory.ipynb",
+        "07-sharding.ipynb"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
