@@ -29,7 +29,7 @@ import ipywidgets as w
 
 from runtime import HloError
 
-from .donation import DonationModel, ParameterInfo
+from .donation import DonationModel, ParameterInfo, outputs_by_parameter
 from .fallback import StaticCopy, display_with_static_copy
 from .formatting import format_bytes
 from .render import to_html
@@ -162,9 +162,10 @@ class DonationPanel:
                     toggle.value = DONATE if number in model.donated else KEEP
             finally:
                 self._local.syncing = False
+        outputs_of = outputs_by_parameter(model.assignment)
         for number in self.toggles:
             self.statuses[number].value = parameter_status(self._params[number], model.donated,
-                                                           model.assignment)
+                                                           model.assignment, None, outputs_of)
         self.summary.value = f"<b>{html.escape(model.summary())}</b>"
         self.report.value = to_html([memory_table(model.assignment)])
         if self.timeline.assignment is not model.assignment:
