@@ -9,16 +9,18 @@
    multi-device collective is a host step exchanging data between devices, a one-device one
    a copy or zeros, complex values pairs of reals, FFTs dots, a stochastic-convert XLA's
    decomposition).
-2. Pre-assignment passes (``PREPARATION``), on another copy: dead-code elimination, the
-   donation plan (which aliases and donors apply), call-graph flattening, call layouts,
-   scheduling (the lowest simulated peak among post-order, the list scheduler and the
-   module's own order when it is ``is_scheduled``), copy insertion. The result is a scheduled
-   module: its instruction order is the schedule.
+2. Pre-assignment passes, on another copy. First those that do not depend on donation
+   (``COMMON_PREPARATION``: dead-code elimination, call-graph flattening, call and operand
+   layouts), then, on a copy of that, those that do (``PREPARATION``): the donation plan
+   (which aliases and donors apply), scheduling (the lowest simulated peak among post-order,
+   the list scheduler and the module's own order when it is ``is_scheduled``), copy
+   insertion. The result is a scheduled module: its instruction order is the schedule.
 3. ``assign_buffers(module, schedule)`` on the prepared module.
 
-``run`` does all three; ``buffer_assignment`` does 2 and 3 (what a donation toggle redoes:
-``BufferAssignment.reassign``). Nothing here needs a device: ``Target.for_kind(TargetKind.CPU)``
-stands in for one.
+``run`` does all three; ``buffer_assignment`` does 2 and 3. ``reassign`` (what a donation
+toggle runs) starts from the plan's kept ``COMMON_PREPARATION`` result, so it redoes only
+``PREPARATION`` and 3, sharing kernel bodies with the plans before it. Nothing here needs a
+device: ``Target.for_kind(TargetKind.CPU)`` stands in for one.
 """
 
 from __future__ import annotations
