@@ -143,8 +143,11 @@ class _CopiesEverywhere:
                  role: str) -> HloInstruction:
         """``source``'s value with a fresh copy at each index in ``leaves`` (tuples above them
         are rebuilt, so they get fresh pointer tables too)."""
+        # every index on the way to a leaf (a model's result tuple has hundreds of leaves)
+        above = {leaf[:n] for leaf in leaves for n in range(len(leaf) + 1)}
+
         def build(node: HloInstruction, index: ShapeIndex) -> HloInstruction:
-            if not any(leaf[:len(index)] == index for leaf in leaves):
+            if index not in above:
                 return node
             if not node.shape.is_tuple:
                 copy = ins.add(Opcode.COPY, node.shape, [node])
