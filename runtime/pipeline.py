@@ -208,6 +208,7 @@ def reassign(assignment: BufferAssignment, donated: frozenset[int] | None) -> Bu
 
 def _assign(common: HloModule, source: HloModule, alignment: int,
             donated: frozenset[int] | None) -> BufferAssignment:
+    """One path for both: a fresh assignment and a toggle's must give the same plan."""
     prepared = prepare(common, source, donated)
     assert prepared.schedule is not None
     return assign_buffers(
