@@ -88,9 +88,18 @@ def _unmatched_donor(assignment: BufferAssignment, number: int) -> str | None:
 
 def aliased_outputs(assignment: BufferAssignment, number: int) -> list[str]:
     """The output indices (as text) that live in parameter ``number``'s bytes in this plan."""
-    return [index_text(a.aliased_output) for a in assignment.allocations
-            if a.kind == "parameter" and a.parameter_number == number
-            and a.aliased_output is not None]
+    return outputs_by_parameter(assignment).get(number, [])
+
+
+def outputs_by_parameter(assignment: BufferAssignment) -> dict[int, list[str]]:
+    """``aliased_outputs`` of every parameter at once: a panel's rows read all of them at each
+    toggle, and one pass over the allocations per row is quadratic in a model's parameters."""
+    found: dict[int, list[str]] = {}
+    for a in assignment.allocations:
+        if a.kind == "parameter" and a.parameter_number is not None \
+                and a.aliased_output is not None:
+            found.setdefault(a.parameter_number, []).append(index_text(a.aliased_output))
+    return found
 
 
 class DonationModel:
@@ -99,7 +108,8 @@ class DonationModel:
     Must-alias parameters are always donated: a run that does not donate them fails.
     ``baseline`` is the plan with nothing optional donated, what the summary compares with.
     Plans are kept per donation set (``plan``), so flipping a toggle back, or to a set seen
-    before, costs nothing; a new set costs one ``reassign`` (about 0.4 s for 250 parameters).
+    before, costs nothing; a new set costs one ``reassign`` (about 0.35 s of CPU for ViT-tiny's
+    243 parameters, docs/performance.md).
     """
 
     def __init__(self, assignment: BufferAssignment, donated: Iterable[int] = ()) -> None:

@@ -50,6 +50,31 @@ def fused_members(fusion: HloInstruction, source_names: set[str] | None = None) 
     return names
 
 
+class SourceMembers:
+    """``fused_members(fusion, source_names)`` kept per fused computation. The plans of one
+    module share their kernel bodies (``pipeline.prepare``), so the donation panel's timeline
+    traces a fusion's members back to the source once, not at every toggle."""
+
+    def __init__(self, source_names: set[str]) -> None:
+        self.source_names = source_names
+        self._found: dict[HloComputation, list[str]] = {}
+
+    def __call__(self, fusion: HloInstruction) -> list[str]:
+        names: list[str] = []
+        for comp in fusion.called_computations:
+            if comp not in self._found:
+                self._found[comp] = _members(comp, self.source_names)
+            for name in self._found[comp]:
+                if name not in names:
+                    names.append(name)
+        return names
+
+
+def source_members(source: HloModule) -> SourceMembers:
+    """``SourceMembers`` tracing back to the instructions of ``source``."""
+    return SourceMembers({i.name for i in source.instructions()})
+
+
 def _members(comp: HloComputation, source_names: set[str] | None) -> list[str]:
     names: list[str] = []
     for inst in reversed(comp.instructions):

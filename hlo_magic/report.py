@@ -23,13 +23,14 @@ from runtime import reassign
 from runtime.analysis.value_shardings import ValueSharding, is_sharded
 from runtime.errors import HloError
 from runtime.hlo.dtypes import from_numpy
+from runtime.hlo.opcode_enum import Opcode
 from runtime.hlo.shape import ArrayShape, index_text
 
 from . import collectives
-from .donation import ParameterInfo, aliased_outputs
+from .donation import ParameterInfo, aliased_outputs, outputs_by_parameter
 from .formatting import format_bytes, format_seconds
 from .glossary import GLOSSARY
-from .names import buffer_label, fusions, label, source_of
+from .names import buffer_label, fused_members, fusions, label, source_of
 from .sharing import reuses, sentence
 
 if TYPE_CHECKING:
@@ -350,11 +351,14 @@ def run_text(run: RunRecord) -> str:
 
 
 def parameter_status(param: ParameterInfo, donated: frozenset[int], plan: BufferAssignment,
-                     run: RunRecord | None = None) -> str:
-    """What happens to the parameter's buffer in this plan (and in the run, if there was one)."""
+                     run: RunRecord | None = None,
+                     outputs_of: dict[int, list[str]] | None = None) -> str:
+    """What happens to the parameter's buffer in this plan (and in the run, if there was one).
+    ``outputs_of``: ``outputs_by_parameter(plan)``, for a caller asking about every row."""
     if param.blocked is not None:
         return f"cannot alias: {param.blocked}"
-    outputs = ", ".join(aliased_outputs(plan, param.number))
+    outputs = ", ".join(outputs_of.get(param.number, []) if outputs_of is not None
+                        else aliased_outputs(plan, param.number))
     if param.must_alias:
         return f"must-alias: always donated, output {outputs} written in place"
     if param.number in donated:
@@ -370,7 +374,8 @@ def parameter_table(params: list[ParameterInfo], donated: frozenset[int],
                     plan: BufferAssignment, run: RunRecord | None) -> Table:
     """One row per parameter; a long reason shared by several rows is written once, as a
     note the rows point to."""
-    statuses = [parameter_status(p, donated, plan, run) for p in params]
+    outputs_of = outputs_by_parameter(plan)
+    statuses = [parameter_status(p, donated, plan, run, outputs_of) for p in params]
     repeated = [s for s in dict.fromkeys(statuses) if statuses.count(s) > 1 and ": " in s]
     marks = {s: f"[{k + 1}]" for k, s in enumerate(repeated)}
     rows = [(str(p.number), p.name, p.shape_text, p.dtype, format_bytes(p.size),
@@ -408,6 +413,9 @@ def output_sharding_table(values: list[ValueSharding]) -> Table:
 def memory_table(plan: BufferAssignment) -> Table:
     """The figures in XLA's vocabulary; what each word means is in ``GLOSSARY``."""
     s = plan.memory_stats
+    peak = plan.peak_instruction
+    # the peak's own members: every fusion's (``fusions``) is a model's thousands of names
+    held = {peak.name: fused_members(peak)} if peak.opcode == Opcode.FUSION else {}
     constant = sum(a.size for a in plan.allocations if a.kind == "constant")
     rows = [("argument", format_bytes(s.argument), ""),
             ("output", format_bytes(s.output), ""),
@@ -417,7 +425,7 @@ def memory_table(plan: BufferAssignment) -> Table:
             ("total", format_bytes(s.total), "argument + output + temp \u2212 alias"),
             ("peak", format_bytes(s.peak),
              f"reached at step {plan.peak_step} "
-             f"({label(plan.peak_instruction.name, fusions(plan.module))})")]
+             f"({label(peak.name, held)})")]
     arena = plan.temp_arena
     if arena is not None:
         rows.append(("fragmentation", format_bytes(plan.fragmentation),

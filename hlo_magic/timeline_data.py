@@ -17,7 +17,7 @@ from runtime.buffers import AssignedBuffer, BufferAssignment
 from runtime.hlo import HloModule
 from runtime.hlo.opcode_enum import Opcode
 
-from .names import fused_members, source_of
+from .names import SourceMembers, source_members, source_of
 from .sharing import Reuse, reuses, sentence
 
 from .collectives import marks
@@ -88,13 +88,13 @@ def _allocation_label(assignment: BufferAssignment, index: int) -> str:
     return f"#{a.index} {what} ({format_bytes(a.size)})"
 
 
-def _note(placed: AssignedBuffer, reused: Reuse | None, names: set[str]) -> str:
+def _note(placed: AssignedBuffer, reused: Reuse | None, members: SourceMembers) -> str:
     """Lines shown under a buffer's details: the source instructions a fusion holds, what
     else the buffer holds, whose bytes it reuses and why (``sharing``)."""
     lines = []
     inst = placed.buffer.first.instruction
     if inst.opcode == Opcode.FUSION:
-        fused = fused_members(inst, names)
+        fused = members(inst)
         more = f" (+{len(fused) - MAX_LISTED} more)" if len(fused) > MAX_LISTED else ""
         lines.append(f"fused from {len(fused)}: {', '.join(fused[:MAX_LISTED])}{more}")
     others = [v.label for v in placed.values[1:]]
@@ -106,11 +106,12 @@ def _note(placed: AssignedBuffer, reused: Reuse | None, names: set[str]) -> str:
     return "\n".join(lines)
 
 
-def timeline_data(assignment: BufferAssignment, source: HloModule | None = None
-                  ) -> TimelineData:
+def timeline_data(assignment: BufferAssignment, source: HloModule | None = None,
+                  members: SourceMembers | None = None) -> TimelineData:
     """The widget's data for ``assignment``: every buffer with a size, in allocation order.
-    ``source`` (the module as written) names what fusions hold (default: the plan's input)."""
-    names = {i.name for i in (source or assignment.source).instructions()}
+    ``source`` (the module as written) names what fusions hold (default: the plan's input);
+    ``members``: ``source_members`` of that module, kept by a caller drawing many plans."""
+    members = members or source_members(source or assignment.source)
     buffers = [b for b in assignment.buffers() if b.size]
     found = reuses(assignment)
     reused = {r.buffer.buffer: r for r in found}
@@ -133,7 +134,7 @@ def timeline_data(assignment: BufferAssignment, source: HloModule | None = None
         opcodes=[b.buffer.first.instruction.opcode for b in buffers],
         shapes=[b.buffer.first.shape.to_text(False) for b in buffers],
         sources=[source_of(b.buffer.first.instruction, assignment.module) for b in buffers],
-        notes=[_note(b, reused.get(b.buffer), names) for b in buffers],
+        notes=[_note(b, reused.get(b.buffer), members) for b in buffers],
         allocations=allocations, steps=[i.name for i in steps],
         step_opcodes=[i.opcode for i in steps], live_by_kind=live_bytes_by_kind(assignment),
         peak=assignment.peak, peak_step=assignment.peak_step,

@@ -24,6 +24,7 @@ from runtime.hlo import HloModule
 
 from .fallback import StaticCopy, display_with_static_copy, new_static_id
 from .formatting import format_bytes
+from .names import SourceMembers, source_members
 from .timeline_data import TimelineData, timeline_data
 
 _JS = Path(__file__).with_name("static") / "timeline.js"
@@ -47,7 +48,8 @@ class MemoryTimeline(anywidget.AnyWidget):
         """``source``: the module as written, whose names a fusion's details list."""
         self.assignment = assignment
         self._source = source
-        self.data: TimelineData = timeline_data(assignment, source)
+        self._members: tuple[HloModule, SourceMembers] | None = None
+        self.data: TimelineData = timeline_data(assignment, source, self._members_for(assignment))
         self._seen: dict[int, tuple[BufferAssignment, TimelineData]] = {
             id(assignment): (assignment, self.data)}
         self.max_buffers = max_buffers
@@ -61,12 +63,21 @@ class MemoryTimeline(anywidget.AnyWidget):
         by the plan, which is kept with it), so toggling back costs no recomputation."""
         self.assignment = assignment
         if id(assignment) not in self._seen:
-            self._seen[id(assignment)] = (assignment, timeline_data(assignment, self._source))
+            self._seen[id(assignment)] = (assignment, timeline_data(
+                assignment, self._source, self._members_for(assignment)))
         self.data = self._seen[id(assignment)][1]
         self._png = None
         with self.hold_sync():
             self.meta = self.data.meta()
             self.columns = self.data.numeric.tobytes()
+
+    def _members_for(self, assignment: BufferAssignment) -> SourceMembers:
+        """What fusions hold, traced to the source: kept while plans come from one module
+        (the donation panel's), whose fusion bodies they share."""
+        source = self._source or assignment.source
+        if self._members is None or self._members[0] is not source:
+            self._members = (source, source_members(source))
+        return self._members[1]
 
     def select(self, name: str) -> None:
         """Show buffer ``name`` (zoomed to, outlined, its details pinned)."""

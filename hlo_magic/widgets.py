@@ -6,14 +6,14 @@ buffer; "donate all" and "donate none"; a summary of the peak and the total allo
 donation may shrink one and not the other), a line that says what the last change did and why,
 the memory table and the interactive timeline of the current plan (``MemoryTimeline``, whose
 data is replaced, so nothing flickers). A change replans the module (``reassign``, no device:
-0.3-0.5 s for a 250-parameter test module, about 3 s for ViT-tiny's 6,000-line training step on
-a loaded 2-core machine; a plan seen before is kept): in a kernel that work runs on a worker
-thread, one change after another, while the panel says "reassigning"; so a click is answered at
-once and the kernel stays free. The toggles are set back to the model's state only after the
-last queued change, so clicks made meanwhile are not undone on screen. Without a kernel (tests,
-scripts) it runs in the handler. Errors show in the ``messages`` Output: in the handler through
-its ``capture`` (so IPython's ``showtraceback`` and our short ``_render_traceback_`` apply),
-from the worker as the error's own text.
+about 0.35 s of CPU for ViT-tiny's training step and 0.15-0.2 s for a 250-parameter test module
+on a 2-core AMD EPYC, the redraw under 0.1 s more; a plan seen before is kept): in a kernel
+that work runs on a worker thread, one change after another, while the panel says
+"reassigning"; so a click is answered at once and the kernel stays free. The toggles are set
+back to the model's state only after the last queued change, so clicks made meanwhile are not
+undone on screen. Without a kernel (tests, scripts) it runs in the handler. Errors show in the
+``messages`` Output: in the handler through its ``capture`` (so IPython's ``showtraceback`` and
+our short ``_render_traceback_`` apply), from the worker as the error's own text.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import ipywidgets as w
 
 from runtime import HloError
 
-from .donation import DonationModel, ParameterInfo
+from .donation import DonationModel, ParameterInfo, outputs_by_parameter
 from .fallback import StaticCopy, display_with_static_copy
 from .formatting import format_bytes
 from .render import to_html
@@ -162,9 +162,10 @@ class DonationPanel:
                     toggle.value = DONATE if number in model.donated else KEEP
             finally:
                 self._local.syncing = False
+        outputs_of = outputs_by_parameter(model.assignment)
         for number in self.toggles:
             self.statuses[number].value = parameter_status(self._params[number], model.donated,
-                                                           model.assignment)
+                                                           model.assignment, None, outputs_of)
         self.summary.value = f"<b>{html.escape(model.summary())}</b>"
         self.report.value = to_html([memory_table(model.assignment)])
         if self.timeline.assignment is not model.assignment:

@@ -12,16 +12,18 @@
    multi-device collective is a host step exchanging data between devices, a one-device one
    a copy or zeros, complex values pairs of reals, FFTs dots, a stochastic-convert XLA's
    decomposition).
-2. Pre-assignment passes (``PREPARATION``), on another copy: dead-code elimination, the
-   donation plan (which aliases and donors apply), call-graph flattening, call layouts,
-   scheduling (the lowest simulated peak among post-order, the list scheduler and the
-   module's own order when it is ``is_scheduled``), copy insertion. The result is a scheduled
-   module: its instruction order is the schedule.
+2. Pre-assignment passes, on another copy. First those that do not depend on donation
+   (``COMMON_PREPARATION``: dead-code elimination, call-graph flattening, call and operand
+   layouts), then, on a copy of that, those that do (``PREPARATION``): the donation plan
+   (which aliases and donors apply), scheduling (the lowest simulated peak among post-order,
+   the list scheduler and the module's own order when it is ``is_scheduled``), copy
+   insertion. The result is a scheduled module: its instruction order is the schedule.
 3. ``assign_buffers(module, schedule)`` on the prepared module.
 
-``run`` does all three; ``buffer_assignment`` does 2 and 3 (what a donation toggle redoes:
-``BufferAssignment.reassign``). Nothing here needs a device: ``Target.for_kind(TargetKind.CPU)``
-stands in for one.
+``run`` does all three; ``buffer_assignment`` does 2 and 3. ``reassign`` (what a donation
+toggle runs) starts from the plan's kept ``COMMON_PREPARATION`` result, so it redoes only
+``PREPARATION`` and 3, sharing kernel bodies with the plans before it. Nothing here needs a
+device: ``Target.for_kind(TargetKind.CPU)`` stands in for one.
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .analysis.alias_analysis import AliasAnalysis
-from .analysis.call_graph import CallGraph
+from .analysis.call_graph import CallGraph, sequential_computations
 from .analysis.dataflow import Dataflow
 from .analysis.memory_scheduler import choose_schedule
 from .analysis.schedule import Schedule, build_schedule, text_order
 from .buffers.assignment import BufferAssignment, assign_buffers, check_alignment
 from .buffers.donation import AliasPlan, plan_aliasing
 from .errors import HloArgumentError, HloUnsupportedError, internal_errors
+from .gc_pause import with_gc_paused
 from .hlo.clone import clone_module
 from .hlo.ir import HloModule
 from .hlo.verifier import verify
@@ -45,7 +48,7 @@ from .passes.apply_schedule import schedule_in_place
 from .passes.call_layouts import match_call_layouts
 from .passes.complex_lowering import lower_complex_in_place
 from .passes.convolution_layout import relayout_convolution_kernels_in_place
-from .passes.copy_insertion import copy_insertion
+from .passes.copy_insertion import insert_copies_in_place
 from .passes.cse import cse_in_place
 from .passes.dynamic_padding import pad_dynamic_shapes_in_place
 from .passes.dce import remove_dead_code
@@ -114,28 +117,12 @@ class Prepared:
     schedule: Schedule | None = None
 
 
-def _dce(p: Prepared) -> None:
-    remove_dead_code(p.module)
-
-
 def _apply_donation(p: Prepared) -> None:
     """Only the aliases the plan applies, and only the donors it left unused, stay."""
     p.module.input_output_alias = p.donation.aliases
     unused = {(d.parameter_number, d.parameter_index) for d in p.donation.unused_donors}
     p.module.buffer_donors = [d for d in p.module.buffer_donors
                               if (d.parameter_number, d.parameter_index) in unused]
-
-
-def _flatten_call_graph(p: Prepared) -> None:
-    flatten_in_place(p.module)
-
-
-def _call_layouts(p: Prepared) -> None:
-    match_call_layouts(p.module)
-
-
-def _operand_layouts(p: Prepared) -> None:
-    match_operand_layouts(p.module)
 
 
 def _schedule(p: Prepared) -> None:
@@ -148,41 +135,63 @@ def _schedule(p: Prepared) -> None:
 def _copy_insertion(p: Prepared) -> None:
     """Copies go into the scheduled order; the schedule is the resulting module's order."""
     assert p.schedule is not None
-    p.module = copy_insertion(p.module)
+    insert_copies_in_place(p.module)
     p.schedule = build_schedule(p.module, text_order(CallGraph(p.module)), p.schedule.scheduler,
                                 p.schedule.peaks)
 
 
+#: Passes that read neither ``input_output_alias`` nor ``buffer_donors``: run once per module
+#: (``prepare_common``), their result kept for every donation set ``reassign`` plans.
+COMMON_PREPARATION: list[tuple[str, Callable[[HloModule], None]]] = [
+    ("dce", remove_dead_code),
+    ("flatten-call-graph", flatten_in_place),
+    ("call-layouts", match_call_layouts),
+    ("operand-layouts", match_operand_layouts),
+]
+
+#: Passes whose result depends on the donation set, run for each one.
 PREPARATION: list[tuple[str, Callable[[Prepared], None]]] = [
-    ("dce", _dce),
     ("apply-donation", _apply_donation),
-    ("flatten-call-graph", _flatten_call_graph),
-    ("call-layouts", _call_layouts),
-    ("operand-layouts", _operand_layouts),
     ("schedule", _schedule),
     ("copy-insertion", _copy_insertion),
 ]
 
 
-def prepare(module: HloModule, donated: frozenset[int] | None = None) -> Prepared:
-    """Run ``PREPARATION`` on a copy of ``module`` (verified first, so a malformed module or an
-    alias that cannot be honoured is a located ``HloVerifyError``). ``donated``: see
-    ``buffer_assignment``."""
+def prepare_common(module: HloModule) -> HloModule:
+    """``COMMON_PREPARATION`` on a copy of ``module`` (verified first, so a malformed module or
+    an alias that cannot be honoured is a located ``HloVerifyError``)."""
     assert module.entry is not None
     verify(module)
     _reject_unbounded_shapes(module)
+    common = clone_module(module)[0]
+    for name, step in COMMON_PREPARATION:
+        with internal_errors(f"the {name} pass"):
+            step(common)
+    return common
+
+
+def prepare(common: HloModule, source: HloModule, donated: frozenset[int] | None = None
+            ) -> Prepared:
+    """``PREPARATION`` on a copy of ``common`` (``prepare_common(source)``, left unchanged) for
+    the donation plan of ``source``; ``donated``: see ``buffer_assignment``. The copy shares
+    ``common``'s thread-local computations (kernel bodies, reducers): these passes change only
+    sequential ones, and a large model's fusion bodies are most of its instructions."""
     with internal_errors("the donation plan"):
-        plan = plan_aliasing(module, donated)
-    prepared = Prepared(clone_module(module)[0], plan)
+        plan = plan_aliasing(source, donated)
+    sequential = set(sequential_computations(common))
+    kernels = {c for c in common.computations if c not in sequential}
+    prepared = Prepared(clone_module(common, share=kernels)[0], plan)
     for name, step in PREPARATION:
         with internal_errors(f"the {name} pass"):
             step(prepared)
     return prepared
 
 
+@with_gc_paused
 def buffer_assignment(module: HloModule, *, alignment: int = 128,
                       donated: frozenset[int] | None = None) -> BufferAssignment:
-    """The memory plan of ``module`` (never mutated): ``prepare``, then ``assign_buffers``.
+    """The memory plan of ``module`` (never mutated): ``prepare_common``, ``prepare``, then
+    ``assign_buffers``.
 
     ``donated``: None means as the module says (every ``input_output_alias`` entry applied,
     every ``buffer_donor`` matched); otherwise only parameters in the set are donated: aliases
@@ -190,23 +199,30 @@ def buffer_assignment(module: HloModule, *, alignment: int = 128,
     parameter lives to the end) and only their donors are matched.
     """
     check_alignment(alignment)
-    prepared = prepare(module, donated)
-    assert prepared.schedule is not None
-    return assign_buffers(
-        prepared.module, prepared.schedule, alignment=alignment, donation=prepared.donation,
-        source=module, prepared_from=module)
+    return _assign(prepare_common(module), module, alignment, donated)
 
 
+@with_gc_paused
 def reassign(assignment: BufferAssignment, donated: frozenset[int] | None) -> BufferAssignment:
     """The plan of the same module at the same alignment for another choice of donated
     parameters (``buffer_assignment``'s ``donated``): what a donation toggle shows without a
-    device."""
+    device. It starts from the kept ``prepare_common`` result (``prepared_from``), so only the
+    passes that depend on donation run again; the plan is the one ``buffer_assignment`` makes."""
     if assignment.prepared_from is None:
         raise HloArgumentError("this assignment was made from a module prepared outside the "
                                "pipeline; make it with pipeline.buffer_assignment to reassign "
                                "it")
-    return buffer_assignment(assignment.prepared_from, alignment=assignment.alignment,
-                             donated=donated)
+    return _assign(assignment.prepared_from, assignment.source, assignment.alignment, donated)
+
+
+def _assign(common: HloModule, source: HloModule, alignment: int,
+            donated: frozenset[int] | None) -> BufferAssignment:
+    """One path for both: a fresh assignment and a toggle's must give the same plan."""
+    prepared = prepare(common, source, donated)
+    assert prepared.schedule is not None
+    return assign_buffers(
+        prepared.module, prepared.schedule, alignment=alignment, donation=prepared.donation,
+        source=source, prepared_from=common)
 
 
 def run(module: HloModule, target: Target = CPU, *, fusion: bool = True,

@@ -82,8 +82,9 @@ class AliasAnalysis:
                                pair.output_index, pair.operand_number)
         entry = flow.module.entry
         assert entry is not None and entry.root is not None
+        params = {p.parameter_number: p for p in entry.parameters}   # a model aliases hundreds
         for alias in aliases:
-            param = flow.value_at(entry.parameter(alias.parameter_number), alias.parameter_index)
+            param = flow.value_at(params[alias.parameter_number], alias.parameter_index)
             output = flow.value_at(entry.root, alias.output_index)
             self._edge("input-output-alias", param, output, entry.root, alias.output_index,
                        alias.parameter_number)

@@ -92,4 +92,6 @@ class CallGraph:
                     "(conflicting allocation requirements); run flatten_call_graph first",
                     computation=comp.name)
             self.thread_local.add(comp)
-            stack.extend(c for inst in comp.instructions for c in inst.called_computations)
+            # most kernel instructions have no attributes at all (so call nothing)
+            stack.extend(c for inst in comp.instructions if inst.attrs
+                         for c in inst.called_computations)

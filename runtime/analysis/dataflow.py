@@ -84,6 +84,8 @@ class Dataflow:
         self.values: list[HloValue] = []
         self.loops: dict[HloInstruction, LoopValues] = {}
         self._sets: dict[HloInstruction, ValueSet] = {}
+        # tuple-valued instruction -> element -> its (index, value) pairs, in value-set order
+        self._elements: dict[HloInstruction, dict[int, list[tuple[ShapeIndex, HloValue]]]] = {}
         self._bindings: dict[HloComputation, list[ValueSet]] = {}
         self._visit(module.entry)
         self._record_uses()
@@ -152,9 +154,18 @@ class Dataflow:
         return values
 
     def _get_tuple_element(self, inst: HloInstruction) -> ValueSet:
-        k = inst.index
-        return {index[1:]: value for index, value in self._sets[inst.operands[0]].items()
-                if index and index[0] == k}
+        return {index[1:]: value for index, value in self._element(inst.operands[0], inst.index)}
+
+    def _element(self, inst: HloInstruction, k: int) -> list[tuple[ShapeIndex, HloValue]]:
+        """The (index, value) pairs of ``inst``'s element ``k``, grouped once per tuple: a
+        model's optimiser fusion has hundreds of outputs, each read by a get-tuple-element."""
+        groups = self._elements.get(inst)
+        if groups is None:
+            groups = self._elements[inst] = {}
+            for index, value in self._sets[inst].items():
+                if index:
+                    groups.setdefault(index[0], []).append((index, value))
+        return groups.get(k, [])
 
     def _copy(self, inst: HloInstruction) -> ValueSet:
         """A copy of a tuple is shallow: a new pointer table, the same elements."""
@@ -191,11 +202,9 @@ class Dataflow:
     def operand_values(self, inst: HloInstruction, k: int) -> list[tuple[ShapeIndex, HloValue]]:
         """The (index, value) pairs of operand ``k`` that ``inst`` touches: a
         get-tuple-element touches only the element it extracts."""
-        values = self._sets[inst.operands[k]]
         if inst.opcode == Opcode.GET_TUPLE_ELEMENT:
-            element = inst.index
-            return [(i, v) for i, v in values.items() if i and i[0] == element]
-        return list(values.items())
+            return list(self._element(inst.operands[k], inst.index))
+        return list(self._sets[inst.operands[k]].items())
 
     def _record_uses(self) -> None:
         for inst in self._sets:

@@ -76,12 +76,13 @@ def _fusion_pairs(inst: HloInstruction) -> list[InPlacePair]:
     root = fused.root
     outputs = ([((k,), op) for k, op in enumerate(root.operands)] if root.opcode == Opcode.TUPLE
                else [((), root)])
-    users = fused.users()
+    users: dict[int, list[HloInstruction]] | None = None    # built for in-place producers only
     pairs = []
     for output_index, producer in outputs:
         rule = _IN_PLACE_RULES.get(producer.opcode)
         if rule is None or producer.opcode == Opcode.FUSION:
             continue
+        users = users if users is not None else fused.users()
         for pair in rule(producer):
             operand = producer.operands[pair.operand_number]
             if (pair.output_index == () and operand.opcode == Opcode.PARAMETER

@@ -44,7 +44,7 @@ class Liveness:
         self.schedule = schedule
         writable = writable_parameters(flow.module)
         # a while's condition -> its body
-        self._bodies = {inst.condition: inst.body for comp in flow.module.computations
+        self._bodies = {inst.condition: inst.body for comp in flow.call_graph.sequential
                         for inst in comp.instructions if inst.opcode == Opcode.WHILE}
         self.ranges: dict[HloValue, LiveRange] = {
             v: self._range(v, writable) for v in flow.values}

@@ -101,8 +101,14 @@ def _predecessors(comp: HloComputation,
                 found.append(previous_effect)
             previous_effect = inst
         preds[inst] = found
-    for update, readers in _in_place_updates(comp, module):
-        _order_update_after_reads(comp, update, readers, preds)
+    pairs = _in_place_updates(comp, module)
+    if pairs:
+        users: dict[HloInstruction, list[HloInstruction]] = {i: [] for i in preds}
+        for inst, found in preds.items():
+            for p in found:
+                users[p].append(inst)
+        for update, readers in pairs:
+            _order_update_after_reads(comp, update, readers, preds, users)
     return preds
 
 
@@ -154,28 +160,32 @@ def _writer(value: HloInstruction) -> HloInstruction:
 
 def _order_update_after_reads(comp: HloComputation, update: HloInstruction,
                               readers: list[HloInstruction],
-                              preds: dict[HloInstruction, list[HloInstruction]]) -> None:
+                              preds: dict[HloInstruction, list[HloInstruction]],
+                              users: dict[HloInstruction, list[HloInstruction]]) -> None:
     """Make ``update`` wait for the other ``readers`` of the value it overwrites, unless a
-    reader depends on it (edges that would close a cycle are skipped)."""
+    reader depends on it (edges that would close a cycle are skipped). ``users`` is ``preds``
+    reversed, kept so as edges are added: what depends on ``update`` is found once, forwards
+    from it (an update is usually late, with few dependents), and the edges added here, into
+    ``update``, change none of it."""
+    dependents = _dependents(update, users)
     for reader in readers:
         if (reader is not update and reader is not comp.root and reader not in preds[update]
-                and not _depends_on(reader, update, preds)):
+                and reader not in dependents):
             preds[update].append(reader)
+            users[reader].append(update)
 
 
-def _depends_on(inst: HloInstruction, target: HloInstruction,
-                preds: dict[HloInstruction, list[HloInstruction]]) -> bool:
+def _dependents(inst: HloInstruction,
+                users: dict[HloInstruction, list[HloInstruction]]) -> set[HloInstruction]:
+    """``inst`` and everything that depends on it."""
     seen = {inst}
     stack = [inst]
     while stack:
-        node = stack.pop()
-        if node is target:
-            return True
-        for p in preds[node]:
-            if p not in seen:
-                seen.add(p)
-                stack.append(p)
-    return False
+        for u in users[stack.pop()]:
+            if u not in seen:
+                seen.add(u)
+                stack.append(u)
+    return seen
 
 
 def _list_schedule(comp: HloComputation, flow: Dataflow) -> list[HloInstruction]:

@@ -108,8 +108,9 @@ def assign_buffers(module: HloModule, schedule: Schedule, *, alignment: int = 12
     """The memory plan of a prepared module (``pipeline.prepare``: scheduled in
     ``schedule``'s order, donation applied, copies inserted). ``donation`` is the plan that
     was applied (for the report), ``source`` the module before preparation, ``prepared_from``
-    the module the pipeline prepared, which ``pipeline.reassign`` prepares again for other
-    donations (None: the caller prepared it, and only it can)."""
+    the module after the pipeline's donation-independent passes (``prepare_common``), which
+    ``pipeline.reassign`` finishes again for other donations (None: the caller prepared it,
+    and only it can)."""
     check_alignment(alignment)
     flow = Dataflow(module)
     aliasing = AliasAnalysis(flow, module.input_output_alias)

@@ -11,7 +11,7 @@ are copied generically, so a field added to the IR later is carried along withou
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Collection, TypeVar
 
 from .ir import HloComputation, HloInstruction, HloModule
 
@@ -39,8 +39,12 @@ def _shallow(obj: _T) -> _T:
     return copy
 
 
-def clone_module(module: HloModule) -> tuple[HloModule, CloneMap]:
-    """A deep copy of ``module`` (callees before callers, as in the original)."""
+def clone_module(module: HloModule, share: Collection[HloComputation] = ()
+                 ) -> tuple[HloModule, CloneMap]:
+    """A deep copy of ``module`` (callees before callers, as in the original), except that the
+    computations in ``share`` are not copied: both modules hold the same objects, which
+    neither may change from then on (the pipeline shares kernel bodies between the plans of
+    one module, which only its sequential computations tell apart)."""
     mapping = CloneMap()
     new = _shallow(module)
     for key, value in module.__dict__.items():
@@ -50,7 +54,7 @@ def clone_module(module: HloModule) -> tuple[HloModule, CloneMap]:
             new.__dict__[key] = dict(value)
     new.computations = []
     for comp in module.computations:
-        copy = clone_computation(comp, comp.name, mapping)
+        copy = comp if comp in share else clone_computation(comp, comp.name, mapping)
         new.computations.append(copy)
         if comp is module.entry:
             new.entry = copy

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..analysis.alias_analysis import AliasAnalysis, HloBuffer
-from ..analysis.call_graph import CallGraph, sequential_callees
+from ..analysis.call_graph import CallGraph, sequential_callees, sequential_computations
 from ..analysis.dataflow import Dataflow, HloValue
 from ..analysis.in_place import in_place_pairs, may_hand_off
 from ..analysis.liveness import LiveRange, Liveness, writable_parameters
@@ -63,13 +63,19 @@ def inserted_copies(module: HloModule) -> list[InsertedCopy]:
 
 def copy_insertion(module: HloModule) -> HloModule:
     new, _ = clone_module(module)
-    everywhere = _CopiesEverywhere(new)
-    kept = _remove_unneeded_copies(new, everywhere.roles)
+    insert_copies_in_place(new)
+    return new
+
+
+def insert_copies_in_place(module: HloModule) -> None:
+    """The pass itself, for pipelines that already work on a clone they own."""
+    everywhere = _CopiesEverywhere(module)
+    kept = _remove_unneeded_copies(module, everywhere.roles)
     for copy, reason in kept.items():
         copy.attrs["frontend_attributes"] = RawText(f"{{{REASON_KEY}={quote_string(reason)}}}")
     everywhere.restore_untouched_tuples()
-    remove_dead_code(new)
-    return new
+    # only sequential computations got copies; kernel bodies are left as they were
+    remove_dead_code(module, sequential_computations(module))
 
 
 # --- phase 1: copies everywhere ----------------------------------------------------------
@@ -137,8 +143,11 @@ class _CopiesEverywhere:
                  role: str) -> HloInstruction:
         """``source``'s value with a fresh copy at each index in ``leaves`` (tuples above them
         are rebuilt, so they get fresh pointer tables too)."""
+        # every index on the way to a leaf (a model's result tuple has hundreds of leaves)
+        above = {leaf[:n] for leaf in leaves for n in range(len(leaf) + 1)}
+
         def build(node: HloInstruction, index: ShapeIndex) -> HloInstruction:
-            if not any(leaf[:len(index)] == index for leaf in leaves):
+            if index not in above:
                 return node
             if not node.shape.is_tuple:
                 copy = ins.add(Opcode.COPY, node.shape, [node])
@@ -169,9 +178,16 @@ class _CopiesEverywhere:
         for alias in self.module.input_output_alias:
             by_parameter.setdefault(alias.parameter_number, {})[alias.parameter_index] = \
                 alias.output_index
+        # found once, in order: the copies added for one parameter read no other parameter
+        readers_of: dict[HloInstruction, list[HloInstruction]] = {}
+        for inst in entry.instructions:
+            for op in dict.fromkeys(inst.operands):
+                if op.opcode == Opcode.PARAMETER:
+                    readers_of.setdefault(op, []).append(inst)
+        params = {p.parameter_number: p for p in entry.parameters}
         for number, outputs in sorted(by_parameter.items()):
-            param = entry.parameter(number)
-            readers = [i for i in entry.instructions if any(op is param for op in i.operands)]
+            param = params[number]
+            readers = readers_of.get(param, [])
             ins = _Inserter(entry, entry.instructions.index(param) + 1, self.names)
             role = (f"parameter {number} {{index}}, aliased with output "
                     f"{', '.join(index_text(o) for o in outputs.values())}")

@@ -10,6 +10,8 @@ instruction that never runs means nothing.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from ..analysis.side_effects import has_side_effect
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
@@ -22,11 +24,14 @@ def dce(module: HloModule) -> HloModule:
     return new
 
 
-def remove_dead_code(module: HloModule) -> None:
-    """DCE in place, for passes that work on a clone they own."""
+def remove_dead_code(module: HloModule,
+                     computations: Iterable[HloComputation] | None = None) -> None:
+    """DCE in place, for passes that work on a clone they own. ``computations``: the ones to
+    clean (default: all), for a pass that edited only these; unreachable computations go
+    either way."""
     assert module.entry is not None
     memo: dict[HloComputation, bool] = {}
-    for comp in module.computations:
+    for comp in module.computations if computations is None else computations:
         _remove_dead_instructions(comp, memo)
     module.computations = _reachable_computations(module)
 

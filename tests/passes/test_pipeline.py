@@ -27,9 +27,10 @@ def test_the_lists_name_the_stages_in_order():
         "transpose-folding", "dot-operand-layouts",
         "split-topk", "convolution-layout",
         "contraction-upcast", "tree-reductions", "fusion", "cse", "multi-output-fusion", "split-reductions"]
+    assert [name for name, _ in pipeline.COMMON_PREPARATION] == [
+        "dce", "flatten-call-graph", "call-layouts", "operand-layouts"]
     assert [name for name, _ in pipeline.PREPARATION] == [
-        "dce", "apply-donation", "flatten-call-graph", "call-layouts", "operand-layouts",
-        "schedule", "copy-insertion"]
+        "apply-donation", "schedule", "copy-insertion"]
 
 
 def test_reassign_runs_the_preparation_again():

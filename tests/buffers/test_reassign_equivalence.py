@@ -1,0 +1,141 @@
+"""``reassign`` (what a donation toggle runs) against a from-scratch ``buffer_assignment``.
+
+``reassign`` starts from the donation-independent preparation kept with a plan and shares
+kernel bodies between the plans of one module; the plan must still be exactly the one a fresh
+assignment of a freshly parsed module makes, for any donation set, in any order of toggles.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+import runtime
+from runtime import reassign
+from runtime.buffers import BufferAssignment
+from runtime.pipeline import buffer_assignment, optimise
+
+from ..notebook.hlo_texts import model_step
+
+# Tuple outputs, an in-place dynamic-update-slice of a donated parameter, a tuple parameter
+# whose two leaves alias two outputs, and a buffer_donor that fits either of two outputs of
+# its size (which one it takes depends on which other parameters are donated).
+TUPLES_IN_PLACE = """HloModule tuples_in_place, input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {0}, may-alias), {2}: (1, {1}, may-alias), {3}: (2, {}, may-alias) }, buffer_donor={ (3, {}), (4, {}) }
+
+ENTRY main {
+  w = f32[64] parameter(0)
+  t = (f32[32], f32[32]) parameter(1)
+  buf = f32[128] parameter(2)
+  d = f32[16] parameter(3)
+  e = f32[16] parameter(4)
+  i = s32[] parameter(5)
+  upd = f32[8] parameter(6)
+  t0 = f32[32] get-tuple-element(t), index=0
+  t1 = f32[32] get-tuple-element(t), index=1
+  nw = f32[64] negate(w)
+  s0 = f32[32] add(t0, t1)
+  s1 = f32[32] multiply(t0, t1)
+  nb = f32[128] dynamic-update-slice(buf, upd, i)
+  x = f32[16] exponential(d)
+  y = f32[16] add(d, e)
+  z = f32[16] subtract(x, e)
+  ROOT out = (f32[64], f32[32], f32[32], f32[128], f32[16], f32[16], f32[16]) tuple(nw, s0, s1, nb, x, y, z)
+}
+"""
+
+# A loop (sequential computations besides the entry) whose state starts from a donated
+# parameter, and fusions once optimised (kernel bodies the plans share).
+LOOP = """HloModule loop, input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, may-alias) }
+
+cond {
+  s = (s32[], f32[256]) parameter(0)
+  n = s32[] get-tuple-element(s), index=0
+  lim = s32[] constant(4)
+  ROOT lt = pred[] compare(n, lim), direction=LT
+}
+
+body {
+  s = (s32[], f32[256]) parameter(0)
+  n = s32[] get-tuple-element(s), index=0
+  v = f32[256] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  n1 = s32[] add(n, one)
+  v1 = f32[256] multiply(v, v)
+  v2 = f32[256] add(v1, v)
+  ROOT r = (s32[], f32[256]) tuple(n1, v2)
+}
+
+ENTRY main {
+  a = f32[256] parameter(0)
+  b = f32[256] parameter(1)
+  c = f32[256] parameter(2)
+  zero = s32[] constant(0)
+  init = (s32[], f32[256]) tuple(zero, a)
+  w = (s32[], f32[256]) while(init), condition=cond, body=body
+  v = f32[256] get-tuple-element(w), index=1
+  e = f32[256] exponential(b)
+  f = f32[256] add(e, c)
+  g = f32[256] multiply(f, v)
+  ROOT out = (f32[256], f32[256]) tuple(g, f)
+}
+"""
+
+
+def plan_facts(plan: BufferAssignment) -> tuple:
+    """Everything a plan says: each buffer's place and live range, each allocation, the
+    statistics, the schedule and the copies."""
+    allocations = [(a.index, a.kind, a.size, a.parameter_number, a.parameter_index,
+                    a.aliased_output, a.must_alias, a.maybe_live_out, a.output_index)
+                   for a in plan.allocations]
+    return (sorted(tuple(sorted(r.items())) for r in plan.records()), allocations,
+            plan.memory_stats, plan.peak_step, [i.name for i in plan.schedule.flattened],
+            plan.schedule.scheduler, plan.copies, plan.unused_donors, plan.not_donated)
+
+
+def donation_sets(parameters: int, count: int, seed: int) -> list[frozenset[int]]:
+    rng = random.Random(seed)
+    sets = [frozenset(), frozenset(range(parameters))]
+    sets += [frozenset(n for n in range(parameters) if rng.random() < rng.random())
+             for _ in range(count)]
+    return sets
+
+
+@pytest.mark.parametrize("text, optimised, count", [
+    (TUPLES_IN_PLACE, False, 24), (TUPLES_IN_PLACE, True, 24), (LOOP, True, 12),
+    (model_step(6), True, 12)], ids=["tuples-in-place", "tuples-in-place-fused", "loop",
+                                    "model-step"])
+def test_reassign_gives_the_plan_of_a_fresh_assignment(text, optimised, count):
+    def module():
+        parsed = runtime.parse(text)
+        return optimise(parsed) if optimised else parsed
+
+    first = buffer_assignment(module())
+    parameters = len(first.source.entry_computation.parameters)
+    plan = first
+    for donated in donation_sets(parameters, count, seed=parameters):
+        plan = reassign(plan, donated)          # from the last plan, as toggles go
+        assert plan_facts(plan) == plan_facts(buffer_assignment(module(), donated=donated)), \
+            sorted(donated)
+        assert plan_facts(reassign(first, donated)) == plan_facts(plan)
+    # the kept preparation and the shared kernel bodies are as the first plan left them
+    assert plan_facts(reassign(plan, None)) == plan_facts(first)
+
+
+def test_the_donor_takes_a_different_output_as_other_parameters_are_donated():
+    """The module above exercises what it means to: parameter 3's donor is matched with
+    output {4} or {5} depending on the donation set, and the in-place update and the tuple
+    parameter's leaves alias their outputs."""
+    first = buffer_assignment(runtime.parse(TUPLES_IN_PLACE))
+
+    def aliased(plan: BufferAssignment) -> dict[int, set]:
+        found: dict[int, set] = {}
+        for a in plan.allocations:
+            if a.kind == "parameter" and a.aliased_output is not None:
+                found.setdefault(a.parameter_number, set()).add(a.aliased_output)
+        return found
+
+    assert aliased(first) == {0: {(0,)}, 1: {(1,), (2,)}, 2: {(3,)}, 3: {(4,)}, 4: {(5,)}}
+    assert aliased(reassign(first, frozenset({3})))[3] == {(4,)}
+    assert aliased(reassign(first, frozenset({2, 3}))) == {2: {(3,)}, 3: {(4,)}}
+    assert aliased(reassign(first, frozenset({4}))) == {4: {(4,)}}
