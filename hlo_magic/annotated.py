@@ -45,7 +45,7 @@ _HEAT = "#F2B01E"
 _NOTE = "font-size:0.85em;opacity:0.8;white-space:normal;max-width:46em"
 _CELL = "padding:1px 8px 1px 0;text-align:left;vertical-align:top"
 # a model's view has thousands of rows: they scroll in a box, so the report stays short
-_BODY = "max-height:40em;overflow:auto;resize:vertical"
+_BODY = "max-height:32em;overflow:auto;resize:vertical"
 
 
 @dataclass(frozen=True)

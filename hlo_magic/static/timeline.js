@@ -6,7 +6,8 @@
 // until zoomed in. Wheel zooms the step axis (shift+wheel the byte axis), drag pans, hover
 // shows a buffer's details, click pins them (and syncs `selected` to Python), double-click
 // zooms to a buffer, the search box finds buffers by name. Parameters share one band by
-// default (a model has hundreds; one band each would leave the temp arena a thin strip).
+// default, and so do outputs (a model has hundreds of each; one band each would leave the temp
+// arena a thin strip).
 // Below: the buffers live at the chosen step (the peak at first), sortable and filterable.
 // "Save PNG" and "Save SVG" download the figure as drawn (the view's zoom, bands and
 // selection): the PNG is the canvas itself, the SVG the same drawing calls recorded by
@@ -138,8 +139,8 @@ class Timeline {
         <label>band heights <select class="hlo-tl-scale">
           <option value="sqrt">\u221a bytes (every allocation visible)</option>
           <option value="bytes">bytes</option></select></label>
-        <label title="one band for every parameter allocation (uncheck: one band each)">
-          <input class="hlo-tl-collapse" type="checkbox" checked> parameters in one band</label>
+        <label title="one band for every parameter allocation and one for every output allocation (uncheck: one band each)">
+          <input class="hlo-tl-collapse" type="checkbox" checked> parameters, outputs in one band each</label>
         <span class="hlo-tl-status"></span>
       </div>
       <div class="hlo-tl-main">
@@ -193,23 +194,28 @@ class Timeline {
   }
 
   layoutBands() {
-    // bands of allocations: one each, or every parameter allocation in one band (stacked at
-    // running offsets, so each buffer keeps its own bytes); allocBand/allocBase map into them
+    // bands of allocations: one each, or every parameter allocation in one band and every
+    // output allocation in another (stacked at running offsets, so each buffer keeps its own
+    // bytes); allocBand/allocBase map into them
     const sqrt = this.scaleMode.value === "sqrt";
     const allocations = this.meta.allocations;
-    const params = allocations.filter((a) => a.kind === "parameter");
-    const together = this.collapse.checked && params.length > 1;
+    const grouped = new Map();                 // kind -> its allocations, where they share
+    for (const [kind, plural] of [["parameter", "parameters"], ["output", "outputs"]]) {
+      const members = allocations.filter((a) => a.kind === kind);
+      if (this.collapse.checked && members.length > 1) grouped.set(kind, { members, plural, band: -1 });
+    }
     this.bands = []; this.allocBand = []; this.allocBase = [];
-    let shared = -1;
     for (const a of allocations) {
-      if (together && a.kind === "parameter") {
-        if (shared < 0) {
-          shared = this.bands.length;
-          const bytes = params.reduce((sum, p) => sum + p.size, 0);
-          this.bands.push({ bytes, label: `${params.length} parameters (${formatBytes(bytes)})`, used: 0 });
+      const group = grouped.get(a.kind);
+      if (group) {
+        if (group.band < 0) {
+          group.band = this.bands.length;
+          const bytes = group.members.reduce((sum, p) => sum + p.size, 0);
+          this.bands.push({ bytes, label: `${group.members.length} ${group.plural} (${formatBytes(bytes)})`, used: 0 });
         }
-        this.allocBand.push(shared); this.allocBase.push(this.bands[shared].used);
-        this.bands[shared].used += a.size;
+        const band = this.bands[group.band];
+        this.allocBand.push(group.band); this.allocBase.push(band.used);
+        band.used += a.size;
         continue;
       }
       this.allocBand.push(this.bands.length); this.allocBase.push(0);

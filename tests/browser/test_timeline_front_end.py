@@ -182,19 +182,22 @@ def test_a_whole_model_with_hundreds_of_buffers(request):
     assert view(page, "v.aggregated") > 0        # at full view, most buffers are lumped
 
 
-def test_parameters_share_one_band_by_default_and_can_be_expanded(page, plan):
+def test_parameters_and_outputs_share_a_band_each_by_default_and_can_be_expanded(page, plan):
     params = [a for a in plan.allocations if a.kind == "parameter"]
-    assert len(params) > 20
+    outputs = [a for a in plan.allocations if a.kind == "output"]
+    assert len(params) > 20 and len(outputs) > 1
     bands = view(page, "v.bands.map((b) => b.label)")
-    assert len(bands) == len(plan.allocations) - len(params) + 1
+    assert len(bands) == len(plan.allocations) - len(params) - len(outputs) + 2
     assert f"{len(params)} parameters (" in bands[0]
+    assert sum(f"{len(outputs)} outputs (" in b for b in bands) == 1
     (arena,) = [a.index for a in plan.allocations if a.kind == "temp"]
     share = view(page, f"v.bandHeight[v.allocBand[{arena}]] / v.mapTop")
     assert share > 0.3                        # one sqrt band per parameter left it ~3 %
     # every parameter buffer still sits on its own bytes inside the shared band
     rects = view(page, "v.meta.names.map((n, i) => [v.alloc[i], v.bottomOf(i)])")
-    bottoms = sorted(y for a, y in rects if plan.allocations[int(a)].kind == "parameter")
-    assert len(set(bottoms)) == len(bottoms)
+    for kind in ("parameter", "output"):
+        bottoms = sorted(y for a, y in rects if plan.allocations[int(a)].kind == kind)
+        assert len(set(bottoms)) == len(bottoms)
     page.click(".hlo-tl-collapse")
     assert view(page, "v.bands.length") == len(plan.allocations)
     assert view(page, f"v.bandHeight[v.allocBand[{arena}]] / v.mapTop") < share / 2
