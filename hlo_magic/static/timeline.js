@@ -841,6 +841,7 @@ class Timeline {
   dispose() {
     this.resize.disconnect();
     document.removeEventListener("click", this.onDocumentClick);
+    for (const view of this.annotatedViews()) view.classList.remove("hlo-annotated-live");
     this.model.off("change:selected", this.onSelected);
     this.model.off("change:meta", this.onData);
     this.model.off("change:columns", this.onData);
