@@ -9,7 +9,10 @@ also carries the Python line JAX recorded for it (``runtime.hlo.source_locations
 kernel costs (bytes moved and element operations, ``fusion_cost.kernel_cost``), and the view
 groups instructions by Python line, as ``%%cython -a`` groups C by Python: where the bytes and
 the work of a program come from. Rendered as HTML (rows tinted by cost, a coloured edge for
-the allocation, fusions in ``<details>``) and as plain text.
+the allocation, fusions in ``<details>``, the instructions in a box of bounded height that
+scrolls, so a whole model's view stays in reach) and as plain text. Each row carries its
+instruction's name and each slot its buffer's, so a live memory timeline of the same result
+(``link``) can point at a row and be pointed to from one.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ _CODE = ("font-family:var(--jp-code-font-family,monospace);white-space:pre;displ
 _HEAT = "#F2B01E"
 _NOTE = "font-size:0.85em;opacity:0.8;white-space:normal;max-width:46em"
 _CELL = "padding:1px 8px 1px 0;text-align:left;vertical-align:top"
+# a model's view has thousands of rows: they scroll in a box, so the report stays short
+_BODY = "max-height:32em;overflow:auto;resize:vertical"
 
 
 @dataclass(frozen=True)
@@ -111,8 +116,11 @@ class AnnotatedModule:
     plain rendering, and in a notebook it shows as HTML."""
 
     def __init__(self, name: str, computations: list[AnnotatedComputation],
-                 allocations: list[tuple[int, str, int]]) -> None:
+                 allocations: list[tuple[int, str, int]], link: str = "") -> None:
+        """``link``: the key a ``MemoryTimeline`` of the same plan shares, so each finds the
+        other in the page ("" links to none)."""
         self.name = name
+        self.link = link
         self.computations = computations
         self.allocations = allocations          # (index, kind, size)
         self._by_name = {i.name: i for c in computations for i in c.instructions}
@@ -159,9 +167,11 @@ class AnnotatedModule:
 
 
 # --- building ----------------------------------------------------------------------------------
-def annotate(plan: BufferAssignment, source: HloModule | None = None) -> AnnotatedModule:
+def annotate(plan: BufferAssignment, source: HloModule | None = None, *,
+             link: str = "") -> AnnotatedModule:
     """The annotated view of ``plan.module``; ``source`` (the module as the user wrote it)
-    gives the names fusions are traced back to (default: the module the plan was made from)."""
+    gives the names fusions are traced back to (default: the module the plan was made from);
+    ``link`` is the key of the ``MemoryTimeline`` it is linked with."""
     source = source or plan.source
     lines = {i.name: i.location.line for i in source.instructions() if i.location is not None}
     names = {i.name for i in source.instructions()}
@@ -187,7 +197,7 @@ def annotate(plan: BufferAssignment, source: HloModule | None = None) -> Annotat
                 comp.name, "called", comp.signature_text(),
                 [builder.instruction(i) for i in comp.instructions]))
     allocations = [(a.index, a.kind, a.size) for a in plan.allocations]
-    return AnnotatedModule(module.name, computations, allocations)
+    return AnnotatedModule(module.name, computations, allocations, link)
 
 
 class _Builder:
@@ -352,14 +362,18 @@ def _instruction_cell(inst: AnnotatedInstruction) -> str:
             f'{_e(members)}</pre></details>')
 
 
+def _slot_html(inst: AnnotatedInstruction, slot: Slot) -> str:
+    """A slot's text, marked with its buffer's name (the timeline's link target)."""
+    return f'<span data-buffer="{_e(slot.buffer)}">{_e(_slot_text(inst, slot))}</span>'
+
+
 def _slots_cell(inst: AnnotatedInstruction) -> str:
     if not inst.slots:
         return ""
-    first = inst.slots[0]
-    text = _e(_slot_text(inst, first))
+    text = _slot_html(inst, inst.slots[0])
     if len(inst.slots) == 1:
         return text
-    rest = "<br>".join(_e(_slot_text(inst, s)) for s in inst.slots[1:])
+    rest = "<br>".join(_slot_html(inst, s) for s in inst.slots[1:])
     return f"<details><summary>{text} (+{len(inst.slots) - 1} leaves)</summary>{rest}</details>"
 
 
@@ -451,6 +465,7 @@ def annotated_html(view: AnnotatedModule) -> str:
         f'background:{_tint(allocation_colour(i), 0.35)};border-left:4px solid '
         f'{allocation_colour(i)}">#{i} {_e(kind)} {format_bytes(size)}</span>'
         for i, kind, size in view.allocations)
-    return (f'<div class="hlo-annotated" style="color:inherit;overflow-x:auto">'
+    link = f' data-hlo-link="{_e(view.link)}"' if view.link else ""
+    return (f'<div class="hlo-annotated"{link} style="color:inherit">'
             f'<details><summary>allocations (row edges)</summary>{legend}</details>'
-            f'{"".join(blocks)}</div>')
+            f'<div class="hlo-annotated-body" style="{_BODY}">{"".join(blocks)}</div></div>')

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .donation import ParameterInfo
+from .fallback import new_static_id
 from .formatting import format_bytes
 from .render import to_html, to_text
 from .report import build_report
@@ -49,6 +50,7 @@ class HloResult:
     timeline_max_buffers: int = 40
     explain_terms: bool = True         # the glossary starts open (the session's first report)
     warnings: tuple[str, ...] = ()     # what the cell asked for that did not happen
+    link: str = field(default_factory=new_static_id)   # pairs its timeline and annotated view
     _png: bytes | None = field(default=None, repr=False)
     _savings: list[tuple[int, str]] | None = field(default=None, repr=False)
     _collectives: list[CollectiveTraffic] | None = field(default=None, repr=False)
@@ -123,13 +125,14 @@ class HloResult:
         falls back to ``figure()``'s PNG where no widget front end runs."""
         from .timeline_widget import MemoryTimeline
         return MemoryTimeline(self.assignment, source=self.executable.module,
-                              max_buffers=self.timeline_max_buffers)
+                              max_buffers=self.timeline_max_buffers, link=self.link)
 
     def annotated(self) -> AnnotatedModule:
         """The module after the passes, each instruction with its allocation, offset, size,
-        live range and the source instructions a fusion was made from."""
+        live range and the source instructions a fusion was made from; linked with
+        ``timeline()`` where both are shown."""
         from .annotated import annotate
-        return annotate(self.assignment, self.executable.module)
+        return annotate(self.assignment, self.executable.module, link=self.link)
 
     def live_bytes(self, *, ax: Axes | None = None) -> Figure:
         """The static plot of bytes live at each step, stacked by kind."""

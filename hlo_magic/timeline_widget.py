@@ -4,7 +4,9 @@ Python computes the data once (``timeline_data``) and sends it as binary columns
 draws, zooms, pans and answers hovers on its own, so a hover costs no kernel round trip and a
 model with thousands of buffers stays responsive. The front end is ``static/timeline.js``
 (package data, no CDN: it works offline). ``selected`` is synced both ways: clicking a buffer
-sets it, and setting it from Python (``select``) shows that buffer.
+sets it, and setting it from Python (``select``) shows that buffer. ``link`` names the annotated
+view it is linked with (``HloResult.annotated``: a selected buffer's row is outlined there, a
+buffer named there is selected here); "Save PNG" and "Save SVG" download the figure as shown.
 
 Where no widget front end runs (nbconvert, CI, a closed notebook), the display bundle still
 holds the static memory figure as PNG and a text summary; displayed in a notebook, a static
@@ -42,6 +44,7 @@ class MemoryTimeline(anywidget.AnyWidget):
     selected = traitlets.Unicode("").tag(sync=True)
     height = traitlets.Int(460).tag(sync=True)
     static_id = traitlets.Unicode("").tag(sync=True)   # the static copy the view hides
+    link = traitlets.Unicode("").tag(sync=True)        # the annotated view's data-hlo-link
 
     def __init__(self, assignment: BufferAssignment, *, source: HloModule | None = None,
                  max_buffers: int = 40, **kwargs) -> None:

@@ -6,8 +6,14 @@
 // until zoomed in. Wheel zooms the step axis (shift+wheel the byte axis), drag pans, hover
 // shows a buffer's details, click pins them (and syncs `selected` to Python), double-click
 // zooms to a buffer, the search box finds buffers by name. Parameters share one band by
-// default (a model has hundreds; one band each would leave the temp arena a thin strip).
+// default, and so do outputs (a model has hundreds of each; one band each would leave the temp
+// arena a thin strip).
 // Below: the buffers live at the chosen step (the peak at first), sortable and filterable.
+// "Save PNG" and "Save SVG" download the figure as drawn (the view's zoom, bands and
+// selection): the PNG is the canvas itself, the SVG the same drawing calls recorded by
+// SvgContext. The annotated view of the same result (`link`, hlo_magic/annotated.py) is linked
+// both ways: selecting a buffer here outlines and scrolls to its instruction's row there, and
+// a buffer named in a row there selects it here.
 
 const MIN_PX = 2;          // rectangles thinner than this are aggregated
 const CELL = 4;            // aggregation cell size in CSS pixels
@@ -25,6 +31,86 @@ function formatBytes(n) {
 function esc(text) {
   return String(text).replace(/[&<>"']/g, (c) => ({
     "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+}
+
+// --- a canvas context that writes SVG -----------------------------------------------------------
+// Only the calls the timeline makes: paths of lines and rectangles, fills, strokes, dashes,
+// clips, alpha and text. Text is measured by a real canvas with the same font.
+const SVG_ANCHOR = { left: "start", start: "start", center: "middle", right: "end", end: "end" };
+const SVG_BASELINE = { top: "hanging", middle: "central", bottom: "text-after-edge",
+                       alphabetic: "alphabetic" };
+
+class SvgContext {
+  constructor(width, height, background) {
+    this.width = width; this.height = height;
+    this.parts = [`<rect width="${width}" height="${height}" fill="${esc(background)}"/>`];
+    this.clips = [];
+    this.state = { fillStyle: "#000", strokeStyle: "#000", globalAlpha: 1, lineWidth: 1,
+                   font: "10px sans-serif", textAlign: "start", textBaseline: "alphabetic",
+                   dash: [], clip: "" };
+    this.stack = [];
+    this.path = "";
+    this.measurer = document.createElement("canvas").getContext("2d");
+  }
+
+  save() { this.stack.push({ ...this.state }); }
+  restore() { if (this.stack.length) this.state = this.stack.pop(); }
+  setLineDash(dash) { this.state.dash = dash; }
+  setTransform() {}
+  clearRect() {}
+  beginPath() { this.path = ""; }
+  moveTo(x, y) { this.path += `M${x.toFixed(2)} ${y.toFixed(2)}`; }
+  lineTo(x, y) { this.path += `L${x.toFixed(2)} ${y.toFixed(2)}`; }
+  closePath() { this.path += "Z"; }
+  rect(x, y, w, h) { this.path += SvgContext.box(x, y, w, h); }
+  static box(x, y, w, h) { return `M${x.toFixed(2)} ${y.toFixed(2)}h${w.toFixed(2)}v${h.toFixed(2)}h${(-w).toFixed(2)}Z`; }
+
+  clip() {
+    const id = `c${this.clips.length}`, outer = this.state.clip;
+    this.clips.push(`<clipPath id="${id}"${outer ? ` clip-path="url(#${outer})"` : ""}><path d="${this.path}"/></clipPath>`);
+    this.state.clip = id;
+  }
+
+  paint(d, fill) {
+    const s = this.state, clip = s.clip ? ` clip-path="url(#${s.clip})"` : "";
+    const alpha = s.globalAlpha < 1 ? ` opacity="${s.globalAlpha}"` : "";
+    const how = fill ? `fill="${esc(s.fillStyle)}"`
+      : `fill="none" stroke="${esc(s.strokeStyle)}" stroke-width="${s.lineWidth}"` +
+        (s.dash.length ? ` stroke-dasharray="${s.dash.join(" ")}"` : "");
+    this.parts.push(`<path d="${d}" ${how}${alpha}${clip}/>`);
+  }
+
+  fill() { if (this.path) this.paint(this.path, true); }
+  stroke() { if (this.path) this.paint(this.path, false); }
+  fillRect(x, y, w, h) { this.paint(SvgContext.box(x, y, w, h), true); }
+  strokeRect(x, y, w, h) { this.paint(SvgContext.box(x, y, w, h), false); }
+  measureText(text) { this.measurer.font = this.state.font; return this.measurer.measureText(text); }
+
+  fillText(text, x, y) {
+    const s = this.state, clip = s.clip ? ` clip-path="url(#${s.clip})"` : "";
+    this.measurer.font = s.font;       // the font as the canvas parsed it
+    const alpha = s.globalAlpha < 1 ? ` opacity="${s.globalAlpha}"` : "";
+    this.parts.push(`<text x="${x.toFixed(2)}" y="${y.toFixed(2)}" style="font:${esc(this.measurer.font)}" ` +
+      `fill="${esc(s.fillStyle)}" text-anchor="${SVG_ANCHOR[s.textAlign] || "start"}" ` +
+      `dominant-baseline="${SVG_BASELINE[s.textBaseline] || "alphabetic"}"${alpha}${clip}>${esc(text)}</text>`);
+  }
+
+  toString() {
+    return `<svg xmlns="http://www.w3.org/2000/svg" width="${this.width}" height="${this.height}" ` +
+      `viewBox="0 0 ${this.width} ${this.height}"><defs>${this.clips.join("")}</defs>${this.parts.join("")}</svg>`;
+  }
+}
+
+for (const key of ["fillStyle", "strokeStyle", "globalAlpha", "lineWidth", "font", "textAlign", "textBaseline"]) {
+  Object.defineProperty(SvgContext.prototype, key, {
+    get() { return this.state[key]; }, set(value) { this.state[key] = value; } });
+}
+
+function download(blob, name) {
+  const url = URL.createObjectURL(blob), link = document.createElement("a");
+  link.href = url; link.download = name;
+  document.body.appendChild(link); link.click(); link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10000);
 }
 
 function toFloat64(value) {
@@ -48,11 +134,13 @@ class Timeline {
         <button class="hlo-tl-find" type="button">Find</button>
         <button class="hlo-tl-peak" type="button">Peak</button>
         <button class="hlo-tl-reset" type="button">Reset zoom</button>
+        <button class="hlo-tl-png" type="button" title="the figure as shown, as a PNG file">Save PNG</button>
+        <button class="hlo-tl-svg" type="button" title="the figure as shown, as an SVG file">Save SVG</button>
         <label>band heights <select class="hlo-tl-scale">
           <option value="sqrt">\u221a bytes (every allocation visible)</option>
           <option value="bytes">bytes</option></select></label>
-        <label title="one band for every parameter allocation (uncheck: one band each)">
-          <input class="hlo-tl-collapse" type="checkbox" checked> parameters in one band</label>
+        <label title="one band for every parameter allocation and one for every output allocation (uncheck: one band each)">
+          <input class="hlo-tl-collapse" type="checkbox" checked> parameters, outputs in one band each</label>
         <span class="hlo-tl-status"></span>
       </div>
       <div class="hlo-tl-main">
@@ -106,23 +194,28 @@ class Timeline {
   }
 
   layoutBands() {
-    // bands of allocations: one each, or every parameter allocation in one band (stacked at
-    // running offsets, so each buffer keeps its own bytes); allocBand/allocBase map into them
+    // bands of allocations: one each, or every parameter allocation in one band and every
+    // output allocation in another (stacked at running offsets, so each buffer keeps its own
+    // bytes); allocBand/allocBase map into them
     const sqrt = this.scaleMode.value === "sqrt";
     const allocations = this.meta.allocations;
-    const params = allocations.filter((a) => a.kind === "parameter");
-    const together = this.collapse.checked && params.length > 1;
+    const grouped = new Map();                 // kind -> its allocations, where they share
+    for (const [kind, plural] of [["parameter", "parameters"], ["output", "outputs"]]) {
+      const members = allocations.filter((a) => a.kind === kind);
+      if (this.collapse.checked && members.length > 1) grouped.set(kind, { members, plural, band: -1 });
+    }
     this.bands = []; this.allocBand = []; this.allocBase = [];
-    let shared = -1;
     for (const a of allocations) {
-      if (together && a.kind === "parameter") {
-        if (shared < 0) {
-          shared = this.bands.length;
-          const bytes = params.reduce((sum, p) => sum + p.size, 0);
-          this.bands.push({ bytes, label: `${params.length} parameters (${formatBytes(bytes)})`, used: 0 });
+      const group = grouped.get(a.kind);
+      if (group) {
+        if (group.band < 0) {
+          group.band = this.bands.length;
+          const bytes = group.members.reduce((sum, p) => sum + p.size, 0);
+          this.bands.push({ bytes, label: `${group.members.length} ${group.plural} (${formatBytes(bytes)})`, used: 0 });
         }
-        this.allocBand.push(shared); this.allocBase.push(this.bands[shared].used);
-        this.bands[shared].used += a.size;
+        const band = this.bands[group.band];
+        this.allocBand.push(group.band); this.allocBase.push(band.used);
+        band.used += a.size;
         continue;
       }
       this.allocBand.push(this.bands.length); this.allocBase.push(0);
@@ -209,7 +302,13 @@ class Timeline {
     const g = this.canvas.getContext("2d");
     g.setTransform(ratio, 0, 0, ratio, 0, 0);
     g.clearRect(0, 0, width, height);
-    g.font = "11px var(--jp-ui-font-family, sans-serif)";
+    this.paint(g);
+    this.status.textContent = this.statusText();
+  }
+
+  paint(g) {
+    // a canvas font cannot name a CSS variable: the theme's family, resolved
+    g.font = `11px ${getComputedStyle(this.root).fontFamily || "sans-serif"}`;
     const c = this.colours();
     this.c = c;
     this.drawStrip(g, c);
@@ -217,7 +316,70 @@ class Timeline {
     this.drawAxis(g, c);
     this.drawCollectives(g);
     this.drawPeak(g, c);
-    this.status.textContent = this.statusText();
+  }
+
+  // --- export: what the view shows, on the theme's background ---------------------------------
+  fileName(ext) { return `${this.meta.module}-memory-timeline.${ext}`; }
+
+  svgText() {
+    const svg = new SvgContext(this.width, this.height, this.colours().bg);
+    this.paint(svg);
+    return svg.toString();
+  }
+
+  pngBlob() {
+    const out = document.createElement("canvas");
+    out.width = this.canvas.width; out.height = this.canvas.height;
+    const g = out.getContext("2d");
+    g.fillStyle = this.colours().bg;
+    g.fillRect(0, 0, out.width, out.height);
+    g.drawImage(this.canvas, 0, 0);
+    return new Promise((resolve) => out.toBlob(resolve, "image/png"));
+  }
+
+  async savePng() { download(await this.pngBlob(), this.fileName("png")); }
+  saveSvg() { download(new Blob([this.svgText()], { type: "image/svg+xml" }), this.fileName("svg")); }
+
+  // --- the annotated view of the same result ------------------------------------------------
+  annotatedViews() {
+    const link = this.model.get("link");
+    return link ? [...document.querySelectorAll(`.hlo-annotated[data-hlo-link="${CSS.escape(link)}"]`)] : [];
+  }
+
+  markAnnotated() {
+    // the buffers its rows name become links to this view (only while this view is live)
+    for (const view of this.annotatedViews()) {
+      view.classList.add("hlo-annotated-live");
+      for (const span of view.querySelectorAll("[data-buffer]")) {
+        if (this.byName.has(span.dataset.buffer)) span.title = "show this buffer in the memory timeline";
+      }
+    }
+  }
+
+  revealInstruction(i) {
+    // outline the row of the instruction that defines buffer i, open what folds it, and scroll
+    // the annotated view's own box to it (the page stays where the user is)
+    const name = this.meta.instructions[i];
+    for (const view of this.annotatedViews()) {
+      for (const row of view.querySelectorAll(".hlo-annotated-current")) row.classList.remove("hlo-annotated-current");
+      const row = view.querySelector(`tr[data-instruction="${CSS.escape(name)}"]`);
+      if (!row) continue;
+      row.classList.add("hlo-annotated-current");
+      for (let up = row.parentElement; up && up !== view; up = up.parentElement) {
+        if (up.tagName === "DETAILS") up.open = true;
+      }
+      const box = view.querySelector(".hlo-annotated-body") || view;
+      box.scrollTop += row.getBoundingClientRect().top - box.getBoundingClientRect().top - box.clientHeight / 3;
+    }
+  }
+
+  onAnnotatedClick(e) {
+    const span = e.target.closest && e.target.closest("[data-buffer]");
+    const view = span && span.closest(".hlo-annotated");
+    if (!view || !this.annotatedViews().includes(view) || !this.byName.has(span.dataset.buffer)) return;
+    e.preventDefault();
+    this.select(span.dataset.buffer, true);
+    this.root.scrollIntoView({ block: "nearest" });
   }
 
   statusText() {
@@ -303,11 +465,15 @@ class Timeline {
     }
     g.fillStyle = "rgba(128,128,128,1)";
     // one path per shade (1..8 buffers in a cell): a few fills instead of one per cell
-    const shades = Array.from({ length: 8 }, () => new Path2D());
-    for (let key = 0; key < cells.length; key++) {
-      if (cells[key]) shades[Math.min(cells[key], 8) - 1].rect(x0 + (key % cols) * CELL, y0 + Math.floor(key / cols) * CELL, CELL, CELL);
-    }
-    shades.forEach((path, k) => { g.globalAlpha = 0.3 + 0.08 * (k + 1); g.fill(path); });
+    const shades = Array.from({ length: 8 }, () => []);
+    for (let key = 0; key < cells.length; key++) if (cells[key]) shades[Math.min(cells[key], 8) - 1].push(key);
+    shades.forEach((keys, k) => {
+      if (!keys.length) return;
+      g.globalAlpha = 0.3 + 0.08 * (k + 1);
+      g.beginPath();
+      for (const key of keys) g.rect(x0 + (key % cols) * CELL, y0 + Math.floor(key / cols) * CELL, CELL, CELL);
+      g.fill();
+    });
     g.globalAlpha = 1;
     this.cells = cells; this.cellCols = cols; this.aggregated = aggregated;
     // names inside rectangles wide and tall enough
@@ -549,6 +715,7 @@ class Timeline {
     this.details.innerHTML = this.bufferHtml(i);
     if (zoom) this.zoomTo(i);
     this.draw();
+    this.revealInstruction(i);
     if (this.model.get("selected") !== this.meta.names[i]) {
       this.model.set("selected", this.meta.names[i]);
       this.model.save_changes();
@@ -651,6 +818,10 @@ class Timeline {
       this.drawTable();
     });
     this.q(".hlo-tl-reset").addEventListener("click", () => { this.resetView(); this.draw(); });
+    this.q(".hlo-tl-png").addEventListener("click", () => this.savePng());
+    this.q(".hlo-tl-svg").addEventListener("click", () => this.saveSvg());
+    this.onDocumentClick = (e) => this.onAnnotatedClick(e);
+    document.addEventListener("click", this.onDocumentClick);
     this.scaleMode.addEventListener("change", () => { this.layoutBands(); this.resetView(); this.draw(); });
     this.details.addEventListener("click", (e) => {
       const link = e.target.closest("[data-buffer]");
@@ -693,6 +864,8 @@ class Timeline {
 
   dispose() {
     this.resize.disconnect();
+    document.removeEventListener("click", this.onDocumentClick);
+    for (const view of this.annotatedViews()) view.classList.remove("hlo-annotated-live");
     this.model.off("change:selected", this.onSelected);
     this.model.off("change:meta", this.onData);
     this.model.off("change:columns", this.onData);
@@ -713,6 +886,7 @@ export default {
     requestAnimationFrame(() => {
       hideStaticCopy(model.get("static_id"));
       view.draw();
+      view.markAnnotated();
       if (model.get("selected")) view.select(model.get("selected"), true);
     });
     return () => view.dispose();

@@ -5,7 +5,9 @@ for each program ``NAME.hlo`` (the text ``jax.jit(f).lower(...).as_text('hlo')``
 ``NAME.npz`` (inputs ``arg_0..`` and XLA's outputs ``out_0..``) and ``NAME.json`` (XLA's
 ``compiled.memory_analysis()`` in bytes and the tolerance the outputs are compared with).
 Inputs come from a seeded generator, so running this again reproduces the files up to the
-jaxlib version. Run from anywhere: ``python notebooks/modules/make_modules.py [OUT_DIR]``
+jaxlib version. ``vit_tiny_train_step.hlo`` (a whole model's training step, for the memory
+views and the browser tests) ships as text only: its 32 MB of inputs are not needed to
+inspect it, and ``%%hlo --run random`` makes some. Run from anywhere: ``python notebooks/modules/make_modules.py [OUT_DIR]``
 (by default it writes next to itself).
 
 The sharded training steps of notebook 07 (``transformer_dp``, ``transformer_fsdp``,
@@ -96,6 +98,82 @@ def transformer_train_step(params, tokens, targets):
     loss, grads = jax.value_and_grad(_loss)(params, tokens, targets)
     new = jax.tree_util.tree_map(lambda p, g: p - np.float32(0.1) * g, params, grads)
     return new, loss
+
+
+# ViT-tiny's shapes on 32x32 images: 4x4 patches (64 and a [CLS] token), width 192, 3 heads,
+# MLP 768, 6 pre-LN layers, 10 classes; one AdamW step with global-norm clipping.
+VIT_BATCH, VIT_IMAGE, VIT_PATCH, VIT_DIM, VIT_HEADS, VIT_MLP = 16, 32, 4, 192, 3, 768
+VIT_LAYERS, VIT_CLASSES = 6, 10
+VIT_TOKENS = (VIT_IMAGE // VIT_PATCH) ** 2 + 1
+
+
+def vit_params() -> dict:
+    """ViT-tiny's parameters as shapes (80 arrays, 2.7M numbers), in a fixed order."""
+    d, m = VIT_DIM, VIT_MLP
+    params = {"patch_w": (VIT_PATCH * VIT_PATCH * 3, d), "patch_b": (d,), "cls": (1, 1, d),
+              "pos": (1, VIT_TOKENS, d), "ln_scale": (d,), "ln_bias": (d,),
+              "head_w": (d, VIT_CLASSES), "head_b": (VIT_CLASSES,), "layers": []}
+    for _ in range(VIT_LAYERS):
+        params["layers"].append({
+            "ln1_scale": (d,), "ln1_bias": (d,), "qkv_w": (d, 3 * d), "qkv_b": (3 * d,),
+            "proj_w": (d, d), "proj_b": (d,), "ln2_scale": (d,), "ln2_bias": (d,),
+            "fc1_w": (d, m), "fc1_b": (m,), "fc2_w": (m, d), "fc2_b": (d,)})
+    return jax.tree_util.tree_map(lambda shape: jax.ShapeDtypeStruct(shape, jnp.float32),
+                                  params, is_leaf=lambda x: isinstance(x, tuple))
+
+
+def _vit_layer(x, p):
+    h = _layer_norm(x, p["ln1_scale"], p["ln1_bias"])
+    qkv = (h @ p["qkv_w"] + p["qkv_b"]).reshape(
+        VIT_BATCH, VIT_TOKENS, 3, VIT_HEADS, VIT_DIM // VIT_HEADS).transpose(2, 0, 3, 1, 4)
+    q, k, v = qkv[0], qkv[1], qkv[2]
+    scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(VIT_DIM // VIT_HEADS))
+    att = (jax.nn.softmax(scores, axis=-1) @ v).transpose(0, 2, 1, 3)
+    x = x + att.reshape(VIT_BATCH, VIT_TOKENS, VIT_DIM) @ p["proj_w"] + p["proj_b"]
+    h = _layer_norm(x, p["ln2_scale"], p["ln2_bias"])
+    return x + jax.nn.gelu(h @ p["fc1_w"] + p["fc1_b"], approximate=False) @ p["fc2_w"] \
+        + p["fc2_b"]
+
+
+def _vit_loss(params, images, labels):
+    n = VIT_IMAGE // VIT_PATCH
+    patches = images.reshape(VIT_BATCH, n, VIT_PATCH, n, VIT_PATCH, 3).transpose(
+        0, 1, 3, 2, 4, 5).reshape(VIT_BATCH, n * n, VIT_PATCH * VIT_PATCH * 3)
+    x = patches @ params["patch_w"] + params["patch_b"]
+    cls = jnp.broadcast_to(params["cls"], (VIT_BATCH, 1, VIT_DIM))
+    x = jnp.concatenate([cls, x], axis=1) + params["pos"]
+    for layer in params["layers"]:
+        x = _vit_layer(x, layer)
+    x = _layer_norm(x[:, 0], params["ln_scale"], params["ln_bias"])
+    logp = jax.nn.log_softmax(x @ params["head_w"] + params["head_b"])
+    target = jax.nn.one_hot(labels, VIT_CLASSES) * 0.9 + 0.1 / VIT_CLASSES
+    return -(target * logp).sum(-1).mean()
+
+
+def vit_tiny_train_step(params, m, v, step, images, labels):
+    """One AdamW step of ViT-tiny (6 layers) with global-norm clipping, all state donated."""
+    loss, grads = jax.value_and_grad(_vit_loss)(params, images, labels)
+    leaves = jax.tree_util.tree_leaves(grads)
+    norm = jnp.sqrt(sum(jnp.sum(g * g) for g in leaves))
+    grads = jax.tree_util.tree_map(lambda g: g * jnp.minimum(1.0, 1.0 / (norm + 1e-6)), grads)
+    step = step + 1
+    t = step.astype(jnp.float32)
+    m = jax.tree_util.tree_map(lambda m, g: 0.9 * m + 0.1 * g, m, grads)
+    v = jax.tree_util.tree_map(lambda v, g: 0.999 * v + 0.001 * g * g, v, grads)
+    scale = 1e-3 * jnp.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t)
+    params = jax.tree_util.tree_map(
+        lambda p, m, v: p - scale * m / (jnp.sqrt(v) + 1e-8) - 1e-4 * p, params, m, v)
+    return params, m, v, step, norm, loss
+
+
+def write_vit(out: Path) -> None:
+    """``vit_tiny_train_step.hlo`` from shapes alone (no inputs, no XLA run)."""
+    params = vit_params()
+    lowered = jax.jit(vit_tiny_train_step, donate_argnums=(0, 1, 2, 3)).lower(
+        params, params, params, jax.ShapeDtypeStruct((), jnp.int32),
+        jax.ShapeDtypeStruct((VIT_BATCH, VIT_IMAGE, VIT_IMAGE, 3), jnp.float32),
+        jax.ShapeDtypeStruct((VIT_BATCH,), jnp.int32))
+    (out / "vit_tiny_train_step.hlo").write_text(lowered.as_text(dialect="hlo"))
 
 
 def sgd_tanh(w, g):
@@ -200,6 +278,7 @@ def main(out: Path = HERE) -> None:
           tolerance=1e-3)
     for name in STRATEGIES:
         write_sharded(out, name, step_args)
+    write_vit(out)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The timeline's front end (``hlo_magic/static/timeline.js``) in headless Chromium without
 JupyterLab: a page renders it with a stand-in for the widget model holding the data Python
-computed for a transformer training step, and the test zooms, pans, finds, clicks and hovers."""
+computed for a transformer training step (and the annotated view of the same plan, linked),
+and the test zooms, pans, finds, clicks, hovers, saves the figure and follows the links."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 import hlo_magic
 import runtime
+from hlo_magic.annotated import annotate
 from hlo_magic.formatting import format_bytes
 from hlo_magic.timeline_data import timeline_data
 from runtime.pipeline import run as run_pipeline
@@ -24,16 +26,17 @@ pytestmark = pytest.mark.browser
 MODULE = Path(__file__).with_name("data") / "train_step.hlo"
 STATIC = Path(hlo_magic.__file__).parent / "static"
 VIEW = "document.getElementById('out').hloTimeline"
+LINK = "k1"
 
 # A stand-in for the anywidget model: get/set/save_changes/on/off, and `changed` records what
 # the front end sent back to Python.
 PAGE = """<!doctype html><html><head><style>{css}</style></head>
 <body style="width:1200px;margin:0">
 <div class="hlo-magic-static hlo-magic-static-0123abcd" id="copy">the static copy</div>
-<div id="out"></div><script type="module">
+<div id="out"></div>{annotated}<script type="module">
 const raw = Uint8Array.from(atob("{columns}"), (c) => c.charCodeAt(0));
 const state = {{ meta: {meta}, columns: new DataView(raw.buffer), selected: "", height: 460,
-                 static_id: "0123abcd" }};
+                 static_id: "0123abcd", link: "{link}" }};
 const handlers = {{}};
 window.changed = [];
 window.model = {{
@@ -64,11 +67,12 @@ def open_page(request, plan):
         pytest.skip(f"{CHROMIUM} not installed")
     browser = request.getfixturevalue("browser")
     data = timeline_data(plan)
-    html = PAGE.format(css=(STATIC / "timeline.css").read_text(),
+    html = PAGE.format(css=(STATIC / "timeline.css").read_text(), link=LINK,
+                       annotated=annotate(plan, link=LINK).to_html(),
                        columns=base64.b64encode(data.numeric.tobytes()).decode(),
                        meta=json.dumps(data.meta()),
                        js=base64.b64encode((STATIC / "timeline.js").read_bytes()).decode())
-    page = browser.new_page(viewport={"width": 1250, "height": 700})
+    page = browser.new_page(viewport={"width": 1250, "height": 700}, accept_downloads=True)
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
     page.set_content(html)
@@ -178,19 +182,22 @@ def test_a_whole_model_with_hundreds_of_buffers(request):
     assert view(page, "v.aggregated") > 0        # at full view, most buffers are lumped
 
 
-def test_parameters_share_one_band_by_default_and_can_be_expanded(page, plan):
+def test_parameters_and_outputs_share_a_band_each_by_default_and_can_be_expanded(page, plan):
     params = [a for a in plan.allocations if a.kind == "parameter"]
-    assert len(params) > 20
+    outputs = [a for a in plan.allocations if a.kind == "output"]
+    assert len(params) > 20 and len(outputs) > 1
     bands = view(page, "v.bands.map((b) => b.label)")
-    assert len(bands) == len(plan.allocations) - len(params) + 1
+    assert len(bands) == len(plan.allocations) - len(params) - len(outputs) + 2
     assert f"{len(params)} parameters (" in bands[0]
+    assert sum(f"{len(outputs)} outputs (" in b for b in bands) == 1
     (arena,) = [a.index for a in plan.allocations if a.kind == "temp"]
     share = view(page, f"v.bandHeight[v.allocBand[{arena}]] / v.mapTop")
     assert share > 0.3                        # one sqrt band per parameter left it ~3 %
     # every parameter buffer still sits on its own bytes inside the shared band
     rects = view(page, "v.meta.names.map((n, i) => [v.alloc[i], v.bottomOf(i)])")
-    bottoms = sorted(y for a, y in rects if plan.allocations[int(a)].kind == "parameter")
-    assert len(set(bottoms)) == len(bottoms)
+    for kind in ("parameter", "output"):
+        bottoms = sorted(y for a, y in rects if plan.allocations[int(a)].kind == kind)
+        assert len(set(bottoms)) == len(bottoms)
     page.click(".hlo-tl-collapse")
     assert view(page, "v.bands.length") == len(plan.allocations)
     assert view(page, f"v.bandHeight[v.allocBand[{arena}]] / v.mapTop") < share / 2
@@ -263,3 +270,86 @@ def test_a_collective_is_marked_at_its_step_and_says_its_kind_and_bytes_on_hover
         assert tooltip.startswith(f"step {mark['step']}: "), tooltip
         assert mark["text"] in tooltip and "sends" in mark["text"]
     assert view(page, "v.collectivesAt(0).length") == 0
+
+
+def _download(page, button: str, folder: Path) -> Path:
+    with page.expect_download() as download:
+        page.click(button)
+    path = folder / download.value.suggested_filename
+    download.value.save_as(path)
+    return path
+
+
+# Rasterises an SVG text at the canvas's size and counts the pixels that differ from the canvas
+# (on the same background) by more than a quarter of the range in some channel.
+COMPARE = """async (svg) => {
+  const v = %s, c = v.canvas;
+  const img = new Image();
+  img.src = "data:image/svg+xml;base64," + btoa(unescape(encodeURIComponent(svg)));
+  await img.decode();
+  const draw = (source) => {
+    const out = document.createElement("canvas");
+    out.width = c.width; out.height = c.height;
+    const g = out.getContext("2d");
+    g.fillStyle = v.colours().bg; g.fillRect(0, 0, c.width, c.height);
+    g.drawImage(source, 0, 0, c.width, c.height);
+    return g.getImageData(0, 0, c.width, c.height).data;
+  };
+  const a = draw(c), b = draw(img);
+  let differ = 0;
+  for (let k = 0; k < a.length; k += 4) {
+    if (Math.max(Math.abs(a[k] - b[k]), Math.abs(a[k + 1] - b[k + 1]),
+                 Math.abs(a[k + 2] - b[k + 2])) > 64) differ += 1;
+  }
+  return differ / (a.length / 4);
+}""" % VIEW
+
+
+def test_save_png_and_svg_write_the_figure_as_shown(page, plan, tmp_path):
+    target = plan.live_at_peak()[1]
+    page.fill(".hlo-tl-search", target.name)          # a zoomed view with a selection
+    page.press(".hlo-tl-search", "Enter")
+    png = _download(page, ".hlo-tl-png", tmp_path)
+    assert png.name == f"{plan.module.name}-memory-timeline.png"
+    width, height = view(page, "[v.canvas.width, v.canvas.height]")
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    assert int.from_bytes(data[16:20], "big") == width
+    assert int.from_bytes(data[20:24], "big") == height
+    svg = _download(page, ".hlo-tl-svg", tmp_path)
+    assert svg.suffix == ".svg"
+    text = svg.read_text()
+    assert text.startswith("<svg xmlns=") and text.count("<path") > view(page, "v.drawn.length")
+    assert page.evaluate(COMPARE, text) < 0.03         # the same picture, up to text rendering
+
+
+def _row_in_view(page, name: str) -> bool:
+    return page.evaluate("""(name) => {
+      const row = document.querySelector(`.hlo-annotated tr[data-instruction="${name}"]`);
+      const box = document.querySelector(".hlo-annotated-body").getBoundingClientRect();
+      const r = row.getBoundingClientRect();
+      return row.classList.contains("hlo-annotated-current") && r.top >= box.top &&
+             r.bottom <= box.bottom;
+    }""", name)
+
+
+def test_the_timeline_and_the_annotated_view_point_at_each_other(page, plan):
+    page.click(".hlo-tl-reset")
+    big = plan.live_at_peak()[0]
+    rect = view(page, f"v.rectOf({json.dumps(big.name)})")
+    page.mouse.click(rect["x"] + rect["width"] / 2, rect["y"] + rect["height"] / 2)
+    assert _row_in_view(page, big.buffer.first.instruction.name)
+    assert page.locator(".hlo-annotated-current").count() == 1
+    # a row of the table of buffers live at the peak
+    small = plan.live_at_peak()[-1]
+    page.fill(".hlo-tl-filter", small.name)
+    page.locator(".hlo-tl-table a", has_text=small.name).first.click()
+    assert _row_in_view(page, small.buffer.first.instruction.name)
+    # and back: a buffer named in the annotated view selects it in the timeline
+    other = next(b for b in plan.live_at_peak()[2:] if "{" not in b.name)   # not folded
+    span = page.locator(f".hlo-annotated [data-buffer='{other.name}'] >> visible=true").first
+    span.scroll_into_view_if_needed()
+    assert span.get_attribute("title") == "show this buffer in the memory timeline"
+    span.click()
+    assert view(page, "v.meta.names[v.selected]") == other.name
+    assert page.evaluate("window.changed").pop() == ["selected", other.name]

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
+import runtime
+
 from ..conftest import REPO
 from ..corpus_data import output_differences
 
@@ -17,6 +19,7 @@ MODULES = REPO / "notebooks" / "modules"
 GENERATED = ("attention", "mlp_forward", "sgd_tanh", "transformer_train_step")
 # notebook 07's partitioned steps: XLA's per-device text and each device's slices
 SHARDED = ("transformer_dp", "transformer_fsdp", "transformer_tp")
+WHOLE_MODEL = MODULES / "vit_tiny_train_step.hlo"     # text only: its inputs are 32 MB
 
 
 def test_the_shipped_files_are_small():
@@ -26,6 +29,16 @@ def test_the_shipped_files_are_small():
     sharded = [MODULES / f"{name}.{ext}" for name in SHARDED for ext in ("opt.hlo", "json")]
     assert all(f.is_file() for f in sharded)
     assert sum(f.stat().st_size for f in sharded) < 1_000_000
+
+
+def test_the_whole_model_is_vit_tiny_sized_and_small():
+    """A ViT-tiny training step (the browser tests' whole model): about 6,000 lines and 240
+    parameters (weights, two Adam moments, the step, images and labels) in a few hundred KB."""
+    text = WHOLE_MODEL.read_text()
+    assert WHOLE_MODEL.stat().st_size < 500_000
+    assert 5_000 < text.count("\n") < 8_000
+    module = runtime.parse(text)
+    assert len(module.entry.parameters) == 3 * 80 + 3
 
 
 def test_the_script_regenerates_the_shipped_files(tmp_path):
@@ -49,6 +62,7 @@ def test_the_script_regenerates_the_shipped_files(tmp_path):
         outs = [f"out_{i}" for i in range(sum(k.startswith("out_") for k in made.files))]
         problems = output_differences([made[k] for k in outs], [shipped[k] for k in outs], 1e-5)
         assert not problems, f"{name}: " + "\n".join(problems)
+    assert (tmp_path / WHOLE_MODEL.name).read_text() == WHOLE_MODEL.read_text()
     for name in SHARDED:
         check_sharded(name, tmp_path, MODULES)
 

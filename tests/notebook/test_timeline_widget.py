@@ -85,7 +85,9 @@ def test_bundle_falls_back_to_the_static_figure():
 def test_front_end_is_shipped_and_loads_nothing_from_the_network():
     js = (Path(hlo_magic.__file__).parent / "static" / "timeline.js").read_text()
     assert "export default" in js and "render(" in js
-    assert not re.search(r"^\s*import\b|https?://|\bimport\(", js, re.M)
+    # (the SVG namespace of a saved figure is a name, not an address it loads)
+    assert not re.search(r"^\s*import\b|https?://(?!www\.w3\.org/2000/svg\b)|\bimport\(",
+                         js, re.M)
 
 
 def test_result_timeline_is_the_widget_and_the_report_keeps_the_png(ip):
@@ -178,3 +180,22 @@ def test_a_fusion_names_the_source_of_its_root():
     data = timeline_data(plan, source)
     fused = [i for i, op in enumerate(data.opcodes) if op == "fusion"]
     assert fused and data.sources[fused[0]] == "jit(f)/neg (model.py:13)"
+
+
+def test_the_displayed_timeline_is_linked_with_the_reports_annotated_view(ip, monkeypatch):
+    """The front end finds the annotated view by the key they share (``link``); each of its
+    slots names the buffer the timeline draws, and another cell's report has another key."""
+    from IPython.utils.capture import capture_output
+    monkeypatch.setattr(ip, "kernel", object(), raising=False)
+    with capture_output() as cap:
+        ip.run_cell_magic("hlo", "--show timeline,annotated -o r", ADD_MUL)
+    report, _, _ = cap.outputs
+    result = ip.user_ns["r"]
+    timeline = result.timeline()
+    assert timeline.link and timeline.link == result.annotated().link
+    assert f'<div class="hlo-annotated" data-hlo-link="{timeline.link}"' in \
+        report.data["text/html"]
+    spans = set(re.findall(r'<span data-buffer="([^"]+)">', report.data["text/html"]))
+    assert set(timeline.data.names) <= spans
+    other = ip.run_cell_magic("hlo", "--show annotated", ADD_MUL)
+    assert other.link != result.link
