@@ -61,6 +61,9 @@ def _while(module):
     # body still reads the old counter after the increment
     (loop().replace("ROOT out = (s32[], f32[4]) tuple(j, y)",
                     "jc = s32[] copy(j)\n  ROOT out = (s32[], f32[4]) tuple(jc, y)"), 7),
+    # XLA's optimised text starts a counter from an operand-less fusion of a constant
+    (loop(start="s32[] fusion(), kind=kLoop, calls=start").replace(
+        "body {", "start {\n  c = s32[] constant(2)\n  ROOT cp = s32[] copy(c)\n}\nbody {"), 5),
 ])
 def test_counted_loops_before_and_after_fusion(text, count):
     assert trip_count(_while(runtime.parse(text))) == count
