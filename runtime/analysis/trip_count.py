@@ -169,14 +169,16 @@ def _integral_scalar(inst: HloInstruction) -> bool:
 
 def _initial(init: HloInstruction, counter: int) -> int | None:
     """The constant the loop state's element ``counter`` starts at (through the copies and
-    tuples copy insertion puts around loop state)."""
+    tuples copy insertion puts around loop state, and the operand-less kLoop fusions of a
+    constant XLA's optimised text starts its counters from: ``copy_fusion = s32[] fusion()``)."""
     state = _source(init)
     if state.opcode != Opcode.TUPLE:
         return None
     value = _source(state.operands[counter])
-    if value.opcode != Opcode.CONSTANT or value.literal is None or value.literal.elided:
+    read: set[int] = set()
+    if not _reads(value, state, read) or read:
         return None
-    return int(np.asarray(value.literal.data).reshape(()))
+    return _evaluate(value, {})
 
 
 def _source(value: HloInstruction) -> HloInstruction:

@@ -12,19 +12,22 @@ predicate read from its buffer (the same value for every work-item), then the bo
 and a barrier, until the predicate is false. A loop inside is the same code inline (JAX's
 threefry and rejection loops nest: discrete sampling 2.64 -> 0.28 ms). Buffers and loop state are the plan's, as the host
 loop's kernels read and write them; copies of loop state the host would enqueue become
-kernels of a work-item a byte. Anything else (a conditional, a custom call, a bigger body)
-keeps the host loop (``HostWhile``), whose inner loops may still run on the device.
+kernels of a work-item a byte. A conditional is every branch's stages, each guarded by the
+selector naming its branch, with the barriers left unconditional: PoCL duplicates the code
+after a barrier under a branch, and Optax's L-BFGS (conditionals in a line search's loop in a
+counted loop) then took minutes to build. Anything else (a loop inside a branch, a custom
+call, a bigger body) keeps the host loop (``HostWhile``), whose inner loops may still run on
+the device.
 """
 
 from __future__ import annotations
 
-from ..hlo.dtypes import ELEMENT_TYPES
-from ..hlo.ir import HloInstruction
+from ..hlo.ir import HloComputation, HloInstruction
+from ..hlo.opcode_enum import Opcode
 from ..analysis.fusion_cost import kernel_work
 from .context import LoweringContext
-from .launch_chaining import Stages, fits_arguments, is_stage
-from .kernel import KernelBuilder
-from .plan import CopyBytes, Launch, NestedLoop, Step
+from .launch_chaining import Stages, copy_stage, fits_arguments, is_stage
+from .plan import CopyBytes, HostConditional, Launch, NestedLoop, Step
 
 
 def device_loop(ctx: LoweringContext, loop: HloInstruction) -> Launch | None:
@@ -39,59 +42,121 @@ def device_loop(ctx: LoweringContext, loop: HloInstruction) -> Launch | None:
 
 
 def _loop_lines(ctx: LoweringContext, stages: Stages, loop: HloInstruction) -> list[str] | None:
-    """The kernel lines running ``loop`` (and the loops inside it), or None."""
+    """The kernel lines running ``loop`` (and the loops and conditionals inside it), or None."""
     cond, body = loop.condition, loop.body
-    members = {i.name: i for c in (cond, body) for i in c.instructions}
+    members = _members([cond, body])
     deferring, ctx.deferring_loops = ctx.deferring_loops, True
     try:
         cond_steps, body_steps = ctx.lower_computation(cond), ctx.lower_computation(body)
     finally:
         ctx.deferring_loops = deferring
-    launches = [s for s in cond_steps + body_steps if isinstance(s, Launch)]
-    if not body_steps or any(not isinstance(s, (Launch, CopyBytes, NestedLoop))
-                             for s in cond_steps + body_steps) \
-            or not all(is_stage(ctx, members, s, ctx.target.chain_max_work) for s in launches):
+    if not body_steps:
         return None
-    work = sum(kernel_work(members[name]) for s in cond_steps + body_steps
-               if not isinstance(s, NestedLoop) for name in s.instruction.split("+"))
-    if work > ctx.target.loop_max_work:
+    work = _work(ctx, members, cond_steps + body_steps)
+    if work is None or work > ctx.target.loop_max_work:
         return None
-    code = []
-    for steps in (cond_steps, body_steps):
-        part: list[str] = []
-        run: list[Launch] = []
-        for step in steps:
-            if isinstance(step, NestedLoop):
-                inner = _loop_lines(ctx, stages, step.instruction)
-                if inner is None:
-                    return None
-                part += [*stages.code(run), "  barrier(CLK_GLOBAL_MEM_FENCE);", *inner,
-                         "  barrier(CLK_GLOBAL_MEM_FENCE);"]
-                run = []
-            elif isinstance(step, CopyBytes):
-                run.append(_copy_stage(ctx, step))
-            elif isinstance(step, Launch):   # the only other kind _loop_lines admitted
-                run.append(step)
-        code.append(part + stages.code(run))
+    cond_code = _lines(ctx, stages, cond_steps)
+    body_code = _lines(ctx, stages, body_steps)
+    if cond_code is None or body_code is None:
+        return None
     base, offset = stages.buffer(ctx.ref(cond.root_instruction))
-    return ["  for (;;) {", *code[0], "  barrier(CLK_GLOBAL_MEM_FENCE);",
+    return ["  for (;;) {", *cond_code, "  barrier(CLK_GLOBAL_MEM_FENCE);",
             f"  if (*(__global const uchar*)({base} + {offset}) == 0) break;",
-            *code[1], "  barrier(CLK_GLOBAL_MEM_FENCE);", "  }"]
+            *body_code, "  barrier(CLK_GLOBAL_MEM_FENCE);", "  }"]
 
 
-_BYTES = ELEMENT_TYPES["u8"]
+def _members(comps: list[HloComputation]) -> dict[str, HloInstruction]:
+    """The instructions of ``comps`` and of the branches of their conditionals, by name."""
+    members: dict[str, HloInstruction] = {}
+    for comp in comps:
+        for inst in comp.instructions:
+            members[inst.name] = inst
+            if inst.opcode == Opcode.CONDITIONAL:
+                members.update(_members(_branches(inst)))
+    return members
 
 
-def _copy_stage(ctx: LoweringContext, step: CopyBytes) -> Launch:
-    """A copy the host would enqueue (copy insertion's, of loop state) as a kernel of one
-    work-item a byte, which a stage can be."""
-    kb = KernelBuilder()
-    dst = kb.buffer(_BYTES, step.dst, writable=True)
-    src = kb.buffer(_BYTES, step.src)
-    count = kb.param(step.nbytes)
-    i = kb.let("long", "(long)get_global_id(0)", "i")
-    with kb.block(f"if ({i} < {count})"):
-        kb.line(f"{dst}[{i}] = {src}[{i}];")
-    name = ctx.program.add_kernel(kb, step.instruction)
-    return Launch(name, tuple(b.ref for b in kb.buffers), tuple(kb.scalar_arg_values()),
-                  (step.nbytes,), (1,), step.instruction)
+def _branches(inst: HloInstruction) -> list[HloComputation]:
+    if "branch_computations" in inst.attrs:
+        return list(inst.branch_computations)
+    return [inst.true_computation, inst.false_computation]
+
+
+def _work(ctx: LoweringContext, members: dict[str, HloInstruction],
+          steps: list[Step]) -> float | None:
+    """An iteration's work in ``steps`` (every branch of a conditional counted), loops inside
+    left to their own limit; None where a step cannot be part of the loop's kernel."""
+    total = 0.0
+    for step in steps:
+        if isinstance(step, NestedLoop):
+            continue
+        if isinstance(step, HostConditional):
+            for branch in step.branches:
+                work = _work(ctx, members, branch)
+                if work is None:
+                    return None
+                total += work
+            continue
+        if isinstance(step, Launch) and not is_stage(ctx, members, step,
+                                                     ctx.target.chain_max_work):
+            return None
+        if not isinstance(step, (Launch, CopyBytes)):
+            return None
+        names = step.instruction.split("+")
+        if any(name not in members for name in names):
+            return None
+        total += sum(kernel_work(members[name]) for name in names)
+    return total
+
+
+def _lines(ctx: LoweringContext, stages: Stages, steps: list[Step],
+           guard: str = "") -> list[str] | None:
+    """The kernel lines running ``steps`` (``_work`` admitted them) in order, each stage's
+    work done only where ``guard`` holds (inside a conditional's branch: ``_conditional``)."""
+    part: list[str] = []
+    run: list[Launch] = []
+    for step in steps:
+        if isinstance(step, NestedLoop):
+            inner = None if guard else _loop_lines(ctx, stages, step.instruction)
+            if inner is None:   # a loop in a branch would put its barriers under the branch
+                return None
+            part += [*stages.code(run), _BARRIER, *inner, _BARRIER]
+            run = []
+        elif isinstance(step, HostConditional):
+            chosen = _conditional(ctx, stages, step, guard)
+            if chosen is None:
+                return None
+            part += [*stages.code(run, guard), _BARRIER, *chosen, _BARRIER]
+            run = []
+        elif isinstance(step, CopyBytes):
+            run.append(copy_stage(ctx, step))
+        elif isinstance(step, Launch):   # the only other kind _work admitted
+            run.append(step)
+    return part + stages.code(run, guard)
+
+
+def _conditional(ctx: LoweringContext, stages: Stages, step: HostConditional,
+                 guard: str) -> list[str] | None:
+    """Every branch's stages, each guarded by its branch being the one the selector names
+    (a pred selects branch 0 when true; an index out of range, the last branch, as in XLA).
+    Each work-item reads the selector into a variable of its own, then a barrier, since a
+    branch may write the selector's bytes (its value is dead once the branch is chosen)."""
+    base, offset = stages.buffer(step.selector)
+    kind = "uchar" if step.selector_is_pred else "int"
+    sel = f"sel{len(stages.slots)}"
+    count = len(step.branches)
+    if step.selector_is_pred:
+        tests = [f"{sel} != 0", f"{sel} == 0"]
+    else:
+        tests = [f"{sel} == {k}" for k in range(count - 1)]
+        tests.append(f"({sel} < 0 || {sel} >= {count - 1})")
+    lines = [f"  const int {sel} = (int)*(__global const {kind}*)({base} + {offset});", _BARRIER]
+    for test, branch in zip(tests, step.branches):
+        code = _lines(ctx, stages, branch, f"{guard}({test}) && ")
+        if code is None:
+            return None
+        lines += [*code, _BARRIER]
+    return lines
+
+
+_BARRIER = "  barrier(CLK_GLOBAL_MEM_FENCE);"

@@ -34,8 +34,9 @@ import numpy as np
 from ..hlo.ir import HloComputation, HloInstruction
 from ..analysis.fusion_cost import kernel_work
 from .context import LoweringContext
-from .kernel import SCALAR_DTYPES, BufferRef
-from .plan import Launch, Step
+from ..hlo.dtypes import ELEMENT_TYPES
+from .kernel import SCALAR_DTYPES, BufferRef, KernelBuilder
+from .plan import CopyBytes, Launch, Step
 from .program import MAX_PARAMETER_BYTES
 
 # what a kernel may not use to be called on a share of another launch's work-items (a stage
@@ -47,32 +48,60 @@ _SLOT = 8   # bytes per argument in a chain's block
 # the most stages a chain takes: its kernel's source grows with them, and so its build time
 _MAX_STAGES = 16
 _MIN_PERIODIC = 4
+# the largest copy a chain takes as a stage (``copy_stage``): a byte a work-item, the
+# work-group's items looping over it, as ``copy_batching``'s kernels do
+COPY_STAGE_BYTES = 16 * 1024
+_BYTES = ELEMENT_TYPES["u8"]
 
 
 def chain_launches(ctx: LoweringContext, comp: HloComputation, steps: list[Step]) -> list[Step]:
     """``steps`` (``comp``'s) with each run of two or more consecutive small launches replaced
-    by one chained launch."""
+    by one chained launch; small copies among them are stages too (``copy_stage``)."""
     limit = ctx.target.chain_max_work
     if limit <= 0:
         return steps
     members = {inst.name: inst for inst in comp.instructions}
     out: list[Step] = []
-    run: list[Launch] = []
+    run: list[Launch | CopyBytes] = []
 
     def close() -> None:
-        for chunk in (piece for chunk in _chunks(run) for piece in _within_arguments(chunk)):
-            out.append(_chained(ctx, chunk) if len(chunk) > 1 else chunk[0])
+        if all(isinstance(step, CopyBytes) for step in run):   # ``copy_batching``'s
+            out.extend(run)
+        else:
+            stages = [copy_stage(ctx, s) if isinstance(s, CopyBytes) else s for s in run]
+            original = {id(stage): step for stage, step in zip(stages, run)}
+            for chunk in (piece for chunk in _chunks(stages) for piece in _within_arguments(chunk)):
+                out.append(_chained(ctx, chunk) if len(chunk) > 1 else original[id(chunk[0])])
         run.clear()
 
     for step in steps:
-        if not is_stage(ctx, members, step, limit):
+        if isinstance(step, CopyBytes) and 0 < step.nbytes <= COPY_STAGE_BYTES:
+            run.append(step)
+        elif is_stage(ctx, members, step, limit):
+            assert isinstance(step, Launch)
+            run.append(step)
+        else:
             close()
             out.append(step)
-            continue
-        assert isinstance(step, Launch)
-        run.append(step)
     close()
     return out
+
+
+def copy_stage(ctx: LoweringContext, step: CopyBytes) -> Launch:
+    """A copy the host would enqueue (copy insertion's, of loop state) as a kernel of one
+    work-item a byte, which a stage can be: a scan body's kernels and the copy of its counter
+    after them are one launch instead of a launch and a copy command (each ~5-10 us on
+    PoCL)."""
+    kb = KernelBuilder()
+    dst = kb.buffer(_BYTES, step.dst, writable=True)
+    src = kb.buffer(_BYTES, step.src)
+    count = kb.param(step.nbytes)
+    i = kb.let("long", "(long)get_global_id(0)", "i")
+    with kb.block(f"if ({i} < {count})"):
+        kb.line(f"{dst}[{i}] = {src}[{i}];")
+    name = ctx.program.add_kernel(kb, step.instruction)
+    return Launch(name, tuple(b.ref for b in kb.buffers), tuple(kb.scalar_arg_values()),
+                  (step.nbytes,), (1,), step.instruction)
 
 
 def _chunks(run: list[Launch]) -> list[list[Launch]]:
@@ -169,8 +198,11 @@ class Stages:
         self.slots.append(np.uint64(ref.offset).tobytes())
         return f"ch_b{j}", _load("ulong", len(self.slots) - 1)
 
-    def code(self, run: list[Launch]) -> list[str]:
-        """``run``'s stages in order, a barrier between consecutive ones."""
+    def code(self, run: list[Launch], guard: str = "") -> list[str]:
+        """``run``'s stages in order, a barrier between consecutive ones; with ``guard`` (a
+        condition every work-item evaluates alike) each stage does its work only where it
+        holds, while the barriers stay unconditional (PoCL duplicates the code after a
+        barrier under a branch: nested conditionals took minutes to build)."""
         program = self.ctx.program
         body: list[str] = []
         for k, step in enumerate(run):
@@ -200,7 +232,7 @@ class Stages:
                      # uniform loop bounds: PoCL miscompiled a loop started at the local id
                      "    for (long c = 0; c < n; c += ch_items) {",
                      "      const long i = c + ch_lid;",
-                     f"      if (i < n) {function}({', '.join(args)}, {ids});",
+                     f"      if ({guard}i < n) {function}({', '.join(args)}, {ids});",
                      "    }", "  }"]
         return body
 

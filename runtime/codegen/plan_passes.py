@@ -6,8 +6,9 @@ entry, every while body and every conditional branch; a while condition keeps it
 lowered), because they need the computation's instructions to tell which launches touch
 which buffers. ``WHOLE_PLAN`` passes run once on the entry's finished plan and recurse into
 loops and branches themselves. Order matters: copies are batched after launches chain (a
-chain never takes a copy), and predication comes last because it guards whole loops and
-branches as the earlier passes left them.
+chain takes the small copies among its launches; runs of copies alone are batched), and
+predication comes last because it guards whole loops and branches as the earlier passes
+left them.
 
 Device loops are not a pass here: whether a ``while`` runs as one looping launch
 (``device_loops``) is the while rule's first choice, made before its body's kernels are

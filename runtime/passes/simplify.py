@@ -6,8 +6,10 @@ each reshape costs integer divisions per element of a fused kernel and hides fro
 analysis that the value only depends on the row. These rewrites, applied operands first so
 chains collapse in one walk, remove them:
 
-* an identity reshape, broadcast, transpose or convert (result shape == operand shape,
-  layout included) is its operand;
+* an identity reshape, broadcast, transpose, convert or copy (result shape == operand
+  shape, layout included) is its operand: XLA's optimised text carries the copies its own
+  copy insertion placed (a loop counter copied at the top of every iteration, each a launch
+  here), and copy insertion adds back the ones this runtime's buffers need;
 * reshape(reshape(y)) is reshape(y); broadcast(broadcast(y)) is one broadcast;
 * broadcast(reshape(y)), where the reshape only inserts or removes size-1 dimensions, is a
   broadcast of y; a broadcast that only adds size-1 dimensions is a reshape;
@@ -166,6 +168,7 @@ RULES: dict[Opcode, Callable[[HloInstruction], HloInstruction | None]] = {
     Opcode.BROADCAST: _broadcast,
     Opcode.TRANSPOSE: _identity,
     Opcode.CONVERT: _identity,
+    Opcode.COPY: _identity,
     Opcode.REDUCE: _reduce,
     Opcode.TUPLE: _tuple,
 }

@@ -61,6 +61,9 @@ def _while(module):
     # body still reads the old counter after the increment
     (loop().replace("ROOT out = (s32[], f32[4]) tuple(j, y)",
                     "jc = s32[] copy(j)\n  ROOT out = (s32[], f32[4]) tuple(jc, y)"), 7),
+    # XLA's optimised text starts a counter from an operand-less fusion of a constant
+    (loop(start="s32[] fusion(), kind=kLoop, calls=start").replace(
+        "body {", "start {\n  c = s32[] constant(2)\n  ROOT cp = s32[] copy(c)\n}\nbody {"), 5),
 ])
 def test_counted_loops_before_and_after_fusion(text, count):
     assert trip_count(_while(runtime.parse(text))) == count
@@ -148,9 +151,10 @@ ENTRY e {
 }"""
 
 
-def test_conditionals_on_the_counter_of_a_counted_loop_read_nothing_back(monkeypatch):
+def test_conditionals_on_the_counter_of_a_counted_loop_read_nothing_back(monkeypatch, host_loops):
     """A sampler's ``cond`` on the step number (``(9 - i) % 2 == 0`` as JAX writes it, and a
-    three-way switch on ``i % 3``): the host knows each iteration's branch before the run."""
+    three-way switch on ``i % 3``): the host knows each iteration's branch before the run
+    (where the loop is the host's: small ones with conditionals run on the device)."""
     exe = runtime.compile(COUNTED_CONDITIONAL)
     [loop] = [s for s in exe.program.plan if type(s).__name__ == "HostWhile"]
     conditionals = [s for s in loop.body if type(s).__name__ == "HostConditional"]
@@ -167,7 +171,7 @@ def test_conditionals_on_the_counter_of_a_counted_loop_read_nothing_back(monkeyp
     np.testing.assert_array_equal(exe(x), want.astype(np.float32))
 
 
-def test_a_conditional_on_other_loop_state_still_reads_its_selector():
+def test_a_conditional_on_other_loop_state_still_reads_its_selector(host_loops):
     text = COUNTED_CONDITIONAL.replace(
         "  y = f32[4] conditional(p, x, x)",
         "  x0 = f32[1] slice(x), slice={[0:1]}\n  x0s = f32[] reshape(x0)\n"

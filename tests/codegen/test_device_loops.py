@@ -92,8 +92,8 @@ ENTRY e {
   ROOT w = f32[64] while(x), condition=cond, body=body
 }"""
 
-# the outer body's conditional keeps the outer loop on the host; the inner one runs on the
-# device
+# a conditional in the outer body runs on the device too, its branches' stages guarded by
+# the selector
 BRANCHED = NESTED.replace("""outer_body {""", """halve {
   h = f32[4] parameter(0)
   k = f32[] constant(0.5)
@@ -110,6 +110,22 @@ outer_body {""").replace("""  two = f32[] constant(0.5)
   early = pred[] compare(i, two), direction=LT
   y2 = f32[4] conditional(early, y, y), true_computation=halve, false_computation=double""")
 
+# a switch on the counter minus one: -1 and 3 are out of range and select the last branch
+SWITCHED = BRANCHED.replace("""  two = s32[] constant(2)
+  early = pred[] compare(i, two), direction=LT
+  y2 = f32[4] conditional(early, y, y), true_computation=halve, false_computation=double""",
+                            """  m1 = s32[] constant(1)
+  k = s32[] subtract(i, m1)
+  y2 = f32[4] conditional(k, y, y, y), branch_computations={halve, double, halve}""")
+# a loop inside a branch keeps the loop around it on the host (its barriers would be under
+# the branch)
+LOOP_IN_BRANCH = BRANCHED.replace("""  ROOT r = f32[4] multiply(h, kb)
+}""", """  s0 = s32[] constant(0)
+  t = (s32[], f32[4]) tuple(s0, h)
+  lw = (s32[], f32[4]) while(t), condition=inner_cond, body=inner_body
+  ROOT r = f32[4] get-tuple-element(lw), index=1
+}""")
+
 CASES = {
     "data-dependent": (DATA_LOOP, lambda: [np.random.default_rng(4).standard_normal(
         (8, 32)).astype(np.float32)]),
@@ -118,6 +134,8 @@ CASES = {
     "state-flag": (FLAG, lambda: [np.int32(9)]),
     "nested": (NESTED, lambda: [np.arange(4, dtype=np.float32)]),
     "branched": (BRANCHED, lambda: [np.arange(4, dtype=np.float32)]),
+    "switched": (SWITCHED, lambda: [np.arange(4, dtype=np.float32)]),
+    "loop-in-branch": (LOOP_IN_BRANCH, lambda: [np.arange(4, dtype=np.float32)]),
     "summed": (SUMMED, lambda: [np.linspace(0.5, 1.5, 64, dtype=np.float32)]),
 }
 
@@ -146,7 +164,7 @@ def test_loops_on_the_device_give_the_host_loops_values(name, variant):
         np.testing.assert_array_equal(np.atleast_1d(g).view(np.uint8),
                                       np.atleast_1d(w).view(np.uint8))
     plan = exe.program.plan
-    if name == "branched":          # the inner loop on the device, the outer on the host
+    if name == "loop-in-branch":    # the inner loops on the device, the outer on the host
         assert _host_whiles(plan) == 1
         [outer] = [s for s in plan if isinstance(s, HostWhile)]
         assert [s for s in outer.body if isinstance(s, Launch) and "for (;;)"

@@ -234,7 +234,7 @@ def _cond_in_scan_reference(xs, sel):
     return c, ys
 
 
-def test_a_scans_cond_and_switch_run_with_nothing_read_back(monkeypatch, reads):
+def test_a_scans_cond_and_switch_run_with_nothing_read_back(monkeypatch, reads, host_loops):
     exe = _compile(COND_IN_SCAN, monkeypatch)
     conditionals = _steps(exe, HostConditional)
     assert len(conditionals) == 2 and all(s.predicated for s in conditionals)
@@ -250,7 +250,7 @@ def test_a_scans_cond_and_switch_run_with_nothing_read_back(monkeypatch, reads):
     np.testing.assert_allclose(ys, want_ys, rtol=1e-6, atol=1e-6)
 
 
-def test_untaken_branches_dearer_than_a_read_stay_on_the_host(monkeypatch, reads):
+def test_untaken_branches_dearer_than_a_read_stay_on_the_host(monkeypatch, reads, host_loops):
     exe = _compile(COND_IN_SCAN, monkeypatch, MAX_UNTAKEN=0)
     assert not any(s.predicated for s in _steps(exe, HostConditional))
     xs = np.random.default_rng(6).standard_normal((6, 8)).astype(np.float32)
@@ -268,6 +268,23 @@ def _collatz(n: int) -> int:
         n = n // 2 if n % 2 == 0 else 3 * n + 1
         steps += 1
     return steps
+
+
+def test_a_scans_cond_and_switch_run_in_one_device_loop(monkeypatch, reads):
+    """Where loops run on the device (``codegen.device_loops``) the scan and its branches
+    are one launch, the selectors read there, out-of-range indices taking the last branch."""
+    exe = _compile(COND_IN_SCAN, monkeypatch)
+    assert not _steps(exe, HostWhile) and not _steps(exe, HostConditional)
+    rng = np.random.default_rng(7)
+    xs = rng.standard_normal((6, 8)).astype(np.float32)
+    xs[0] = np.abs(xs[0])
+    xs[3] = -np.abs(xs[3])
+    sel = np.array([1, -4, 0, 2, 9, 1], np.int32)
+    c, ys = (np.asarray(a) for a in exe(xs, sel))
+    assert reads[0] == 0
+    want_c, want_ys = _cond_in_scan_reference(xs, sel)
+    np.testing.assert_allclose(c, want_c, rtol=1e-6)
+    np.testing.assert_allclose(ys, want_ys, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("n", [1, 2, 6, 27, 97])
@@ -301,7 +318,8 @@ def test_a_loop_whose_condition_is_a_state_element_reads_it_every_iteration(monk
 
 
 @pytest.mark.parametrize("start", [0.5, 2.0, 1e6, 1e30])
-def test_a_branch_inside_a_speculated_loop_runs_only_while_the_loop_does(monkeypatch, start):
+def test_a_branch_inside_a_speculated_loop_runs_only_while_the_loop_does(monkeypatch, start,
+                                                                         host_loops):
     exe = _compile(HALVING, monkeypatch)
     [loop] = _steps(exe, HostWhile)
     [branch] = _steps(exe, HostConditional)

@@ -65,6 +65,52 @@ ENTRY e {
     assert opcodes(out) == ["parameter", "transpose", "negate"]
 
 
+def test_a_copy_within_a_layout_disappears_and_copy_insertion_puts_back_what_buffers_need():
+    """XLA's optimised text copies a loop's counter at the top of each iteration (its own
+    copy insertion's); the copy of a loop-state element read after the body overwrites it
+    comes back from this runtime's copy insertion, and the values stay."""
+    text = """
+HloModule copies
+body {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  ic = s32[] copy(i)
+  x = f32[4] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  j = s32[] add(ic, one)
+  f = f32[] convert(ic)
+  fb = f32[4] broadcast(f), dimensions={}
+  y = f32[4] add(x, fb)
+  ROOT out = (s32[], f32[4]) tuple(j, y)
+}
+cond {
+  s = (s32[], f32[4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(5)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+ENTRY e {
+  x = f32[4]{0} parameter(0)
+  xc = f32[4]{0} copy(x)
+  t = f32[2,2]{1,0} reshape(xc)
+  tc = f32[2,2]{0,1} copy(t)
+  z = s32[] constant(0)
+  init = (s32[], f32[4]) tuple(z, xc)
+  w = (s32[], f32[4]) while(init), condition=cond, body=body
+  r = f32[4] get-tuple-element(w), index=1
+  ROOT o = (f32[4], f32[2,2]{0,1}) tuple(r, tc)
+}
+"""
+    out = simplified(text)
+    assert opcodes(out).count("copy") == 1          # the layout change stays
+    assert "copy" not in [i.opcode for c in out.computations for i in c.instructions
+                          if c is not out.entry]
+    x = np.arange(4, dtype=np.float32)
+    got = runtime.compile(text)(x)
+    np.testing.assert_array_equal(np.asarray(got[0]), x + 10)
+    np.testing.assert_array_equal(np.asarray(got[1]), x.reshape(2, 2))
+
+
 def test_broadcast_of_broadcast_composes():
     text = """
 HloModule bb

@@ -81,8 +81,12 @@ def _conditional(ctx: LoweringContext, inst: HloInstruction) -> list[Step]:
     else:
         branches = [inst.true_computation, inst.false_computation]
         is_pred = True
+    # in a loop tried on the device (``device_loops``) the branches' kernels stay unchained:
+    # they become stages of the loop's kernel
+    lower = ctx.lower_computation if ctx.deferring_loops else \
+        (lambda comp: lowered_steps(ctx, comp))
     return [HostConditional(selector=ctx.ref(inst.operands[0]), selector_is_pred=is_pred,
-                            branches=[lowered_steps(ctx, b) for b in branches],
+                            branches=[lower(b) for b in branches],
                             instruction=inst.name)]
 
 
