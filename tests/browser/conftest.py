@@ -106,3 +106,13 @@ def screenshot_path(request, artifacts) -> Path:
     """Where the test leaves its screenshot: ``$SMOKE_SCREENSHOT`` or the artifacts folder."""
     default = artifacts / f"{request.node.name}.png"
     return Path(os.environ.get("SMOKE_SCREENSHOT", default))
+
+
+def notebook_of(cells: list[str]) -> dict:
+    """A notebook (nbformat 4 JSON) of code cells with these sources, not yet run."""
+    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {
+                "kernelspec": {"name": "python3", "display_name": "Python 3",
+                               "language": "python"}},
+            "cells": [{"cell_type": "code", "id": f"cell{n}", "metadata": {},
+                       "execution_count": None, "outputs": [], "source": source}
+                      for n, source in enumerate(cells)]}

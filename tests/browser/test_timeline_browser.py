@@ -18,20 +18,13 @@ from hlo_magic.formatting import format_bytes
 from runtime.pipeline import run as run_pipeline
 from runtime import reassign
 
+from .conftest import notebook_of
+
 pytestmark = pytest.mark.browser
 
 MODULE = Path(__file__).with_name("data") / "train_step.hlo"
 NOTEBOOK = "whole-model-timeline.ipynb"
 VIEW = "document.querySelector('.hlo-timeline').parentElement.hloTimeline"
-
-
-def _notebook(cells: list[str]) -> dict:
-    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {
-                "kernelspec": {"name": "python3", "display_name": "Python 3",
-                               "language": "python"}},
-            "cells": [{"cell_type": "code", "id": f"cell{n}", "metadata": {},
-                       "execution_count": None, "outputs": [], "source": source}
-                      for n, source in enumerate(cells)]}
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +42,7 @@ def test_hover_a_buffer_of_a_whole_model_then_donate(lab_root, lab_url, browser,
                     key=lambda p: (p.size, -p.number))
     expected_change = DonationModel(plan, frozenset()).set_donated(donatable.number, True)
     notebook = lab_root / "notebooks" / NOTEBOOK
-    notebook.write_text(json.dumps(_notebook([
+    notebook.write_text(json.dumps(notebook_of([
         "%load_ext hlo_magic\n%config HloMagics.max_table_rows = 4",
         f"module = open({str(MODULE)!r}).read()\n"
         "get_ipython().run_cell_magic('hlo', '--show timeline -o r', module)",

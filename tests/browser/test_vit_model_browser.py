@@ -22,6 +22,7 @@ from runtime import reassign
 from runtime.pipeline import run as run_pipeline
 
 from ..conftest import REPO
+from .conftest import notebook_of
 
 pytestmark = pytest.mark.browser
 
@@ -29,15 +30,6 @@ MODULE = REPO / "notebooks" / "modules" / "vit_tiny_train_step.hlo"
 NOTEBOOK = "vit-tiny-memory.ipynb"
 FIRST = "document.querySelector('.hlo-timeline').parentElement.hloTimeline"
 MAX_REPORT_PX = 2000
-
-
-def _notebook(cells: list[str]) -> dict:
-    return {"nbformat": 4, "nbformat_minor": 5, "metadata": {
-                "kernelspec": {"name": "python3", "display_name": "Python 3",
-                               "language": "python"}},
-            "cells": [{"cell_type": "code", "id": f"cell{n}", "metadata": {},
-                       "execution_count": None, "outputs": [], "source": source}
-                      for n, source in enumerate(cells)]}
 
 
 @pytest.fixture(scope="module")
@@ -81,7 +73,7 @@ def test_a_shipped_vit_in_jupyterlab(lab_root, lab_url, browser, declared, artif
     donatable = max((p for p in params if p.blocked is None and not p.must_alias),
                     key=lambda p: (p.size, -p.number))
     expected_change = DonationModel(plan, frozenset()).set_donated(donatable.number, True)
-    (lab_root / "notebooks" / NOTEBOOK).write_text(json.dumps(_notebook([
+    (lab_root / "notebooks" / NOTEBOOK).write_text(json.dumps(notebook_of([
         "%load_ext hlo_magic",
         "get_ipython().run_cell_magic('hlo', '--show timeline,annotated -o r', "
         "open('modules/vit_tiny_train_step.hlo').read())",
