@@ -22,7 +22,8 @@ PYTHON_TYPE = {
     "window": "Window", "dim_labels": "ConvDimensionNumbers",
     "computation": "HloComputation", "computation_list": "tuple[HloComputation, ...]",
     "operand_aliasing": "OperandAliasing", "shape_list": "tuple[Shape, ...]", "shape": "Shape",
-    "shaped_literal": "ShapedLiteral", "raw": "RawText", "metadata": "Metadata",
+    "shaped_literal": "ShapedLiteral", "raw": "RawText", "replica_groups": "RawText",
+    "metadata": "Metadata",
     "backend_config": "BackendConfig", "instruction_list": "tuple[HloInstruction, ...]",
 }
 

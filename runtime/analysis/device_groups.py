@@ -7,7 +7,10 @@ partition; a channel: groups of partitions within every replica; a channel and
 ``use_global_device_ids=true``: groups of devices. An empty list is one group of all of them.
 The groups are printed as a list (``{{0,1},{2,3}}``), as an iota (``[2,2]<=[4]``,
 ``[2,2]<=[2,2]T(1,0)``) or over a named mesh (``mesh['a'=2,'b'=2] {'a'}``: the devices that
-differ only along the listed axes). collective-permute's ``source_target_pairs`` name
+differ only along the listed axes). A mesh whose devices are not in order carries them, as an
+iota (``mesh['a'=2,'b'=2], device_ids=([2,2]T(1,0)) {'a'}``) or a list (``device_ids=(0,2,1,3)``),
+and an axis may be named in part, ``'a':(P)S`` being the S-sized piece of ``'a'`` after the
+major P (XLA's ``MeshAxesReplicaGroupList``). collective-permute's ``source_target_pairs`` name
 partitions with a channel, replicas without.
 
 Everything is checked the way XLA's verifier checks it, with a located ``HloVerifyError``: a
@@ -27,8 +30,10 @@ from ..hlo.ir import HloInstruction, HloModule
 _LIST = re.compile(r"\{\s*((?:\{[\d\s,]*\}\s*,?\s*)*)\}")
 _GROUP = re.compile(r"\{([\d\s,]*)\}")
 _IOTA = re.compile(r"\[([\d\s,]+)\]\s*<=\s*\[([\d\s,]+)\](?:\s*T\(([\d\s,]+)\))?")
-_MESH = re.compile(r"mesh\[([^\]]*)\]\s*\{([^}]*)\}")
-_AXIS = re.compile(r"'([^']+)'\s*=\s*(\d+)")
+_MESH = re.compile(r"mesh\[([^\]]*)\](?:\s*,\s*device_ids\s*=\s*\((.*)\))?\s*\{([^}]*)\}")
+_AXIS = re.compile(r"\s*'?([^'=,\s]+)'?\s*=\s*(\d+)\s*")
+_AXIS_REF = re.compile(r"\s*'?([^':\s]+)'?(?:\s*:\s*\((\d+)\)\s*(\d+))?\s*")
+_DEVICE_IOTA = re.compile(r"\s*\[([\d\s,]+)\](?:\s*T\(([\d\s,]+)\))?\s*")
 _PAIR = re.compile(r"\{\s*(\d+)\s*,\s*(\d+)\s*\}")
 
 
@@ -124,7 +129,7 @@ def _parse_groups(inst: HloInstruction, count: int) -> list[list[int]]:
     text = _raw(inst, "replica_groups", "{}")
     mesh = _MESH.fullmatch(text)
     if mesh:
-        return _mesh_groups(inst, mesh, count)
+        return _mesh_groups(inst, mesh)
     iota = _IOTA.fullmatch(text)
     if iota:
         shape, dims = _ints(iota.group(1)), _ints(iota.group(2))
@@ -143,19 +148,100 @@ def _parse_groups(inst: HloInstruction, count: int) -> list[list[int]]:
                  "{{0,1},...}, [G,S]<=[N] or mesh[...] {...}", text)
 
 
-def _mesh_groups(inst: HloInstruction, mesh: re.Match[str], count: int) -> list[list[int]]:
-    axes = [(name, int(size)) for name, size in _AXIS.findall(mesh.group(1))]
-    names = [a for a in (s.strip().strip("'") for s in mesh.group(2).split(",")) if a]
+def _mesh_groups(inst: HloInstruction, mesh: re.Match[str]) -> list[list[int]]:
+    """The groups of a named mesh: its devices (in ``device_ids`` order) split into pieces, one
+    per named axis or sub-axis and one per stretch of an axis left unnamed; the named pieces,
+    in the order listed, vary within a group."""
+    axes = _mesh_axes(inst, mesh.group(1))
+    devices = _mesh_devices(inst, mesh.group(2), int(np.prod([s for _, s in axes])))
+    refs = _axis_refs(inst, mesh.group(3), axes)
+    pieces: list[int] = []
+    grouped: dict[int, int] = {}             # listed ref -> its piece
+    for axis, (_, size) in enumerate(axes):
+        mine = sorted((pre, part, k) for k, (a, pre, part) in enumerate(refs) if a == axis)
+        done = 1                             # the product of this axis's pieces so far
+        for pre, part, k in mine:
+            if pre != done:
+                pieces.append(pre // done)
+            grouped[k] = len(pieces)
+            pieces.append(part)
+            done = pre * part
+        if done != size:
+            pieces.append(size // done)
+    order = [grouped[k] for k in range(len(refs))]
+    rest = [k for k in range(len(pieces)) if k not in order]
+    group_size = int(np.prod([part for _, _, part in refs]))
+    return _lists(devices.reshape(pieces).transpose(rest + order).reshape(-1, group_size))
+
+
+def _mesh_axes(inst: HloInstruction, text: str) -> list[tuple[str, int]]:
+    axes = []
+    for item in text.split(","):
+        axis = _AXIS.fullmatch(item)
+        if axis is None or int(axis.group(2)) < 1:
+            raise _error(inst, f"its mesh replica_groups have an axis {item.strip()!r} that is "
+                               "not 'name'=size", "'name'=size, size at least 1", item.strip())
+        axes.append((axis.group(1), int(axis.group(2))))
+    names = [name for name, _ in axes]
+    if len(set(names)) != len(names):
+        raise _error(inst, f"its mesh names an axis twice ({names})", "distinct axis names",
+                     str(names))
+    return axes
+
+
+def _mesh_devices(inst: HloInstruction, text: str | None, size: int) -> np.ndarray:
+    """The mesh's devices in mesh order: ``device_ids`` as an iota or a list, else in order."""
+    if text is None:
+        return np.arange(size)
+    iota = _DEVICE_IOTA.fullmatch(text)
+    if iota:
+        dims = _ints(iota.group(1))
+        perm = _ints(iota.group(2)) if iota.group(2) else list(range(len(dims)))
+        if sorted(perm) != list(range(len(dims))) or int(np.prod(dims)) != size:
+            raise _error(inst, f"its mesh device_ids ({text}) are not an iota of its {size} "
+                               "devices", f"[dims]T(perm) of {size} devices", text)
+        devices = np.arange(size).reshape(dims).transpose(perm).reshape(-1)
+    elif re.fullmatch(r"[\d\s,]+", text):
+        devices = np.array(_ints(text), dtype=np.int64)
+    else:
+        raise _error(inst, f"its mesh device_ids ({text}) are in no form this runtime reads",
+                     "([dims]T(perm)) or (d0,d1,...)", text)
+    if sorted(devices.tolist()) != list(range(size)):
+        raise _error(inst, f"its mesh device_ids ({text}) are not each of the mesh's {size} "
+                           "devices once", f"a permutation of 0..{size - 1}", text)
+    return devices
+
+
+def _axis_refs(inst: HloInstruction, text: str,
+               axes: list[tuple[str, int]]) -> list[tuple[int, int, int]]:
+    """The listed axes as (mesh axis, major size before the piece, piece size), each checked
+    as XLA's ``AxisRef::Validate`` and ``ValidateSpanOfAxes`` do: known, dividing the axis,
+    no two overlapping."""
     known = [name for name, _ in axes]
-    if not axes or any(n not in known for n in names) or len(set(names)) != len(names):
-        raise _error(inst, f"its mesh replica_groups name axes {names} of the mesh {known}",
-                     f"distinct axes of {known}", str(names))
-    sizes = [size for _, size in axes]
-    ids = np.arange(int(np.prod(sizes))).reshape(sizes)
-    grouped = [known.index(n) for n in names]
-    rest = [k for k in range(len(axes)) if k not in grouped]
-    group_size = int(np.prod([sizes[k] for k in grouped]))
-    return _lists(ids.transpose(rest + grouped).reshape(-1, group_size))
+    refs: list[tuple[int, int, int]] = []
+    for item in (t for t in text.split(",") if t.strip()):
+        ref = _AXIS_REF.fullmatch(item)
+        if ref is None or ref.group(1) not in known:
+            raise _error(inst, f"its mesh replica_groups name axes the mesh lacks "
+                               f"({item.strip()}; the mesh has {known})", f"axes of {known}",
+                         item.strip())
+        axis = known.index(ref.group(1))
+        size = axes[axis][1]
+        pre, part = (int(ref.group(2)), int(ref.group(3))) if ref.group(2) else (1, size)
+        if ref.group(2) and (pre < 1 or part < 2 or part >= size or size % (pre * part)):
+            raise _error(inst, f"its sub-axis {item.strip()} is not a piece of the axis of size "
+                               f"{size}", f"(P)S with 1 < S < {size} and P*S dividing {size}",
+                         item.strip())
+        for other, other_pre, other_part in refs:
+            if other != axis:
+                continue
+            apart = max(pre, other_pre) % min(pre * part, other_pre * other_part) == 0
+            if not apart or (pre < other_pre * other_part and other_pre < pre * part):
+                raise _error(inst, f"its mesh replica_groups name {item.strip()} over a part "
+                                   f"of axis {known[axis]!r} already named", "disjoint axes",
+                             item.strip())
+        refs.append((axis, pre, part))
+    return refs
 
 
 def _check_groups(inst: HloInstruction, groups: list[list[int]], count: int, mode: str,

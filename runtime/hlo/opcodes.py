@@ -67,7 +67,8 @@ ATTRIBUTE_KINDS: dict[str, str] = {
     "input_batching_dims": "int_list", "scatter_indices_batching_dims": "int_list",
     # kept verbatim
     "sharding": "raw", "frontend_attributes": "raw", "statistics": "raw", "origin": "raw",
-    "parameter_replication": "raw", "replica_groups": "raw", "source_target_pairs": "raw",
+    "parameter_replication": "raw", "replica_groups": "replica_groups",
+    "source_target_pairs": "raw",
     "result_accuracy": "raw", "domain": "raw", "split_dims": "raw",
     "metadata": "metadata", "backend_config": "backend_config",
     "control-predecessors": "instruction_list",

@@ -835,6 +835,20 @@ class Parser:
     def attr_raw(self) -> RawText:
         return RawText(self.lx.take_raw_value())
 
+    def attr_replica_groups(self) -> RawText:
+        """Kept verbatim like ``attr_raw``; but a mesh with its devices out of order prints as
+        ``mesh[...], device_ids=(...) {axes}``, whose comma belongs to the value."""
+        lx = self.lx
+        raw = lx.take_raw_value()
+        if raw.startswith("mesh[") and lx.at_punct(","):
+            comma = lx.start
+            lx.advance()
+            if lx.at(L.ATTR, "device_ids"):
+                lx.advance()
+                return RawText(f"{raw}, device_ids={lx.take_raw_value()}")
+            lx.skip_to_offset(comma)
+        return RawText(raw)
+
     def attr_metadata(self) -> Metadata:
         lx = self.lx
         if not lx.at_punct("{"):

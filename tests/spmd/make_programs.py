@@ -37,10 +37,9 @@ def _mesh(shape: tuple[int, ...], axes: tuple[str, ...]) -> Mesh:
 
 
 def _save(name: str, fn, mesh: Mesh, specs, args, donate: tuple[int, ...] = (),
-          out_specs=None, partitioned: bool = True) -> None:
+          out_specs=None) -> None:
     """``donate``: the arguments jit donates (the module aliases them to outputs; the test
-    runs it with them donated); ``out_specs``: jit's out_shardings (None: XLA's choice);
-    ``partitioned``: whether to write ``NAME.opt.hlo`` too."""
+    runs it with them donated); ``out_specs``: jit's out_shardings (None: XLA's choice)."""
     shardings = tuple(NamedSharding(mesh, s) for s in specs)
     outs_sharding = None if out_specs is None else tuple(NamedSharding(mesh, s)
                                                           for s in out_specs)
@@ -57,8 +56,7 @@ def _save(name: str, fn, mesh: Mesh, specs, args, donate: tuple[int, ...] = (),
             for shard in array.addressable_shards:
                 data[f"{kind}_{i}_p{shard.device.id}"] = np.asarray(shard.data)
     OUT.mkdir(exist_ok=True)
-    if partitioned:
-        (OUT / f"{name}.opt.hlo").write_text(compiled.as_text())
+    (OUT / f"{name}.opt.hlo").write_text(compiled.as_text())
     (OUT / f"{name}.hlo").write_text(lowered.as_text("hlo"))
     if "shard_map" in lowered.as_text("hlo"):
         jax.config.update("jax_use_shardy_partitioner", False)
@@ -242,16 +240,16 @@ def partial_manual() -> None:
 
 def constraint_and_out_shardings() -> None:
     """jit over a 2x2 mesh with a sharding constraint and the outputs' shardings given
-    (``Sharding`` and ``xla.sdy.FuncResultSharding`` custom calls, a root tuple sharding)."""
+    (``Sharding`` and ``xla.sdy.FuncResultSharding`` custom calls, a root tuple sharding; the
+    partitioned module groups an all-reduce over a mesh whose devices are out of order,
+    ``mesh[...], device_ids=([2,2]T(1,0)) {'axis_0'}``)."""
     mesh = _mesh((2, 2), ("a", "b"))
 
     def fn(x, y):
         h = jax.lax.with_sharding_constraint(jnp.tanh(x @ y), NamedSharding(mesh, P("b", None)))
         return h.sum(0), h * 2
-    # its partitioned module groups an all-reduce as mesh[...], device_ids=([2,2]T(1,0))
-    # {'axis_0'}, a form the parser does not read yet: only the module before partitioning
     _save("mesh2x2_constraint_out_shardings", fn, mesh, (P("a", "b"), P()),
-          (_rand(24, 8, 4), _rand(25, 4, 6)), out_specs=(P(), P("a", "b")), partitioned=False)
+          (_rand(24, 8, 4), _rand(25, 4, 6)), out_specs=(P(), P("a", "b")))
 
 
 if __name__ == "__main__":

@@ -73,6 +73,33 @@ def test_all_reduce_over_a_named_mesh_axis():
         np.testing.assert_array_equal(outs[p], x[p % 2] + x[p % 2 + 2])
 
 
+@pytest.mark.parametrize("order", ["([2,2]T(1,0))", "(0,2,1,3)"])
+def test_all_reduce_over_a_mesh_whose_devices_are_out_of_order(order):
+    """``device_ids`` (as XLA prints a jit's 2x2 mesh after a sharding constraint) lays the
+    devices out as [[0,2],[1,3]]: along 'a' are {0,1} and {2,3}, not the in-order {0,2}."""
+    outs = run(module("ROOT r = f32[4,6] all-reduce(x), channel_id=1, "
+                      f"replica_groups=mesh['a'=2,'b'=2], device_ids={order} {{'a'}}, "
+                      "use_global_device_ids=true, to_apply=add", 4), 4)
+    x = xs(4)
+    for p in range(4):
+        np.testing.assert_array_equal(outs[p], x[p & 2] + x[(p & 2) + 1])
+
+
+@pytest.mark.parametrize("axes, partner", [("'a':(1)2", 4), ("'a':(2)2", 2),
+                                           ("'b', 'a':(2)2", None)])
+def test_all_reduce_over_a_sub_axis(axes, partner):
+    """``'a':(P)S``: the S-sized piece of 'a' after its major P, on mesh['a'=4,'b'=2] (device
+    = 2a + b): (1)2 pairs devices 4 apart, (2)2 devices 2 apart; with 'b' too, groups of 4."""
+    outs = run(module("ROOT r = f32[4,6] all-reduce(x), channel_id=1, "
+                      f"replica_groups=mesh['a'=4,'b'=2] {{{axes}}}, "
+                      "use_global_device_ids=true, to_apply=add", 8), 8)
+    x = xs(8)
+    for p in range(8):
+        group = [p & ~partner, (p & ~partner) + partner] if partner else \
+            [d for d in range(8) if d // 4 == p // 4]
+        np.testing.assert_array_equal(outs[p], sum(x[d] for d in group))
+
+
 def test_all_reduce_across_replicas_without_a_channel():
     """No channel_id: the groups are replicas, within each partition."""
     text = module("ROOT r = f32[4,6] all-reduce(x), replica_groups={}, to_apply=add", 2,

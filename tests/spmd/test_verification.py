@@ -23,6 +23,13 @@ LINE = REDUCERS.count("\n") + 4      # the body's line in ``module``
     ("{{0},{}}", 2, "empty replica group"),
     ("[2,3]<=[4]", 4, "not a valid iota list"),
     ("mesh['a'=2] {'z'}", 2, "name axes"),
+    ("mesh['a'=2,'b'=2], device_ids=(0,0,1,3) {'a'}", 4, "not each of the mesh's 4 devices"),
+    ("mesh['a'=2,'b'=2], device_ids=([2,3]T(1,0)) {'a'}", 4, "not an iota of its 4"),
+    ("mesh['a'=2,'b'=2], device_ids=(banana) {'a'}", 4, "device_ids .* in no form"),
+    ("mesh['a'=4] {'a':(1)4}", 4, "not a piece of the axis of size 4"),
+    ("mesh['a'=4] {'a':(1)2,'a'}", 4, "over a part of axis 'a' already named"),
+    ("mesh['a'=2,'a'=2] {'a'}", 4, "names an axis twice"),
+    ("mesh['a'=2,'b'=4] {'a'}", 4, "name partition 4"),
     ("banana", 2, "in no form this runtime reads"),
 ])
 def test_bad_replica_groups_are_refused_at_their_line(groups, devices, why):
