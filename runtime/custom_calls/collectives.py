@@ -67,41 +67,88 @@ class CollectiveRunner:
                 mapped.view(leaf)[...] = value
 
 
-def collective_result(spec: Collective, device: int,
-                      values: Sequence[Sequence[np.ndarray]]) -> list[np.ndarray]:
+Values = Sequence[Sequence[np.ndarray]]
+#: device ``device``'s results of ``spec`` from ``values[d]``, device ``d``'s operands
+ResultRule = Callable[[Collective, int, Values], list[np.ndarray]]
+
+
+def collective_result(spec: Collective, device: int, values: Values) -> list[np.ndarray]:
     """Device ``device``'s result arrays of ``spec``, ``values[d]`` being device ``d``'s
-    operands (XLA's semantics; group members in their group's order)."""
-    kind = spec.kind
-    if kind == Opcode.PARTITION_ID:
-        return [np.array(device % spec.num_partitions, np.uint32)]
-    if kind == Opcode.REPLICA_ID:
-        return [np.array(device // spec.num_partitions, np.uint32)]
-    if kind == Opcode.COLLECTIVE_PERMUTE:
-        source = spec.sources[device]
-        if source is None:
-            return [np.zeros_like(a) for a in values[device]]
-        return list(values[source])
+    operands (XLA's semantics; group members in their group's order): ``RESULT_RULES``'s
+    rule for its kind."""
+    rule = RESULT_RULES.get(spec.kind)
+    if rule is None:
+        raise HloUnsupportedError(f"{spec.kind} {spec.instruction}: no host rule computes this "
+                                  "collective's result", instruction=spec.instruction)
+    return rule(spec, device, values)
+
+
+def _partition_id(spec: Collective, device: int, values: Values) -> list[np.ndarray]:
+    return [np.array(device % spec.num_partitions, np.uint32)]
+
+
+def _replica_id(spec: Collective, device: int, values: Values) -> list[np.ndarray]:
+    return [np.array(device // spec.num_partitions, np.uint32)]
+
+
+def _collective_permute(spec: Collective, device: int, values: Values) -> list[np.ndarray]:
+    """The source's operands, or zeros where no pair targets this device."""
+    source = spec.sources[device]
+    if source is None:
+        return [np.zeros_like(a) for a in values[device]]
+    return list(values[source])
+
+
+def _all_reduce(spec: Collective, device: int, values: Values) -> list[np.ndarray]:
+    return [_reduce(spec, arrays) for arrays in _per_operand(spec, device, values)]
+
+
+def _collective_broadcast(spec: Collective, device: int, values: Values) -> list[np.ndarray]:
+    """The first member of the group's operands."""
+    return [arrays[0] for arrays in _per_operand(spec, device, values)]
+
+
+def _reduce_scatter(spec: Collective, device: int, values: Values) -> list[np.ndarray]:
+    """This device's piece, by its place in its group, of the group's reduction."""
     group = spec.group_of(device)
-    members = [values[d] for d in group]
+    return [np.split(_reduce(spec, arrays), len(group), axis=_dimension(spec))[group.index(device)]
+            for arrays in _per_operand(spec, device, values)]
+
+
+def _all_gather(spec: Collective, device: int, values: Values) -> list[np.ndarray]:
+    return [np.concatenate(arrays, axis=_dimension(spec))
+            for arrays in _per_operand(spec, device, values)]
+
+
+def _all_to_all(spec: Collective, device: int, values: Values) -> list[np.ndarray]:
+    """The array form: piece ``me`` of each member's operand, concatenated in group order;
+    the tuple form (no dimension): operand ``me`` of each member."""
+    group = spec.group_of(device)
     me = group.index(device)
-    size = len(group)
-    count = len(values[device])
-    if kind == Opcode.ALL_TO_ALL and spec.dimension is None:
-        return [members[j][me] for j in range(size)]
-    per_operand = [[m[k] for m in members] for k in range(count)]
-    if kind == Opcode.ALL_REDUCE:
-        return [_reduce(spec, arrays) for arrays in per_operand]
-    if kind == Opcode.COLLECTIVE_BROADCAST:
-        return [arrays[0] for arrays in per_operand]
+    if spec.dimension is None:
+        return [values[d][me] for d in group]
     d = spec.dimension
-    assert d is not None, spec
-    if kind == Opcode.REDUCE_SCATTER:
-        return [np.split(_reduce(spec, arrays), size, axis=d)[me] for arrays in per_operand]
-    if kind == Opcode.ALL_GATHER:
-        return [np.concatenate(arrays, axis=d) for arrays in per_operand]
-    assert kind == Opcode.ALL_TO_ALL, kind
-    return [np.concatenate([np.split(a, size, axis=d)[me] for a in arrays], axis=d)
-            for arrays in per_operand]
+    return [np.concatenate([np.split(a, len(group), axis=d)[me] for a in arrays], axis=d)
+            for arrays in _per_operand(spec, device, values)]
+
+
+RESULT_RULES: dict[Opcode, ResultRule] = {
+    Opcode.PARTITION_ID: _partition_id, Opcode.REPLICA_ID: _replica_id,
+    Opcode.COLLECTIVE_PERMUTE: _collective_permute, Opcode.ALL_REDUCE: _all_reduce,
+    Opcode.COLLECTIVE_BROADCAST: _collective_broadcast, Opcode.REDUCE_SCATTER: _reduce_scatter,
+    Opcode.ALL_GATHER: _all_gather, Opcode.ALL_TO_ALL: _all_to_all,
+}
+
+
+def _per_operand(spec: Collective, device: int, values: Values) -> list[list[np.ndarray]]:
+    """For each operand, the arrays the members of ``device``'s group gave, in group order."""
+    members = [values[d] for d in spec.group_of(device)]
+    return [[m[k] for m in members] for k in range(len(values[device]))]
+
+
+def _dimension(spec: Collective) -> int:
+    assert spec.dimension is not None, spec        # spmd_collectives sets it for these kinds
+    return spec.dimension
 
 
 def _reduce(spec: Collective, arrays: list[np.ndarray]) -> np.ndarray:
@@ -109,4 +156,4 @@ def _reduce(spec: Collective, arrays: list[np.ndarray]) -> np.ndarray:
     return functools.reduce(REDUCTIONS[Opcode(spec.reducer)], arrays)
 
 
-__all__ = ["Communicator", "CollectiveRunner", "collective_result", "REDUCTIONS"]
+__all__ = ["Communicator", "CollectiveRunner", "collective_result", "REDUCTIONS", "RESULT_RULES"]
