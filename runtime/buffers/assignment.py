@@ -33,6 +33,7 @@ from ..hlo.ir import AliasEntry, HloComputation, HloInstruction, HloModule
 from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ShapeIndex, index_text
 from ..passes.copy_insertion import InsertedCopy, inserted_copies
+from ..passes.spmd_collectives import COLLECTIVE_TARGET
 from .donation import AliasPlan, UnusedDonor
 from .heap import Interval, align_up, block_alignment, pack
 from .report import assignment_text
@@ -427,10 +428,18 @@ def value_alignment(value: HloValue, alignment: int) -> int:
     """The alignment ``value``'s bytes need in the temp arena: the full alignment for what a
     custom call reads or writes (it gets its own sub-buffer, which the device's base-address
     alignment governs), else ``block_alignment`` of its size."""
-    if any(p.opcode == Opcode.CUSTOM_CALL for p, _ in value.positions) or any(
-            u.instruction.opcode == Opcode.CUSTOM_CALL for u in value.uses):
+    if any(_binds_sub_buffers(p) for p, _ in value.positions) or any(
+            _binds_sub_buffers(u.instruction) for u in value.uses):
         return alignment
     return block_alignment(value.size, alignment)
+
+
+def _binds_sub_buffers(inst: HloInstruction) -> bool:
+    """A custom call, except a collective's host step: that maps its allocations and views
+    each leaf at its offset (``custom_calls.mapping``), so its small results pack like XLA's
+    rather than a base-address alignment apart."""
+    return inst.opcode == Opcode.CUSTOM_CALL and \
+        inst.attrs.get("custom_call_target") != COLLECTIVE_TARGET
 
 
 def _aligned_lower_bound(intervals: list[Interval], steps: int, alignment: int) -> int:
