@@ -1,5 +1,6 @@
 """The executor: arguments, donation in place vs copy-protection, deleted arrays, errors."""
 
+import io
 import os
 
 import ml_dtypes
@@ -137,6 +138,23 @@ def test_argument_errors_print_the_signature(args, match):
         exe(*args)
     if "takes" in match or "must be f32" in match or "got f64" in match:
         assert "f32[1024]" in str(info.value)
+
+
+def test_bf16_arguments_as_the_void_bytes_np_load_gives():
+    """``np.savez`` keeps bf16 as plain ``|V2`` bytes; such an array is the bf16 parameter's
+    bytes, while a void of another size (or bits of another type) is still refused."""
+    exe = runtime.compile("HloModule m\nENTRY e {\n  x = bf16[3] parameter(0)\n"
+                          "  ROOT n = bf16[3] negate(x)\n}\n")
+    x = np.array([1.5, -2, 3], ml_dtypes.bfloat16)
+    buffer = io.BytesIO()
+    np.savez(buffer, x=x)
+    buffer.seek(0)
+    stored = np.load(buffer)["x"]
+    assert stored.dtype == np.dtype("V2")
+    np.testing.assert_array_equal(np.asarray(exe(stored)), -x)
+    for wrong, why in ((x.view(np.uint16), "must be bf16"), (np.zeros(3, "V4"), "no HLO type")):
+        with pytest.raises(HloArgumentError, match=why):
+            exe(wrong)
 
 
 def test_donate_index_out_of_range():

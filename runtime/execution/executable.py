@@ -671,9 +671,13 @@ def _describe(arg) -> str:
 
 def _as_host_array(arg, want: ElementType, where: str) -> tuple[np.ndarray, ElementType, tuple]:
     """numpy arrays must already have the parameter's dtype; Python numbers and nested lists
-    are converted to it (they carry no dtype of their own)."""
+    are converted to it (they carry no dtype of their own). A type numpy lacks (bf16, the
+    f8s) may come as the plain void bytes ``np.savez``/``np.load`` turn it into (``|V2``)."""
     if isinstance(arg, np.ndarray) or isinstance(arg, np.generic):
         a = np.asarray(arg)
+        if a.dtype.type is np.void and a.dtype.names is None and want.numpy_name is not None \
+                and want.numpy.kind == "V" and a.dtype.itemsize == want.numpy.itemsize:
+            a = a.view(want.numpy)
         try:
             et = from_numpy(a.dtype)
         except KeyError:

@@ -10,7 +10,7 @@ import pytest
 
 import runtime
 from tests.corpus_data import compare_scaled
-from tests.spmd.spmd_data import GENERATED, SHARED, TOLERANCE, names
+from tests.spmd.spmd_data import GENERATED, SHARED, TOLERANCE, names, typed
 
 
 def _globals(data, kind: str) -> list[np.ndarray]:
@@ -29,7 +29,7 @@ def _check(root, name: str, form: str = "") -> None:
     assert len(outs) == len(want)
     problems = []
     for j, (got, expected) in enumerate(zip(outs, want)):
-        problems += compare_scaled(f"out_{j}", np.asarray(got), expected, TOLERANCE)
+        problems += compare_scaled(f"out_{j}", np.asarray(got), typed(expected, got), TOLERANCE)
     assert not problems
 
 
