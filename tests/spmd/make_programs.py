@@ -252,9 +252,72 @@ def constraint_and_out_shardings() -> None:
           (_rand(24, 8, 4), _rand(25, 4, 6)), out_specs=(P(), P("a", "b")))
 
 
+def jit_constraints_8() -> None:
+    """jit over a 2x4 mesh with two sharding constraints and the outputs' shardings: XLA
+    groups its all-reduces and its all-to-all over meshes whose devices are out of order
+    (``mesh['axis_0'=4,'axis_1'=2], device_ids=([2,4]T(1,0)) {'axis_0'}``)."""
+    mesh = _mesh((2, 4), ("x", "y"))
+
+    def fn(a, b):
+        h = jax.lax.with_sharding_constraint(jnp.tanh(a @ b), NamedSharding(mesh, P("y", "x")))
+        k = jax.lax.with_sharding_constraint(h.T @ h, NamedSharding(mesh, P(None, ("x", "y"))))
+        return h.sum(0), k
+    _save("mesh2x4_jit_constraints", fn, mesh, (P("x", "y"), P("y", None)),
+          (_rand(44, 16, 8), _rand(45, 8, 16)), out_specs=(P(), P("x", "y")))
+
+
+def while_psum_8() -> None:
+    """A 2x4 mesh: a while loop whose condition all-reduces over both axes (a collective in
+    the condition computation) and whose body takes a pmean over 'x'."""
+    mesh = _mesh((2, 4), ("x", "y"))
+
+    def fn(x):
+        def cond(c):
+            i, v = c
+            return jnp.logical_and(jax.lax.psum(jnp.sum(v * v), ("x", "y")) > 1.0, i < 20)
+
+        def body(c):
+            i, v = c
+            return i + 1, 0.7 * v + 0.1 * jax.lax.pmean(v, "x")
+        return jax.lax.while_loop(cond, body, (jnp.int32(0), x))
+    sm = _shard_map(fn, mesh, (P("x", "y"),), (P(), P("x", "y")))
+    _save("mesh2x4_while_psum_cond", sm, mesh, (P("x", "y"),), (_rand(33, 8, 8),))
+
+
+def scan_all_to_all_4x2() -> None:
+    """A 4x2 mesh: a scan whose body all-to-alls over 'a' there and back and takes pmax and
+    pmin over 'b'."""
+    mesh = _mesh((4, 2), ("a", "b"))
+
+    def fn(x, ws):
+        def body(h, w):
+            r = jax.lax.all_to_all(h, "a", 0, 0, tiled=True)
+            r = jax.lax.all_to_all(jnp.tanh(r @ w), "a", 0, 0, tiled=True)
+            m = jax.lax.pmax(r, "b")
+            return m - 0.5 * jax.lax.pmin(r, "b"), jnp.sum(m)
+        return jax.lax.scan(body, x, ws)
+    sm = _shard_map(fn, mesh, (P("a", None), P()), (P("a", None), P(None)))
+    _save("mesh4x2_scan_all_to_all_pmax", sm, mesh, (P("a", None), P()),
+          (_rand(31, 16, 8), _rand(32, 3, 8, 8) * 0.5))
+
+
+def small_permutes_8() -> None:
+    """8 devices, f32[4] each: a shift-by-two ring ppermute, a partial chain ppermute, pmax
+    and pmin (small collective results, which pack at their own size as XLA's do)."""
+    mesh = _mesh((8,), ("r",))
+
+    def fn(x):
+        a = jax.lax.ppermute(x, "r", [(k, (k + 2) % 8) for k in range(8)])
+        b = jax.lax.ppermute(x, "r", [(k, k + 1) for k in range(7)])
+        return a + 2 * b + jax.lax.pmax(x, "r") - jax.lax.pmin(x, "r")
+    sm = _shard_map(fn, mesh, (P("r"),), P("r"))
+    _save("ring8_small_permutes", sm, mesh, (P("r"),), (_rand(35, 32),))
+
+
 if __name__ == "__main__":
     assert len(jax.devices()) >= DEVICES
     for make in (fsdp, tp_dp, moe_all_to_all, scan_psum, gather_scatter, fsdp_tp_8,
                  ring_loop_8, psum_ppermute_2, all_gather_4, scan_over_shard_map, partial_manual,
-                 constraint_and_out_shardings):
+                 constraint_and_out_shardings, jit_constraints_8, while_psum_8,
+                 scan_all_to_all_4x2, small_permutes_8):
         make()

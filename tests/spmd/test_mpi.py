@@ -38,7 +38,7 @@ def _hlo(tmp_path: Path, name: str, processes: int, inputs: Path | None = None,
 
 @pytest.mark.parametrize("root, name, processes", [
     (DATA, "mesh2x2_tp_dp_mlp", 4), (DATA, "fsdp4_mlp_sgd", 4), (DATA, "alltoall4_moe", 4),
-    (DATA, "mesh2x2_constraint_out_shardings", 4),
+    (DATA, "mesh2x2_constraint_out_shardings", 4), (DATA, "mesh2x4_jit_constraints", 8),
     (DATA, "mesh2x2_tp_dp_mlp", 0), *((SHARED, name, 2) for name in names(SHARED))])
 def test_every_device_matches_xla_across_processes(tmp_path, root, name, processes):
     done, out = _hlo(tmp_path, name, processes, root=root)
