@@ -35,7 +35,7 @@ from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
 from ..hlo.sdy import Mesh, frontend_attributes, meshes, parse_sdy_shardings
 from ..hlo.sharding import HloSharding, ShardingSyntaxError, parse_sharding
-from ..hlo.shape import ArrayShape, Shape, TupleShape
+from ..hlo.shape import ArrayShape, Shape, TupleShape, compatible
 from ..target import CPU, Target
 from .names import FreshNames
 
@@ -465,8 +465,15 @@ def _whole(s: HloSharding) -> bool:
 
 def _drop_sharding_calls(module: HloModule) -> None:
     """``Sharding`` and ``xla.sdy.FuncResultSharding`` custom calls annotate their operand
-    and compute it."""
+    and compute it: they are dropped, or become a copy where the result's layout is not the
+    operand's (jit's result of a transpose: ``f32[16,16]{1,0}`` of an operand in ``{0,1}``)."""
     for comp in module.computations:
+        for inst in comp.instructions:
+            if _target(inst) in ANNOTATIONS and len(inst.operands) == 1 and \
+                    inst.shape != inst.operands[0].shape and \
+                    compatible(inst.shape, inst.operands[0].shape):
+                inst.opcode = Opcode.COPY
+                inst.attrs = {k: v for k, v in inst.attrs.items() if k == "metadata"}
         replaced = {id(i): i.operands[0] for i in comp.instructions
                     if _target(i) in ANNOTATIONS and len(i.operands) == 1
                     and i.shape == i.operands[0].shape}

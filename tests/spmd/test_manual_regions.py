@@ -125,6 +125,20 @@ ENTRY main {
     np.testing.assert_array_equal(run(text), -X)
 
 
+def test_an_annotation_in_another_layout_than_its_operand_is_a_copy():
+    """jit's result of a transpose: FuncResultSharding gives {1,0} of an operand in {0,1}."""
+    text = """HloModule m
+
+ENTRY main {
+  x = f32[4,3]{1,0} parameter(0), sharding={devices=[2,1]<=[2]}
+  t = f32[3,4]{0,1} transpose(x), dimensions={1,0}
+  s = f32[3,4]{1,0} custom-call(t), custom_call_target="xla.sdy.FuncResultSharding", custom_call_has_side_effect=true
+  ROOT n = f32[3,4]{1,0} negate(s)
+}
+"""
+    np.testing.assert_array_equal(run(text), -X.T)
+
+
 def test_a_region_without_operands_gives_each_devices_value_its_tile():
     text = f"""HloModule m, {MESH}
 
