@@ -79,3 +79,45 @@ def test_f8e5m2_arithmetic_makes_nan_0x7f_as_xla():
     got = runtime.compile(text)(x, y, h)
     for g, w in zip(got, want):
         np.testing.assert_array_equal(_bits(np.asarray(g)), _bits(np.asarray(w)))
+
+
+_ROUND_TRIP_MIDS = ["f16", "bf16", "f32", "f64", "f8e5m2", "f8e4m3fn", "s8", "u8", "s16",
+                    "s32"]
+
+
+@pytest.mark.parametrize("src", ["f16", "bf16", "f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz",
+                                 "f8e5m2fnuz", "f8e4m3fnuz", "f8e3m4", "f8e4m3", "f8e8m0fnu",
+                                 "s8", "u8", "s16", "u16"])
+def test_every_code_converted_there_and_back_as_xla(src):
+    """XLA drops a convert round trip through a type holding every value (f8e5m2 -> f16 ->
+    f8e5m2 keeps NaN 0x7d's payload) and computes a lossy one (f16 -> f8e5m2 -> f16)."""
+    jax = pytest.importorskip("jax")
+    xla_cpu = pytest.importorskip("benchmarks.xla_cpu")
+    et = ELEMENT_TYPES[src]
+    x = np.arange(1 << et.bits, dtype=np.uint32).astype(f"u{et.bits // 8}").view(et.numpy)
+    mids = [m for m in _ROUND_TRIP_MIDS if m != src]
+    lines = [f"  m{k} = {m}[{x.size}] convert(x)\n  r{k} = {src}[{x.size}] convert(m{k})"
+             for k, m in enumerate(mids)]
+    text = (f"HloModule rt\nENTRY e {{\n  x = {src}[{x.size}] parameter(0)\n" + "\n".join(lines)
+            + f"\n  ROOT t = ({', '.join([f'{src}[{x.size}]'] * len(mids))}) "
+            f"tuple({', '.join(f'r{k}' for k in range(len(mids)))})\n}}\n")
+    with jax.enable_x64(True):
+        want = xla_cpu.compile_hlo(text).executable.execute([jax.device_put(x)])
+    got = runtime.compile(text)(x)
+    for mid, g, w in zip(mids, got, want):
+        np.testing.assert_array_equal(_bits(np.asarray(g)), _bits(np.asarray(w)),
+                                      err_msg=f"{src} -> {mid} -> {src}")
+
+
+def test_f32_through_f16_and_back_is_rounded_as_xla():
+    """Lossy: XLA keeps both converts (f16's rounding, overflow and flushed denormals)."""
+    jax = pytest.importorskip("jax")
+    xla_cpu = pytest.importorskip("benchmarks.xla_cpu")
+    x = np.array([1 + 2.0 ** -20, 70000.0, 1e-8, 0.0, 3.14159], np.float32)
+    x[3] = np.array(0x7fa00001, np.uint32).view(np.float32)     # a signalling NaN
+    text = ("HloModule l\nENTRY e {\n  x = f32[5] parameter(0)\n  h = f16[5] convert(x)\n"
+            "  ROOT r = f32[5] convert(h)\n}\n")
+    want = xla_cpu.compile_hlo(text).executable.execute([jax.device_put(x)])[0]
+    got = runtime.compile(text)(x)
+    np.testing.assert_array_equal(_bits(np.asarray(got)), _bits(np.asarray(want)))
+    assert not np.array_equal(_bits(np.asarray(want)), _bits(x))
