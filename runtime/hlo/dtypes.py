@@ -59,6 +59,16 @@ class ElementType:
         return self.bits if self.name in PACKED else 8 * self.unpacked_bytes
 
     @property
+    def arithmetic_type(self) -> str | None:
+        """The type XLA's CPU backend computes this float's arithmetic in, where it is not
+        the type itself: f16 for the 8-bit floats, f32 for bf16 and the exponent-only ones
+        (whose range f16 cannot hold). Its float normalisation computes each operation in it
+        and converts the result back (``passes/float_normalization``)."""
+        if self.name == "bf16" or self.name in EXPONENT_FLOATS:
+            return "f32"
+        return "f16" if self.name in BYTE_FLOATS else None
+
+    @property
     def numpy(self) -> np.dtype:
         if self.numpy_name is None:
             raise TypeError(f"element type {self.name} has no numpy dtype")
