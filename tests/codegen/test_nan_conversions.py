@@ -1,8 +1,10 @@
 """Every float NaN converted to every other float type carries XLA's CPU backend's bits: a
 NaN narrowed to f8e5m2 from f16, bf16 or a byte float is 0x7f whatever its sign (0x7e with
 its sign from f32 and f64), an "fnuz" NaN widens as +NaN, an f64 NaN narrows to f16 as the
-quiet NaN with its sign (no payload). (f6e2m3fn and f6e3m2fn are not compared: XLA's CPU
-backend does not take them.)"""
+quiet NaN with its sign (no payload). Also as XLA: convert round trips through a type holding
+every value keep the bits, the 8-bit floats' sign and rounding ops on every code, and converts
+of narrow-float arithmetic into the type XLA computes it in. (f6e2m3fn and f6e3m2fn are not
+compared: XLA's CPU backend does not take them.)"""
 
 from __future__ import annotations
 
