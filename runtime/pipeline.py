@@ -55,6 +55,7 @@ from .passes.dce import remove_dead_code
 from .passes.dot_operand_layouts import relayout_dot_operands_in_place
 from .passes.contraction_upcast import upcast_narrow_contractions_in_place
 from .passes.flatten_call_graph import flatten_in_place
+from .passes.float_normalization import normalize_floats_in_place
 from .passes.fusion import fuse_in_place
 from .passes.inline_calls import inline_calls_in_place
 from .passes.manual_regions import outline_manual_regions_in_place
@@ -80,6 +81,7 @@ OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("stochastic-convert", expand_stochastic_converts_in_place, False),
     ("dynamic-padding", pad_dynamic_shapes_in_place, False),
     ("dead-tuple-elements", remove_dead_tuple_elements_in_place, False),
+    ("float-normalization", normalize_floats_in_place, False),
     ("inline-calls", inline_calls_in_place, True),
     ("simplify", simplify_in_place, True),
     ("transpose-folding", fold_transposes_in_place, True),

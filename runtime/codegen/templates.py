@@ -398,6 +398,14 @@ def rounds(opcode: Opcode) -> bool:
     return not OPCODES[opcode].exact
 
 
+def _exact(opcode: Opcode, row: ClType) -> bool:
+    """Whether ``opcode``'s result on ``row``'s float values needs no rounding: it is a value
+    of the type itself in f16, bf16, f32 and f64. Not in the coded floats: XLA computes their
+    arithmetic in f16 or f32 and converts back, which makes f8e5m2's NaN 0x7f whatever it
+    was, a "fnuz" format's -0 +0, f8e3m4's floor(-15.5) -inf and f8e8m0fnu's negation NaN."""
+    return OPCODES[opcode].exact and row.family == "float" and not _coded(row)
+
+
 def _subst(template: str, row: ClType, lanes: int = 1, **operands: str) -> str:
     return fill(template, _placeholders(row.compute, lanes), **operands)
 
@@ -485,8 +493,7 @@ def unary(opcode: Opcode, et_in: ElementType | str, et_out: ElementType | str, x
     if row.name in EXPONENT_FLOATS and opcode in EXPONENT_FLOAT_TINY:
         template = f"xla_e8m0_{opcode.name.lower()}($x)"
     expr = _subst(template, row, lanes, x=x)
-    exact = OPCODES[opcode].exact and row.family == "float"
-    return expr if exact else round_to_storage(et_out, expr)
+    return expr if _exact(opcode, row) else round_to_storage(et_out, expr)
 
 
 # --- binary -----------------------------------------------------------------------------
@@ -545,7 +552,7 @@ def binary(opcode: Opcode, et: ElementType | str, a: str, b: str, lanes: int = 1
     if row.name in EXPONENT_FLOATS and opcode in EXPONENT_FLOAT_TINY:
         template = f"xla_e8m0_{opcode.name.lower()}($a, $b)"
     expr = _subst(template, row, lanes, a=a, b=b)
-    return expr if OPCODES[opcode].exact and row.family == "float" else round_to_storage(et, expr)
+    return expr if _exact(opcode, row) else round_to_storage(et, expr)
 
 
 # 2- and 4-bit integers compute in char/uchar and wrap back after each operation

@@ -8,6 +8,7 @@ across the API (ml_dtypes for bf16, f8 and sub-byte types, as JAX does).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import ml_dtypes
@@ -56,6 +57,16 @@ class ElementType:
         """Bits an element takes in a device buffer: 2- and 4-bit types are packed, as XLA's
         CPU backend stores them (``PACKED``); every other type takes whole bytes."""
         return self.bits if self.name in PACKED else 8 * self.unpacked_bytes
+
+    @property
+    def arithmetic_type(self) -> str | None:
+        """The type XLA's CPU backend computes this float's arithmetic in, where it is not
+        the type itself: f16 for the 8-bit floats, f32 for bf16 and the exponent-only ones
+        (whose range f16 cannot hold). Its float normalisation computes each operation in it
+        and converts the result back (``passes/float_normalization``)."""
+        if self.name == "bf16" or self.name in EXPONENT_FLOATS:
+            return "f32"
+        return "f16" if self.name in BYTE_FLOATS else None
 
     @property
     def numpy(self) -> np.dtype:
@@ -141,6 +152,57 @@ def from_numpy(dtype: np.dtype) -> ElementType:
         if et.numpy_name is not None and et.numpy == dtype:
             return et
     raise KeyError(f"no HLO element type for numpy dtype {dtype}")
+
+
+def preserves_values(src: ElementType, dst: ElementType) -> bool:
+    """Whether every value of ``src`` converts to ``dst`` exactly (NaN, infinities and -0
+    too), as XLA's ``CastPreservesValues`` decides: its algebraic simplifier makes a convert
+    from ``src`` to such a ``dst`` and back the value itself, so a NaN keeps its payload
+    where converting through ``dst`` would make it the canonical one."""
+    if src == dst or src.is_pred:
+        return True
+    if dst.is_pred or dst.name in EXPONENT_FLOATS:      # f8e8m0fnu has no zero
+        return False
+    if dst.is_complex:
+        return preserves_values(complex_component(src) if src.is_complex else src,
+                                complex_component(dst))
+    if src.is_complex:
+        return False
+    if src.is_float and dst.is_float:
+        return _float_facts(src).fits_in(_float_facts(dst))
+    if not src.is_integer or (src.is_signed and dst.kind == "uint"):
+        return False
+    value_bits = src.bits - 1 if src.is_signed else src.bits
+    if dst.is_float:
+        facts = _float_facts(dst)
+        return value_bits <= facts.digits and src.bits - 1 < facts.max_exponent
+    return value_bits <= (dst.bits - 1 if dst.is_signed else dst.bits)
+
+
+@dataclass(frozen=True)
+class _FloatFacts:
+    digits: int                 # significand bits, the implicit one included
+    max_exponent: int           # 2^max_exponent is the first power of two past the range
+    largest: float
+    smallest: float             # the smallest positive value (a subnormal where there are)
+    specials: frozenset[str]    # which of "inf", "nan", "-0" the format has
+
+    def fits_in(self, other: _FloatFacts) -> bool:
+        return (self.specials <= other.specials and self.digits <= other.digits
+                and self.largest <= other.largest and self.smallest >= other.smallest)
+
+
+@cache
+def _float_facts(et: ElementType) -> _FloatFacts:
+    info = ml_dtypes.finfo(et.numpy)  # type: ignore[no-untyped-call]
+    with np.errstate(invalid="ignore", over="ignore"):
+        inf, nan, minus_zero = np.array([np.inf, np.nan, -0.0], np.float32).astype(
+            et.numpy).astype(np.float32)
+    specials = {name for name, present in (
+        ("inf", np.isinf(inf)), ("nan", np.isnan(nan)),
+        ("-0", minus_zero == 0 and np.signbit(minus_zero))) if present}
+    return _FloatFacts(int(info.nmant) + 1, int(info.maxexp), float(info.max),
+                       float(info.smallest_subnormal), frozenset(specials))
 
 
 def complex_component(et: ElementType) -> ElementType:

@@ -10,6 +10,9 @@ chains collapse in one walk, remove them:
   shape, layout included) is its operand: XLA's optimised text carries the copies its own
   copy insertion placed (a loop counter copied at the top of every iteration, each a launch
   here), and copy insertion adds back the ones this runtime's buffers need;
+* convert(convert(y)) back to y's own type is y when the middle type holds every value of
+  y's exactly (XLA's algebraic simplifier, ``dtypes.preserves_values``): XLA keeps a NaN's
+  payload through f8e5m2 -> f16 -> f8e5m2, where converting would make it the canonical NaN;
 * reshape(reshape(y)) is reshape(y); broadcast(broadcast(y)) is one broadcast;
 * broadcast(reshape(y)), where the reshape only inserts or removes size-1 dimensions, is a
   broadcast of y; a broadcast that only adds size-1 dimensions is a reshape;
@@ -34,6 +37,7 @@ from ..analysis.reducers import init_is_identity
 from ..hlo.opcode_enum import Opcode
 from ..target import CPU, Target
 from ..hlo.ir import HloInstruction, HloModule
+from ..hlo.dtypes import preserves_values
 from ..hlo.shape import ArrayShape
 from .dce import remove_dead_code
 
@@ -85,6 +89,16 @@ def _identity(inst: HloInstruction) -> HloInstruction | None:
             tuple(range(inst.shape.rank)):
         return None
     return op
+
+
+def _convert(inst: HloInstruction) -> HloInstruction | None:
+    op = inst.operands[0]
+    if op.opcode == Opcode.CONVERT and not op.control_predecessors:
+        source = op.operands[0]
+        if _same_shape(inst, source) and preserves_values(
+                source.array_shape.element_type, op.array_shape.element_type):
+            return source
+    return _identity(inst)
 
 
 def _reshape(inst: HloInstruction) -> HloInstruction | None:
@@ -167,7 +181,7 @@ RULES: dict[Opcode, Callable[[HloInstruction], HloInstruction | None]] = {
     Opcode.RESHAPE: _reshape,
     Opcode.BROADCAST: _broadcast,
     Opcode.TRANSPOSE: _identity,
-    Opcode.CONVERT: _identity,
+    Opcode.CONVERT: _convert,
     Opcode.COPY: _identity,
     Opcode.REDUCE: _reduce,
     Opcode.TUPLE: _tuple,

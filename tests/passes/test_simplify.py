@@ -208,3 +208,24 @@ def test_a_reduce_over_size_one_dimensions_from_another_init_applies_it():
     g = np.random.default_rng(0).standard_normal((32, 64), dtype=np.float32)
     np.testing.assert_allclose(runtime.compile(text)(g), g.sum(axis=0) + 2, rtol=1e-5,
                                atol=1e-5)
+
+
+def _round_trip(src: str, mid: str) -> str:
+    return (f"HloModule rt\nENTRY e {{\n  x = {src}[4] parameter(0)\n"
+            f"  m = {mid}[4] convert(x)\n  ROOT r = {src}[4] convert(m)\n}}\n")
+
+
+def test_a_convert_round_trip_through_a_type_holding_every_value_is_removed():
+    """XLA's algebraic simplifier's pairs: exact widenings and back go, lossy ones stay."""
+    kept = [("f32", "f16"), ("f32", "bf16"), ("f16", "bf16"), ("bf16", "f16"),
+            ("f8e8m0fnu", "f16"), ("f8e5m2", "f8e4m3fn"), ("f8e4m3fn", "f8e4m3fnuz"),
+            ("s32", "f32"), ("s16", "u16"), ("u8", "s8"), ("s8", "u32"), ("f16", "s32"),
+            ("f32", "pred"), ("s8", "f8e8m0fnu")]
+    removed = [("f8e5m2", "f16"), ("f8e5m2", "bf16"), ("f8e3m4", "f32"), ("bf16", "f32"),
+               ("f16", "f32"), ("f32", "f64"), ("f8e8m0fnu", "bf16"), ("f4e2m1fn", "f8e4m3fn"),
+               ("s8", "s32"), ("u8", "s16"), ("s16", "f32"), ("u32", "s64"), ("pred", "s8")]
+    for src, mid in kept:
+        assert opcodes(simplified(_round_trip(src, mid))) == ["parameter", "convert",
+                                                              "convert"], (src, mid)
+    for src, mid in removed:
+        assert opcodes(simplified(_round_trip(src, mid))) == ["parameter"], (src, mid)

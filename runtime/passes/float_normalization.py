@@ -1,0 +1,83 @@
+"""A convert of a narrow float's arithmetic into the type XLA computes it in takes the
+unrounded result, as XLA's CPU backend gives it.
+
+XLA's CPU backend has no arithmetic on bf16 or the 8-bit floats: its float normalisation
+computes each such operation in the type ``ElementType.arithmetic_type`` names (f16 for the
+8-bit floats, f32 for bf16 and f8e8m0fnu) and converts the result back, and a user that was
+a convert to that very type reads the wide result directly instead (XLA's
+``FloatNormalization``, its ``convert`` users simplified away). So ``convert(exp(x:bf16)) to
+f32`` is f32's exp of x, never rounded to bf16, and an f8e5m2 sum converted to f16 is f16's
+sum (a NaN keeps its sign and payload there instead of becoming 0x7f). Every other user
+still reads the rounded value. Each such convert of an elementwise operation whose float
+operands are all of its own type becomes that operation on converts of the operands; a
+convert this pass adds is not rewritten again (its operand's value was rounded in XLA too).
+
+Reductions, dots and the other non-elementwise operations are not rewritten here, nor
+f8e8m0fnu's arithmetic: XLA's result at its code 0 (an f32 denormal) is not f32's
+(``templates.EXPONENT_FLOAT_TINY``), and an f32 operation on its converted operand would
+not know it came from code 0.
+"""
+
+from __future__ import annotations
+
+from ..hlo.dtypes import ELEMENT_TYPES, EXPONENT_FLOATS
+from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.opcode_enum import Opcode
+from ..hlo.opcodes import OPCODES
+from ..hlo.shape import ArrayShape
+from ..target import CPU, Target
+from .names import FreshNames
+
+
+def normalize_floats_in_place(module: HloModule, target: Target = CPU) -> None:
+    names: FreshNames | None = None
+    for comp in module.computations:
+        widened: dict[tuple[int, str], HloInstruction] = {}
+        for inst in list(comp.instructions):
+            wide = _wide_type(inst)
+            if wide is not None:
+                names = names or FreshNames(module)
+                _compute_wide(comp, inst, wide, widened, names)
+
+
+def _wide_type(convert: HloInstruction) -> str | None:
+    """The type ``convert`` reads its operand's unrounded result in, or None."""
+    if convert.opcode != Opcode.CONVERT or not isinstance(convert.shape, ArrayShape):
+        return None
+    op = convert.operands[0]
+    if not isinstance(op.shape, ArrayShape) or op.control_predecessors \
+            or convert.control_predecessors or not OPCODES[op.opcode].elementwise \
+            or op.opcode == Opcode.CONVERT:
+        return None
+    narrow = op.array_shape.element_type
+    wide = convert.array_shape.element_type.name
+    if narrow.arithmetic_type != wide or narrow.name in EXPONENT_FLOATS \
+            or op.array_shape.dims != convert.array_shape.dims:
+        return None
+    types = {o.shape.element_type.name for o in op.operands
+             if isinstance(o.shape, ArrayShape) and o.shape.element_type.is_float}
+    return wide if types == {narrow.name} else None
+
+
+def _compute_wide(comp: HloComputation, convert: HloInstruction, wide: str,
+                  widened: dict[tuple[int, str], HloInstruction], names: FreshNames) -> None:
+    """``convert`` becomes its operand's operation on ``wide`` converts of its operands."""
+    op = convert.operands[0]
+    operands = []
+    for o in op.operands:
+        if not (isinstance(o.shape, ArrayShape) and o.shape.element_type.is_float):
+            operands.append(o)          # a select's predicate
+            continue
+        key = (id(o), wide)
+        if key not in widened:
+            shape = ArrayShape(ELEMENT_TYPES[wide], o.shape.dims, o.shape.dynamic, o.shape.layout)
+            widened[key] = HloInstruction(names.fresh(f"{o.name}.{wide}"), Opcode.CONVERT,
+                                          shape, [o], parent=comp)
+            comp.instructions.insert(comp.instructions.index(op) + 1, widened[key])
+        operands.append(widened[key])
+    convert.opcode = op.opcode
+    convert.attrs = dict(op.attrs)
+    convert.operands = operands
+
+
+__all__ = ["normalize_floats_in_place"]
