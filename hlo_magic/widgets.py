@@ -9,11 +9,12 @@ data is replaced, so nothing flickers). A change replans the module (``reassign`
 about 0.25 s of CPU for ViT-tiny's training step and 0.15-0.2 s for a 250-parameter test module
 on a 2-core AMD EPYC, the redraw under 0.1 s more, after the new peak is shown; a plan seen
 before is kept): in a kernel that work runs on a worker thread, one change after another,
-while the panel says "reassigning"; so a click is answered at once and the kernel stays free. The toggles are set
-back to the model's state only after the last queued change, so clicks made meanwhile are not
-undone on screen. Without a kernel (tests, scripts) it runs in the handler. Errors show in the
-``messages`` Output: in the handler through its ``capture`` (so IPython's ``showtraceback`` and
-our short ``_render_traceback_`` apply), from the worker as the error's own text.
+while the panel says "reassigning"; so a click is answered at once and the kernel stays free.
+The toggles are set back to the model's state only after the last queued change, so clicks
+made meanwhile are not undone on screen. Without a kernel (tests, scripts) it runs in the
+handler. Errors show in the ``messages`` Output: in the handler through its ``capture`` (so
+IPython's ``showtraceback`` and our short ``_render_traceback_`` apply), from the worker as
+the error's own text.
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ class DonationPanel:
     def _apply(self, change: Callable[[], str], queued: bool = False) -> None:
         # the sentence and the new peak go out first, the collector paused until they have:
         # a replan leaves a plan's worth of objects (kept, not garbage) and the collection
-        # they trigger can traverse every plan kept so far (0.15-0.2 s for ViT-tiny's)
+        # they trigger can traverse every plan kept so far (ViT-tiny's: 0.16-0.21 s)
         with gc_paused():
             self.change.value = change()
             self._show_summary()
