@@ -7,9 +7,9 @@ files), the click-through between the timeline and the annotated view, a donatio
 answered by the kernel, and the notebook saved and reopened without a kernel (its static
 copies). Screenshots, the exported files and ``vit-timings.json`` (how long the toggle took
 from the click to the panel's new peak and to its sentence: recorded, not asserted, since on a
-shared 2-core host the wall clock says mostly how busy the other jobs are: 3.1 s to the peak at
-a load average of 15 against 0.25 s of the kernel's CPU, docs/performance.md) go to the
-artifacts folder."""
+shared 2-core host the wall clock says mostly how busy the other jobs are: 1.8-3.1 s to the
+peak at load averages of 8-15 against 0.25 s of the kernel's CPU, docs/performance.md) go to
+the artifacts folder."""
 
 from __future__ import annotations
 
