@@ -28,7 +28,7 @@ device: ``Target.for_kind(TargetKind.CPU)`` stands in for one.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 from .analysis.alias_analysis import AliasAnalysis
@@ -36,6 +36,7 @@ from .analysis.call_graph import CallGraph, sequential_computations
 from .analysis.dataflow import Dataflow
 from .analysis.memory_scheduler import choose_schedule
 from .analysis.schedule import Schedule, build_schedule, text_order
+from .analysis.side_effects import SideEffects
 from .buffers.assignment import BufferAssignment, assign_buffers, check_alignment
 from .buffers.donation import AliasPlan, plan_aliasing
 from .errors import HloArgumentError, HloUnsupportedError, internal_errors
@@ -117,6 +118,10 @@ class Prepared:
     module: HloModule
     donation: AliasPlan
     schedule: Schedule | None = None
+    call_graph: CallGraph | None = None     # of the finished module, for buffer assignment
+    # has_side_effect's memo: the schedulers and copy insertion's dead-code elimination would
+    # otherwise each walk every kernel body again
+    effects: SideEffects = field(default_factory=dict)
 
 
 def _apply_donation(p: Prepared) -> None:
@@ -130,15 +135,19 @@ def _apply_donation(p: Prepared) -> None:
 def _schedule(p: Prepared) -> None:
     """Order every sequential computation by the schedule of the lowest simulated peak."""
     flow = Dataflow(p.module)
-    p.schedule = choose_schedule(flow, AliasAnalysis(flow, p.module.input_output_alias))
+    p.schedule = choose_schedule(flow, AliasAnalysis(flow, p.module.input_output_alias),
+                                 p.effects)
     schedule_in_place(p.module, p.schedule.sequences)
 
 
 def _copy_insertion(p: Prepared) -> None:
-    """Copies go into the scheduled order; the schedule is the resulting module's order."""
+    """Copies go into the scheduled order; the schedule is the resulting module's order. The
+    scheduler's call graph checked the kernels, and neither the new order nor the copies call
+    anything: the call graphs here skip walking every kernel body again."""
     assert p.schedule is not None
-    insert_copies_in_place(p.module)
-    p.schedule = build_schedule(p.module, text_order(CallGraph(p.module)), p.schedule.scheduler,
+    insert_copies_in_place(p.module, p.effects, CallGraph(p.module, check_kernels=False))
+    p.call_graph = CallGraph(p.module, check_kernels=False)
+    p.schedule = build_schedule(p.module, text_order(p.call_graph), p.schedule.scheduler,
                                 p.schedule.peaks)
 
 
@@ -224,7 +233,7 @@ def _assign(common: HloModule, source: HloModule, alignment: int,
     assert prepared.schedule is not None
     return assign_buffers(
         prepared.module, prepared.schedule, alignment=alignment, donation=prepared.donation,
-        source=source, prepared_from=common)
+        source=source, prepared_from=common, call_graph=prepared.call_graph)
 
 
 def run(module: HloModule, target: Target = CPU, *, fusion: bool = True,

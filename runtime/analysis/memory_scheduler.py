@@ -12,6 +12,7 @@ from .alias_analysis import AliasAnalysis
 from .dataflow import Dataflow
 from .liveness import Liveness, peak_of
 from .schedule import Schedule, Sequences, build_schedule, list_order, post_order, text_order
+from .side_effects import SideEffects
 
 
 def simulated_peak(schedule: Schedule, flow: Dataflow, aliasing: AliasAnalysis) -> int:
@@ -23,13 +24,17 @@ def simulated_peak(schedule: Schedule, flow: Dataflow, aliasing: AliasAnalysis) 
     return peak_of(intervals, len(schedule.flattened))[0]
 
 
-def choose_schedule(flow: Dataflow, aliasing: AliasAnalysis) -> Schedule:
+def choose_schedule(flow: Dataflow, aliasing: AliasAnalysis,
+                    effects: SideEffects | None = None) -> Schedule:
+    """``effects``: ``has_side_effect``'s memo, shared by the candidates (and with a caller
+    that asks about the same module later)."""
     module = flow.module
+    effects = effects if effects is not None else {}
     candidates: dict[str, Sequences] = {}
     if module.is_scheduled:
         candidates["module"] = text_order(flow.call_graph)
-    candidates["list"] = list_order(flow)
-    candidates["post-order"] = post_order(flow.call_graph, module)
+    candidates["list"] = list_order(flow, effects)
+    candidates["post-order"] = post_order(flow.call_graph, module, effects)
     schedules = {name: build_schedule(module, seqs, name) for name, seqs in candidates.items()}
     peaks = {name: simulated_peak(s, flow, aliasing) for name, s in schedules.items()}
     best = min(peaks, key=lambda name: peaks[name])

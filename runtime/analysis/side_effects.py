@@ -9,9 +9,13 @@ from ..hlo.opcodes import COMPUTATION_ATTRIBUTES, OPCODES
 #: opcodes that may run a computation (only those can inherit a side effect from one)
 _CALLING = frozenset(name for name, spec in OPCODES.items() if spec.attrs & COMPUTATION_ATTRIBUTES)
 
+#: computation -> whether it contains a side effect: ``has_side_effect``'s memo, which callers
+#: asking about one module several times share (edits that add only copies, tuples and
+#: get-tuple-elements, as copy insertion's, leave it valid)
+SideEffects = dict[HloComputation, bool]
 
-def has_side_effect(inst: HloInstruction,
-                    memo: dict[HloComputation, bool] | None = None) -> bool:
+
+def has_side_effect(inst: HloInstruction, memo: SideEffects | None = None) -> bool:
     """The opcode row says so, a custom-call is marked ``custom_call_has_side_effect=true``,
     or a computation it runs contains such an instruction."""
     if OPCODES[inst.opcode].side_effect:
@@ -24,7 +28,7 @@ def has_side_effect(inst: HloInstruction,
     return any(_computation_has_side_effect(c, memo) for c in inst.called_computations)
 
 
-def _computation_has_side_effect(comp: HloComputation, memo: dict[HloComputation, bool]) -> bool:
+def _computation_has_side_effect(comp: HloComputation, memo: SideEffects) -> bool:
     if comp not in memo:
         memo[comp] = False
         memo[comp] = any(has_side_effect(i, memo) for i in comp.instructions)

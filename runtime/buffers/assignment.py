@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..analysis.alias_analysis import AliasAnalysis, HloBuffer
+from ..analysis.call_graph import CallGraph
 from ..analysis.dataflow import Dataflow, HloValue
 from ..analysis.device_groups import DeviceGrid
 from ..analysis.in_place import may_hand_off
@@ -105,15 +106,16 @@ def check_alignment(alignment: int) -> None:
 
 def assign_buffers(module: HloModule, schedule: Schedule, *, alignment: int = 128,
                    donation: AliasPlan | None = None, source: HloModule | None = None,
-                   prepared_from: HloModule | None = None) -> BufferAssignment:
+                   prepared_from: HloModule | None = None,
+                   call_graph: CallGraph | None = None) -> BufferAssignment:
     """The memory plan of a prepared module (``pipeline.prepare``: scheduled in
     ``schedule``'s order, donation applied, copies inserted). ``donation`` is the plan that
     was applied (for the report), ``source`` the module before preparation, ``prepared_from``
     the module after the pipeline's donation-independent passes (``prepare_common``), which
     ``pipeline.reassign`` finishes again for other donations (None: the caller prepared it,
-    and only it can)."""
+    and only it can). ``call_graph``: the module's, where the caller has it."""
     check_alignment(alignment)
-    flow = Dataflow(module)
+    flow = Dataflow(module, call_graph)
     aliasing = AliasAnalysis(flow, module.input_output_alias)
     return BufferAssignment(module, schedule, flow, aliasing, Liveness(flow, schedule),
                             alignment, inserted_copies(module),

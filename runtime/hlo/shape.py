@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import ClassVar, Iterator, Literal, Union
 
 from .dtypes import ElementType, TOKEN
@@ -97,10 +98,11 @@ class ArrayShape:
             return self.layout.minor_to_major
         return tuple(range(self.rank - 1, -1, -1))
 
-    @property
+    @cached_property
     def byte_size(self) -> int:
         """Bytes of the buffer: 2- and 4-bit types packed (``dtypes.PACKED``), as XLA's CPU
-        backend stores them, and any type whose layout says ``E(bits)`` for fewer than 8."""
+        backend stores them, and any type whose layout says ``E(bits)`` for fewer than 8.
+        Kept (the shape is frozen): every analysis of a module asks for each value's size."""
         if not self.is_array:
             return 0
         if self.is_unbounded:

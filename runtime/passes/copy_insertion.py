@@ -29,6 +29,7 @@ from ..analysis.dataflow import Dataflow, HloValue
 from ..analysis.in_place import in_place_pairs, may_hand_off
 from ..analysis.liveness import LiveRange, Liveness, writable_parameters
 from ..analysis.schedule import build_schedule, text_order
+from ..analysis.side_effects import SideEffects
 from ..hlo.attributes import RawText, quote_string, unquote_string
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
@@ -67,15 +68,20 @@ def copy_insertion(module: HloModule) -> HloModule:
     return new
 
 
-def insert_copies_in_place(module: HloModule) -> None:
-    """The pass itself, for pipelines that already work on a clone they own."""
-    everywhere = _CopiesEverywhere(module)
-    kept = _remove_unneeded_copies(module, everywhere.roles)
+def insert_copies_in_place(module: HloModule, effects: SideEffects | None = None,
+                           graph: CallGraph | None = None) -> None:
+    """The pass itself, for pipelines that already work on a clone they own. ``effects``: a
+    ``has_side_effect`` memo the caller holds for this module (the copies have none);
+    ``graph``: the module's call graph, where the caller has it."""
+    graph = graph if graph is not None else CallGraph(module)
+    everywhere = _CopiesEverywhere(module, graph)
+    # the copies, tuples and get-tuple-elements added call nothing: the call graph stands
+    kept = _remove_unneeded_copies(module, everywhere.roles, graph)
     for copy, reason in kept.items():
         copy.attrs["frontend_attributes"] = RawText(f"{{{REASON_KEY}={quote_string(reason)}}}")
     everywhere.restore_untouched_tuples()
     # only sequential computations got copies; kernel bodies are left as they were
-    remove_dead_code(module, sequential_computations(module))
+    remove_dead_code(module, sequential_computations(module), effects)
 
 
 # --- phase 1: copies everywhere ----------------------------------------------------------
@@ -105,14 +111,13 @@ class _CopiesEverywhere:
     """Phase 1: a copy wherever a constraint meets a value. ``roles`` says what each copy is
     for (the start of its reason); ``rebuilt`` maps each new tuple to the tuple it replaced."""
 
-    def __init__(self, module: HloModule) -> None:
+    def __init__(self, module: HloModule, graph: CallGraph) -> None:
         self.module = module
         self.names = FreshNames(module)
         self.roles: dict[HloInstruction, str] = {}
         self.rebuilt: dict[HloInstruction, HloInstruction] = {}
         entry = module.entry
         assert entry is not None
-        graph = CallGraph(module)
         self._copy_aliased_parameters()
         for comp in graph.sequential:
             for inst in list(comp.instructions):
@@ -234,8 +239,8 @@ class _CopiesEverywhere:
 class _Merger:
     """Buffers of the copy-everywhere module, merged as copies are found unnecessary."""
 
-    def __init__(self, module: HloModule) -> None:
-        self.flow = Dataflow(module)
+    def __init__(self, module: HloModule, graph: CallGraph) -> None:
+        self.flow = Dataflow(module, graph)
         self.aliasing = AliasAnalysis(self.flow, module.input_output_alias)
         self.schedule = build_schedule(module, text_order(self.flow.call_graph), "module")
         liveness = Liveness(self.flow, self.schedule)
@@ -373,10 +378,10 @@ class _Merger:
         return text
 
 
-def _remove_unneeded_copies(module: HloModule,
-                            roles: dict[HloInstruction, str]) -> dict[HloInstruction, str]:
+def _remove_unneeded_copies(module: HloModule, roles: dict[HloInstruction, str],
+                            graph: CallGraph) -> dict[HloInstruction, str]:
     """Phase 2. Removes copies (latest first) and returns the kept ones with reasons."""
-    merger = _Merger(module)
+    merger = _Merger(module, graph)
     order = merger.schedule.step
     needed: dict[HloInstruction, Reason] = {}
     for copy in sorted(roles, key=lambda c: order[c], reverse=True):

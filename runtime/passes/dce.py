@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..analysis.side_effects import has_side_effect
+from ..analysis.side_effects import SideEffects, has_side_effect
 from ..hlo.clone import clone_module
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.opcode_enum import Opcode
@@ -25,18 +25,20 @@ def dce(module: HloModule) -> HloModule:
 
 
 def remove_dead_code(module: HloModule,
-                     computations: Iterable[HloComputation] | None = None) -> None:
+                     computations: Iterable[HloComputation] | None = None,
+                     effects: SideEffects | None = None) -> None:
     """DCE in place, for passes that work on a clone they own. ``computations``: the ones to
     clean (default: all), for a pass that edited only these; unreachable computations go
-    either way."""
+    either way. ``effects``: a ``has_side_effect`` memo the caller already holds for this
+    module."""
     assert module.entry is not None
-    memo: dict[HloComputation, bool] = {}
+    memo: SideEffects = effects if effects is not None else {}
     for comp in module.computations if computations is None else computations:
         _remove_dead_instructions(comp, memo)
     module.computations = _reachable_computations(module)
 
 
-def _remove_dead_instructions(comp: HloComputation, memo: dict[HloComputation, bool]) -> None:
+def _remove_dead_instructions(comp: HloComputation, memo: SideEffects) -> None:
     live: set[HloInstruction] = set()
     stack = [i for i in comp.instructions
              if i is comp.root or i.opcode == Opcode.PARAMETER or has_side_effect(i, memo)]
@@ -59,8 +61,9 @@ def _reachable_computations(module: HloModule) -> list[HloComputation]:
     reachable = {module.entry}
     stack = [module.entry]
     while stack:
+        # most kernel instructions have no attributes at all (so call nothing)
         for inst in stack.pop().instructions:
-            for callee in inst.called_computations:
+            for callee in inst.called_computations if inst.attrs else ():
                 if callee not in reachable:
                     reachable.add(callee)
                     stack.append(callee)

@@ -5,8 +5,11 @@ clicks in headless Chromium the test checks the report's height, that the timeli
 temp arena, hover, find and the table of buffers live at the peak, both exports (PNG and SVG
 files), the click-through between the timeline and the annotated view, a donation toggle
 answered by the kernel, and the notebook saved and reopened without a kernel (its static
-copies). Screenshots, the exported files and ``vit-timings.json`` (how long the toggle took to
-be answered: recorded, never asserted) go to the artifacts folder."""
+copies). Screenshots, the exported files and ``vit-timings.json`` (how long the toggle took
+from the click to the panel's new peak and to its sentence: recorded, not asserted, since on a
+shared 2-core host the wall clock says mostly how busy the other jobs are: 1.8-3.1 s to the
+peak at load averages of 8-15 against 0.25 s of the kernel's CPU, docs/performance.md) go to
+the artifacts folder."""
 
 from __future__ import annotations
 
@@ -72,7 +75,9 @@ def test_a_shipped_vit_in_jupyterlab(lab_root, lab_url, browser, declared, artif
     params = describe_parameters(declared)
     donatable = max((p for p in params if p.blocked is None and not p.must_alias),
                     key=lambda p: (p.size, -p.number))
-    expected_change = DonationModel(plan, frozenset()).set_donated(donatable.number, True)
+    toggled = DonationModel(plan, frozenset())
+    expected_change = toggled.set_donated(donatable.number, True)
+    expected_peak = toggled.summary()
     (lab_root / "notebooks" / NOTEBOOK).write_text(json.dumps(notebook_of([
         "%load_ext hlo_magic",
         "get_ipython().run_cell_magic('hlo', '--show timeline,annotated -o r', "
@@ -167,11 +172,16 @@ def test_a_shipped_vit_in_jupyterlab(lab_root, lab_url, browser, declared, artif
     svg = _download(page, timeline.locator(".hlo-tl-svg"), artifacts, "vit-export.svg")
     assert svg.read_text().startswith("<svg xmlns=") and "<path" in svg.read_text()
 
-    # donate the largest donatable parameter; how long the kernel takes to answer is recorded
+    # donate the largest donatable parameter; how long until the panel shows the new peak, and
+    # the sentence, is recorded
     toggles = page.locator(".widget-toggle-buttons")
     toggles.nth(donatable.number).scroll_into_view_if_needed()
     started = time.perf_counter()
     toggles.nth(donatable.number).locator("button", has_text="donate").click()
+    page.wait_for_function(
+        "(want) => [...document.querySelectorAll('.widget-html')].some("
+        "e => e.textContent.includes(want))", arg=expected_peak, timeout=120000)
+    timings["donation_toggle_peak_shown_s"] = round(time.perf_counter() - started, 3)
     page.wait_for_function(
         "(want) => [...document.querySelectorAll('.widget-label')].some("
         "e => e.textContent.includes(want))", arg=expected_change, timeout=120000)

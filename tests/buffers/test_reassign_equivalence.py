@@ -8,15 +8,19 @@ assignment of a freshly parsed module makes, for any donation set, in any order 
 from __future__ import annotations
 
 import random
+from typing import Callable
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import runtime
-from runtime import reassign
+from runtime import HloError, reassign
 from runtime.buffers import BufferAssignment
 from runtime.pipeline import buffer_assignment, optimise
 
 from ..notebook.hlo_texts import model_step
+from .random_modules import random_modules
 
 # Tuple outputs, an in-place dynamic-update-slice of a donated parameter, a tuple parameter
 # whose two leaves alias two outputs, and a buffer_donor that fits either of two outputs of
@@ -82,6 +86,62 @@ ENTRY main {
 """
 
 
+# Side effects in the entry and in a loop body (the schedulers keep them in order, dead-code
+# elimination keeps the unused one), a conditional, a donor and a must-alias parameter.
+EFFECTS = """HloModule effects, input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, must-alias) }, buffer_donor={ (2, {}) }
+
+cond {
+  s = (s32[], f32[64]) parameter(0)
+  n = s32[] get-tuple-element(s), index=0
+  lim = s32[] constant(3)
+  ROOT lt = pred[] compare(n, lim), direction=LT
+}
+
+body {
+  s = (s32[], f32[64]) parameter(0)
+  n = s32[] get-tuple-element(s), index=0
+  v = f32[64] get-tuple-element(s), index=1
+  one = s32[] constant(1)
+  n1 = s32[] add(n, one)
+  lo = f32[] constant(0)
+  hi = f32[] constant(1)
+  r = f32[64] rng(lo, hi), distribution=rng_uniform
+  unused = f32[64] rng(lo, hi), distribution=rng_normal
+  v1 = f32[64] add(v, r)
+  ROOT t = (s32[], f32[64]) tuple(n1, v1)
+}
+
+yes {
+  x = f32[64] parameter(0)
+  ROOT y = f32[64] exponential(x)
+}
+
+no {
+  x = f32[64] parameter(0)
+  ROOT y = f32[64] negate(x)
+}
+
+ENTRY main {
+  a = f32[64] parameter(0)
+  b = f32[64] parameter(1)
+  c = f32[64] parameter(2)
+  k = pred[] parameter(3)
+  zero = s32[] constant(0)
+  init = (s32[], f32[64]) tuple(zero, a)
+  w = (s32[], f32[64]) while(init), condition=cond, body=body
+  v = f32[64] get-tuple-element(w), index=1
+  lo = f32[] constant(0)
+  hi = f32[] constant(1)
+  noise = f32[64] rng(lo, hi), distribution=rng_uniform
+  sel = f32[64] conditional(k, b, c), true_computation=yes, false_computation=no
+  s = f32[64] add(v, noise)
+  m = f32[64] multiply(sel, b)
+  e = f32[64] exponential(c)
+  ROOT out = (f32[64], f32[64], f32[64], f32[64]) tuple(s, m, sel, e)
+}
+"""
+
+
 def plan_facts(plan: BufferAssignment) -> tuple:
     """Everything a plan says: each buffer's place and live range, each allocation, the
     statistics, the schedule and the copies."""
@@ -103,8 +163,9 @@ def donation_sets(parameters: int, count: int, seed: int) -> list[frozenset[int]
 
 @pytest.mark.parametrize("text, optimised, count", [
     (TUPLES_IN_PLACE, False, 24), (TUPLES_IN_PLACE, True, 24), (LOOP, True, 12),
-    (model_step(6), True, 12)], ids=["tuples-in-place", "tuples-in-place-fused", "loop",
-                                    "model-step"])
+    (EFFECTS, False, 12), (EFFECTS, True, 12), (model_step(6), True, 12)],
+    ids=["tuples-in-place", "tuples-in-place-fused", "loop", "effects", "effects-fused",
+         "model-step"])
 def test_reassign_gives_the_plan_of_a_fresh_assignment(text, optimised, count):
     def module():
         parsed = runtime.parse(text)
@@ -139,3 +200,34 @@ def test_the_donor_takes_a_different_output_as_other_parameters_are_donated():
     assert aliased(reassign(first, frozenset({3})))[3] == {(4,)}
     assert aliased(reassign(first, frozenset({2, 3}))) == {2: {(3,)}, 3: {(4,)}}
     assert aliased(reassign(first, frozenset({4}))) == {4: {(4,)}}
+
+
+def _plan_or_error(make: Callable[[], BufferAssignment]) -> tuple:
+    """The plan's facts, or the error a donation set that cannot be planned gives."""
+    try:
+        return plan_facts(make())
+    except HloError as error:
+        return (type(error), str(error))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_modules(), st.booleans(), st.data())
+def test_reassign_of_random_modules_gives_the_plan_of_a_fresh_assignment(generated, optimised,
+                                                                         data):
+    """Random modules (loops, conditionals, calls, in-place updates, outputs repeating values,
+    random aliases, must-alias entries and donors) and random donation sets, one after
+    another."""
+    text, parameters = generated
+
+    def module():
+        parsed = runtime.parse(text)
+        return optimise(parsed) if optimised else parsed
+
+    plan = first = buffer_assignment(module())
+    for _ in range(4):
+        donated = frozenset(data.draw(st.sets(st.integers(0, parameters - 1))))
+        fresh = _plan_or_error(lambda: buffer_assignment(module(), donated=donated))
+        assert _plan_or_error(lambda: reassign(plan, donated)) == fresh, sorted(donated)
+        assert _plan_or_error(lambda: reassign(first, donated)) == fresh, sorted(donated)
+        if not isinstance(fresh[0], type):
+            plan = reassign(plan, donated)
