@@ -37,6 +37,19 @@ def test_loading_is_quiet_and_imports_neither_opencl_nor_matplotlib():
     assert run_python(code) == ["[]", "True"]
 
 
+def test_a_report_loads_neither_the_lowering_rules_nor_matplotlib():
+    """A cell without --run shows the analysis: no kernel is generated, so the lowering
+    rules (0.15 s to import) and matplotlib (figures are asked for apart) stay unloaded in a
+    kernel's first report."""
+    code = ("import sys\nfrom IPython.core.interactiveshell import InteractiveShell\n"
+            "ip = InteractiveShell.instance()\nip.run_line_magic('load_ext', 'hlo_magic')\n"
+            f"r = ip.run_cell_magic('hlo', '', {ADD_MUL!r})\n"
+            "bundle, _ = ip.display_formatter.format(r)\n"
+            "heavy = ('runtime.codegen.families', 'matplotlib')\n"
+            "print(sorted(m for m in heavy if m in sys.modules), 'text/html' in bundle)\n")
+    assert run_python(code) == ["[] True"]
+
+
 def test_load_registers_one_instance_and_loading_again_is_harmless(ip):
     assert len(instances(ip)) == 1
     manager = ip.magics_manager
