@@ -208,16 +208,14 @@ def get_device(spec: str | Device | None = None) -> Device:
 def likely_device(spec: str | Device | None = None) -> tuple[Device, Callable[[], Device]]:
     """``get_device(spec)`` at once, and a function that confirms it (returns
     ``get_device(spec)``). Which device is the default depends on whether it compiles a probe
-    kernel, which took 1.2 s on PoCL's empty cache (more than a model's passes): for the
-    default, the best-ranked device comes back at once and its probe runs in a thread until
-    the confirmation, so an analysis, which needs the device's properties only, runs beside
-    it; the caller redoes its work for the confirmed device where that differs."""
-    if isinstance(spec, Device) or spec is not None or os.environ.get("HLO_DEVICE"):
-        chosen = get_device(spec)
-        return chosen, lambda: chosen
+    kernel, which took 1.2 s on PoCL's empty cache (more than GPT-2's whole analysis): for
+    the default, the best-ranked device comes back at once and its probe runs in a thread
+    until the confirmation, so an analysis, which needs the device's properties only, runs
+    beside it; the caller redoes its work for the confirmed device where that differs."""
     found = devices()
-    if not found:
-        return get_device(), get_device      # raises the error saying what to install
+    if spec is not None or os.environ.get("HLO_DEVICE") or not found:
+        chosen = get_device(spec)       # without devices: the error saying what to install
+        return chosen, lambda: chosen
     first = device_probe.ranked(found)[0]
     probe = threading.Thread(target=first.probe_build, name="hlo-magic-device-probe",
                              daemon=True)
