@@ -172,7 +172,7 @@ def prepare_common(module: HloModule) -> HloModule:
 
 def prepare(common: HloModule, plan: AliasPlan) -> Prepared:
     """``PREPARATION`` on a copy of ``common`` (``prepare_common(source)``, left unchanged) for
-    the donation plan ``plan`` of ``source`` (``plan_aliasing``). The copy shares
+    ``plan``, ``plan_aliasing`` of ``source`` for a donation set. The copy shares
     ``common``'s thread-local computations (kernel bodies, reducers): these passes change only
     sequential ones, and a large model's fusion bodies are most of its instructions."""
     sequential = set(sequential_computations(common))
