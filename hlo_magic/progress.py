@@ -22,7 +22,8 @@ from .formatting import format_seconds
 
 @dataclass(frozen=True)
 class ProgressLine:
-    """``compiling add_mul: 3/12 kernels built`` as text, and as HTML with a progress bar."""
+    """``compiling add_mul: 3/12 kernels built, 9 to go`` as text, and as HTML with a
+    progress bar."""
 
     module: str
     done: int
@@ -34,7 +35,8 @@ class ProgressLine:
         if self.finished:
             kernels = "1 kernel" if self.total == 1 else f"{self.total} kernels"
             return f"compiled {self.module}: {kernels} built in {format_seconds(self.seconds)}"
-        return f"compiling {self.module}: {self.done}/{self.total} kernels built"
+        return (f"compiling {self.module}: {self.done}/{self.total} kernels built, "
+                f"{self.total - self.done} to go")
 
     def _repr_html_(self) -> str:
         bar = f'<progress value="{self.done}" max="{max(self.total, 1)}"></progress> '

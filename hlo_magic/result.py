@@ -17,7 +17,7 @@ from .donation import ParameterInfo
 from .fallback import new_static_id
 from .formatting import format_bytes
 from .render import to_html, to_text
-from .report import build_report
+from .report import Part, build_report
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -54,6 +54,9 @@ class HloResult:
     _png: bytes | None = field(default=None, repr=False)
     _savings: list[tuple[int, str]] | None = field(default=None, repr=False)
     _collectives: list[CollectiveTraffic] | None = field(default=None, repr=False)
+    # the report's parts, built once for both the text and the HTML of the display bundle
+    # (not copied by ``dataclasses.replace``, which may change what is shown)
+    _parts: list[Part] | None = field(default=None, repr=False, init=False)
 
     # --- data --------------------------------------------------------------------------------
     @property
@@ -176,13 +179,18 @@ class HloResult:
                 f"outputs={self._outputs_text()}, device={self.device.platform_short}:"
                 f"{self.device.kind})")
 
+    def _report_parts(self) -> list[Part]:
+        if self._parts is None:
+            self._parts = build_report(self)
+        return self._parts
+
     def report_text(self) -> str:
-        return to_text(build_report(self))
+        return to_text(self._report_parts())
 
     def _repr_html_(self) -> str:
         if "none" in self.show:
             return f"<code>{html.escape(repr(self))}</code>"
-        return to_html(build_report(self))
+        return to_html(self._report_parts())
 
     def _repr_pretty_(self, printer, cycle: bool) -> None:
         printer.text(repr(self) if cycle or "none" in self.show else self.report_text())

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from .errors import internal_errors
 from .gc_pause import with_gc_paused
 from .hlo.ir import HloModule
+from .hlo.opcode_enum import Opcode
 from .target import Target, TargetKind
 
 if TYPE_CHECKING:
@@ -59,7 +60,10 @@ class Analysis:
     def unimplemented_custom_calls(self) -> list[UnimplementedCall]:
         """The custom calls nothing implements (by the registry as it is now): each compiles
         to a step that raises ``CustomCallError`` if a run reaches it, so a module whose such
-        calls sit in branches valid input never takes (Equinox's ``error_if``) still runs."""
+        calls sit in branches valid input never takes (Equinox's ``error_if``) still runs.
+        Without custom calls the lowering rules are not loaded (a report needs no kernels)."""
+        if not any(inst.opcode == Opcode.CUSTOM_CALL for inst in self.module.instructions()):
+            return []
         from .codegen.families.custom_call import unimplemented_calls
         return unimplemented_calls(self.module, self.python_callbacks)
 

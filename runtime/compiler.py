@@ -14,11 +14,12 @@ import hashlib
 import re
 import time
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from .analyzer import analyze_verified, jax_input
-from .errors import HloError, internal_errors
+from .errors import DeviceError, HloError, internal_errors
 from .gc_pause import with_gc_paused
 from .hlo.ir import HloModule
 from .execution.kernel_builds import KernelBuild, ProgressCallback
@@ -101,39 +102,61 @@ def compile(module_or_text: str | HloModule | Any, device=None, *, alignment: in
     values, and the executable's outputs are not the model's (``exe.elided_constants`` says
     so). ``exe.compile_times`` has the seconds per stage.
     """
-    from .opencl.device import get_device
-    dev = get_device(device)
+    from .opencl.device import likely_device
+    dev, confirm = likely_device(device)
     start = time.perf_counter()
     options = CompileOptions(alignment, fusion, elided_constants)
-    module_or_text, callbacks = jax_input(module_or_text, python_callbacks)
-    if isinstance(module_or_text, HloModule):
-        text = module_or_text.to_text()
-        module = module_or_text
-    elif isinstance(module_or_text, str):
-        text = module_or_text
-        module = None
-    else:
-        raise TypeError(f"compile() takes HLO text, an HloModule or a jax.stages.Lowered, not "
-                        f"{type(module_or_text).__name__}")
-    if elided_constants is not None and elided_constants not in ELIDED_FILLS:
-        raise ValueError(f"elided_constants={elided_constants!r}: expected None or one of "
-                         f"{ELIDED_FILLS}")
+    try:
+        module_or_text, callbacks = jax_input(module_or_text, python_callbacks)
+        if isinstance(module_or_text, HloModule):
+            text = module_or_text.to_text()
+        elif isinstance(module_or_text, str):
+            text = module_or_text
+        else:
+            raise TypeError(f"compile() takes HLO text, an HloModule or a jax.stages.Lowered, "
+                            f"not {type(module_or_text).__name__}")
+        if elided_constants is not None and elided_constants not in ELIDED_FILLS:
+            raise ValueError(f"elided_constants={elided_constants!r}: expected None or one of "
+                             f"{ELIDED_FILLS}")
+        exe, hit = _front_end(module_or_text, text, dev, options, callbacks, force, progress,
+                              start)
+    except BaseException:
+        # the probe silences descriptors 1 and 2 while it builds: it ends before the error shows
+        with suppress(DeviceError):
+            confirm()
+        raise
+    confirmed = confirm()
+    if confirmed is not dev:        # the best-ranked device cannot compile: another is used
+        exe, hit = _front_end(module_or_text, text, confirmed, options, callbacks, force,
+                              progress, start)
+    if hit:
+        return exe if lazy else exe.build(progress)
+    if not lazy:
+        exe.build(progress)
+    _CACHE[_cache_key(text, exe.device, options, callbacks)] = exe
+    return exe
+
+
+def _front_end(module_or_text: str | HloModule, text: str, dev, options: CompileOptions,
+               callbacks: tuple[Callable, ...], force: bool,
+               progress: ProgressCallback | None, start: float):
+    """(the executable for ``dev``, not built, whether it came from the cache): the cached
+    one's copy, or a new analysis."""
     key = _cache_key(text, dev, options, callbacks)
     if not force and key in _CACHE:
         exe = _CACHE[key]._cache_hit_copy()
         exe.progress = progress
-        return exe if lazy else exe.build(progress)
-    module, analysis, filled = _analyse(text, module, dev, alignment, fusion, elided_constants,
-                                        progress, callbacks)
+        return exe, True
+    module = module_or_text if isinstance(module_or_text, HloModule) else None
+    module, analysis, filled = _analyse(text, module, dev, options.alignment, options.fusion,
+                                        options.elided_constants, progress, callbacks)
     times = analysis.times
     from .execution.executable import Executable
     times["other"] = time.perf_counter() - start - sum(times.values())
     exe = Executable(module, analysis, dev, KernelBuild(analysis, dev),
-                     elided_constants=elided_constants if filled else None, progress=progress)
-    if not lazy:
-        exe.build(progress)
-    _CACHE[key] = exe
-    return exe
+                     elided_constants=options.elided_constants if filled else None,
+                     progress=progress)
+    return exe, False
 
 
 @with_gc_paused

@@ -181,14 +181,11 @@ def prepare_common(module: HloModule) -> HloModule:
     return common
 
 
-def prepare(common: HloModule, source: HloModule, donated: frozenset[int] | None = None
-            ) -> Prepared:
+def prepare(common: HloModule, plan: AliasPlan) -> Prepared:
     """``PREPARATION`` on a copy of ``common`` (``prepare_common(source)``, left unchanged) for
-    the donation plan of ``source``; ``donated``: see ``buffer_assignment``. The copy shares
+    ``plan``, ``plan_aliasing`` of ``source`` for a donation set. The copy shares
     ``common``'s thread-local computations (kernel bodies, reducers): these passes change only
     sequential ones, and a large model's fusion bodies are most of its instructions."""
-    with internal_errors("the donation plan"):
-        plan = plan_aliasing(source, donated)
     sequential = set(sequential_computations(common))
     kernels = {c for c in common.computations if c not in sequential}
     prepared = Prepared(clone_module(common, share=kernels)[0], plan)
@@ -223,17 +220,26 @@ def reassign(assignment: BufferAssignment, donated: frozenset[int] | None) -> Bu
         raise HloArgumentError("this assignment was made from a module prepared outside the "
                                "pipeline; make it with pipeline.buffer_assignment to reassign "
                                "it")
-    return _assign(assignment.prepared_from, assignment.source, assignment.alignment, donated)
+    return _assign(assignment.prepared_from, assignment.source, assignment.alignment, donated,
+                   assignment.family)
 
 
 def _assign(common: HloModule, source: HloModule, alignment: int,
-            donated: frozenset[int] | None) -> BufferAssignment:
-    """One path for both: a fresh assignment and a toggle's must give the same plan."""
-    prepared = prepare(common, source, donated)
+            donated: frozenset[int] | None,
+            family: list[BufferAssignment] | None = None) -> BufferAssignment:
+    """One path for both: a fresh assignment and a toggle's must give the same plan. The
+    plan depends on ``donated`` only through the aliasing it applies, so a plan of ``family``
+    with the same aliasing is that plan (a module without aliases has one plan)."""
+    with internal_errors("the donation plan"):
+        plan = plan_aliasing(source, donated)
+    for made in family or ():
+        if made.donation == plan:
+            return made
+    prepared = prepare(common, plan)
     assert prepared.schedule is not None
     return assign_buffers(
         prepared.module, prepared.schedule, alignment=alignment, donation=prepared.donation,
-        source=source, prepared_from=common, call_graph=prepared.call_graph)
+        source=source, prepared_from=common, call_graph=prepared.call_graph, family=family)
 
 
 def run(module: HloModule, target: Target = CPU, *, fusion: bool = True,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import numpy as np
 
@@ -49,14 +50,16 @@ def cold_build_with_workers() -> None:
     plan_passes.PLAN_PASSES = plan_passes.without("chain-launches")
     kernel_builds.VARIANTS_PER_WORKER = 1
     from_workers: list[str] = []
-    original = build_workers.Workers.finish
 
-    def spy(self, warmed):
-        def record(kernel: str) -> None:
-            from_workers.append(kernel)
-            warmed(kernel)
-        return original(self, record)
-    build_workers.Workers.finish = spy        # type: ignore[method-assign]
+    def spy(original):
+        def read(self, warmed):
+            def record(kernel: str) -> None:
+                from_workers.append(kernel)
+                warmed(kernel)
+            return original(self, record)
+        return read
+    build_workers.Workers.poll = spy(build_workers.Workers.poll)      # type: ignore
+    build_workers.Workers.finish = spy(build_workers.Workers.finish)  # type: ignore
     progress: list[tuple] = []
     exe = runtime.compile(CHAIN, fusion=False, force=True,
                           progress=lambda *report: progress.append(report))
@@ -84,8 +87,38 @@ def test_a_cold_build_with_workers_runs_like_one_without(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
 
 
+def test_a_workers_reports_are_read_while_the_compiling_process_works():
+    """``poll`` reads what a worker reported so far without waiting for it (the progress counts
+    the workers' kernels as they come, not after the compiling process's own share);
+    ``finish`` reads the rest, a line split between two reads included."""
+    workers = build_workers.Workers(0)
+    code = ("import sys\nprint('k1', flush=True)\nsys.stdout.write('k')\nsys.stdout.flush()\n"
+            "sys.stdin.read()\nprint('2')\n")
+    process = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE)
+    workers.processes.append(process)
+    seen: list[str] = []
+    deadline = time.monotonic() + 60
+    while not seen and time.monotonic() < deadline:
+        workers.poll(seen.append)
+        time.sleep(0.05)
+    assert seen == ["k1"] and process.poll() is None      # the worker is still at work
+    assert process.stdin is not None
+    process.stdin.close()
+    workers.finish(seen.append)
+    assert seen == ["k1", "k2"]
+
+
 def test_the_number_of_jobs_is_configurable(monkeypatch):
     monkeypatch.setenv("HLO_BUILD_JOBS", "3")
     assert build_workers.jobs_setting() == 3
     monkeypatch.setenv("HLO_BUILD_JOBS", "")
-    assert 1 <= build_workers.jobs_setting() <= (os.cpu_count() or 1)
+    assert build_workers.jobs_setting() == len(os.sched_getaffinity(0))
+
+
+def test_every_core_builds_on_a_busy_machine(monkeypatch):
+    """The load average counts the seconds before (the analysis that just ran, others' work):
+    at a load of 1.5 on 2 cores the build ran in one process; a worker still gets its share."""
+    monkeypatch.delenv("HLO_BUILD_JOBS", raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    assert build_workers.jobs_setting() == len(os.sched_getaffinity(0))

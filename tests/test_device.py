@@ -188,3 +188,63 @@ def test_a_fresh_process_reuses_pocls_cached_program(tmp_path):
     programs = sorted(p.parent.name for p in tmp_path.rglob("program.bc"))
     assert _fresh_process(code, tmp_path) == "7"
     assert sorted(p.parent.name for p in tmp_path.rglob("program.bc")) == programs
+
+
+ADD = """HloModule add
+
+ENTRY main {
+  x = f32[64] parameter(0)
+  ROOT y = f32[64] add(x, x)
+}
+"""
+
+
+def _unprobed_first(monkeypatch, probe) -> tuple[device.Device, device.Device]:
+    """A device ranked before the default one (same facts but its alignment), whose probe
+    build is ``probe(the device)``: (that device, the default)."""
+    import dataclasses
+    real = device.get_device()
+    first = dataclasses.replace(real, spec="cpu:9", _lazy={},
+                                mem_base_addr_align=2 * real.mem_base_addr_align)
+    monkeypatch.setattr(device, "_devices", [first, *device.devices()])
+    monkeypatch.setattr(device.device_probe, "ranked", lambda found: [first, real])
+
+    def probe_build(self) -> str | None:
+        if self is first and "probe" not in self._lazy:
+            self._lazy["probe"] = probe(self)
+        return self._lazy.get("probe") if self is first else None
+    monkeypatch.setattr(device.Device, "probe_build", probe_build)
+    return first, real
+
+
+def test_the_analysis_runs_while_the_probe_decides_the_default_device(monkeypatch):
+    """The probe build (1.2 s on PoCL's empty cache) runs beside the analysis of the first
+    report, which needs the best-ranked device's properties only."""
+    import threading
+
+    import runtime
+    from runtime import compiler
+    analysing = threading.Event()
+    seen_while_probing: list[bool] = []
+
+    def probe(_) -> None:
+        seen_while_probing.append(analysing.wait(timeout=30))
+    first, _ = _unprobed_first(monkeypatch, probe)
+    analyse = compiler._analyse
+
+    def spy(*args, **kwargs):
+        analysing.set()
+        return analyse(*args, **kwargs)
+    monkeypatch.setattr(compiler, "_analyse", spy)
+    exe = runtime.compile(ADD, lazy=True, force=True)
+    assert seen_while_probing == [True]
+    assert exe.device is first and exe.buffer_assignment.alignment == first.mem_base_addr_align
+
+
+def test_a_best_ranked_device_that_cannot_compile_is_replaced_after_the_analysis(monkeypatch):
+    """The analysis made for the best-ranked device is made again for the device used."""
+    import runtime
+    first, real = _unprobed_first(monkeypatch, lambda _: "no compiler here")
+    exe = runtime.compile(ADD, lazy=True, force=True)
+    assert exe.device is real and exe.buffer_assignment.alignment == real.mem_base_addr_align
+    assert first.mem_base_addr_align != real.mem_base_addr_align

@@ -107,13 +107,15 @@ def check_alignment(alignment: int) -> None:
 def assign_buffers(module: HloModule, schedule: Schedule, *, alignment: int = 128,
                    donation: AliasPlan | None = None, source: HloModule | None = None,
                    prepared_from: HloModule | None = None,
-                   call_graph: CallGraph | None = None) -> BufferAssignment:
+                   call_graph: CallGraph | None = None,
+                   family: list[BufferAssignment] | None = None) -> BufferAssignment:
     """The memory plan of a prepared module (``pipeline.prepare``: scheduled in
     ``schedule``'s order, donation applied, copies inserted). ``donation`` is the plan that
     was applied (for the report), ``source`` the module before preparation, ``prepared_from``
     the module after the pipeline's donation-independent passes (``prepare_common``), which
     ``pipeline.reassign`` finishes again for other donations (None: the caller prepared it,
-    and only it can). ``call_graph``: the module's, where the caller has it."""
+    and only it can); ``family``: the plans made from the same ``prepared_from`` so far
+    (shared; the new plan joins it). ``call_graph``: the module's, where the caller has it."""
     check_alignment(alignment)
     flow = Dataflow(module, call_graph)
     aliasing = AliasAnalysis(flow, module.input_output_alias)
@@ -121,7 +123,8 @@ def assign_buffers(module: HloModule, schedule: Schedule, *, alignment: int = 12
                             alignment, inserted_copies(module),
                             donation.unused_donors if donation else [],
                             donation.not_donated if donation else [],
-                            source=source or module, prepared_from=prepared_from)
+                            source=source or module, prepared_from=prepared_from,
+                            donation=donation, family=family)
 
 
 class BufferAssignment:
@@ -136,10 +139,18 @@ class BufferAssignment:
                  aliasing: AliasAnalysis, liveness: Liveness, alignment: int,
                  copies: list[InsertedCopy], unused_donors: list[UnusedDonor],
                  not_donated: list[AliasEntry], *, source: HloModule,
-                 prepared_from: HloModule | None) -> None:
+                 prepared_from: HloModule | None, donation: AliasPlan | None = None,
+                 family: list[BufferAssignment] | None = None) -> None:
         self.module = module
         self.source = source
         self.prepared_from = prepared_from
+        self.donation = donation
+        # every plan made from ``prepared_from`` so far, this one included: the same aliasing
+        # gives the same plan, so ``pipeline.reassign`` hands back the one made before (a
+        # report asks for the plan of no donation, of every donation and of the module's own,
+        # and for most modules two of those are one)
+        self.family: list[BufferAssignment] = [] if family is None else family
+        self.family.append(self)
         self.schedule = schedule
         self.dataflow = dataflow
         self.aliasing = aliasing

@@ -10,8 +10,9 @@ by source size), warms its own share meanwhile, and then launches everything onc
 its own process, where each variant is now a cache hit. Workers only save time: whatever
 they fail to do, the compiling process does itself, and their output goes nowhere.
 
-``HLO_BUILD_JOBS`` sets the number of processes compiling at once (default: the cores that
-the 1-minute load average leaves idle; 1 turns workers off).
+``HLO_BUILD_JOBS`` sets the number of processes compiling at once (default: every core the
+process may use; 1 turns workers off). The compiling process reads what the workers report
+between its own launches, so the progress counts their kernels as they are built.
 
 Saving the program binary (``binary_cache``) makes PoCL compile every kernel once more, in a
 generic form, which took as long as all the warm-up launches; so after a cold build a
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -52,17 +54,17 @@ class Variant:
 
 
 def jobs_setting() -> int:
-    """``HLO_BUILD_JOBS``, else the cores not already busy (like ``make -l``): on a machine
-    whose cores other work keeps busy, a worker only competes with the compiling process."""
+    """``HLO_BUILD_JOBS``, else every core this process may run on. Not the cores the load
+    average leaves idle: the load of the seconds before (the analysis that just ran, another
+    user's work) kept a 2-core machine at one process, and a worker on a busy core still
+    gets its share of it, so the build's wall clock only drops with more processes."""
     configured = os.environ.get("HLO_BUILD_JOBS", "")
     if configured.isdigit() and int(configured) >= 1:
         return int(configured)
-    cores = os.cpu_count() or 1
     try:
-        busy = max(0.0, os.getloadavg()[0] - 1.0)      # the load this process adds is its own
+        return max(1, len(os.sched_getaffinity(0)))
     except (AttributeError, OSError):
-        busy = 0.0
-    return max(1, int(cores - busy))
+        return os.cpu_count() or 1
 
 
 def shares(variants: list[Variant], count: int) -> list[list[Variant]]:
@@ -83,6 +85,7 @@ class Workers:
     def __init__(self, count: int) -> None:
         env = _worker_env()
         self.processes: list[subprocess.Popen] = []
+        self._pending: dict[int, bytes] = {}      # per worker: the start of a line not ended yet
         for _ in range(count):
             try:
                 self.processes.append(subprocess.Popen(
@@ -103,13 +106,30 @@ class Workers:
             except OSError:
                 process.kill()
 
+    def poll(self, warmed: Callable[[str], None]) -> None:
+        """Call ``warmed(kernel)`` for each variant a worker has reported so far (no wait)."""
+        for process in self.processes:
+            stream = process.stdout
+            assert stream is not None
+            while select.select([stream], [], [], 0)[0]:
+                chunk = os.read(stream.fileno(), 65536)
+                if not chunk:
+                    break
+                *lines, self._pending[process.pid] = (self._pending.get(process.pid, b"")
+                                                      + chunk).split(b"\n")
+                for line in lines:
+                    warmed(line.decode().strip())
+
     def finish(self, warmed: Callable[[str], None]) -> None:
         """Wait for every worker, calling ``warmed(kernel)`` as each reports a variant done."""
         for process in self.processes:
             try:
                 assert process.stdout is not None
-                for line in process.stdout:
-                    warmed(line.decode().strip())
+                rest = self._pending.pop(process.pid, b"")
+                while chunk := os.read(process.stdout.fileno(), 65536):
+                    *lines, rest = (rest + chunk).split(b"\n")
+                    for line in lines:
+                        warmed(line.decode().strip())
                 process.wait(timeout=WORKER_TIMEOUT_S)
             except (OSError, subprocess.TimeoutExpired):
                 process.kill()

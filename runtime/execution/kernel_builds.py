@@ -180,6 +180,7 @@ def build_kernels(dev, program, report: ProgressCallback,
                 _warm(cl, dev, kernels[variant.kernel], scratch, variant, program)
                 done.add(variant)
                 warmed(variant.kernel)
+                workers.poll(warmed)
             workers.finish(warmed)
         for variant in variants:
             if variant not in done:

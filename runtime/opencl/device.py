@@ -24,7 +24,7 @@ import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from . import binary_cache, device_probe
 from ..errors import DeviceError
@@ -203,6 +203,28 @@ def get_device(spec: str | Device | None = None) -> Device:
     if spec is None:
         return _default_device(found)
     return _match(spec, found)
+
+
+def likely_device(spec: str | Device | None = None) -> tuple[Device, Callable[[], Device]]:
+    """``get_device(spec)`` at once, and a function that confirms it (returns
+    ``get_device(spec)``). Which device is the default depends on whether it compiles a probe
+    kernel, which took 1.2 s on PoCL's empty cache (more than GPT-2's whole analysis): for
+    the default, the best-ranked device comes back at once and its probe runs in a thread
+    until the confirmation, so an analysis, which needs the device's properties only, runs
+    beside it; the caller redoes its work for the confirmed device where that differs."""
+    found = devices()
+    if spec is not None or os.environ.get("HLO_DEVICE") or not found:
+        chosen = get_device(spec)       # without devices: the error saying what to install
+        return chosen, lambda: chosen
+    first = device_probe.ranked(found)[0]
+    probe = threading.Thread(target=first.probe_build, name="hlo-magic-device-probe",
+                             daemon=True)
+    probe.start()
+
+    def confirm() -> Device:
+        probe.join()
+        return get_device()
+    return first, confirm
 
 
 def _default_device(found: list[Device]) -> Device:

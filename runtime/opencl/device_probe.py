@@ -158,12 +158,17 @@ def choose(found: list[Device]) -> Device | None:
     compiles is used, so the compilers of devices that cannot win are never loaded into the
     process (PoCL 3.0's LLVM 14 and Intel's runtime's LLVM in one process crashed LLVM
     here)."""
-    host = host_isa()
-    for a in sorted((Assessment(d, None, target_isa(d)) for d in found),
-                    key=lambda a: _rank_key(a, host)):
-        if a.device.probe_build() is None:
-            return a.device
+    for d in ranked(found):
+        if d.probe_build() is None:
+            return d
     return None
+
+
+def ranked(found: list[Device]) -> list[Device]:
+    """The devices in the order ``choose`` tries them (every criterion but compiling)."""
+    host = host_isa()
+    return [a.device for a in sorted((Assessment(d, None, target_isa(d)) for d in found),
+                                     key=lambda a: _rank_key(a, host))]
 
 
 def reasons(found: list[Device], used: Device, chosen_by: str | None = None) -> dict[str, str]:

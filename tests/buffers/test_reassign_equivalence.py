@@ -231,3 +231,15 @@ def test_reassign_of_random_modules_gives_the_plan_of_a_fresh_assignment(generat
         assert _plan_or_error(lambda: reassign(first, donated)) == fresh, sorted(donated)
         if not isinstance(fresh[0], type):
             plan = reassign(plan, donated)
+
+
+def test_a_donation_set_with_the_same_aliasing_gets_the_plan_made_before():
+    """A report plans its module for no donation, for every donation and as the module says;
+    a plan depends on the donation set only through the aliasing applied, so a set applying
+    the same aliasing gets the plan already made (a model's plan takes a second or more)."""
+    first = buffer_assignment(runtime.parse(TUPLES_IN_PLACE))
+    assert reassign(first, frozenset(range(7))) is first      # every alias, as the module says
+    nothing = reassign(first, frozenset())
+    assert nothing is not first
+    assert reassign(first, frozenset({5, 6})) is nothing       # parameters that alias nothing
+    assert reassign(nothing, None) is first

@@ -37,7 +37,8 @@ def test_slow_compiles_show_one_display_updated_in_place(shell):
         progress("build", 12, 12)
         progress.finish()
     texts = [out.data["text/plain"] for out in cap.outputs]
-    assert texts == ["compiling m: 5/12 kernels built", "compiling m: 12/12 kernels built",
+    assert texts == ["compiling m: 5/12 kernels built, 7 to go",
+                     "compiling m: 12/12 kernels built, 0 to go",
                      "compiled m: 12 kernels built in 2.50 s"]
     ids = {out.transient["display_id"] for out in cap.outputs}
     assert len(ids) == 1 and [out.update for out in cap.outputs] == [False, True, True]

@@ -3,6 +3,8 @@ repeated reasons said once, shared bytes explained, fusions named by their sourc
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 import runtime
@@ -59,6 +61,20 @@ def test_the_answer_comes_first_and_the_details_are_folded(ip):
     assert [d.title for d in details] == ["Details: module, device, run, buffer assignment",
                                           "What the memory words mean"]
     assert html.index("Allocations") > html.index("<details")
+
+
+def test_one_display_builds_the_report_once(ip, monkeypatch):
+    """The text and the HTML of a display bundle show the same parts, built once (a model's
+    take a second); a copy that shows something else builds its own."""
+    from hlo_magic import result as result_module
+    built = []
+    monkeypatch.setattr(result_module, "build_report",
+                        lambda r: built.append(r) or build_report(r))
+    result = ip.run_cell_magic("hlo", "", SGD)
+    bundle, _ = ip.display_formatter.format(result)
+    assert {"text/plain", "text/html"} <= set(bundle) and len(built) == 1
+    shown = replace(result, show=("assignment", "hlo"))
+    assert "HLO (as parsed)" in shown._repr_html_() and len(built) == 2
 
 
 def test_the_glossary_is_open_once_per_session_and_folded_after(ip):
