@@ -8,11 +8,12 @@ whose index is below it, all of them for a size past the bound, none for a negat
 reads the padding as its init value (XLA pads the operand with it), so it combines the first
 ``size`` elements only; a reduce keeps the sizes of the dimensions it does not reduce. An
 entry output with a dynamic dimension is written at its bound with zeros past the size
-(XLA's padding there is whatever memory held). Everything else that reads a dynamic value
-(a dot, reshape, slice, a tuple that is not the entry's root, ``dynamic-reshape``...), a
-dynamic parameter, and dynamic shapes outside the entry computation are refused at their
-line. Afterwards no shape is dynamic and no ``set-dimension-size``/``get-dimension-size``
-is left.
+(XLA's padding there is whatever memory held). ``dynamic-reshape`` lays the operand's
+elements inside its sizes, in logical row-major order, into the result's sizes
+(``dynamic_reshape``). Everything else that reads a dynamic value (a dot, reshape, slice, a
+tuple that is not the entry's root...), a dynamic parameter, and dynamic shapes outside the
+entry computation are refused at their line. Afterwards no shape is dynamic and no
+``set-dimension-size``/``get-dimension-size``/``dynamic-reshape`` is left.
 """
 
 from __future__ import annotations
@@ -20,20 +21,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import HloUnsupportedError
-from ..hlo.dtypes import ELEMENT_TYPES
+from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape, TupleShape
 from ..target import CPU, Target
+from .dynamic_reshape import S32, Sizes, dynamic_reshape
 from .names import FreshNames
 from .part_builder import PartBuilder, array, dims_of, expand_in_place, type_of
 
-S32 = ELEMENT_TYPES["s32"]
-_DYNAMIC_OPCODES = (Opcode.SET_DIMENSION_SIZE, Opcode.GET_DIMENSION_SIZE)
+_DYNAMIC_OPCODES = (Opcode.SET_DIMENSION_SIZE, Opcode.GET_DIMENSION_SIZE, Opcode.DYNAMIC_RESHAPE)
 
-# a value's dynamic dimensions: dimension -> the s32[] instruction holding its size
-Sizes = dict[int, HloInstruction]
 
 
 def pad_dynamic_shapes_in_place(module: HloModule, target: Target = CPU) -> None:
@@ -46,7 +45,7 @@ def pad_dynamic_shapes_in_place(module: HloModule, target: Target = CPU) -> None
             raise _refuse(inst, f"has a dynamic shape inside computation {comp.name}; dynamic "
                                 "shapes are supported in the entry computation only")
         names = names or FreshNames(module)
-        padder = _Padder(comp)
+        padder = _Padder(module, comp)
         expand_in_place(comp, names, padder.expand)
         padder.zero_outputs(comp, names)
 
@@ -76,9 +75,11 @@ def _refuse(inst: HloInstruction, why: str) -> HloUnsupportedError:
 class _Padder:
     """The expansion of one entry computation, with the sizes of the values built so far."""
 
-    def __init__(self, comp: HloComputation) -> None:
+    def __init__(self, module: HloModule, comp: HloComputation) -> None:
+        self.module = module
         self.root = comp.root
         self.sizes: dict[int, Sizes] = {}
+        self.assigns: dict[str, HloComputation] = {}
 
     def expand(self, build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
         return self._value(build, inst)
@@ -105,6 +106,8 @@ class _Padder:
             d = inst.dimensions[0]
             size = self.sizes.get(id(x), {}).get(d)
             return size if size is not None else build.constant(np.array(dims_of(x)[d], np.int32), S32)
+        if inst.opcode == Opcode.DYNAMIC_RESHAPE:
+            return self._dynamic_reshape(build, inst)
         dynamic = [self.sizes[id(op)] for op in inst.operands if id(op) in self.sizes]
         if not dynamic:
             if _shape_is_dynamic(inst.shape) and inst.opcode != Opcode.TUPLE:
@@ -153,6 +156,26 @@ class _Padder:
         if result_sizes:
             self.sizes[id(value)] = result_sizes
         return value
+
+    def _dynamic_reshape(self, build: PartBuilder, inst: HloInstruction) -> HloInstruction:
+        value, sizes = dynamic_reshape(build, inst, self.sizes.get(id(inst.operands[0]), {}),
+                                       lambda et: self._assign(build, et))
+        if sizes:
+            self.sizes[id(value)] = sizes
+        return value
+
+    def _assign(self, build: PartBuilder, et: ElementType) -> HloComputation:
+        """A scatter's combiner keeping the update, one per element type."""
+        comp = self.assigns.get(et.name)
+        if comp is None:
+            comp = HloComputation(build.names.fresh(f"assign_{et.name}"))
+            params = [HloInstruction(build.names.fresh("p"), Opcode.PARAMETER, array(et, ()),
+                                     parameter_number=k, parent=comp) for k in range(2)]
+            comp.instructions = list(params)
+            comp.root = params[1]
+            self.module.computations.insert(0, comp)
+            self.assigns[et.name] = comp
+        return comp
 
     def _padded(self, build: PartBuilder, x: HloInstruction, fill: HloInstruction,
                 dims: set[int]) -> HloInstruction:
