@@ -10,8 +10,9 @@ reads the padding as its init value (XLA pads the operand with it), so it combin
 entry output with a dynamic dimension is written at its bound with zeros past the size
 (XLA's padding there is whatever memory held). ``dynamic-reshape`` lays the operand's
 elements inside its sizes, in logical row-major order, into the result's sizes
-(``dynamic_reshape``). Everything else that reads a dynamic value (a dot, reshape, slice, a
-tuple that is not the entry's root...), a dynamic parameter, and dynamic shapes outside the
+(``dynamic_reshape``); a ``reshape`` merging the dynamic dimensions into its one dynamic
+dimension is one with their sizes' product. Everything else that reads a dynamic value (a
+dot, another reshape, slice, a tuple that is not the entry's root...), a dynamic parameter, and dynamic shapes outside the
 entry computation are refused at their line. Afterwards no shape is dynamic and no
 ``set-dimension-size``/``get-dimension-size``/``dynamic-reshape`` is left.
 """
@@ -27,7 +28,7 @@ from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape, TupleShape
 from ..target import CPU, Target
-from .dynamic_reshape import S32, Sizes, dynamic_reshape
+from .dynamic_reshape import S32, Sizes, dynamic_reshape, reshape_sizes
 from .names import FreshNames
 from .part_builder import PartBuilder, array, dims_of, expand_in_place, type_of
 
@@ -118,6 +119,8 @@ class _Padder:
                 raise _refuse(inst, "holds a dynamic shape; only the entry's root tuple may")
             inst.shape = _static(inst.shape)
             return None
+        if inst.opcode == Opcode.RESHAPE:
+            return self._dynamic_reshape(build, inst)
         if OPCODES[inst.opcode].elementwise:
             merged: Sizes = {}
             for sizes in dynamic:
@@ -158,10 +161,13 @@ class _Padder:
         return value
 
     def _dynamic_reshape(self, build: PartBuilder, inst: HloInstruction) -> HloInstruction:
-        value, sizes = dynamic_reshape(build, inst, self.sizes.get(id(inst.operands[0]), {}),
-                                       lambda et: self._assign(build, et))
-        if sizes:
-            self.sizes[id(value)] = sizes
+        operand_sizes = self.sizes.get(id(inst.operands[0]), {})
+        result_sizes = inst.operands[1:] if inst.opcode == Opcode.DYNAMIC_RESHAPE else \
+            reshape_sizes(build, inst, operand_sizes)
+        value, dynamic = dynamic_reshape(build, inst, result_sizes, operand_sizes,
+                                         lambda et: self._assign(build, et))
+        if dynamic:
+            self.sizes[id(value)] = dynamic
         return value
 
     def _assign(self, build: PartBuilder, et: ElementType) -> HloComputation:

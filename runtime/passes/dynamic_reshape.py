@@ -31,12 +31,56 @@ S32 = ELEMENT_TYPES["s32"]
 Sizes = dict[int, HloInstruction]
 
 
-def dynamic_reshape(build: PartBuilder, inst: HloInstruction, operand_sizes: Sizes,
-                    assign: Callable[[ElementType], HloComputation]
+def reshape_sizes(build: PartBuilder, inst: HloInstruction,
+                  operand_sizes: Sizes) -> list[HloInstruction]:
+    """The result sizes XLA infers for a ``reshape`` of a dynamic value, as
+    ``dynamic-reshape`` operands: the one dynamic result dimension gets the product of the
+    sizes of the operand dimensions it merges (their bounds where static). Other reshapes of
+    dynamic values (splitting a dynamic dimension, where XLA's CPU backend keeps the bound or
+    fails) are refused at their line."""
+    (x,) = inst.operands
+    shape = inst.shape
+    assert isinstance(shape, ArrayShape)      # the opcode table: an array result
+    ins, outs = dims_of(x), shape.dims
+    dynamic = [d for d, flag in enumerate(shape.dynamic) if flag]
+    merged = _merged(ins, outs, dynamic[0], set(operand_sizes)) if len(dynamic) == 1 else None
+    if merged is None:
+        raise HloUnsupportedError(
+            f"{inst.opcode} {inst.name} reshapes {x.shape} (dynamic in dimensions "
+            f"{sorted(operand_sizes)}) to {shape}; a reshape of a dynamic value must merge all "
+            "its dynamic dimensions into the result's one dynamic dimension (dynamic-reshape "
+            "takes any sizes)", instruction=inst.name,
+            location=inst.location)
+    size = build.constant(np.array(1, np.int32), S32)
+    for d in merged:
+        bound = build.constant(np.array(ins[d], np.int32), S32)
+        size = build.binary(Opcode.MULTIPLY, size, operand_sizes.get(d, bound))
+    return [size if d == dynamic[0] else build.constant(np.array(n, np.int32), S32)
+            for d, n in enumerate(outs)]
+
+
+def _merged(ins: tuple[int, ...], outs: tuple[int, ...], out: int,
+            dynamic: set[int]) -> range | None:
+    """The operand dimensions making up result dimension ``out`` alone (the dimensions before
+    and after it holding as many elements as the operand's before and after them), if they
+    include every dynamic one."""
+    for start in range(len(ins) + 1):
+        for stop in range(start, len(ins) + 1):
+            group = range(start, stop)
+            if dynamic <= set(group) and np.prod(ins[:start]) == np.prod(outs[:out]) \
+                    and np.prod(ins[start:stop]) == outs[out] \
+                    and np.prod(ins[stop:]) == np.prod(outs[out + 1:]):
+                return group
+    return None
+
+
+def dynamic_reshape(build: PartBuilder, inst: HloInstruction, sizes: list[HloInstruction],
+                    operand_sizes: Sizes, assign: Callable[[ElementType], HloComputation]
                     ) -> tuple[HloInstruction, Sizes]:
-    """The static value computing ``inst`` and its result's sizes; ``assign(et)`` is a
-    scatter combiner keeping the update."""
-    x, *sizes = inst.operands
+    """The static value computing ``inst`` (a ``dynamic-reshape`` or a ``reshape``, its
+    result's sizes ``sizes``) and its result's sizes; ``assign(et)`` is a scatter combiner
+    keeping the update."""
+    x = inst.operands[0]
     shape = inst.shape
     assert isinstance(shape, ArrayShape)      # the opcode table: an array result
     n = int(np.prod(dims_of(x)))

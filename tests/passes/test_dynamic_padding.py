@@ -115,6 +115,8 @@ def test_bounded_shapes_parse_and_print():
      "  ROOT r = f32[] dot(d, d), lhs_contracting_dims={0}, rhs_contracting_dims={0}", "dot r"),
     ("d = f32[<=8] set-dimension-size(p, s), dimensions={0}\n"
      "  ROOT r = f32[2,4] reshape(d)", "reshape r"),
+    ("d = f32[<=8] set-dimension-size(p, s), dimensions={0}\n"
+     "  ROOT r = f32[<=4,2] reshape(d)", "reshape r"),
 ])
 def test_what_the_padding_cannot_express_is_refused_at_its_line(body, culprit):
     text = (f"HloModule r\nENTRY e {{\n  p = f32[8] parameter(0)\n  s = s32[] parameter(1)\n"
