@@ -11,13 +11,16 @@ entry output with a dynamic dimension is written at its bound with zeros past th
 (XLA's padding there is whatever memory held). ``dynamic-reshape`` lays the operand's
 elements inside its sizes, in logical row-major order, into the result's sizes
 (``dynamic_reshape``); a ``reshape`` merging the dynamic dimensions into its one dynamic
-dimension is one with their sizes' product. Everything else that reads a dynamic value (a
-dot, another reshape, slice, a tuple that is not the entry's root...), a dynamic parameter, and dynamic shapes outside the
-entry computation are refused at their line. Afterwards no shape is dynamic and no
+dimension is one with their sizes' product. A dot sums the first ``size`` products of a
+dynamic contraction and keeps the sizes of the other dimensions. Everything else that reads
+a dynamic value (another reshape, slice, a tuple that is not the entry's root...), a dynamic
+parameter, and dynamic shapes outside the entry computation are refused at their line. Afterwards no shape is dynamic and no
 ``set-dimension-size``/``get-dimension-size``/``dynamic-reshape`` is left.
 """
 
 from __future__ import annotations
+
+from typing import Callable
 
 import numpy as np
 
@@ -119,8 +122,6 @@ class _Padder:
                 raise _refuse(inst, "holds a dynamic shape; only the entry's root tuple may")
             inst.shape = _static(inst.shape)
             return None
-        if inst.opcode == Opcode.RESHAPE:
-            return self._dynamic_reshape(build, inst)
         if OPCODES[inst.opcode].elementwise:
             merged: Sizes = {}
             for sizes in dynamic:
@@ -128,14 +129,15 @@ class _Padder:
             inst.shape = _static(inst.shape)
             self.sizes[id(inst)] = merged
             return None
-        if inst.opcode == Opcode.REDUCE:
-            return self._reduce(build, inst)
+        reader = _READERS.get(inst.opcode)
+        if reader is not None:
+            return reader(self, build, inst)
         if inst.opcode == Opcode.TUPLE and inst is self.root:
             inst.shape = _static(inst.shape)
             return None
         raise _refuse(inst, "reads a value with a dynamic dimension; only elementwise "
-                            "operations, reduce, get-dimension-size and the entry's outputs "
-                            "may")
+                            "operations, reduce, dot, a merging reshape, dynamic-reshape, "
+                            "get-dimension-size and the entry's outputs may")
 
     def _set_size(self, build: PartBuilder, inst: HloInstruction) -> HloInstruction:
         x, size = inst.operands
@@ -183,6 +185,36 @@ class _Padder:
             self.assigns[et.name] = comp
         return comp
 
+    def _dot(self, build: PartBuilder, inst: HloInstruction) -> HloInstruction:
+        """Both operands zero past each dynamic contracting size (either operand's), so the
+        contraction sums the first ``size`` products only (``0 * 0``: padding that holds an
+        infinity or a NaN adds nothing); the result keeps the sizes of the batch and free
+        dimensions."""
+        lhs, rhs = inst.operands
+        ls, rs = self.sizes.get(id(lhs), {}), self.sizes.get(id(rhs), {})
+        lc, rc = inst.lhs_contracting_dims, inst.rhs_contracting_dims
+        lb = inst.lhs_batch_dims if "lhs_batch_dims" in inst.attrs else ()
+        rb = inst.rhs_batch_dims if "rhs_batch_dims" in inst.attrs else ()
+        for l, r in zip(lc, rc):
+            size = ls.get(l, rs.get(r))
+            if size is not None:
+                lhs = self._zero_past(build, lhs, l, ls.get(l, size))
+                rhs = self._zero_past(build, rhs, r, rs.get(r, size))
+        value = build.add(Opcode.DOT, _static(inst.shape), [lhs, rhs])
+        value.attrs.update(inst.attrs)
+        free = [(ls, d) for d in range(len(dims_of(lhs))) if d not in lb and d not in lc] + \
+            [(rs, d) for d in range(len(dims_of(rhs))) if d not in rb and d not in rc]
+        kept = [ls.get(l, rs.get(r)) for l, r in zip(lb, rb)] + [side.get(d) for side, d in free]
+        sizes = {i: size for i, size in enumerate(kept) if size is not None}
+        if sizes:
+            self.sizes[id(value)] = sizes
+        return value
+
+    def _zero_past(self, build: PartBuilder, x: HloInstruction, d: int,
+                   size: HloInstruction) -> HloInstruction:
+        zero = build.constant(np.zeros((), type_of(x).numpy), type_of(x))
+        return self._mask(build, x, d, size, zero)
+
     def _padded(self, build: PartBuilder, x: HloInstruction, fill: HloInstruction,
                 dims: set[int]) -> HloInstruction:
         """``x`` with ``fill`` (a scalar) past the size of each of ``dims`` that is dynamic."""
@@ -202,7 +234,14 @@ class _Padder:
         sizes = self.sizes.get(id(x))
         if not sizes:
             return x
-        zero = build.constant(np.zeros((), type_of(x).numpy), type_of(x))
         for d, size in sorted(sizes.items()):
-            x = self._mask(build, x, d, size, zero)
+            x = self._zero_past(build, x, d, size)
         return x
+
+
+# the readers of dynamic values that are neither elementwise nor the entry's root tuple
+_READERS: dict[Opcode, Callable[[_Padder, PartBuilder, HloInstruction], HloInstruction]] = {
+    Opcode.REDUCE: _Padder._reduce,
+    Opcode.RESHAPE: _Padder._dynamic_reshape,
+    Opcode.DOT: _Padder._dot,
+}
