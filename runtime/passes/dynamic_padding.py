@@ -3,18 +3,19 @@ bound, each dynamic dimension's size a value beside it.
 
 ``set-dimension-size(x, s)`` gives ``x`` the size ``s`` in one dimension (as given:
 ``get-dimension-size`` reads it back unclamped, as in XLA, and a reduce reads the elements
-whose index is below it, all of them for a size past the bound, none for a negative one); elementwise operations keep their operands' sizes;
-``get-dimension-size`` is the size (or the static bound); a reduce over a dynamic dimension
-reads the padding as its init value (XLA pads the operand with it), so it combines the first
-``size`` elements only; a reduce keeps the sizes of the dimensions it does not reduce. An
-entry output with a dynamic dimension is written at its bound with zeros past the size
-(XLA's padding there is whatever memory held). ``dynamic-reshape`` lays the operand's
-elements inside its sizes, in logical row-major order, into the result's sizes
-(``dynamic_reshape``); a ``reshape`` merging the dynamic dimensions into its one dynamic
-dimension is one with their sizes' product. A dot sums the first ``size`` products of a
-dynamic contraction and keeps the sizes of the other dimensions. Everything else that reads
-a dynamic value (another reshape, slice, a tuple that is not the entry's root...), a dynamic
-parameter, and dynamic shapes outside the entry computation are refused at their line. Afterwards no shape is dynamic and no
+whose index is below it, all of them for a size past the bound, none for a negative one);
+elementwise operations keep their operands' sizes; ``get-dimension-size`` is the size (or
+the static bound); a reduce over a dynamic dimension reads the padding as its init value
+(XLA pads the operand with it), so it combines the first ``size`` elements only; a reduce
+keeps the sizes of the dimensions it does not reduce. An entry output with a dynamic
+dimension is written at its bound with zeros past the size (XLA's padding there is whatever
+memory held). ``dynamic-reshape`` lays the operand's elements inside its sizes, in logical
+row-major order, into the result's sizes (``dynamic_reshape``); a ``reshape`` merging the
+dynamic dimensions into its one dynamic dimension is one with their sizes' product. A dot
+sums the first ``size`` products of a dynamic contraction and keeps the sizes of the other
+dimensions. Everything else that reads a dynamic value (another reshape, slice, a tuple that
+is not the entry's root...), a dynamic parameter, and dynamic shapes outside the entry
+computation are refused at their line. Afterwards no shape is dynamic and no
 ``set-dimension-size``/``get-dimension-size``/``dynamic-reshape`` is left.
 """
 
@@ -36,7 +37,6 @@ from .names import FreshNames
 from .part_builder import PartBuilder, array, dims_of, expand_in_place, type_of
 
 _DYNAMIC_OPCODES = (Opcode.SET_DIMENSION_SIZE, Opcode.GET_DIMENSION_SIZE, Opcode.DYNAMIC_RESHAPE)
-
 
 
 def pad_dynamic_shapes_in_place(module: HloModule, target: Target = CPU) -> None:

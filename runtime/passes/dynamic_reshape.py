@@ -49,8 +49,7 @@ def reshape_sizes(build: PartBuilder, inst: HloInstruction,
             f"{inst.opcode} {inst.name} reshapes {x.shape} (dynamic in dimensions "
             f"{sorted(operand_sizes)}) to {shape}; a reshape of a dynamic value must merge all "
             "its dynamic dimensions into the result's one dynamic dimension (dynamic-reshape "
-            "takes any sizes)", instruction=inst.name,
-            location=inst.location)
+            "takes any sizes)", instruction=inst.name, location=inst.location)
     size = build.constant(np.array(1, np.int32), S32)
     for d in merged:
         bound = build.constant(np.array(ins[d], np.int32), S32)
@@ -96,8 +95,8 @@ def dynamic_reshape(build: PartBuilder, inst: HloInstruction, sizes: list[HloIns
     value = build.reshape(x, (n,))
     if n and ordered_in:
         ranks = _ranks(build, dims_of(x), ordered_in, (n, 1))
-        value = build.add(Opcode.SCATTER, value.shape, [build.full(0, type_of(x), (n,)), ranks,
-                                                        value],
+        value = build.add(Opcode.SCATTER, value.shape,
+                          [build.full(0, type_of(x), (n,)), ranks, value],
                           update_window_dims=(), inserted_window_dims=(0,),
                           scatter_dims_to_operand_dims=(0,), index_vector_dim=1,
                           unique_indices=True, to_apply=assign(type_of(x)))
