@@ -444,8 +444,6 @@ _ONE_DEVICE = ("a one-device collective is rewritten to copies or constants befo
                "generation (passes/one_device_collectives), and this one was not")
 _EXPANDED_BY_XLA = ("XLA rewrites it into simpler HLO before code generation; print the "
                     "module after XLA's optimisation passes (compiled.as_text()) to run it")
-_DYNAMIC = ("dynamic-reshape is not supported (set-dimension-size, get-dimension-size, "
-            "elementwise operations and reductions of dynamic shapes are)")
 _RAGGED = "ragged and scaled dots are not implemented"
 _set("unsupported", _HOST_IO, "infeed", "outfeed", "send", "send-done", "recv", "recv-done")
 _set("unsupported", _ASYNC_OR_COLLECTIVE, "async-start", "async-update", "async-done", "copy-start",
@@ -465,8 +463,7 @@ _set("unsupported", "its random stream is implementation-defined; use rng-bit-ge
      "JAX's threefry, which is plain integer HLO)", "rng")
 _set("unsupported", "module-level rng state is not supported; use rng-bit-generator with an "
      "explicit state", "rng-get-and-update-state")
-_set("unsupported", _DYNAMIC, "dynamic-reshape")
 _set("unsupported", "kernels never see it: passes/dynamic_padding stores dynamic shapes at "
      "their bounds with the sizes beside them, and this one was not rewritten",
-     "get-dimension-size", "set-dimension-size")
+     "get-dimension-size", "set-dimension-size", "dynamic-reshape")
 _set("unsupported", _RAGGED, "ragged-dot", "scaled-dot")

@@ -3,37 +3,40 @@ bound, each dynamic dimension's size a value beside it.
 
 ``set-dimension-size(x, s)`` gives ``x`` the size ``s`` in one dimension (as given:
 ``get-dimension-size`` reads it back unclamped, as in XLA, and a reduce reads the elements
-whose index is below it, all of them for a size past the bound, none for a negative one); elementwise operations keep their operands' sizes;
-``get-dimension-size`` is the size (or the static bound); a reduce over a dynamic dimension
-reads the padding as its init value (XLA pads the operand with it), so it combines the first
-``size`` elements only; a reduce keeps the sizes of the dimensions it does not reduce. An
-entry output with a dynamic dimension is written at its bound with zeros past the size
-(XLA's padding there is whatever memory held). Everything else that reads a dynamic value
-(a dot, reshape, slice, a tuple that is not the entry's root, ``dynamic-reshape``...), a
-dynamic parameter, and dynamic shapes outside the entry computation are refused at their
-line. Afterwards no shape is dynamic and no ``set-dimension-size``/``get-dimension-size``
-is left.
+whose index is below it, all of them for a size past the bound, none for a negative one);
+elementwise operations keep their operands' sizes; ``get-dimension-size`` is the size (or
+the static bound); a reduce over a dynamic dimension reads the padding as its init value
+(XLA pads the operand with it), so it combines the first ``size`` elements only; a reduce
+keeps the sizes of the dimensions it does not reduce. An entry output with a dynamic
+dimension is written at its bound with zeros past the size (XLA's padding there is whatever
+memory held). ``dynamic-reshape`` lays the operand's elements inside its sizes, in logical
+row-major order, into the result's sizes (``dynamic_reshape``); a ``reshape`` merging the
+dynamic dimensions into its one dynamic dimension is one with their sizes' product. A dot
+sums the first ``size`` products of a dynamic contraction and keeps the sizes of the other
+dimensions. Everything else that reads a dynamic value (another reshape, slice, a tuple that
+is not the entry's root...), a dynamic parameter, and dynamic shapes outside the entry
+computation are refused at their line. Afterwards no shape is dynamic and no
+``set-dimension-size``/``get-dimension-size``/``dynamic-reshape`` is left.
 """
 
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from ..errors import HloUnsupportedError
-from ..hlo.dtypes import ELEMENT_TYPES
+from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
 from ..hlo.shape import ArrayShape, Shape, TupleShape
 from ..target import CPU, Target
+from .dynamic_reshape import S32, Sizes, dynamic_reshape, reshape_sizes
 from .names import FreshNames
 from .part_builder import PartBuilder, array, dims_of, expand_in_place, type_of
 
-S32 = ELEMENT_TYPES["s32"]
-_DYNAMIC_OPCODES = (Opcode.SET_DIMENSION_SIZE, Opcode.GET_DIMENSION_SIZE)
-
-# a value's dynamic dimensions: dimension -> the s32[] instruction holding its size
-Sizes = dict[int, HloInstruction]
+_DYNAMIC_OPCODES = (Opcode.SET_DIMENSION_SIZE, Opcode.GET_DIMENSION_SIZE, Opcode.DYNAMIC_RESHAPE)
 
 
 def pad_dynamic_shapes_in_place(module: HloModule, target: Target = CPU) -> None:
@@ -46,7 +49,7 @@ def pad_dynamic_shapes_in_place(module: HloModule, target: Target = CPU) -> None
             raise _refuse(inst, f"has a dynamic shape inside computation {comp.name}; dynamic "
                                 "shapes are supported in the entry computation only")
         names = names or FreshNames(module)
-        padder = _Padder(comp)
+        padder = _Padder(module, comp)
         expand_in_place(comp, names, padder.expand)
         padder.zero_outputs(comp, names)
 
@@ -76,9 +79,11 @@ def _refuse(inst: HloInstruction, why: str) -> HloUnsupportedError:
 class _Padder:
     """The expansion of one entry computation, with the sizes of the values built so far."""
 
-    def __init__(self, comp: HloComputation) -> None:
+    def __init__(self, module: HloModule, comp: HloComputation) -> None:
+        self.module = module
         self.root = comp.root
         self.sizes: dict[int, Sizes] = {}
+        self.assigns: dict[str, HloComputation] = {}
 
     def expand(self, build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
         return self._value(build, inst)
@@ -105,6 +110,8 @@ class _Padder:
             d = inst.dimensions[0]
             size = self.sizes.get(id(x), {}).get(d)
             return size if size is not None else build.constant(np.array(dims_of(x)[d], np.int32), S32)
+        if inst.opcode == Opcode.DYNAMIC_RESHAPE:
+            return self._dynamic_reshape(build, inst)
         dynamic = [self.sizes[id(op)] for op in inst.operands if id(op) in self.sizes]
         if not dynamic:
             if _shape_is_dynamic(inst.shape) and inst.opcode != Opcode.TUPLE:
@@ -122,14 +129,15 @@ class _Padder:
             inst.shape = _static(inst.shape)
             self.sizes[id(inst)] = merged
             return None
-        if inst.opcode == Opcode.REDUCE:
-            return self._reduce(build, inst)
+        reader = _READERS.get(inst.opcode)
+        if reader is not None:
+            return reader(self, build, inst)
         if inst.opcode == Opcode.TUPLE and inst is self.root:
             inst.shape = _static(inst.shape)
             return None
         raise _refuse(inst, "reads a value with a dynamic dimension; only elementwise "
-                            "operations, reduce, get-dimension-size and the entry's outputs "
-                            "may")
+                            "operations, reduce, dot, a merging reshape, dynamic-reshape, "
+                            "get-dimension-size and the entry's outputs may")
 
     def _set_size(self, build: PartBuilder, inst: HloInstruction) -> HloInstruction:
         x, size = inst.operands
@@ -154,6 +162,59 @@ class _Padder:
             self.sizes[id(value)] = result_sizes
         return value
 
+    def _dynamic_reshape(self, build: PartBuilder, inst: HloInstruction) -> HloInstruction:
+        operand_sizes = self.sizes.get(id(inst.operands[0]), {})
+        result_sizes = inst.operands[1:] if inst.opcode == Opcode.DYNAMIC_RESHAPE else \
+            reshape_sizes(build, inst, operand_sizes)
+        value, dynamic = dynamic_reshape(build, inst, result_sizes, operand_sizes,
+                                         lambda et: self._assign(build, et))
+        if dynamic:
+            self.sizes[id(value)] = dynamic
+        return value
+
+    def _assign(self, build: PartBuilder, et: ElementType) -> HloComputation:
+        """A scatter's combiner keeping the update, one per element type."""
+        comp = self.assigns.get(et.name)
+        if comp is None:
+            comp = HloComputation(build.names.fresh(f"assign_{et.name}"))
+            params = [HloInstruction(build.names.fresh("p"), Opcode.PARAMETER, array(et, ()),
+                                     parameter_number=k, parent=comp) for k in range(2)]
+            comp.instructions = list(params)
+            comp.root = params[1]
+            self.module.computations.insert(0, comp)
+            self.assigns[et.name] = comp
+        return comp
+
+    def _dot(self, build: PartBuilder, inst: HloInstruction) -> HloInstruction:
+        """Both operands zero past each dynamic contracting size (either operand's), so the
+        contraction sums the first ``size`` products only (``0 * 0``: padding that holds an
+        infinity or a NaN adds nothing); the result keeps the sizes of the batch and free
+        dimensions."""
+        lhs, rhs = inst.operands
+        ls, rs = self.sizes.get(id(lhs), {}), self.sizes.get(id(rhs), {})
+        lc, rc = inst.lhs_contracting_dims, inst.rhs_contracting_dims
+        lb = inst.lhs_batch_dims if "lhs_batch_dims" in inst.attrs else ()
+        rb = inst.rhs_batch_dims if "rhs_batch_dims" in inst.attrs else ()
+        for l, r in zip(lc, rc):
+            size = ls.get(l, rs.get(r))
+            if size is not None:
+                lhs = self._zero_past(build, lhs, l, ls.get(l, size))
+                rhs = self._zero_past(build, rhs, r, rs.get(r, size))
+        value = build.add(Opcode.DOT, _static(inst.shape), [lhs, rhs])
+        value.attrs.update(inst.attrs)
+        free = [(ls, d) for d in range(len(dims_of(lhs))) if d not in lb and d not in lc] + \
+            [(rs, d) for d in range(len(dims_of(rhs))) if d not in rb and d not in rc]
+        kept = [ls.get(l, rs.get(r)) for l, r in zip(lb, rb)] + [side.get(d) for side, d in free]
+        sizes = {i: size for i, size in enumerate(kept) if size is not None}
+        if sizes:
+            self.sizes[id(value)] = sizes
+        return value
+
+    def _zero_past(self, build: PartBuilder, x: HloInstruction, d: int,
+                   size: HloInstruction) -> HloInstruction:
+        zero = build.constant(np.zeros((), type_of(x).numpy), type_of(x))
+        return self._mask(build, x, d, size, zero)
+
     def _padded(self, build: PartBuilder, x: HloInstruction, fill: HloInstruction,
                 dims: set[int]) -> HloInstruction:
         """``x`` with ``fill`` (a scalar) past the size of each of ``dims`` that is dynamic."""
@@ -173,7 +234,14 @@ class _Padder:
         sizes = self.sizes.get(id(x))
         if not sizes:
             return x
-        zero = build.constant(np.zeros((), type_of(x).numpy), type_of(x))
         for d, size in sorted(sizes.items()):
-            x = self._mask(build, x, d, size, zero)
+            x = self._zero_past(build, x, d, size)
         return x
+
+
+# the readers of dynamic values that are neither elementwise nor the entry's root tuple
+_READERS: dict[Opcode, Callable[[_Padder, PartBuilder, HloInstruction], HloInstruction]] = {
+    Opcode.REDUCE: _Padder._reduce,
+    Opcode.RESHAPE: _Padder._dynamic_reshape,
+    Opcode.DOT: _Padder._dot,
+}
