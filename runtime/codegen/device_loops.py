@@ -90,9 +90,10 @@ def _work(ctx: LoweringContext, members: dict[str, HloInstruction],
           steps: list[Step]) -> float | None:
     """An iteration's work in ``steps`` that a host loop would spread over the device's cores
     (every branch of a conditional counted), loops inside left to their own limit; None where
-    a step cannot be part of the loop's kernel. A launch of one work-group runs on one core
-    wherever it runs (and the host loop chains such launches into one anyway), and so does a
-    copy small enough to be a chain's stage, so their work costs the device loop nothing:
+    a step cannot be part of the loop's kernel (a copy too big for a chain's stage, too). A
+    launch of one work-group runs on one core wherever it runs (and the host loop chains such
+    launches into one anyway), and so does a copy that is a chain's stage, so their work
+    costs the device loop nothing:
     an Equinox GRU scan's backward body, one chain of 20 small kernels (37,000-55,000 units),
     stayed a host loop of a launch an iteration."""
     total = 0.0
@@ -109,13 +110,15 @@ def _work(ctx: LoweringContext, members: dict[str, HloInstruction],
         if isinstance(step, Launch) and not is_stage(ctx, members, step,
                                                      ctx.target.chain_max_work):
             return None
+        if isinstance(step, CopyBytes) and step.nbytes > COPY_STAGE_BYTES:
+            return None     # one command on the host, byte by byte on one work-item
         if not isinstance(step, (Launch, CopyBytes)):
             return None
         names = step.instruction.split("+")
         if any(name not in members for name in names):
             return None
-        if (step.nbytes > COPY_STAGE_BYTES if isinstance(step, CopyBytes) else math.prod(
-                g // w for g, w in zip(step.global_size, step.local_size)) > 1):
+        if isinstance(step, Launch) and math.prod(
+                g // w for g, w in zip(step.global_size, step.local_size)) > 1:
             total += sum(kernel_work(members[name]) for name in names)
     return total
 
