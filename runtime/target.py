@@ -147,6 +147,11 @@ class TileShape:
     pack_long_min_rows: int = 64
     pack_long_contraction: int = 1024
     pack_row_group: int = 16
+    # a dot of fewer multiply-adds than this (every output, batch and contraction step) does
+    # not pack: it is a microsecond's work, and without a panel in local memory its kernel
+    # can be a stage of a chain or a device loop (an Equinox GRU step's 30x10x4 dot was a
+    # launch of its own every iteration, between two chains)
+    pack_min_products: int = 0
     # A @ B^T whose B is larger than ``pack_nt_reread_bytes`` (it comes from memory) and
     # whose A is at most ``all_rows_bytes`` (it stays in the second-level cache) takes the
     # inner form in work-groups that hold every row, ``all_rows_inner_rows`` x
@@ -204,9 +209,9 @@ class Target:
     # work-group there is one compute unit of many)
     chain_max_work: int = 0
     chain_local_size: int = 1
-    # a while loop whose condition's and body's kernels are all chain stages doing at most this
-    # much work an iteration runs as one launch that loops on the device (``device_loops``);
-    # 0: never
+    # a while loop whose condition's and body's kernels are all chain stages, those of more
+    # than one work-group doing at most this much work an iteration, runs as one launch that
+    # loops on the device (``device_loops``); 0: never
     loop_max_work: int = 0
     # a work-group runs on one thread (CPU runtimes): long per-item loops (a sort, a top-k) are
     # a work-group each, and row kernels spread their rows over at least this many groups
@@ -274,12 +279,13 @@ CPU = Target(
     vector_bits=512,
     # 128 KiB panels and 4 x 4 inner blocks, 8 streamed rows: measured in docs/performance.md
     tiles=TileShape(rows=8, vectors=2, row_group=4, min_lanes=4, inner_rows=4, inner_cols=4,
-                    pack_panel_bytes=128 * 1024, stream_rows=8),
+                    pack_panel_bytes=128 * 1024, stream_rows=8, pack_min_products=1 << 13),
     transpose_block=16,
     # small consecutive launches chain into one work-group's launch (docs/performance.md)
     chain_max_work=1 << 18,
-    # small while loops run on the device (docs/performance.md)
-    loop_max_work=1 << 15,
+    # small while loops run on the device (docs/performance.md): the work one core does in
+    # about the time a host loop's launch takes, as for chains
+    loop_max_work=1 << 18,
     min_row_groups=16,
     upcasts_narrow_contractions=True,
     relayouts_convolution_kernels=True,

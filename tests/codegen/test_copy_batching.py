@@ -96,7 +96,7 @@ def test_a_rotation_through_a_temporary_copies_in_one_launch(monkeypatch, host_l
         np.testing.assert_array_equal(g, e)
 
 
-def test_copies_above_the_limit_stay_copy_commands(monkeypatch):
+def test_copies_above_the_limit_stay_copy_commands(monkeypatch, host_loops):
     n = copy_batching.SMALL // 4 + 1
     exe = _compile(_rotate(n), True, monkeypatch)
     body = _body(exe)

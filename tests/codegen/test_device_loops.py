@@ -180,3 +180,66 @@ def test_a_body_doing_more_work_than_the_limit_stays_a_host_loop():
     target = replace(VARIANTS["device"](base_target()), loop_max_work=64)
     exe = compile_for(text, target)
     assert _host_whiles(exe.program.plan) == 1
+
+
+def test_a_body_of_one_work_group_launches_runs_on_the_device_whatever_the_limit():
+    """A launch of one work-group runs on one core wherever it runs: its work does not count
+    against ``loop_max_work`` (the nested loops' f32[4] kernels do some)."""
+    text, args = CASES["nested"]
+    target = replace(VARIANTS["device"](base_target()), loop_max_work=1)
+    exe = compile_for(text, target)
+    assert _host_whiles(exe.program.plan) == 0
+    _, want = _run("nested", "host")
+    np.testing.assert_array_equal(exe(*args()), want[0])
+
+
+# an RNN scan's step: a 30x30 weight times 4 rows of input (``A @ B^T`` over a contraction
+# of 30, which packs from 16 rows) into the state, then tanh: 3,600 products, too few to pack
+RNN_SCAN = """HloModule rnn_scan
+cond {
+  s = (s32[], f32[4,30], f32[30,30], f32[30,4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  n = s32[] constant(12)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+body {
+  s = (s32[], f32[4,30], f32[30,30], f32[30,4]) parameter(0)
+  i = s32[] get-tuple-element(s), index=0
+  x = f32[4,30] get-tuple-element(s), index=1
+  w = f32[30,30] get-tuple-element(s), index=2
+  h = f32[30,4] get-tuple-element(s), index=3
+  d = f32[30,4] dot(w, x), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  a = f32[30,4] add(h, d)
+  h2 = f32[30,4] tanh(a)
+  half = f32[] constant(0.5)
+  hb = f32[4,30] broadcast(half), dimensions={}
+  x2 = f32[4,30] multiply(x, hb)
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT out = (s32[], f32[4,30], f32[30,30], f32[30,4]) tuple(j, x2, w, h2)
+}
+ENTRY e {
+  x = f32[4,30] parameter(0)
+  w = f32[30,30] parameter(1)
+  h = f32[30,4] parameter(2)
+  z = s32[] constant(0)
+  init = (s32[], f32[4,30], f32[30,30], f32[30,4]) tuple(z, x, w, h)
+  l = (s32[], f32[4,30], f32[30,30], f32[30,4]) while(init), condition=cond, body=body
+  ROOT r = f32[30,4] get-tuple-element(l), index=3
+}"""
+
+
+def test_a_scan_over_a_small_dot_runs_on_the_device():
+    """The dot of a scan's step is too small to pack (``TileShape.pack_min_products``), so it
+    is a stage and the scan one launch (an Equinox GRU's scan took three launches a step)."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 30)).astype(np.float32)
+    w = (rng.standard_normal((30, 30)) / 6).astype(np.float32)
+    h = rng.standard_normal((30, 4)).astype(np.float32)
+    exe = compile_for(RNN_SCAN, base_target())
+    assert _host_whiles(exe.program.plan) == 0
+    want, xs = h.astype(np.float64), x.astype(np.float64)
+    for _ in range(12):
+        want = np.tanh(want + w.astype(np.float64) @ xs.T)
+        xs = xs * 0.5
+    np.testing.assert_allclose(exe(x, w, h), want, rtol=1e-4, atol=1e-5)

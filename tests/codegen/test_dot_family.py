@@ -497,9 +497,11 @@ def test_packed_form_attention_scores():
 
 
 @pytest.mark.parametrize("windows, seq, k, form", [
-    (2, 49, 32, "packed"), (3, 49, 8, "packed"), (2, 16, 63, "packed"), (2, 17, 3, "packed"),
+    (2, 49, 32, "packed"), (3, 49, 8, "packed"), (2, 16, 63, "packed"), (2, 33, 3, "packed"),
     # fewer rows than a packed panel is worth copying for: the inner form
     (2, 15, 32, "inner"),
+    # fewer products than ``pack_min_products`` (5,202): the inner form, a possible stage
+    (2, 17, 3, "inner"),
     # a contraction long enough for the inner form's vectors: as before, by the row count
     (2, 40, 64, "inner"), (2, 48, 64, "packed"),
 ])

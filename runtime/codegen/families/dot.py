@@ -26,7 +26,9 @@ forms cover every layout in which some axis is contiguous where it must be:
   work-group copies the column operand's part for its column block into a local-memory panel laid out ``[k][column]`` and runs outer-form tiles on it
   (the inner form's per-element lane sums cost as much as the products when the contraction
   is short, and its small blocks reload both operands every step; on AVX2 the outer form's
-  column panel no longer stays in the first-level cache).
+  column panel no longer stays in the first-level cache). A dot of fewer products than
+  ``tiles.pack_min_products`` never packs: without local memory its kernel can be a stage
+  of a chain or of a device loop (a scan step's small dot).
 
 On x86 CPUs under PoCL (``TileShape.pair_madd``) the outer and packed forms of integer dots
 of 8- or 16-bit operands into 32 bits take two contraction steps at a time: both steps'
@@ -164,12 +166,13 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
         return d is not None and strides[side][d] == 1
 
     best = _column_axis(c, acc, tiles, free, unit)
+    tiny = _extent((*batch, *lhs_free, *rhs_free, *contracting)) < tiles.pack_min_products
     if best is not None:
         side, v = best
         other = "lhs" if side == "rhs" else "rhs"
         outer = batch + tuple(a for a in free[side] if a is not v)
         cached = _cached(c, side, free[side], contracting, tiles)
-        packs = not _outer_group_covers(free[other], tiles) and (
+        packs = not tiny and not _outer_group_covers(free[other], tiles) and (
             tiles.pack_contiguous or not cached) and not (
             cached and _one_panel(free[other], tiles))
         packed = (_packed_plan(acc, tiles, other, free[other], v, outer, contracting)
@@ -198,7 +201,8 @@ def plan_dot(c: Contraction, target: Target) -> DotPlan | None:
                                       row_bits, column_bytes)
             if all_rows is not None:
                 return all_rows
-            if len(rhs_free) == 1 and _packs_over_inner(lhs_free, k, column_bytes, tiles):
+            if len(rhs_free) == 1 and not tiny \
+                    and _packs_over_inner(lhs_free, k, column_bytes, tiles):
                 packed = _packed_plan(acc, tiles, "lhs", lhs_free, rhs_free[0], batch,
                                       contracting, min_contraction=1)
                 if packed is not None:
