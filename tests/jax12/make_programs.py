@@ -23,7 +23,7 @@ from typing import Callable
 
 import diffrax
 import equinox as eqx
-import flax.linen as nn
+from flax import linen as nn, nnx
 import haiku as hk
 import jax
 import jax.numpy as jnp
@@ -284,9 +284,299 @@ def vmap_einsum():
     return f, (_normal(26, 3, 2, 4, 5, 6), _normal(27, 4, 6, 3, 3), _normal(28, 2, 7, 4))
 
 
+class _BnCnn(nn.Module):
+    @nn.compact
+    def __call__(self, x, train):
+        x = nn.Conv(4, (3, 3), strides=(2, 2), use_bias=False)(x)
+        x = nn.relu(nn.BatchNorm(use_running_average=not train, momentum=0.9)(x))
+        x = nn.Dropout(0.3, deterministic=not train)(x)
+        x = nn.RMSNorm()(nn.max_pool(x, (2, 2), strides=(1, 1)))
+        return nn.Dense(3)(x.reshape(x.shape[0], -1))
+
+
+def flax_bn_dropout():
+    """A Flax linen CNN in train mode: strided convolution (without a bias, which BatchNorm
+    would cancel: its gradient would be rounding noise), BatchNorm updating its running
+    statistics (``mutable=["batch_stats"]``), Dropout from an rng key, max pooling and
+    RMSNorm; one step of optax.sgd with Nesterov momentum."""
+    model, x = _BnCnn(), _normal(30, 4, 8, 8, 3)
+    variables = model.init({"params": jax.random.PRNGKey(0), "dropout": jax.random.PRNGKey(1)},
+                           x, False)
+    opt = optax.sgd(0.1, momentum=0.9, nesterov=True)
+    labels = jnp.array([0, 2, 1, 1])
+
+    def step(params, stats, s, x, key):
+        def loss(p):
+            y, new = model.apply({"params": p, "batch_stats": stats}, x, True,
+                                 rngs={"dropout": key}, mutable=["batch_stats"])
+            return optax.softmax_cross_entropy_with_integer_labels(y, labels).mean(), new
+        (value, new), grads = jax.value_and_grad(loss, has_aux=True)(params)
+        updates, s = opt.update(grads, s, params)
+        return optax.apply_updates(params, updates), new["batch_stats"], s, value
+
+    params = variables["params"]
+    return step, (params, variables["batch_stats"], opt.init(params), x, jax.random.PRNGKey(5))
+
+
+class _NnxNet(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.emb = nnx.Embed(20, 8, rngs=rngs)
+        self.attn = nnx.MultiHeadAttention(num_heads=2, in_features=8, qkv_features=8,
+                                           use_bias=False, decode=False, rngs=rngs)
+        self.ln = nnx.LayerNorm(8, rngs=rngs)
+        self.bn = nnx.BatchNorm(8, rngs=rngs)
+        self.drop = nnx.Dropout(0.2, rngs=rngs)
+        self.out = nnx.Linear(8, 20, rngs=rngs)
+
+    def __call__(self, tokens, valid):
+        h = self.emb(tokens)
+        mask = nnx.combine_masks(nnx.make_causal_mask(tokens),
+                                 nnx.make_attention_mask(valid, valid))
+        h = h + self.attn(self.ln(h), mask=mask)
+        return self.out(self.drop(self.bn(h.reshape(-1, 8)).reshape(h.shape)))
+
+
+def nnx_embed_attention():
+    """A flax.nnx next-token model (Embed, LayerNorm, causal and padding-masked attention,
+    BatchNorm, Dropout from the module's own rng stream) trained one step by nnx.Optimizer
+    with clip_by_global_norm and SGD momentum. The attention has no biases: BatchNorm after
+    it would cancel their gradients to rounding noise (and the keys' always is). The state's
+    rng keys travel as raw key data (``key_data``/``wrap_key_data``), as a program's arrays
+    must."""
+    model = _NnxNet(nnx.Rngs(0, dropout=1))
+    opt = nnx.Optimizer(model, optax.chain(optax.clip_by_global_norm(1.0),
+                                           optax.sgd(0.1, momentum=0.9)), wrt=nnx.Param)
+    graphdef, state = nnx.split((model, opt))
+    tokens = jax.random.randint(jax.random.PRNGKey(2), (2, 6), 0, 20)
+    valid = jnp.array([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], bool)
+
+    def is_key(a):
+        return jnp.issubdtype(a.dtype, jax.dtypes.prng_key)
+
+    impls = jax.tree.map(lambda a: jax.random.key_impl(a) if is_key(a) else None, state)
+
+    def raw(tree):
+        return jax.tree.map(lambda a: jax.random.key_data(a) if is_key(a) else a, tree)
+
+    def step(data, tokens, valid):
+        state = jax.tree.map(lambda a, i: a if i is None else jax.random.wrap_key_data(a, impl=i),
+                             data, impls, is_leaf=lambda x: x is None)
+        model, opt = nnx.merge(graphdef, state)
+
+        def loss(model):
+            logits = model(tokens, valid)
+            return optax.softmax_cross_entropy_with_integer_labels(logits[:, :-1],
+                                                                   tokens[:, 1:]).mean()
+        value, grads = nnx.value_and_grad(loss)(model)
+        opt.update(model, grads)
+        return raw(nnx.state((model, opt))), value
+
+    return step, (raw(state), tokens, valid)
+
+
+def optax_adafactor_rmsprop():
+    """optax.adafactor (factored second moments) and a chain of clip_by_global_norm and
+    centred RMSprop with momentum over a warmup-cosine schedule, on one model, three steps in."""
+    params = {"w": _normal(40, 6, 10) * 0.3, "b": jnp.zeros(10), "v": _normal(41, 10) * 0.1}
+    schedule = optax.warmup_cosine_decay_schedule(0.0, 1e-2, 2, 10)
+    opts = (optax.adafactor(1e-2, min_dim_size_to_factor=4),
+            optax.chain(optax.clip_by_global_norm(0.1),
+                        optax.rmsprop(schedule, momentum=0.9, centered=True)))
+    x, y = _normal(42, 9, 6), _normal(43, 9)
+
+    def loss(p):
+        return jnp.mean((jnp.tanh(x @ p["w"] + p["b"]) @ p["v"] - y) ** 2)
+
+    def step(p, states):
+        grads = jax.grad(loss)(p)
+        out = [opt.update(grads, s, p) for opt, s in zip(opts, states)]
+        return tuple((optax.apply_updates(p, u), s) for u, s in out)
+
+    states = tuple(opt.init(params) for opt in opts)
+    for _ in range(3):
+        states = tuple(s for _, s in jax.jit(step)(params, states))
+    return step, (params, states)
+
+
+def eqx_conv_embed():
+    """Equinox Conv2d, LayerNorm over (C, H, W), Embedding and an MLP head under vmap: the
+    loss's value and gradients by eqx.filter_value_and_grad (the embedding's gradient is a
+    scatter-add with a repeated index)."""
+    k = jax.random.split(jax.random.PRNGKey(50), 3)
+    model = (eqx.nn.Conv2d(2, 4, 3, padding=1, key=k[0]), eqx.nn.LayerNorm((4, 6, 6)),
+             eqx.nn.Embedding(10, 4, key=k[1]), eqx.nn.MLP(4 * 36 + 4, 3, 8, 2, key=k[2]))
+    params, static = eqx.partition(model, eqx.is_array)
+
+    def loss(m, x, tokens, y):
+        conv, norm, embedding, mlp = m
+
+        def one(x, t):
+            return mlp(jnp.concatenate([jax.nn.gelu(norm(conv(x))).reshape(-1), embedding(t)]))
+        return jnp.mean((jax.vmap(one)(x, tokens) - y) ** 2)
+
+    def f(p, x, tokens, y):
+        return eqx.filter_value_and_grad(loss)(eqx.combine(p, static), x, tokens, y)
+
+    return f, (params, _normal(51, 3, 2, 6, 6), jnp.array([1, 7, 7]), _normal(52, 3, 3))
+
+
+def haiku_bn_conv():
+    """Haiku Conv2D (no bias, as before BatchNorm), BatchNorm (train mode: its moving
+    averages are the new state) and LayerNorm under hk.transform_with_state; one plain
+    gradient step."""
+    def forward(x, is_training):
+        x = hk.Conv2D(4, 3, with_bias=False)(x)
+        x = jax.nn.relu(hk.BatchNorm(True, True, 0.9)(x, is_training))
+        return hk.Linear(2)(hk.LayerNorm(-1, True, True)(x).reshape(x.shape[0], -1))
+
+    net = hk.transform_with_state(forward)
+    x = _normal(60, 3, 5, 5, 2)
+    params, state = net.init(jax.random.PRNGKey(61), x, True)
+
+    def step(p, state, x, key):
+        def loss(p):
+            y, new = net.apply(p, state, key, x, True)
+            return jnp.sum(y ** 2), new
+        (value, new), grads = jax.value_and_grad(loss, has_aux=True)(p)
+        return jax.tree.map(lambda a, g: a - 0.01 * g, p, grads), new, value
+
+    return step, (params, state, x, jax.random.PRNGKey(3))
+
+
+def diffrax_adaptive():
+    """A damped oscillator solved by Diffrax's Dopri5 with a PIDController (adaptive steps:
+    a while loop whose trip count depends on the data), saved at 7 times, and the number of
+    steps taken."""
+    def field(t, y, args):
+        return jnp.stack([y[1], -args * y[0] - 0.1 * y[1]])
+
+    def f(y0, k):
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(field), diffrax.Dopri5(), 0.0, 3.0, 0.1, y0, args=k,
+            saveat=diffrax.SaveAt(ts=jnp.linspace(0, 3, 7)),
+            stepsize_controller=diffrax.PIDController(rtol=1e-5, atol=1e-5), max_steps=256,
+            throw=False)
+        return sol.ys, sol.stats["num_steps"]
+
+    return f, (jnp.array([1.0, 0.0]), jnp.float32(2.0))
+
+
+def lax_scans_and_sorts():
+    """Cumulative sums, products, maxima, minima and logsumexp; sorts, argsorts, top_k,
+    argmax/argmin and searchsorted, on floats and integers."""
+    def f(x, i):
+        return (jnp.cumsum(x, 1), jnp.cumprod(x * 0.5, 0), jax.lax.cummax(x, 1),
+                jax.lax.cummin(x, 0), jax.lax.cumlogsumexp(x, 1), jnp.cumsum(i, 0),
+                jnp.sort(x, 1), jnp.argsort(x, 0), *jax.lax.top_k(x, 3), jnp.sort(i, 1),
+                jnp.argmax(x, 1), jnp.argmin(i, 0), jnp.sort(x.ravel(), stable=True),
+                jnp.searchsorted(jnp.sort(x[0]), x[1]))
+
+    return f, (_normal(70, 5, 9), jax.random.randint(jax.random.PRNGKey(71), (5, 9), -4, 4))
+
+
+def linalg_lapack():
+    """jnp.linalg on CPU, which JAX lowers to LAPACK custom calls: cholesky, solve, qr, eigh,
+    svd, inv, det and slogdet."""
+    def f(a, b):
+        s = a @ a.T + 5 * jnp.eye(5)
+        return (jnp.linalg.cholesky(s), jnp.linalg.solve(s, b), *jnp.linalg.qr(a),
+                *jnp.linalg.eigh(s), jnp.linalg.svd(a, compute_uv=False), jnp.linalg.inv(s),
+                jnp.linalg.det(s), jnp.linalg.slogdet(a)[1])
+
+    return f, (_normal(80, 5, 5), _normal(81, 5, 2))
+
+
+def fft_and_random():
+    """jnp.fft (complex, real and two-dimensional transforms and their inverses) and
+    jax.random with a threefry key and an rbg key (``key_impl="rbg"``, passed as key data):
+    normal, uniform, bernoulli, randint, categorical, split under vmap, permutation."""
+    def f(x, k1, raw):
+        k2 = jax.random.wrap_key_data(raw, impl="rbg")
+        c = jnp.fft.fft(x)
+        return (jnp.abs(c), jnp.fft.ifft(c).real, jnp.fft.irfft(jnp.fft.rfft(x), n=8),
+                jnp.fft.fft2(x).imag, jax.random.normal(k1, (3, 5)),
+                jax.random.uniform(k1, (7,), minval=-1, maxval=2),
+                jax.random.bernoulli(k1, 0.3, (9,)), jax.random.randint(k1, (4,), 0, 100),
+                jax.random.categorical(k1, jnp.log(jnp.array([0.1, 0.2, 0.7])), shape=(6,)),
+                jax.vmap(lambda k: jax.random.normal(k, (2,)))(jax.random.split(k1, 3)),
+                jax.random.normal(k2, (3, 4)), jax.random.uniform(k2, (5,)),
+                jax.random.permutation(k1, 8))
+
+    raw = jax.random.key_data(jax.random.key(3, impl="rbg"))
+    return f, (_normal(82, 4, 8), jax.random.PRNGKey(9), raw)
+
+
+def int_float_edges():
+    """Integer and float corner cases XLA defines: division and remainder by zero and of
+    INT_MIN by -1, shifts by the bit width or more, float to integer conversions of NaN,
+    infinities and out-of-range values, NaN in max/min/sort/argmax, rounding half cases."""
+    def f(i, j, x, u):
+        return (i // j, i % j, jax.lax.div(i, j), jax.lax.rem(i, j), i << j, i >> j,
+                jax.lax.shift_right_logical(i, j), x.astype(jnp.int32), x.astype(jnp.uint8),
+                x.astype(jnp.int8), x.astype(jnp.uint32), u // jnp.uint32(3),
+                u >> (j.astype(jnp.uint32) & 7), jnp.maximum(x, 0.0), jnp.minimum(x, 1.0),
+                jnp.fmax(x, 0.0), jnp.sort(x), jnp.argsort(x), jnp.argmax(x), jnp.argmin(x),
+                jnp.round(x), jnp.floor(x), jnp.trunc(x), jnp.sign(x), x != x,
+                jnp.clip(x, -1, 1), jnp.nextafter(x, 0.0), jnp.cbrt(x), jnp.expm1(x),
+                jnp.log1p(x), x.astype(jnp.float16), x.astype(jnp.bfloat16))
+
+    i = jnp.array([7, -7, 0, 2**31 - 1, -2**31, -2**31, 5, -1, 100, 3], jnp.int32)
+    j = jnp.array([2, 2, 0, 0, -1, 0, 40, 31, 3, -3], jnp.int32)
+    x = jnp.array([jnp.nan, jnp.inf, -jnp.inf, 2.5, -2.5, 3e9, -3e9, 300.7, -0.0, 0.5])
+    u = jnp.array([0, 1, 2**32 - 1, 5, 6, 7, 8, 2**31, 10, 11], jnp.uint32)
+    return f, (i, j, x, u)
+
+
+def mixed_precision_int8():
+    """A bf16/f16 mixed-precision step with loss scaling and a finiteness check (jmp-style),
+    and an int8 quantised matmul accumulating in s32 (``preferred_element_type``) with its
+    requantisation."""
+    def f(w, x, xq, wq):
+        def loss(w):
+            h = jax.nn.gelu(x.astype(jnp.bfloat16) @ w.astype(jnp.bfloat16)).astype(jnp.float16)
+            return jnp.mean(jnp.tanh(h).astype(jnp.float32) ** 2) * 128.0
+        value, grads = jax.value_and_grad(loss)(w)
+        grads = grads / 128.0
+        finite = jnp.all(jnp.isfinite(grads))
+        acc = jax.lax.dot_general(xq, wq, (((1,), (0,)), ((), ())),
+                                  preferred_element_type=jnp.int32)
+        y = acc.astype(jnp.float32) * 6e-4
+        return (value, jnp.where(finite, w - 0.1 * grads, w), finite,
+                x.astype(jnp.bfloat16).sum(0), acc,
+                jnp.clip(jnp.round(y / 0.05), -128, 127).astype(jnp.int8))
+
+    xq = jax.random.randint(jax.random.PRNGKey(120), (6, 8), -128, 128).astype(jnp.int8)
+    wq = jax.random.randint(jax.random.PRNGKey(121), (8, 5), -128, 128).astype(jnp.int8)
+    return f, (_normal(110, 8, 6), _normal(111, 5, 8), xq, wq)
+
+
+def scatter_gather_modes():
+    """Indexed updates and reads with out-of-range and negative indices: ``.at[]`` set, add,
+    min, max, mul, fill/clip/wrap/drop modes, take_along_axis, segment sums and maxima,
+    bincount, clamped dynamic slices and updates, one_hot, reflect and edge padding."""
+    def f(x, idx, v):
+        return (x.at[idx].set(v), x.at[idx].add(v), x.at[idx].min(v), x.at[idx].max(v),
+                x.at[idx].mul(v), x.at[idx].get(mode="fill", fill_value=-7.0),
+                x.at[idx].get(mode="clip"), jnp.take(x, idx, axis=0, mode="wrap"),
+                jnp.take_along_axis(x, jnp.abs(idx[:6, None]) % 4, axis=1),
+                jax.ops.segment_sum(v, jnp.abs(idx) % 3, 3),
+                jax.ops.segment_max(v, jnp.abs(idx) % 3, 3),
+                jnp.bincount(jnp.abs(idx) % 5, length=5),
+                jax.lax.dynamic_slice(x, (idx[0], idx[1]), (2, 3)),
+                jax.lax.dynamic_update_slice(x, v[:2, :2], (idx[2], idx[3])),
+                x.at[idx, 1].add(1.0, mode="drop"), jax.nn.one_hot(idx, 6),
+                jnp.pad(x, ((1, 2), (2, 0)), mode="reflect"), jnp.pad(x, 1, mode="edge"))
+
+    idx = jnp.array([1, 3, 1, 9, -2, -8, 5], jnp.int32)
+    return f, (_normal(140, 6, 4), idx, _normal(141, 7, 4))
+
+
 PROGRAMS: dict[str, Callable] = {f.__name__: f for f in (
-    eqx_mlp_lion, eqx_mlp_adam, eqx_mlp_tanh, eqx_gru_scan, eqx_lstm_scan, diffrax_neural_ode, flax_cnn,
-    flax_transformer_block, haiku_lstm, optax_lbfgs, optax_chain, vmap_einsum)}
+    eqx_mlp_lion, eqx_mlp_adam, eqx_mlp_tanh, eqx_gru_scan, eqx_lstm_scan, diffrax_neural_ode,
+    flax_cnn, flax_transformer_block, haiku_lstm, optax_lbfgs, optax_chain, vmap_einsum,
+    flax_bn_dropout, nnx_embed_attention, optax_adafactor_rmsprop, eqx_conv_embed, haiku_bn_conv,
+    diffrax_adaptive, lax_scans_and_sorts, linalg_lapack, fft_and_random, int_float_edges,
+    mixed_precision_int8, scatter_gather_modes)}
 
 
 def _optimised_text(compiled) -> str:
