@@ -12,10 +12,12 @@ still reads the rounded value. Each such convert of an elementwise operation who
 operands are all of its own type becomes that operation on converts of the operands; a
 convert this pass adds is not rewritten again (its operand's value was rounded in XLA too).
 
-Reductions, dots and the other non-elementwise operations are not rewritten here, nor
-f8e8m0fnu's arithmetic: XLA's result at its code 0 (an f32 denormal) is not f32's
-(``templates.EXPONENT_FLOAT_TINY``), and an f32 operation on its converted operand would
-not know it came from code 0.
+Reductions, dots and the other non-elementwise operations are not rewritten here. f8e8m0fnu
+widens its code 0 to the f32 denormal 2^-127, which f32 arithmetic flushes as XLA's does
+(its negation converted to f32 is -2^-127, its floor 0), except in the operations whose
+result there XLA folds at compile time (``OpcodeSpec.folds_exponent_float_tiny``): an f32
+operation on the converted operand would not know it came from code 0, so their converts
+stay rounded, which for sign and ceil is XLA's value at every code.
 """
 
 from __future__ import annotations
@@ -51,8 +53,8 @@ def _wide_type(convert: HloInstruction) -> str | None:
         return None
     narrow = op.array_shape.element_type
     wide = convert.array_shape.element_type.name
-    if narrow.arithmetic_type != wide or narrow.name in EXPONENT_FLOATS \
-            or op.array_shape.dims != convert.array_shape.dims:
+    if narrow.arithmetic_type != wide or op.array_shape.dims != convert.array_shape.dims \
+            or (narrow.name in EXPONENT_FLOATS and OPCODES[op.opcode].folds_exponent_float_tiny):
         return None
     types = {o.shape.element_type.name for o in op.operands
              if isinstance(o.shape, ArrayShape) and o.shape.element_type.is_float}

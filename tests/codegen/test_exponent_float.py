@@ -284,3 +284,12 @@ def test_f32_log1p_of_tiny_values_as_xla():
     text = (f"HloModule l\nENTRY e {{\n  x = f32[{x.size}] parameter(0)\n"
             f"  ROOT r = f32[{x.size}] log-plus-one(x)\n}}\n")
     _assert_like_xla(text, x)
+
+
+def test_the_folded_code_0_results_are_the_opcodes_table_column():
+    """The opcodes float normalisation leaves rounded (``folds_exponent_float_tiny``) are
+    those whose code 0 result the code generator gives as XLA folds it, no more, no fewer."""
+    from runtime.codegen.templates import EXPONENT_FLOAT_TINY
+    from runtime.hlo.opcodes import OPCODES
+    assert set(EXPONENT_FLOAT_TINY) == {op for op, spec in OPCODES.items()
+                                        if spec.folds_exponent_float_tiny}

@@ -40,23 +40,41 @@ def _bits(a: np.ndarray) -> np.ndarray:
     return a.view(f"u{a.itemsize}")
 
 
-@pytest.mark.parametrize("src", [n for n in _FLOATS if n != "f4e2m1fn"])
-def test_nans_convert_to_every_float_as_xla(src):
+def _module(params: list[tuple[str, int]], lines: list[str], outs: list[tuple[str, str]]) -> str:
+    """One module of ``params`` (type, length; named x0, x1...), ``lines`` and the tuple of
+    ``outs`` (name, shape): many checks share one compile on each side."""
+    text = "HloModule m\nENTRY e {\n"
+    text += "".join(f"  x{k} = {t}[{n}] parameter({k})\n" for k, (t, n) in enumerate(params))
+    text += "".join(f"  {line}\n" for line in lines)
+    return text + (f"  ROOT t = ({', '.join(shape for _, shape in outs)}) "
+                   f"tuple({', '.join(name for name, _ in outs)})\n}}\n")
+
+
+def _assert_bits_as_xla(text: str, args: list[np.ndarray], labels: list[str],
+                        fusions: tuple[bool, ...] = (True,)) -> None:
     jax = pytest.importorskip("jax")
     xla_cpu = pytest.importorskip("benchmarks.xla_cpu")
-    x = _nans(src)
-    targets = [d for d in _FLOATS if d != src]
-    lines = [f"  c{k} = {d}[{x.size}] convert(x)" for k, d in enumerate(targets)]
-    shapes = ", ".join(f"{d}[{x.size}]" for d in targets)
-    names = ", ".join(f"c{k}" for k in range(len(targets)))
-    text = (f"HloModule n\nENTRY e {{\n  x = {src}[{x.size}] parameter(0)\n"
-            + "\n".join(lines) + f"\n  ROOT t = ({shapes}) tuple({names})\n}}\n")
     with jax.enable_x64(True):
-        want = xla_cpu.compile_hlo(text).executable.execute([jax.device_put(x)])
-    got = runtime.compile(text)(x)
-    for dst, g, w in zip(targets, got, want):
-        np.testing.assert_array_equal(_bits(np.asarray(g)), _bits(np.asarray(w)),
-                                      err_msg=f"{src} -> {dst}")
+        want = xla_cpu.compile_hlo(text).executable.execute([jax.device_put(a) for a in args])
+    for fusion in fusions:
+        got = runtime.compile(text, fusion=fusion)(*args)
+        for label, g, w in zip(labels, got, want, strict=True):
+            np.testing.assert_array_equal(_bits(np.asarray(g)), _bits(np.asarray(w)),
+                                          err_msg=f"{label} ({'fused' if fusion else 'unfused'})")
+
+
+def test_nans_convert_to_every_float_as_xla():
+    sources = [n for n in _FLOATS if n != "f4e2m1fn"]
+    args = [_nans(src) for src in sources]
+    lines, outs, labels = [], [], []
+    for k, (src, x) in enumerate(zip(sources, args)):
+        for dst in _FLOATS:
+            if dst != src:
+                lines.append(f"c{k}{dst} = {dst}[{x.size}] convert(x{k})")
+                outs.append((f"c{k}{dst}", f"{dst}[{x.size}]"))
+                labels.append(f"{src} -> {dst}")
+    _assert_bits_as_xla(_module([(s, x.size) for s, x in zip(sources, args)], lines, outs),
+                        args, labels)
 
 
 def test_f8e5m2_arithmetic_makes_nan_0x7f_as_xla():
@@ -85,30 +103,26 @@ def test_f8e5m2_arithmetic_makes_nan_0x7f_as_xla():
 
 _ROUND_TRIP_MIDS = ["f16", "bf16", "f32", "f64", "f8e5m2", "f8e4m3fn", "s8", "u8", "s16",
                     "s32"]
+_ROUND_TRIP_SOURCES = ["f16", "bf16", "f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz", "f8e5m2fnuz",
+                       "f8e4m3fnuz", "f8e3m4", "f8e4m3", "f8e8m0fnu", "s8", "u8", "s16", "u16"]
 
 
-@pytest.mark.parametrize("src", ["f16", "bf16", "f8e5m2", "f8e4m3fn", "f8e4m3b11fnuz",
-                                 "f8e5m2fnuz", "f8e4m3fnuz", "f8e3m4", "f8e4m3", "f8e8m0fnu",
-                                 "s8", "u8", "s16", "u16"])
-def test_every_code_converted_there_and_back_as_xla(src):
+def test_every_code_converted_there_and_back_as_xla():
     """XLA drops a convert round trip through a type holding every value (f8e5m2 -> f16 ->
     f8e5m2 keeps NaN 0x7d's payload) and computes a lossy one (f16 -> f8e5m2 -> f16)."""
-    jax = pytest.importorskip("jax")
-    xla_cpu = pytest.importorskip("benchmarks.xla_cpu")
-    et = ELEMENT_TYPES[src]
-    x = np.arange(1 << et.bits, dtype=np.uint32).astype(f"u{et.bits // 8}").view(et.numpy)
-    mids = [m for m in _ROUND_TRIP_MIDS if m != src]
-    lines = [f"  m{k} = {m}[{x.size}] convert(x)\n  r{k} = {src}[{x.size}] convert(m{k})"
-             for k, m in enumerate(mids)]
-    text = (f"HloModule rt\nENTRY e {{\n  x = {src}[{x.size}] parameter(0)\n" + "\n".join(lines)
-            + f"\n  ROOT t = ({', '.join([f'{src}[{x.size}]'] * len(mids))}) "
-            f"tuple({', '.join(f'r{k}' for k in range(len(mids)))})\n}}\n")
-    with jax.enable_x64(True):
-        want = xla_cpu.compile_hlo(text).executable.execute([jax.device_put(x)])
-    got = runtime.compile(text)(x)
-    for mid, g, w in zip(mids, got, want):
-        np.testing.assert_array_equal(_bits(np.asarray(g)), _bits(np.asarray(w)),
-                                      err_msg=f"{src} -> {mid} -> {src}")
+    args, lines, outs, labels = [], [], [], []
+    for k, src in enumerate(_ROUND_TRIP_SOURCES):
+        et = ELEMENT_TYPES[src]
+        x = np.arange(1 << et.bits, dtype=np.uint32).astype(f"u{et.bits // 8}").view(et.numpy)
+        args.append(x)
+        for mid in _ROUND_TRIP_MIDS:
+            if mid != src:
+                lines += [f"m{k}{mid} = {mid}[{x.size}] convert(x{k})",
+                          f"r{k}{mid} = {src}[{x.size}] convert(m{k}{mid})"]
+                outs.append((f"r{k}{mid}", f"{src}[{x.size}]"))
+                labels.append(f"{src} -> {mid} -> {src}")
+    _assert_bits_as_xla(_module([(s, x.size) for s, x in zip(_ROUND_TRIP_SOURCES, args)],
+                                lines, outs), args, labels)
 
 
 def test_f32_through_f16_and_back_is_rounded_as_xla():
@@ -127,89 +141,78 @@ def test_f32_through_f16_and_back_is_rounded_as_xla():
 
 _EXACT_UNARY = ["abs", "negate", "sign", "floor", "ceil", "round-nearest-afz",
                 "round-nearest-even", "sqrt", "copy"]
+_BYTE_FLOATS = [n for n in _FLOATS if ELEMENT_TYPES[n].bits == 8]
 
 
-@pytest.mark.parametrize("name", [n for n in _FLOATS if ELEMENT_TYPES[n].bits == 8])
-def test_sign_and_rounding_ops_on_every_code_as_xla(name):
+def test_sign_and_rounding_ops_on_every_code_as_xla():
     """XLA computes them in f16 (f32 for f8e8m0fnu) and converts back: f8e5m2's NaN is 0x7f
     whatever its sign, a "fnuz" -0 is +0, f8e3m4's floor(-15.5) is -inf, f8e8m0fnu's negation
     NaN; a convert to that wide type reads the unconverted result (f8e5m2's -NaN stays
-    negative there). Stored, converted to f64, f32 and f16 (f8e8m0fnu's convert to f32:
-    ``test_f8e8m0fnu_arithmetic_converted_to_f32_is_rounded_unlike_xla``)."""
-    jax = pytest.importorskip("jax")
-    xla_cpu = pytest.importorskip("benchmarks.xla_cpu")
-    x = np.arange(256, dtype=np.uint8).view(ELEMENT_TYPES[name].numpy)
-    outs = [name, "f64"] + (["f32", "f16"] if name not in EXPONENT_FLOATS else [])
-    lines, names = [], []
-    for k, op in enumerate(_EXACT_UNARY):
-        lines.append(f"  o{k} = {name}[256] {op}(x)")
-        names.append(f"o{k}")
-        for j, t in enumerate(outs[1:]):
-            lines.append(f"  w{k}x{j} = {t}[256] convert(o{k})")
-            names.append(f"w{k}x{j}")
-    shapes = ", ".join(f"{t}[256]" for _ in _EXACT_UNARY for t in outs)
-    text = (f"HloModule s\nENTRY e {{\n  x = {name}[256] parameter(0)\n" + "\n".join(lines)
-            + f"\n  ROOT t = ({shapes}) tuple({', '.join(names)})\n}}\n")
-    with jax.enable_x64(True):
-        want = xla_cpu.compile_hlo(text).executable.execute([jax.device_put(x)])
-    got = runtime.compile(text)(x)
-    for k, (g, w) in enumerate(zip(got, want)):
-        np.testing.assert_array_equal(
-            _bits(np.asarray(g)), _bits(np.asarray(w)),
-            err_msg=f"{_EXACT_UNARY[k // len(outs)]} of {name} as {outs[k % len(outs)]}")
+    negative there, f8e8m0fnu's negation is -2^(c-127) in f32, its code 0 the f32 denormal
+    2^-127 flushed by floor, folded by sign and ceil to 1). Every 8-bit float at once, stored,
+    converted to f64, f32 and f16."""
+    x = np.arange(256, dtype=np.uint8)
+    lines, outs, labels = [], [], []
+    for k, name in enumerate(_BYTE_FLOATS):
+        for j, op in enumerate(_EXACT_UNARY):
+            lines.append(f"o{k}x{j} = {name}[256] {op}(x{k})")
+            outs.append((f"o{k}x{j}", f"{name}[256]"))
+            labels.append(f"{op} of {name}")
+            for t in ("f64", "f32", "f16"):
+                lines.append(f"w{k}x{j}{t} = {t}[256] convert(o{k}x{j})")
+                outs.append((f"w{k}x{j}{t}", f"{t}[256]"))
+                labels.append(f"{op} of {name} as {t}")
+    _assert_bits_as_xla(_module([(n, 256) for n in _BYTE_FLOATS], lines, outs),
+                        [x.view(ELEMENT_TYPES[n].numpy) for n in _BYTE_FLOATS], labels)
 
 
-@pytest.mark.parametrize("name", ["f8e5m2", "f8e4m3fn", "f8e3m4", "f8e5m2fnuz", "bf16"])
-def test_arithmetic_converted_to_its_compute_type_is_not_rounded_as_xla(name):
+_COMPUTED = ["f8e5m2", "f8e4m3fn", "f8e3m4", "f8e5m2fnuz", "f8e8m0fnu", "bf16"]
+
+
+def test_arithmetic_converted_to_its_compute_type_is_not_rounded_as_xla():
     """XLA's float normalisation hands a convert to the type it computes the arithmetic in
     the wide result: an f8e5m2 sum converted to f16 is f16's sum (-NaN + 0 is f16's -NaN,
-    1 + 2^-3 is not rounded to f8e5m2), bf16's exp converted to f32 is f32's. Other users
-    (here a convert to f64 and the stored result) still read the rounded value."""
+    1 + 2^-3 is not rounded to f8e5m2), bf16's exp converted to f32 is f32's, f8e8m0fnu's
+    code 0 (2^-127) is flushed in f32's add. Other users (here a convert to f64 and the
+    stored result) still read the rounded value. Fused and unfused."""
+    rng = np.random.default_rng(0)
+    args, lines, outs, labels = [], [], [], []
+    for k, name in enumerate(_COMPUTED):
+        et = ELEMENT_TYPES[name]
+        codes = np.arange(1 << et.bits, dtype=np.uint32).astype(f"u{et.bits // 8}")
+        x = codes[rng.permutation(codes.size)[:4096]].view(et.numpy) if et.bits == 16 \
+            else codes.view(et.numpy)
+        y = x[rng.permutation(x.size)]
+        with np.errstate(invalid="ignore"):     # which of two NaNs survives: x86's operand order
+            y = np.where(np.isnan(x.astype(np.float32)) & np.isnan(y.astype(np.float32)),
+                         np.zeros_like(y), y)
+        args += [x, y]
+        n, w, a, b = x.size, et.arithmetic_type, f"x{2 * k}", f"x{2 * k + 1}"
+        lines += [f"a{k} = {name}[{n}] add({a}, {b})", f"m{k} = {name}[{n}] multiply({a}, {b})",
+                  f"p{k} = pred[{n}] compare({a}, {b}), direction=LT",
+                  f"sel{k} = {name}[{n}] select(p{k}, a{k}, m{k})",
+                  f"wa{k} = {w}[{n}] convert(a{k})", f"wm{k} = {w}[{n}] convert(m{k})",
+                  f"ws{k} = {w}[{n}] convert(sel{k})", f"da{k} = f64[{n}] convert(a{k})"]
+        for v, what, t in (("wa", "add", w), ("wm", "multiply", w), ("ws", "select", w),
+                           ("da", "add as f64", "f64"), ("a", "add stored", name)):
+            outs.append((f"{v}{k}", f"{t}[{n}]"))
+            labels.append(f"{what} of {name}")
+    params = [(name, a.size) for name, a in zip(np.repeat(_COMPUTED, 2), args)]
+    _assert_bits_as_xla(_module(params, lines, outs), args, labels, (True, False))
+
+
+@pytest.mark.parametrize("name", ["f8e5m2", "bf16"])
+def test_exp_converted_to_its_compute_type_is_not_rounded_as_xla(name):
+    """bf16's exp converted to f32 is f32's exp (the same within XLA's last bit: a
+    transcendental), not bf16's."""
     jax = pytest.importorskip("jax")
     xla_cpu = pytest.importorskip("benchmarks.xla_cpu")
     et = ELEMENT_TYPES[name]
-    codes = np.arange(1 << et.bits, dtype=np.uint32).astype(f"u{et.bits // 8}")
-    rng = np.random.default_rng(0)
-    x = codes[rng.permutation(codes.size)[:4096]].view(et.numpy) if et.bits == 16 \
-        else codes.view(et.numpy)
-    y = x[rng.permutation(x.size)]
-    with np.errstate(invalid="ignore"):     # which of two NaNs survives is x86's operand order
-        y = np.where(np.isnan(x.astype(np.float32)) & np.isnan(y.astype(np.float32)),
-                     np.zeros_like(y), y)
-    n, wide = x.size, et.arithmetic_type
-    text = (f"HloModule a\nENTRY e {{\n  x = {name}[{n}] parameter(0)\n"
-            f"  y = {name}[{n}] parameter(1)\n  a = {name}[{n}] add(x, y)\n"
-            f"  m = {name}[{n}] multiply(x, y)\n  q = {name}[{n}] exponential(x)\n"
-            f"  p = pred[{n}] compare(x, y), direction=LT\n  s = {name}[{n}] select(p, a, m)\n"
-            f"  wa = {wide}[{n}] convert(a)\n  wm = {wide}[{n}] convert(m)\n"
-            f"  wq = {wide}[{n}] convert(q)\n  ws = {wide}[{n}] convert(s)\n"
-            f"  da = f64[{n}] convert(a)\n"
-            f"  ROOT t = ({wide}[{n}], {wide}[{n}], {wide}[{n}], {wide}[{n}], f64[{n}], "
-            f"{name}[{n}]) tuple(wa, wm, wq, ws, da, a)\n}}\n")
-    with jax.enable_x64(True):
-        want = xla_cpu.compile_hlo(text).executable.execute(
-            [jax.device_put(x), jax.device_put(y)])
-    got = runtime.compile(text)(x, y)
-    for what, g, w in zip(["add", "multiply", "exponential", "select", "add as f64",
-                           "add stored"], got, want):
-        g, w = _bits(np.asarray(g)), _bits(np.asarray(w))
-        if what == "exponential":       # transcendental: the same within XLA's last bit
-            close = np.abs(g.astype(np.int64) - w.astype(np.int64)) <= 1
-            assert close.all(), f"{what} of {name}"
-            continue
-        np.testing.assert_array_equal(g, w, err_msg=f"{what} of {name}")
-
-
-@pytest.mark.xfail(strict=True, reason="passes/float_normalization leaves f8e8m0fnu alone: "
-                   "XLA's code 0 is not an f32 denormal's (templates.EXPONENT_FLOAT_TINY)")
-def test_f8e8m0fnu_arithmetic_converted_to_f32_is_rounded_unlike_xla():
-    """XLA computes f8e8m0fnu's negation in f32 and a convert to f32 reads it: -2^(c-127);
-    here it is rounded to f8e8m0fnu first (NaN)."""
-    jax = pytest.importorskip("jax")
-    xla_cpu = pytest.importorskip("benchmarks.xla_cpu")
-    x = np.arange(256, dtype=np.uint8).view(ELEMENT_TYPES["f8e8m0fnu"].numpy)
-    text = ("HloModule n\nENTRY e {\n  x = f8e8m0fnu[256] parameter(0)\n"
-            "  n = f8e8m0fnu[256] negate(x)\n  ROOT w = f32[256] convert(n)\n}\n")
-    want = xla_cpu.compile_hlo(text).executable.execute([jax.device_put(x)])[0]
-    got = runtime.compile(text)(x)
-    np.testing.assert_array_equal(_bits(np.asarray(got)), _bits(np.asarray(want)))
+    x = np.arange(0, 1 << et.bits, 1 if et.bits == 8 else 16, dtype=np.uint32)
+    x = x.astype(f"u{et.bits // 8}").view(et.numpy)
+    text = (f"HloModule q\nENTRY e {{\n  x = {name}[{x.size}] parameter(0)\n"
+            f"  q = {name}[{x.size}] exponential(x)\n"
+            f"  ROOT w = {et.arithmetic_type}[{x.size}] convert(q)\n}}\n")
+    want = _bits(np.asarray(xla_cpu.compile_hlo(text).executable.execute([jax.device_put(x)])[0]))
+    got = _bits(np.asarray(runtime.compile(text)(x)))
+    assert (np.abs(got.astype(np.int64) - want.astype(np.int64)) <= 1).all(), name

@@ -49,7 +49,7 @@ ENTRY e {
   wm = f32[4] convert(m)
   c = bf16[4] convert(h)
   wc = f32[4] convert(c)
-  r = f8e8m0fnu[4] floor(z)
+  r = f8e8m0fnu[4] sign(z)
   wr = f32[4] convert(r)
   ROOT t = (f32[4], f64[4], f32[4], f32[4], f32[4]) tuple(we, wn, wm, wc, wr)
 }
@@ -57,3 +57,20 @@ ENTRY e {
     got = normalized(text)
     assert [got[k].split()[1].split("(")[0] for k in ("we", "wn", "wm", "wc", "wr")] == \
         ["convert"] * 5
+
+
+def test_f8e8m0fnu_is_widened_but_where_xla_folds_its_code_0():
+    """Its code 0 widens to the f32 denormal 2^-127: floor's result there is f32's (flushed),
+    sign's XLA folds at compile time to 1 (``folds_exponent_float_tiny``), so it stays."""
+    got = normalized("""HloModule z
+ENTRY e {
+  z = f8e8m0fnu[4] parameter(0)
+  f = f8e8m0fnu[4] floor(z)
+  wf = f32[4] convert(f)
+  s = f8e8m0fnu[4] sign(z)
+  ws = f32[4] convert(s)
+  ROOT t = (f32[4], f32[4]) tuple(wf, ws)
+}
+""")
+    assert got["wf"] == "f32 floor(z.f32.0)"
+    assert got["ws"] == "f32 convert(s)"
