@@ -116,3 +116,14 @@ def notebook_of(cells: list[str]) -> dict:
             "cells": [{"cell_type": "code", "id": f"cell{n}", "metadata": {},
                        "execution_count": None, "outputs": [], "source": source}
                       for n, source in enumerate(cells)]}
+
+
+def wait_for_static_copies(page, count: int, timeout_ms: int = 60000) -> None:
+    """Wait until a reopened notebook shows ``count`` static copies, scrolling its panel to
+    the end at each poll: JupyterLab renders only the cells in view, and re-renders them
+    while the notebook opens, so scrolling to one cell element can hit a detached one."""
+    page.wait_for_function(
+        "(count) => { const panel = document.querySelector('.jp-WindowedPanel-outer');"
+        " if (panel) panel.scrollTop = panel.scrollHeight;"
+        " return document.querySelectorAll('.hlo-magic-static').length == count; }",
+        arg=count, timeout=timeout_ms, polling=500)

@@ -10,6 +10,7 @@ import pytest
 
 from ..conftest import REPO
 from ..notebook.hlo_texts import ADD_MUL
+from .conftest import wait_for_static_copies
 
 pytestmark = pytest.mark.browser
 
@@ -36,9 +37,7 @@ def test_a_reopened_notebook_shows_the_static_copies(lab_root, lab_url, browser,
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
     copies = page.locator(".hlo-magic-static")
     copies.first.wait_for(timeout=30000)
-    page.locator(".jp-Cell").last.scroll_into_view_if_needed()     # cells render when seen
-    page.wait_for_function("() => document.querySelectorAll('.hlo-magic-static').length == 2",
-                           timeout=30000)
+    wait_for_static_copies(page, 2)
     timeline, panel = copies.nth(0), copies.nth(1)
     # textContent: JupyterLab skips rendering cells out of view, which empties innerText
     assert "Donation: add_mul" in panel.text_content()

@@ -25,7 +25,7 @@ from runtime import reassign
 from runtime.pipeline import run as run_pipeline
 
 from ..conftest import REPO
-from .conftest import notebook_of
+from .conftest import notebook_of, wait_for_static_copies
 
 pytestmark = pytest.mark.browser
 
@@ -202,9 +202,7 @@ def test_a_shipped_vit_in_jupyterlab(lab_root, lab_url, browser, declared, artif
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{lab_url}/lab/workspaces/vit-reopened/tree/{NOTEBOOK}")
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60000)
-    page.locator(".jp-Cell").last.scroll_into_view_if_needed()     # cells render when seen
-    page.wait_for_function("() => document.querySelectorAll('.hlo-magic-static').length == 2",
-                           timeout=60000)
+    wait_for_static_copies(page, 2)
     copies = page.locator(".hlo-magic-static")
     assert "peak " + format_bytes(plan.peak) in copies.nth(0).text_content()
     copies.nth(0).scroll_into_view_if_needed()
