@@ -131,7 +131,7 @@ def _finite(a: np.ndarray) -> bool:
 
 def _unpack_eigenvectors(packed: np.ndarray, imaginary: np.ndarray) -> np.ndarray:
     """Real geev's packed eigenvectors as complex columns: a conjugate pair ``j, j+1``
-    (``imaginary[j] > 0``) is stored as the real and imaginary parts in columns j and j+1."""
+    (``imaginary[j] != 0``) is stored as the real and imaginary parts in columns j and j+1."""
     vectors = packed.astype(np.result_type(packed.dtype, np.complex64))
     j = 0
     while j < len(imaginary):
