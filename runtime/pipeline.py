@@ -28,6 +28,7 @@ device: ``Target.for_kind(TargetKind.CPU)`` stands in for one.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -36,13 +37,14 @@ from .analysis.call_graph import CallGraph, sequential_computations
 from .analysis.dataflow import Dataflow
 from .analysis.memory_scheduler import choose_schedule
 from .analysis.schedule import Schedule, build_schedule, text_order
+from .analysis.schedule_basis import ScheduleBases
 from .analysis.side_effects import SideEffects
 from .buffers.assignment import BufferAssignment, assign_buffers, check_alignment
 from .buffers.donation import AliasPlan, plan_aliasing
 from .errors import HloArgumentError, HloUnsupportedError, internal_errors
 from .gc_pause import with_gc_paused
-from .hlo.clone import clone_module
-from .hlo.ir import HloModule
+from .hlo.clone import CloneMap, clone_module
+from .hlo.ir import AliasEntry, HloInstruction, HloModule
 from .hlo.verifier import verify
 from .target import CPU, Target
 from .passes.apply_schedule import schedule_in_place
@@ -122,6 +124,10 @@ class Prepared:
     # has_side_effect's memo: the schedulers and copy insertion's dead-code elimination would
     # otherwise each walk every kernel body again
     effects: SideEffects = field(default_factory=dict)
+    # a reassign's: the schedules kept for the module's donation sets, and each instruction
+    # of ``prepare``'s source (``common``) -> its copy in ``module``
+    bases: ScheduleBases | None = None
+    copied: CloneMap | None = None
 
 
 def _apply_donation(p: Prepared) -> None:
@@ -133,10 +139,23 @@ def _apply_donation(p: Prepared) -> None:
 
 
 def _schedule(p: Prepared) -> None:
-    """Order every sequential computation by the schedule of the lowest simulated peak."""
-    flow = Dataflow(p.module)
-    p.schedule = choose_schedule(flow, AliasAnalysis(flow, p.module.input_output_alias),
-                                 p.effects)
+    """Order every sequential computation by the schedule of the lowest simulated peak: the
+    kept basis's, where its orders hold for this donation set, else made afresh."""
+    kept = p.bases.choose(p.module.input_output_alias) if p.bases is not None else None
+    if kept is None:
+        flow = Dataflow(p.module)
+        p.schedule = choose_schedule(flow, AliasAnalysis(flow, p.module.input_output_alias),
+                                     p.effects)
+    else:
+        chosen, basis = kept
+        assert p.copied is not None
+        p.effects.update(basis.effects)      # its kernel bodies' entries hold here too
+        mine = p.copied.instructions
+        computations = {c.name: c for c in p.module.computations}
+        p.schedule = build_schedule(
+            p.module, {computations[name]: [mine[basis.original[i]] for i in sequence]
+                       for name, sequence in chosen.sequences.items()},
+            chosen.scheduler, chosen.peaks)
     schedule_in_place(p.module, p.schedule.sequences)
 
 
@@ -181,18 +200,42 @@ def prepare_common(module: HloModule) -> HloModule:
     return common
 
 
-def prepare(common: HloModule, plan: AliasPlan) -> Prepared:
+def prepare(common: HloModule, plan: AliasPlan, bases: ScheduleBases | None = None
+            ) -> Prepared:
     """``PREPARATION`` on a copy of ``common`` (``prepare_common(source)``, left unchanged) for
     ``plan``, ``plan_aliasing`` of ``source`` for a donation set. The copy shares
     ``common``'s thread-local computations (kernel bodies, reducers): these passes change only
-    sequential ones, and a large model's fusion bodies are most of its instructions."""
-    sequential = set(sequential_computations(common))
-    kernels = {c for c in common.computations if c not in sequential}
-    prepared = Prepared(clone_module(common, share=kernels)[0], plan)
+    sequential ones, and a large model's fusion bodies are most of its instructions.
+    ``bases``: ``common``'s (``bases_of``), whose schedules serve where they hold."""
+    module, mapping = _share_kernels(common)
+    prepared = Prepared(module, plan, bases=bases, copied=mapping)
     for name, step in PREPARATION:
         with internal_errors(f"the {name} pass"):
             step(prepared)
     return prepared
+
+
+def _share_kernels(common: HloModule) -> tuple[HloModule, CloneMap]:
+    """A copy of ``common`` that shares its kernel bodies and reducers."""
+    sequential = set(sequential_computations(common))
+    return clone_module(common, share={c for c in common.computations if c not in sequential})
+
+
+#: kept ``prepare_common`` result -> the schedules kept for its donation sets (``reassign``)
+_BASES: weakref.WeakKeyDictionary[HloModule, ScheduleBases] = weakref.WeakKeyDictionary()
+
+
+def bases_of(common: HloModule) -> ScheduleBases:
+    """The schedules kept for ``common``'s donation sets: made as ``reassign`` needs them, so
+    that a toggle's new set mostly reuses a list order made before."""
+    if common not in _BASES:
+        def copier(aliases: list[AliasEntry]
+                   ) -> tuple[HloModule, dict[HloInstruction, HloInstruction]]:
+            module, mapping = _share_kernels(common)
+            module.input_output_alias, module.buffer_donors = aliases, []
+            return module, {copy: original for original, copy in mapping.instructions.items()}
+        _BASES[common] = ScheduleBases(copier)
+    return _BASES[common]
 
 
 @with_gc_paused
@@ -221,12 +264,13 @@ def reassign(assignment: BufferAssignment, donated: frozenset[int] | None) -> Bu
                                "pipeline; make it with pipeline.buffer_assignment to reassign "
                                "it")
     return _assign(assignment.prepared_from, assignment.source, assignment.alignment, donated,
-                   assignment.family)
+                   assignment.family, bases_of(assignment.prepared_from))
 
 
 def _assign(common: HloModule, source: HloModule, alignment: int,
             donated: frozenset[int] | None,
-            family: list[BufferAssignment] | None = None) -> BufferAssignment:
+            family: list[BufferAssignment] | None = None,
+            bases: ScheduleBases | None = None) -> BufferAssignment:
     """One path for both: a fresh assignment and a toggle's must give the same plan. The
     plan depends on ``donated`` only through the aliasing it applies, so a plan of ``family``
     with the same aliasing is that plan (a module without aliases has one plan)."""
@@ -235,7 +279,7 @@ def _assign(common: HloModule, source: HloModule, alignment: int,
     for made in family or ():
         if made.donation == plan:
             return made
-    prepared = prepare(common, plan)
+    prepared = prepare(common, plan, bases)
     assert prepared.schedule is not None
     return assign_buffers(
         prepared.module, prepared.schedule, alignment=alignment, donation=prepared.donation,

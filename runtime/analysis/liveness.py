@@ -39,10 +39,14 @@ def writable_parameters(module: HloModule) -> set[tuple[int, ShapeIndex]]:
 
 
 class Liveness:
-    def __init__(self, flow: Dataflow, schedule: Schedule) -> None:
+    def __init__(self, flow: Dataflow, schedule: Schedule,
+                 writable: set[tuple[int, ShapeIndex]] | None = None) -> None:
+        """``writable``: the parameter leaves aliased with an output, where they are not
+        ``flow.module``'s (a module scheduled once for every donation set)."""
         self.flow = flow
         self.schedule = schedule
-        writable = writable_parameters(flow.module)
+        if writable is None:
+            writable = writable_parameters(flow.module)
         # a while's condition -> its body
         self._bodies = {inst.condition: inst.body for comp in flow.call_graph.sequential
                         for inst in comp.instructions if inst.opcode == Opcode.WHILE}

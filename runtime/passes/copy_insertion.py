@@ -20,7 +20,7 @@ survives printing and parsing; ``inserted_copies`` reads them back.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from ..analysis.alias_analysis import AliasAnalysis, HloBuffer
@@ -50,15 +50,21 @@ class InsertedCopy:
     reason: str
 
 
-def inserted_copies(module: HloModule) -> list[InsertedCopy]:
-    """The copies copy insertion added to ``module``, with their reasons, in module order."""
+def inserted_copies(module: HloModule,
+                    sequential: Collection[HloComputation] | None = None) -> list[InsertedCopy]:
+    """The copies copy insertion added to ``module``, with their reasons, in module order.
+    ``sequential``: the module's sequential computations, where the caller has them: only those
+    get copies, and a model's kernel bodies hold most of its instructions."""
     out = []
-    for inst in module.instructions():
-        attr = inst.attrs.get("frontend_attributes")
-        if inst.opcode == Opcode.COPY and isinstance(attr, RawText):
-            m = _REASON.search(attr.text)
-            if m:
-                out.append(InsertedCopy(inst.name, unquote_string(m.group(1))))
+    for comp in module.computations:
+        if sequential is not None and comp not in sequential:
+            continue
+        for inst in comp.instructions:
+            attr = inst.attrs.get("frontend_attributes")
+            if inst.opcode == Opcode.COPY and isinstance(attr, RawText):
+                m = _REASON.search(attr.text)
+                if m:
+                    out.append(InsertedCopy(inst.name, unquote_string(m.group(1))))
     return out
 
 

@@ -141,6 +141,27 @@ ENTRY main {
 }
 """
 
+# Each donated update comes first in the text, so with nothing donated the list scheduler runs
+# it before the parameter's other reader; donating the parameter orders it after that reader
+# (the schedules kept for a module's donation sets must see it). Scheduled as it stands, the
+# module's own order is a candidate too.
+REORDERED = """HloModule reordered, is_scheduled=true, input_output_alias={ {0}: (0, {}, may-alias), {1}: (1, {}, may-alias), {2}: (2, {}, may-alias) }
+
+ENTRY main {
+  a = f32[256] parameter(0)
+  b = f32[256] parameter(1)
+  c = f32[64] parameter(2)
+  na = f32[256] negate(a)
+  ea = f32[256] exponential(a)
+  nb = f32[256] negate(b)
+  eb = f32[256] exponential(b)
+  s = f32[256] add(ea, eb)
+  nc = f32[64] negate(c)
+  ROOT out = (f32[256], f32[256], f32[64], f32[256]) tuple(na, nb, nc, s)
+}
+"""
+UNSCHEDULED = REORDERED.replace(" is_scheduled=true,", "")
+
 
 def plan_facts(plan: BufferAssignment) -> tuple:
     """Everything a plan says: each buffer's place and live range, each allocation, the
@@ -163,9 +184,10 @@ def donation_sets(parameters: int, count: int, seed: int) -> list[frozenset[int]
 
 @pytest.mark.parametrize("text, optimised, count", [
     (TUPLES_IN_PLACE, False, 24), (TUPLES_IN_PLACE, True, 24), (LOOP, True, 12),
-    (EFFECTS, False, 12), (EFFECTS, True, 12), (model_step(6), True, 12)],
+    (EFFECTS, False, 12), (EFFECTS, True, 12), (model_step(6), True, 12),
+    (REORDERED, False, 12), (UNSCHEDULED, False, 12), (UNSCHEDULED, True, 12)],
     ids=["tuples-in-place", "tuples-in-place-fused", "loop", "effects", "effects-fused",
-         "model-step"])
+         "model-step", "reordered", "reordered-unscheduled", "reordered-fused"])
 def test_reassign_gives_the_plan_of_a_fresh_assignment(text, optimised, count):
     def module():
         parsed = runtime.parse(text)
