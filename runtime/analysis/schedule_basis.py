@@ -36,6 +36,9 @@ from .memory_scheduler import candidate_schedules, simulated_peak
 from .schedule import Schedule, build_schedule, donated_updates, post_order
 from .side_effects import SideEffects
 
+#: a set with more breaking aliases is scheduled from scratch: each combination of them needs
+#: a basis of its own, which costs about as much as scheduling once
+MAX_BREAKING = 4
 #: aliases -> a copy of the module with those applied (scheduled by nothing, kernel bodies
 #: shared) and its instructions' originals
 Copier = Callable[[list[AliasEntry]], tuple[HloModule, dict[HloInstruction, HloInstruction]]]
@@ -208,6 +211,8 @@ class ScheduleBases:
         whose instructions it holds; None where it has to be made from scratch."""
         none = self._basis(())
         breaking = set(none.breaking(aliases)) | set(none.breaking(aliases, "post-order"))
+        if len(breaking) > MAX_BREAKING:
+            return None
         basis = self._basis(tuple(a for a in aliases if a in breaking))
         chosen = basis.choose(aliases)
         return None if chosen is None else (chosen, basis)
