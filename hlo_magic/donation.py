@@ -108,7 +108,7 @@ class DonationModel:
     Must-alias parameters are always donated: a run that does not donate them fails.
     ``baseline`` is the plan with nothing optional donated, what the summary compares with.
     Plans are kept per donation set (``plan``), so flipping a toggle back, or to a set seen
-    before, costs nothing; a new set costs one ``reassign`` (about 0.25 s of CPU for ViT-tiny's
+    before, costs nothing; a new set costs one ``reassign`` (about 0.16 s of CPU for ViT-tiny's
     243 parameters, docs/performance.md).
     """
 

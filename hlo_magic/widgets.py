@@ -6,7 +6,7 @@ buffer; "donate all" and "donate none"; a summary of the peak and the total allo
 donation may shrink one and not the other), a line that says what the last change did and why,
 the memory table and the interactive timeline of the current plan (``MemoryTimeline``, whose
 data is replaced, so nothing flickers). A change replans the module (``reassign``, no device:
-about 0.25 s of CPU for ViT-tiny's training step and 0.15-0.2 s for a 250-parameter test module
+about 0.16 s of CPU for ViT-tiny's training step and 0.09 s for a 250-parameter test module
 on a 2-core AMD EPYC, the redraw under 0.1 s more, after the new peak is shown; a plan seen
 before is kept): in a kernel that work runs on a worker thread, one change after another,
 while the panel says "reassigning"; so a click is answered at once and the kernel stays free.

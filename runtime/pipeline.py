@@ -229,9 +229,13 @@ def bases_of(common: HloModule) -> ScheduleBases:
     """The schedules kept for ``common``'s donation sets: made as ``reassign`` needs them, so
     that a toggle's new set mostly reuses a list order made before."""
     if common not in _BASES:
+        held = weakref.ref(common)      # a strong one would keep the entry for ever
+
         def copier(aliases: list[AliasEntry]
                    ) -> tuple[HloModule, dict[HloInstruction, HloInstruction]]:
-            module, mapping = _share_kernels(common)
+            original = held()
+            assert original is not None         # the bases are reached through it
+            module, mapping = _share_kernels(original)
             module.input_output_alias, module.buffer_donors = aliases, []
             return module, {copy: original for original, copy in mapping.instructions.items()}
         _BASES[common] = ScheduleBases(copier)
