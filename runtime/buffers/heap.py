@@ -86,11 +86,12 @@ def _best_fit(intervals: list[Interval], order: list[int], alignment: int) -> li
 
 
 def _choose_gap(busy: Iterable[tuple[int, int]], size: int, alignment: int) -> int:
-    """The aligned offset of the smallest gap between busy blocks ((offset, end), sorted)
-    that fits ``size`` (the lowest on ties), else the aligned top. Numpy picks out the
-    blocks live at the same time as the one placed (a toggle's repacking of a model's arena
-    places hundreds, each against all placed so far); they are few, and a plain loop over
-    them costs less than numpy's calls would (ViT-tiny's arena: 36 -> 20 ms)."""
+    """The aligned offset of the smallest gap between busy blocks ((offset, end) in order of
+    offset; blocks at one offset leave no gap between them, so their order does not matter)
+    that fits ``size`` (the lowest on ties), else the aligned top. Numpy picks out the blocks
+    live at the same time as the one placed (a toggle's repacking of a model's arena places
+    hundreds, each against all placed so far: on average 170 of ViT-tiny's 449); one loop
+    over them costs less than the dozen numpy calls it replaces (that arena: 36 -> 20 ms)."""
     best, best_gap, low = -1, 0, 0
     for lo, hi in busy:
         if lo > low:
