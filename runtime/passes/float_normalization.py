@@ -12,7 +12,12 @@ still reads the rounded value. Each such convert of an elementwise operation who
 operands are all of its own type becomes that operation on converts of the operands; a
 convert this pass adds is not rewritten again (its operand's value was rounded in XLA too).
 
-Reductions, dots and the other non-elementwise operations are not rewritten here. f8e8m0fnu
+Dots and convolutions (``OpcodeSpec.contraction_normalized``) are too: XLA computes them in
+f32 and rounds the result to the narrow type (through f16 for the 8-bit floats but
+f8e8m0fnu), so a convert of one to the arithmetic type becomes the contraction with that
+result type, its operands narrow (``bf16 x bf16 -> f32``). Reductions and reduce-windows
+keep their rounded results: XLA rounds their running value at every step, as the kernels
+do. The other non-elementwise operations are not rewritten. f8e8m0fnu
 widens its code 0 to the f32 denormal 2^-127, which f32 arithmetic flushes as XLA's does
 (its negation converted to f32 is -2^-127, its floor 0), except in the operations whose
 result there XLA folds at compile time (``OpcodeSpec.folds_exponent_float_tiny``): an f32
@@ -47,9 +52,10 @@ def _wide_type(convert: HloInstruction) -> str | None:
     if convert.opcode != Opcode.CONVERT or not isinstance(convert.shape, ArrayShape):
         return None
     op = convert.operands[0]
+    spec = OPCODES[op.opcode]
     if not isinstance(op.shape, ArrayShape) or op.control_predecessors \
-            or convert.control_predecessors or not OPCODES[op.opcode].elementwise \
-            or op.opcode == Opcode.CONVERT:
+            or convert.control_predecessors or op.opcode == Opcode.CONVERT \
+            or not (spec.elementwise or spec.contraction_normalized):
         return None
     narrow = op.array_shape.element_type
     wide = convert.array_shape.element_type.name
@@ -63,8 +69,14 @@ def _wide_type(convert: HloInstruction) -> str | None:
 
 def _compute_wide(comp: HloComputation, convert: HloInstruction, wide: str,
                   widened: dict[tuple[int, str], HloInstruction], names: FreshNames) -> None:
-    """``convert`` becomes its operand's operation on ``wide`` converts of its operands."""
+    """``convert`` becomes its operand's operation on ``wide`` converts of its operands (a
+    contraction's operands stay narrow: it accumulates in f32 on them either way)."""
     op = convert.operands[0]
+    convert.opcode = op.opcode
+    convert.attrs = dict(op.attrs)
+    if OPCODES[op.opcode].contraction_normalized:
+        convert.operands = list(op.operands)
+        return
     operands = []
     for o in op.operands:
         if not (isinstance(o.shape, ArrayShape) and o.shape.element_type.is_float):
@@ -77,8 +89,6 @@ def _compute_wide(comp: HloComputation, convert: HloInstruction, wide: str,
                                           shape, [o], parent=comp)
             comp.instructions.insert(comp.instructions.index(op) + 1, widened[key])
         operands.append(widened[key])
-    convert.opcode = op.opcode
-    convert.attrs = dict(op.attrs)
     convert.operands = operands
 
 
