@@ -180,7 +180,7 @@ class OpcodeSpec:
     # XLA's result at f8e8m0fnu's code 0 (2^-127, an f32 denormal) is not f32 arithmetic on
     # that denormal: LLVM folds the operation into the select XLA widens the code by, where
     # nothing is flushed (codegen.templates.EXPONENT_FLOAT_TINY holds the folded result), so
-    # float normalisation does not widen it (passes/float_normalization)
+    # float normalisation selects that result there (passes/float_normalization.CODE_0)
     folds_exponent_float_tiny: bool = False
     # on bf16 and the 8-bit floats, XLA's CPU backend computes it whole in their arithmetic
     # type (``ElementType.arithmetic_type``) and rounds its result once, so float

@@ -54,8 +54,8 @@ ENTRY e {
   c = bf16[4] convert(h)
   wc = f32[4] convert(c)
   r = f8e8m0fnu[4] sign(z)
-  wr = f32[4] convert(r)
-  ROOT t = (f32[4], f64[4], f32[4], f32[4], f32[4]) tuple(we, wn, wm, wc, wr)
+  wr = f64[4] convert(r)
+  ROOT t = (f32[4], f64[4], f32[4], f32[4], f64[4]) tuple(we, wn, wm, wc, wr)
 }
 """
     got = normalized(text)
@@ -63,9 +63,9 @@ ENTRY e {
         ["convert"] * 5
 
 
-def test_f8e8m0fnu_is_widened_but_where_xla_folds_its_code_0():
+def test_f8e8m0fnu_is_widened_with_xlas_folded_code_0():
     """Its code 0 widens to the f32 denormal 2^-127: floor's result there is f32's (flushed),
-    sign's XLA folds at compile time to 1 (``folds_exponent_float_tiny``), so it stays."""
+    sign's XLA folds at compile time to 1 (``folds_exponent_float_tiny``), selected there."""
     got = normalized("""HloModule z
 ENTRY e {
   z = f8e8m0fnu[4] parameter(0)
@@ -77,7 +77,8 @@ ENTRY e {
 }
 """)
     assert got["wf"] == "f32 floor(z.f32.0)"
-    assert got["ws"] == "f32 convert(s)"
+    assert got["ws"].startswith("f32 select(ws.compare")
+    assert got["ws.wide.0"] == "f32 sign(z.f32.0)"
 
 
 ADD = """add {
