@@ -13,9 +13,8 @@ it, and the entry's root gains the sizes (``compact_outputs``), so that a run re
 its runtime shape as XLA does. ``dynamic-reshape`` lays the operand's elements inside its
 sizes, in logical row-major order, into the result's sizes (``dynamic_reshape``); a
 ``reshape`` merging the dynamic dimensions into its one dynamic dimension is one with their
-sizes' product. A dot
-sums the first ``size`` products of a dynamic contraction and keeps the sizes of the other
-dimensions. Everything else that reads a dynamic value (another reshape, slice, a tuple that
+sizes' product. A dot sums the first ``size`` products of a dynamic contraction and keeps the
+sizes of the other dimensions. Everything else that reads a dynamic value (another reshape, slice, a tuple that
 is not the entry's root...), a dynamic parameter, and dynamic shapes outside the entry
 computation are refused at their line. Afterwards no shape is dynamic and no
 ``set-dimension-size``/``get-dimension-size``/``dynamic-reshape`` is left.

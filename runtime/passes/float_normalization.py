@@ -17,11 +17,12 @@ f32 and rounds the result to the narrow type (through f16 for the 8-bit floats b
 f8e8m0fnu), so a convert of one to the arithmetic type becomes the contraction with that
 result type, its operands narrow (``bf16 x bf16 -> f32``). Reductions and reduce-windows
 keep their rounded results: XLA rounds their running value at every step, as the kernels
-do. The other non-elementwise operations are not rewritten. f8e8m0fnu
-widens its code 0 to the f32 denormal 2^-127, which f32 arithmetic flushes as XLA's does
-(its negation converted to f32 is -2^-127, its floor 0), except in the operations whose
-result there XLA folds at compile time (``OpcodeSpec.folds_exponent_float_tiny``): an f32
-operation on the converted operand would not know it came from code 0, so their widened
+do. The other non-elementwise operations are not rewritten.
+
+f8e8m0fnu widens its code 0 to the f32 denormal 2^-127, which f32 arithmetic flushes as
+XLA's does (its negation converted to f32 is -2^-127, its floor 0), except in the operations
+whose result there XLA folds at compile time (``OpcodeSpec.folds_exponent_float_tiny``): an
+f32 operation on the converted operand would not know it came from code 0, so their widened
 result is selected against XLA's folded one where the first operand is code 0 (``CODE_0``:
 sign's 1, tan's 2^-127...).
 """
@@ -78,7 +79,8 @@ def _wide_type(convert: HloInstruction) -> str | None:
 def _compute_wide(comp: HloComputation, convert: HloInstruction, wide: str,
                   widened: dict[tuple[int, str], HloInstruction], names: FreshNames) -> None:
     """``convert`` becomes its operand's operation on ``wide`` converts of its operands (a
-    contraction's operands stay narrow: it accumulates in f32 on them either way)."""
+    contraction's operands stay narrow: it accumulates in f32 on them either way; an
+    f8e8m0fnu operation XLA folds at code 0 selects that result there)."""
     op = convert.operands[0]
     convert.opcode = op.opcode
     convert.attrs = dict(op.attrs)
