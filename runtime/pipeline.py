@@ -8,10 +8,12 @@
    (multi-device and one-device), the complex lowering, the stochastic-convert expansion,
    dynamic padding (kernels know no dynamic shape) and dead tuple elements (a dead
    rng-bit-generator held in a tuple is never lowered) always run: kernels know no
-   collective, no complex type and no stochastic rounding (a
-   multi-device collective is a host step exchanging data between devices, a one-device one
-   a copy or zeros, complex values pairs of reals, FFTs dots, a stochastic-convert XLA's
-   decomposition).
+   collective, no complex type and no stochastic rounding (a multi-device collective is a
+   host step exchanging data between devices, a one-device one a copy or zeros, complex
+   values pairs of reals, FFTs dots, a stochastic-convert XLA's decomposition). Float
+   normalization and the simplifier always run too: XLA always runs them, and they change
+   values (a convert round trip through a type holding every value keeps a NaN's payload, a
+   reduce of one element keeps -0), which must not depend on ``fusion``.
 2. Pre-assignment passes, on another copy. First those that do not depend on donation
    (``COMMON_PREPARATION``: dead-code elimination, call-graph flattening, call and operand
    layouts), then, on a copy of that, those that do (``PREPARATION``): the donation plan
@@ -86,7 +88,7 @@ OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("dead-tuple-elements", remove_dead_tuple_elements_in_place, False),
     ("float-normalization", normalize_floats_in_place, False),
     ("inline-calls", inline_calls_in_place, True),
-    ("simplify", simplify_in_place, True),
+    ("simplify", simplify_in_place, False),
     ("transpose-folding", fold_transposes_in_place, True),
     ("dot-operand-layouts", relayout_dot_operands_in_place, True),
     ("split-topk", split_topk_in_place, True),

@@ -30,6 +30,7 @@ from ..hlo.sample_values import sample_arguments
 from ..hlo.shape import ArrayShape, Shape, TupleShape, physical_order
 from .arrays import DeviceArray, upload
 from ..opencl.device import allocate_buffer, opencl
+from ..passes.dynamic_padding import dynamic_output_dims
 from .output_buffers import OutputRecycler
 from .kernel_builds import KernelBuild
 from .spmd import DEFAULT_TIMEOUT, run_spmd
@@ -93,6 +94,9 @@ class Executable:
         # the iteration each enclosing counted loop is at, innermost last (``_conditional``)
         self._iterations: list[int] = []
         self._outputs = assignment.output_slices()
+        # the declared result's dynamic dimensions: the dynamic-padding pass appended their
+        # sizes to the outputs, which each run reads back (``_collect_outputs``)
+        self._dynamic = dynamic_output_dims(module.entry.root.shape)
         # output allocations backing exactly one result array: reusable once it is dropped
         backing = [sl.allocation for sl in self._outputs.values()]
         self._recyclable = {a for a in backing if backing.count(a) == 1
@@ -167,6 +171,10 @@ class Executable:
 
     @property
     def result_shape(self) -> Shape:
+        """The result as the module declares it: a dynamic dimension at its bound
+        (``f32[<=8]``), which each run returns at its runtime size."""
+        if self._dynamic:
+            return self.module.entry.root.shape
         return self.buffer_assignment.module.entry.root.shape
 
     def random_arguments(self, seed: int = 0) -> list:
@@ -595,21 +603,47 @@ class Executable:
 
     # --- results ----------------------------------------------------------------------------
     def _collect_outputs(self, bindings):
-        shape = self.result_shape
+        """The outputs as ``DeviceArray``s; those with dynamic dimensions at their runtime
+        shapes, read in one small transfer with the sizes the plan appended to the outputs
+        (each output stored compact, so its array is the first bytes of its buffer)."""
+        shape = self.buffer_assignment.module.entry.root.shape
+        if not self._dynamic:
+            return self._output_tree(bindings, shape, (), {})
+        assert isinstance(shape, TupleShape)
+        last = len(shape.elements) - 1
+        sl = self._outputs[(last,)]
+        sizes = np.empty(len(self._dynamic), dtype=np.int32)
+        opencl().enqueue_copy(self.device.queue, sizes, bindings[sl.allocation],
+                              src_offset=sl.offset, is_blocking=True)
+        declared_tuple = self.result_shape.is_tuple
+        runtime: dict[tuple[int, ...], dict[int, int]] = {}
+        for (index, d), size in zip(self._dynamic, sizes):
+            runtime.setdefault(index if declared_tuple else (0,), {})[d] = int(size)
+        outputs = tuple(self._output_tree(bindings, e, (k,), runtime)
+                        for k, e in enumerate(shape.elements[:last]))
+        return outputs if declared_tuple else outputs[0]
 
-        def build(s: Shape, index: tuple[int, ...]):
-            if s.is_tuple:
-                return tuple(build(e, index + (k,)) for k, e in enumerate(s.elements))
-            sl = self._outputs[index]
-            buf = bindings[sl.allocation]
-            whole = not sl.offset and sl.size == buf.size
-            if not whole:
-                buf = buf.get_sub_region(sl.offset, max(sl.size, 1))
-            array = DeviceArray(buf, s, self.device)
-            if whole and sl.allocation in self._recyclable:
-                self._recycler.watch(array, sl.allocation, buf)
-            return array
-        return build(shape, ())
+    def _output_tree(self, bindings, s: Shape, index: tuple[int, ...],
+                     runtime: dict[tuple[int, ...], dict[int, int]]):
+        """The ``DeviceArray``s of the result's subshape ``s`` at ``index``; ``runtime`` has
+        the runtime sizes of each leaf's dynamic dimensions."""
+        if s.is_tuple:
+            return tuple(self._output_tree(bindings, e, index + (k,), runtime)
+                         for k, e in enumerate(s.elements))
+        sl = self._outputs[index]
+        size = sl.size
+        if index in runtime:
+            s = ArrayShape(s.element_type, tuple(runtime[index].get(d, n)
+                                                 for d, n in enumerate(s.dims)))
+            size = s.byte_size
+        buf = bindings[sl.allocation]
+        whole = not sl.offset and size == buf.size
+        if not whole:
+            buf = buf.get_sub_region(sl.offset, max(size, 1))
+        array = DeviceArray(buf, s, self.device)
+        if whole and sl.allocation in self._recyclable:
+            self._recycler.watch(array, sl.allocation, buf)
+        return array
 
     def _cache_hit_copy(self) -> Executable:
         """The same compiled executable, as returned by a compile that hit the cache."""

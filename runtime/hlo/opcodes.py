@@ -180,8 +180,13 @@ class OpcodeSpec:
     # XLA's result at f8e8m0fnu's code 0 (2^-127, an f32 denormal) is not f32 arithmetic on
     # that denormal: LLVM folds the operation into the select XLA widens the code by, where
     # nothing is flushed (codegen.templates.EXPONENT_FLOAT_TINY holds the folded result), so
-    # float normalisation does not widen it (passes/float_normalization)
+    # float normalisation selects that result there (passes/float_normalization.CODE_0)
     folds_exponent_float_tiny: bool = False
+    # on bf16 and the 8-bit floats, XLA's CPU backend computes it whole in their arithmetic
+    # type (``ElementType.arithmetic_type``) and rounds its result once, so float
+    # normalisation gives a convert to that type the unrounded result with the operands
+    # kept narrow (a dot or convolution: XLA rounds a reduction at every step, so not those)
+    contraction_normalized: bool = False
     # why the OpenCL backend does not lower it (the code generator refuses it with this, and
     # the exhaustiveness test reads it); None: lowered
     unsupported: str | None = None
@@ -443,6 +448,7 @@ _set("exact", True, "abs", "negate", "sign", "floor", "ceil", "round-nearest-afz
      "round-nearest-even", "copy", "is-finite", "maximum", "minimum", "real", "imag")
 _set("folds_exponent_float_tiny", True, "sign", "ceil", "exponential-minus-one", "tan", "asin",
      "power", "atan2")
+_set("contraction_normalized", True, "dot", "convolution")
 
 _HOST_IO = "host I/O channels do not exist on this single-device runtime"
 _ASYNC_OR_COLLECTIVE = ("asynchronous and collective operations are not supported; print the "

@@ -8,12 +8,13 @@ elementwise operations keep their operands' sizes; ``get-dimension-size`` is the
 the static bound); a reduce over a dynamic dimension reads the padding as its init value
 (XLA pads the operand with it), so it combines the first ``size`` elements only; a reduce
 keeps the sizes of the dimensions it does not reduce. An entry output with a dynamic
-dimension is written at its bound with zeros past the size (XLA's padding there is whatever
-memory held). ``dynamic-reshape`` lays the operand's elements inside its sizes, in logical
-row-major order, into the result's sizes (``dynamic_reshape``); a ``reshape`` merging the
-dynamic dimensions into its one dynamic dimension is one with their sizes' product. A dot
-sums the first ``size`` products of a dynamic contraction and keeps the sizes of the other
-dimensions. Everything else that reads a dynamic value (another reshape, slice, a tuple that
+dimension is stored compact in its buffer at the bound, as XLA's ``SliceToDynamic`` writes
+it, and the entry's root gains the sizes (``compact_outputs``), so that a run returns it at
+its runtime shape as XLA does. ``dynamic-reshape`` lays the operand's elements inside its
+sizes, in logical row-major order, into the result's sizes (``dynamic_reshape``); a
+``reshape`` merging the dynamic dimensions into its one dynamic dimension is one with their
+sizes' product. A dot sums the first ``size`` products of a dynamic contraction and keeps the
+sizes of the other dimensions. Everything else that reads a dynamic value (another reshape, slice, a tuple that
 is not the entry's root...), a dynamic parameter, and dynamic shapes outside the entry
 computation are refused at their line. Afterwards no shape is dynamic and no
 ``set-dimension-size``/``get-dimension-size``/``dynamic-reshape`` is left.
@@ -21,6 +22,7 @@ computation are refused at their line. Afterwards no shape is dynamic and no
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Callable
 
 import numpy as np
@@ -30,9 +32,9 @@ from ..hlo.dtypes import ElementType
 from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
-from ..hlo.shape import ArrayShape, Shape, TupleShape
+from ..hlo.shape import ArrayShape, Shape, ShapeIndex, TupleShape, physical_order
 from ..target import CPU, Target
-from .dynamic_reshape import S32, Sizes, dynamic_reshape, reshape_sizes
+from .dynamic_reshape import S32, Sizes, dynamic_reshape, inside_first, reshape_sizes
 from .names import FreshNames
 from .part_builder import PartBuilder, array, dims_of, expand_in_place, type_of
 
@@ -51,7 +53,14 @@ def pad_dynamic_shapes_in_place(module: HloModule, target: Target = CPU) -> None
         names = names or FreshNames(module)
         padder = _Padder(module, comp)
         expand_in_place(comp, names, padder.expand)
-        padder.zero_outputs(comp, names)
+        padder.compact_outputs(names)
+
+
+def dynamic_output_dims(result: Shape) -> list[tuple[ShapeIndex, int]]:
+    """The dynamic dimensions of an entry's declared ``result`` (its leaf, its dimension), in
+    the order of the sizes array the pass appends to the entry's outputs."""
+    return [(index, d) for index, leaf in result.leaves() if isinstance(leaf, ArrayShape)
+            for d, flag in enumerate(leaf.dynamic) if flag]
 
 
 def _is_dynamic(inst: HloInstruction) -> bool:
@@ -81,26 +90,80 @@ class _Padder:
 
     def __init__(self, module: HloModule, comp: HloComputation) -> None:
         self.module = module
+        self.comp = comp
         self.root = comp.root
+        self.result = comp.root_instruction.shape     # as declared: the expansion clears it
         self.sizes: dict[int, Sizes] = {}
         self.assigns: dict[str, HloComputation] = {}
 
     def expand(self, build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
         return self._value(build, inst)
 
-    def zero_outputs(self, comp: HloComputation, names: FreshNames) -> None:
-        """The entry's outputs at their bounds, zeros past each dynamic size."""
+    def compact_outputs(self, names: FreshNames) -> None:
+        """Each output with a dynamic dimension compact, as XLA returns it: the elements of its
+        runtime shape first, in row-major order (stored row-major at the bound, its padding
+        after them); zeros past the sizes of a value declared static. When the result declares
+        a dynamic dimension, the root becomes a tuple of the outputs and an ``s32[k]`` array of
+        their sizes (``dynamic_output_dims``'s order, clamped to the bounds), which the
+        executable reads back to give each such output its runtime shape."""
+        comp = self.comp
         build = PartBuilder(comp, comp.instructions, names)
         root = comp.root_instruction
         build.of = root
-        if root.opcode == Opcode.TUPLE:
-            zeroed = [self._zeroed(build, e) for e in root.operands]
-            if zeroed != root.operands:      # the tuple after its zeroed elements
-                comp.instructions.remove(root)
-                root.operands = zeroed
-                comp.instructions.append(root)
+        is_tuple = root.opcode == Opcode.TUPLE
+        if is_tuple:
+            comp.instructions.remove(root)      # back after the outputs it holds
+            assert isinstance(self.result, TupleShape)
+            outputs = [self._output(build, e, self.result.elements[k])
+                       for k, e in enumerate(root.operands)]
         else:
-            comp.root = self._zeroed(build, root)
+            outputs = [self._output(build, root, self.result)]
+        dynamic = dynamic_output_dims(self.result)
+        if not dynamic:
+            if is_tuple:
+                root.operands = outputs
+                comp.instructions.append(root)
+            comp.root = root if is_tuple else outputs[0]
+            return
+        sizes = build.concatenate([self._clamped(build, outputs[index[0] if index else 0], d)
+                                   for index, d in dynamic], 0)
+        elements = outputs + [sizes]
+        comp.root = build.add(Opcode.TUPLE, TupleShape(tuple(e.shape for e in elements)),
+                              elements)
+        if not is_tuple:        # the one output is element 0 now
+            self.module.input_output_alias = [
+                replace(a, output_index=(0,) + tuple(a.output_index))
+                for a in self.module.input_output_alias]
+        if self.module.entry_computation_layout is not None:
+            params, _ = self.module.entry_computation_layout
+            self.module.entry_computation_layout = (params, comp.root.shape)
+
+    def _output(self, build: PartBuilder, x: HloInstruction, declared: Shape) -> HloInstruction:
+        """``x`` as the entry returns it: compact inside the sizes of its declared dynamic
+        dimensions (row-major: a prefix already when only dimension 0 is dynamic and ``x`` is
+        row-major), zero past the others' (a dynamic value returned as a static shape)."""
+        sizes = self.sizes.get(id(x), {})
+        flags = declared.dynamic if isinstance(declared, ArrayShape) else ()
+        for d, size in sorted(sizes.items()):
+            if not flags[d]:
+                x = self._zero_past(build, x, d, size)
+        kept = {d: size for d, size in sizes.items() if flags[d]}
+        if any(flags) and (any(d > 0 for d in kept)
+                           or physical_order(x.array_shape) != tuple(range(len(flags)))):
+            x = build.reshape(inside_first(build, x, kept, lambda et: self._assign(build, et)),
+                              dims_of(x))
+        self.sizes[id(x)] = kept
+        return x
+
+    def _clamped(self, build: PartBuilder, x: HloInstruction, d: int) -> HloInstruction:
+        """The size of ``x``'s dimension ``d`` within ``[0, bound]``, as an ``s32[1]``."""
+        bound = dims_of(x)[d]
+        size = self.sizes.get(id(x), {}).get(d)
+        if size is None:
+            return build.constant(np.array([bound], np.int32), S32)
+        low = build.binary(Opcode.MAXIMUM, size, build.constant(np.array(0, np.int32), S32))
+        high = build.binary(Opcode.MINIMUM, low, build.constant(np.array(bound, np.int32), S32))
+        return build.reshape(high, (1,))
 
     def _value(self, build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
         if inst.opcode == Opcode.SET_DIMENSION_SIZE:
@@ -229,14 +292,6 @@ class _Padder:
         index = build.add(Opcode.IOTA, array(S32, shape), iota_dimension=d)
         inside = build.compare(index, build.broadcast(size, shape, ()), "LT")
         return build.select(inside, x, build.broadcast(fill, shape, ()))
-
-    def _zeroed(self, build: PartBuilder, x: HloInstruction) -> HloInstruction:
-        sizes = self.sizes.get(id(x))
-        if not sizes:
-            return x
-        for d, size in sorted(sizes.items()):
-            x = self._zero_past(build, x, d, size)
-        return x
 
 
 # the readers of dynamic values that are neither elementwise nor the entry's root tuple

@@ -90,16 +90,8 @@ def dynamic_reshape(build: PartBuilder, inst: HloInstruction, sizes: list[HloIns
             "result dimension", instruction=inst.name, location=inst.location)
     out_dims = shape.dims
     result_sizes = {d: s for d, s in enumerate(sizes) if shape.dynamic[d]}
-    ordered_in = {d: s for d, s in operand_sizes.items() if d}
     ordered_out = {d: s for d, s in result_sizes.items() if d}
-    value = build.reshape(x, (n,))
-    if n and ordered_in:
-        ranks = _ranks(build, dims_of(x), ordered_in, (n, 1))
-        value = build.add(Opcode.SCATTER, value.shape,
-                          [build.full(0, type_of(x), (n,)), ranks, value],
-                          update_window_dims=(), inserted_window_dims=(0,),
-                          scatter_dims_to_operand_dims=(0,), index_vector_dim=1,
-                          unique_indices=True, to_apply=assign(type_of(x)))
+    value = inside_first(build, x, operand_sizes, assign)
     if n and ordered_out:
         value = build.add(Opcode.GATHER, array(type_of(x), out_dims),
                           [value, _ranks(build, out_dims, ordered_out, out_dims + (1,))],
@@ -109,6 +101,23 @@ def dynamic_reshape(build: PartBuilder, inst: HloInstruction, sizes: list[HloIns
     if value is x:      # a value of its own: x keeps its sizes
         value = build.add(Opcode.COPY, array(type_of(x), out_dims), [x])
     return value, result_sizes
+
+
+def inside_first(build: PartBuilder, x: HloInstruction, sizes: Sizes,
+                 assign: Callable[[ElementType], HloComputation]) -> HloInstruction:
+    """``x`` flattened in the order above: its elements inside ``sizes`` first, in their
+    logical row-major order (the compact array of its runtime shape), then its padding."""
+    n = int(np.prod(dims_of(x)))
+    value = build.reshape(x, (n,))
+    ordered_in = {d: s for d, s in sizes.items() if d}
+    if n and ordered_in:
+        ranks = _ranks(build, dims_of(x), ordered_in, (n, 1))
+        value = build.add(Opcode.SCATTER, value.shape,
+                          [build.full(0, type_of(x), (n,)), ranks, value],
+                          update_window_dims=(), inserted_window_dims=(0,),
+                          scatter_dims_to_operand_dims=(0,), index_vector_dim=1,
+                          unique_indices=True, to_apply=assign(type_of(x)))
+    return value
 
 
 def _ranks(build: PartBuilder, dims: tuple[int, ...], sizes: Sizes,

@@ -1,6 +1,8 @@
 """The simplifier removes JAX's broadcast_in_dim reshape chains without changing values."""
 
+import ml_dtypes
 import numpy as np
+import pytest
 
 import runtime
 from runtime.passes.simplify import simplify
@@ -229,3 +231,35 @@ def test_a_convert_round_trip_through_a_type_holding_every_value_is_removed():
                                                               "convert"], (src, mid)
     for src, mid in removed:
         assert opcodes(simplified(_round_trip(src, mid))) == ["parameter"], (src, mid)
+
+
+NAN_PAYLOADS = _round_trip("f8e5m2", "f16")
+
+ONE_ELEMENT_SUMS = """HloModule sums
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+ENTRY e {
+  p = f32[3,1] parameter(0)
+  z = f32[] constant(0)
+  ROOT r = f32[3] reduce(p, z), dimensions={1}, to_apply=add
+}
+"""
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+def test_the_simplifications_that_change_values_run_with_fusion_off_too(fusion):
+    """As in XLA, which always simplifies: f8e5m2 NaNs keep their payloads through f16 and
+    back (converting them would give the canonical NaN 0x7f), a sum of one -0 from the init
+    0 is -0 (the reduce became a reshape; adding would give +0)."""
+    jax = pytest.importorskip("jax")
+    xla_cpu = pytest.importorskip("benchmarks.xla_cpu")
+    nans = np.array([0x7d, 0xfe, 0x3c, 0x7f], np.uint8).view(ml_dtypes.float8_e5m2)
+    zeros = np.array([[-0.0], [1.0], [-0.0]], np.float32)
+    for text, x in ((NAN_PAYLOADS, nans), (ONE_ELEMENT_SUMS, zeros)):
+        (want,) = xla_cpu.compile_hlo(text).executable.execute([jax.device_put(x)])
+        got = runtime.compile(text, fusion=fusion)(x)
+        np.testing.assert_array_equal(np.asarray(got).view(np.uint8),
+                                      np.asarray(want).view(np.uint8))
