@@ -254,6 +254,29 @@ HELPERS += (Helper("xla_quiet_double",
                    "  return as_double(isnan(x) ? quiet : as_ulong(x));\n"
                    "}\n"),)
 
+# sin, cos and tan of f32 vectors lane by lane where a lane is huge: PoCL's vector forms take
+# one range reduction for the whole vector, and the one for huge arguments (above about 1e6)
+# is wrong on the other lanes: sin(1e-7) is 0.0131 beside 3.4e38 or an infinity (and tan and
+# cos as wrong), while the scalar forms are right. Vectors with every lane at most 2^16 keep
+# the vector form; f64's vector forms and every scalar form are right as they are.
+def _trig(fn: str) -> tuple[Helper, ...]:
+    name = f"xla_{fn}_$T"
+    plain = f"$T {name}($T x) {{\n  return {fn}(x);\n}}\n"
+    lanewise = (f"$T {name}($T x) {{\n"
+                f"  if (!any(fabs(x) > ($T)65536.0f)) return {fn}(x);\n"
+                f"  $T r;\n"
+                f"  for (int i = 0; i < vec_step($T); i++)\n"
+                f"    ((__private float*)&r)[i] = {fn}(((__private float*)&x)[i]);\n"
+                f"  return r;\n"
+                f"}}\n")
+    forms = [(c, n) for c in _FLOAT_C for n in (1, *VECTOR_WIDTHS)]
+    return tuple(Helper(fill(name, subs := _placeholders(c, n)),
+                        fill(lanewise if c == "float" and n > 1 else plain, subs))
+                 for c, n in forms)
+
+
+HELPERS += tuple(h for fn in ("sin", "cos", "tan") for h in _trig(fn))
+
 # log1p below 2^-24 is the argument itself in f32 (x^2/2 is under half its ulp); PoCL's
 # log1p gives 0 at 2^-126, the smallest normal, where XLA gives 2^-126. A denormal is +-0,
 # as XLA's flushed arithmetic makes it (the select would pass its bits on unflushed).
@@ -441,9 +464,9 @@ _UNARY: dict[tuple[str, str], str] = {
     (Opcode.SQRT, "float"): "sqrt($x)",
     (Opcode.RSQRT, "float"): "(($T)1 / sqrt($x))",
     (Opcode.CBRT, "float"): "cbrt($x)",
-    (Opcode.SINE, "float"): "sin($x)",
-    (Opcode.COSINE, "float"): "cos($x)",
-    (Opcode.TAN, "float"): "tan($x)",
+    (Opcode.SINE, "float"): "xla_sin_$T($x)",
+    (Opcode.COSINE, "float"): "xla_cos_$T($x)",
+    (Opcode.TAN, "float"): "xla_tan_$T($x)",
     (Opcode.TANH, "float"): "xla_tanh_$T($x)",
     (Opcode.SINH, "float"): "sinh($x)",
     (Opcode.COSH, "float"): "cosh($x)",
