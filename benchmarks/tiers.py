@@ -37,17 +37,21 @@ def _runtime():
 def fractions(files: list[str]) -> None:
     runtime = _runtime()
     from runtime.codegen.lower import lower
-    from runtime.codegen.plan import iter_launches
+    from runtime.codegen.plan import GenericLaunch, iter_launches, iter_steps
     from runtime.codegen.tier0.lowering import Tier0
     dev = runtime.get_device()
     for f in files:
         analysis = runtime.analyze(Path(f).read_text(), device=dev)
         program = lower(analysis.buffer_assignment, analysis.target, analysis.alignment,
                         analysis.python_callbacks, Tier0(dev.has_fp64))
-        launches = list(iter_launches(program.plan))
-        generic = sum(l.kernel.startswith("t0_") for l in launches)
-        print(json.dumps({"file": Path(f).name, "launches": len(launches), "generic": generic,
-                          "own_kernels": len(program.kernel_names)}), flush=True)
+        tier1 = lower(analysis.buffer_assignment, analysis.target, analysis.alignment,
+                      analysis.python_callbacks)
+        generic = sum(isinstance(s, GenericLaunch) for s in iter_steps(program.plan))
+        print(json.dumps({"file": Path(f).name, "generic": generic,
+                          "launches": generic + len(list(iter_launches(program.plan))),
+                          "own_kernels": len(program.kernel_names),
+                          "tier1_launches": len(list(iter_launches(tier1.plan))),
+                          "tier1_kernels": len(tier1.kernel_names)}), flush=True)
 
 
 def _first_run_child(path: str, tier: str) -> None:
@@ -97,7 +101,7 @@ def first_run(files: list[str]) -> None:
 
 def run_time(files: list[str], repeats: int = 15) -> None:
     runtime = _runtime()
-    from runtime.codegen.plan import iter_launches
+    from runtime.codegen.plan import GenericLaunch, iter_launches, iter_steps
     for f in files:
         text = Path(f).read_text()
         row: dict = {"file": Path(f).name}
@@ -111,7 +115,9 @@ def run_time(files: list[str], repeats: int = 15) -> None:
                 exe(*args)
                 seconds.append(time.perf_counter() - start)
             row[f"tier{tier}_s"] = statistics.median(seconds)
-            row[f"tier{tier}_launches"] = len(list(iter_launches(exe.program.plan)))
+            plan = exe.program.plan
+            row[f"tier{tier}_launches"] = len(list(iter_launches(plan))) + sum(
+                isinstance(s, GenericLaunch) for s in iter_steps(plan))
         row["ratio"] = row["tier0_s"] / row["tier1_s"]
         row["load"] = os.getloadavg()[0]
         print(json.dumps(row), flush=True)

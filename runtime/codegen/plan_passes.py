@@ -72,12 +72,7 @@ def lowered_steps(ctx: LoweringContext, comp: HloComputation) -> list[Step]:
 
 
 def finished_plan(ctx: LoweringContext, entry: HloComputation) -> list[Step]:
-    """The entry's plan: its lowered steps, then every ``WHOLE_PLAN`` pass in order. A tier-0
-    entry (``ctx.retier``) is left as lowered: the passes rewrite launches of the module's own
-    kernels, and its generic launches are not (loops and branches inside are rewritten as
-    they are lowered; the whole-plan passes only speed a plan up)."""
-    if ctx.retier is not None:
-        return ctx.lower_computation(entry)
+    """The entry's plan: its lowered steps, then every ``WHOLE_PLAN`` pass in order."""
     steps = lowered_steps(ctx, entry)
     for plan_pass in PLAN_PASSES:
         if plan_pass.scope is PlanScope.WHOLE_PLAN:

@@ -132,15 +132,12 @@ def warm_up_size(dev, global_size: tuple[int, ...], local_size: tuple[int, ...])
 
 
 def warm_up_variants(dev, program) -> list:
-    """One zero-work launch per distinct (kernel, warm-up grid, local size) of the plan's
-    launches of the program's own kernels (not tier 0's generic ones)."""
+    """One zero-work launch per distinct (kernel, warm-up grid, local size) of the plan."""
     from .build_workers import Variant
     from ..codegen.plan import iter_launches
     sizes = {name: len(text) for name, text in program.kernel_texts.items()}
     seen: dict[tuple, Variant] = {}
     for launch in iter_launches(program.plan):
-        if launch.kernel not in sizes:
-            continue
         size = warm_up_size(dev, launch.global_size, launch.local_size)
         key = (launch.kernel, size, launch.local_size)
         if key not in seen:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import runtime
-from runtime.codegen.plan import iter_launches
+from runtime.codegen.plan import GenericLaunch, iter_steps
 
 _SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-40, -3e-39, 1e-45,
                      3.4e38, -3.4e38, 1e-7, 0.5, 2.5, -2.5, 100.0, -100.0, 7.0, 0.1, -0.3,
@@ -50,7 +50,7 @@ def _leaves(x):
 
 
 def _generic(exe) -> int:
-    return sum(l.kernel.startswith("t0_") for l in iter_launches(exe.program.plan))
+    return sum(isinstance(s, GenericLaunch) for s in iter_steps(exe.program.plan))
 
 
 def _same(got: np.ndarray, want: np.ndarray, ulps: int) -> np.ndarray:
@@ -346,3 +346,30 @@ def test_auto_swaps_in_tier_one() -> None:
 def test_an_unknown_tier_is_refused() -> None:
     with pytest.raises(ValueError, match="tier=2"):
         runtime.compile(_EXACT_CHAIN.replace("$T", "f32"), tier=2)
+
+
+_FAST_CORPUS = ("ew_arith", "ew_rounding", "ew_minmax_clamp", "ew_transcendental",
+                "convert_small_types", "convert_x64", "int_bitops", "popcnt_clz",
+                "compare_select", "broadcast_reshape_transpose", "scalar_ops", "iota_eye",
+                "tuple_outputs", "slice_concat_pad_reverse")
+
+
+def _corpus_cases():
+    from tests.conftest import corpus_hlo_files
+    for path in corpus_hlo_files():
+        stem = path.name.split(".")[0]
+        marks = () if stem in _FAST_CORPUS and ".opt." not in path.name else (pytest.mark.slow,)
+        yield pytest.param(path, id=path.name, marks=marks)
+
+
+@pytest.mark.parametrize("path", list(_corpus_cases()))
+def test_corpus_modules_as_tier_one(path) -> None:
+    """Every corpus module: tier 0's outputs are tier 1's (library functions within 2 ulp)
+    on the same random arguments, its elementwise steps on the generic kernels."""
+    text = path.read_text()
+    t0, t1 = runtime.compile(text, tier=0), runtime.compile(text, tier=1)
+    args = t1.random_arguments()
+    got, want = _leaves(t0(*args)), _leaves(t1(*args))
+    for k, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        assert _same(g, w, 2).all(), f"output {k}"

@@ -21,7 +21,7 @@ from ...hlo.shape import ArrayShape
 from ..context import LoweringContext
 from ..families.loop import all_shapes, fused_parts
 from ..kernel import needs_long_index
-from ..plan import Launch, Step
+from ..plan import GenericLaunch, Launch, Step
 from .kernels import LOCAL_SIZE, MAX_BUFFERS, kernel_for
 from .op_program import NotTier0, OpProgram, start
 
@@ -42,7 +42,7 @@ class Tier0:
 
 def generic_steps(ctx: LoweringContext, inst: HloInstruction,
                   has_fp64: bool) -> list[Step] | None:
-    """``inst``'s launches on generic kernels: one per group of same-dimension outputs (as
+    """``inst``'s launches of generic kernels: one per group of same-dimension outputs (as
     the loop kernel groups them), or None where some value is not tier 0's."""
     root, params = fused_parts(inst)
     if inst.opcode == Opcode.FUSION and inst.shape.is_tuple and root.opcode != Opcode.TUPLE:
@@ -58,7 +58,7 @@ def generic_steps(ctx: LoweringContext, inst: HloInstruction,
 
 
 def _launch(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction, params,
-            group: list[tuple[tuple[int, ...], ArrayShape]], has_fp64: bool) -> Launch:
+            group: list[tuple[tuple[int, ...], ArrayShape]], has_fp64: bool) -> GenericLaunch:
     operands = params if params is not None else inst.operands
     leaves = {}
     for op, bound in zip(inst.operands, operands):
@@ -77,8 +77,8 @@ def _launch(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction, pa
     buffers = program.buffers + [words] * (MAX_BUFFERS - len(program.buffers))
     count = space.element_count
     size = -(-count // LOCAL_SIZE) * LOCAL_SIZE
-    return Launch(cls.kernel, (*buffers, words), (np.int64(count),), (size,), (LOCAL_SIZE,),
-                  inst.name)
+    return GenericLaunch(cls.kernel, (*buffers, words), (np.int64(count),), (size,),
+                         (LOCAL_SIZE,), inst.name)
 
 
 def _output(root: HloInstruction, idx: tuple[int, ...]) -> HloInstruction:
