@@ -647,7 +647,8 @@ class Executable:
 
 
 _STEP_RUNNERS = {
-    "Launch": Executable._launch, "GenericLaunch": Executable._launch, "CopyBytes": Executable._copy, "FillBytes": Executable._fill,
+    "Launch": Executable._launch, "GenericLaunch": Executable._launch,
+    "CopyBytes": Executable._copy, "FillBytes": Executable._fill,
     "HostWhile": Executable._while, "HostConditional": Executable._conditional,
     "HostCall": Executable._host_call,
 }

@@ -53,7 +53,7 @@ def _dst(et: ElementType) -> str:
 
 
 def _map() -> str:
-    return "t0_map(P, I[5], m0, k0)"
+    return "t0_map(P, I[5], m0, k0, e)"
 
 
 def _cases() -> list[Case]:

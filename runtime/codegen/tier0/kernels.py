@@ -1,10 +1,12 @@
 """The source of tier 0's generic elementwise kernels: one per class of element types, each an
 interpreter of op programs (``op_program``) over the cases of ``cases`` it holds.
 
-A kernel's work-item computes one element: it splits its id into the iteration space's
-multi-index once (``m0``: the first output's dimensions in physical order), then runs the op
+A kernel's work-item computes ``ELEMENTS`` consecutive elements: it splits the first one's
+position into the iteration space's multi-index (``m0``: the first output's dimensions in
+physical order) and steps it from one element to the next; for each it runs the op
 program's instructions in order, each a ``switch`` case over a register file of unions. Where
-an operand is read is an index map (``t0_map``): stages, each a linear combination of a
+an operand is read is an index map (``t0_map``; none, the element's own position, where the
+operand is laid out as the space): stages, each a linear combination of a
 multi-index that the next stage splits again by its dimensions (a reshape or bitcast that
 regroups dimensions); broadcasts, transposes, slices and reverses fold into one stage's
 coefficients. The source is the same for every module, so it is built once per device and its
@@ -29,6 +31,9 @@ MAX_BUFFERS = 16          # operand and output buffers of one launch (the progra
 INSTRUCTION_WORDS = 6     # case, destination, three sources, auxiliary word
 HEADER_WORDS = 16         # instruction count, the space's rank and dimensions, padding
 LOCAL_SIZE = 64           # one work-group size, so PoCL compiles two variants per kernel
+# consecutive elements a work-item computes: its multi-index steps from one to the next
+# (no division) and its setup (buffer pointers, the first multi-index) is shared
+ELEMENTS = 16
 
 _INTS = frozenset({"s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"})
 
@@ -77,8 +82,9 @@ def kernel_for(case_keys: set[tuple], has_fp64: bool) -> KernelClass | None:
 
 
 _MAP_FUNCTION = """\
-long t0_map(__global const long* P, long at, const long* m0, int k0) {
+long t0_map(__global const long* P, long at, const long* m0, int k0, long e) {
   int stages = (int)P[at++];
+  if (stages == 0) return e;
   long L = P[at + k0];
   for (int j = 0; j < k0; ++j) L += P[at + j] * m0[j];
   at += k0 + 1;
@@ -99,7 +105,7 @@ long t0_map(__global const long* P, long at, const long* m0, int k0) {
 def _kernel(cls: KernelClass) -> str:
     buffers = [f"__global uchar* a{k}_base, ulong a{k}_off" for k in range(MAX_BUFFERS)]
     signature = ", ".join([*buffers, "__global uchar* ap_base, ulong ap_off", "long n0"])
-    cases = "\n".join(f"      case {n}: {c.statement} break;"
+    cases = "\n".join(f"        case {n}: {c.statement} break;"
                       for n, c in enumerate(all_cases()) if cls.holds(c))
     members = sorted({MEMBER[cltypes.compute_type(t)] for t in cls.types},
                      key=list(MEMBER.values()).index)
@@ -107,22 +113,27 @@ def _kernel(cls: KernelClass) -> str:
                                    if m in members) + " }"
     return "\n".join([
         f"__kernel void {cls.kernel}({signature}) {{",
-        "  long gid = get_global_id(0);",
-        "  if (gid >= n0) return;",
+        f"  long first = (long)get_global_id(0) * {ELEMENTS};",
+        "  if (first >= n0) return;",
+        f"  long last = min(first + {ELEMENTS}, n0);",
         "  __global const long* P = (__global const long*)(ap_base + ap_off);",
         f"  __global uchar* B[{MAX_BUFFERS}];",
         *(f"  B[{k}] = a{k}_base + a{k}_off;" for k in range(MAX_BUFFERS)),
         "  int k0 = (int)P[1];",
         f"  long m0[{MAX_RANK}];",
-        "  long rest = gid;",
-        "  for (int d = k0 - 1; d >= 0; --d) { long n = P[2 + d]; m0[d] = rest % n; rest /= n; }",
+        "  long rest = first;",
+        "  for (int d = k0 - 1; d > 0; --d) { long n = P[2 + d]; m0[d] = rest % n; rest /= n; }",
+        "  if (k0 > 0) m0[0] = rest;",
         f"  {union} r[{MAX_REGISTERS}];",
         "  long count = P[0];",
-        "  for (long i = 0; i < count; ++i) {",
-        f"    __global const long* I = P + {HEADER_WORDS} + {INSTRUCTION_WORDS} * i;",
-        "    switch ((int)I[0]) {",
+        "  for (long e = first; e < last; ++e) {",
+        "    for (long i = 0; i < count; ++i) {",
+        f"      __global const long* I = P + {HEADER_WORDS} + {INSTRUCTION_WORDS} * i;",
+        "      switch ((int)I[0]) {",
         cases,
+        "      }",
         "    }",
+        "    for (int d = k0 - 1; d >= 0; --d) { if (++m0[d] < P[2 + d]) break; m0[d] = 0; }",
         "  }",
         "}",
     ])

@@ -22,7 +22,7 @@ from ..context import LoweringContext
 from ..families.loop import all_shapes, fused_parts
 from ..kernel import needs_long_index
 from ..plan import GenericLaunch, Launch, Step
-from .kernels import LOCAL_SIZE, MAX_BUFFERS, kernel_for
+from .kernels import ELEMENTS, LOCAL_SIZE, MAX_BUFFERS, kernel_for
 from .op_program import NotTier0, OpProgram, start
 
 
@@ -76,7 +76,7 @@ def _launch(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction, pa
     words = ctx.program.embed_bytes(program.words().tobytes())
     buffers = program.buffers + [words] * (MAX_BUFFERS - len(program.buffers))
     count = space.element_count
-    size = -(-count // LOCAL_SIZE) * LOCAL_SIZE
+    size = -(-count // (ELEMENTS * LOCAL_SIZE)) * LOCAL_SIZE
     return GenericLaunch(cls.kernel, (*buffers, words), (np.int64(count),), (size,),
                          (LOCAL_SIZE,), inst.name)
 

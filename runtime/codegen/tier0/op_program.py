@@ -72,6 +72,10 @@ class Position:
         return replace(self, rows=tuple(rows), consts=tuple(consts))
 
 
+def _row_major_strides(dims: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(np.prod(dims[d + 1:], dtype=np.int64)) for d in range(len(dims)))
+
+
 def identity_rows(rank: int) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(int(i == j) for j in range(rank)) for i in range(rank))
 
@@ -136,6 +140,9 @@ class OpProgram:
             raise NotTier0("rank")
         if stages not in self.map_at:
             self.map_at[stages] = len(self.maps)
+            if stages == ((pos.base, _row_major_strides(pos.base), 0),):
+                self.maps.append(0)        # the element's own position: no arithmetic
+                return self.map_at[stages]
             self.maps.append(len(stages))
             for k, (base, c, k_const) in enumerate(stages):
                 if k:
@@ -260,8 +267,7 @@ def _reshape(inst: HloInstruction, pos: Position) -> Position:
         for (s,), (o,) in groups:
             rows[s], consts[s] = pos.rows[o], pos.consts[o]
         return pos.picked(rows, consts)
-    strides = tuple(int(np.prod(out.dims[d + 1:], dtype=np.int64)) for d in range(out.rank))
-    return pos.regrouped(strides, src.dims, identity_rows(src.rank))
+    return pos.regrouped(_row_major_strides(out.dims), src.dims, identity_rows(src.rank))
 
 
 def _regrouped(inst: HloInstruction, pos: Position) -> Position:
