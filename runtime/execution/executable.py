@@ -139,8 +139,15 @@ class Executable:
 
     def build(self, progress=None) -> Executable:
         """Build (and warm up) the kernels now, if not built yet; ``progress(stage, done,
-        total)`` hears about it. Tier "auto" then starts tier 1's build on a thread."""
-        self._kernels = self._build.kernels(progress or self.progress)
+        total)`` hears about it. Tier "auto" then starts tier 1's build on a thread, or, where
+        the device cannot build the generic kernels, builds tier 1 now."""
+        try:
+            self._kernels = self._build.kernels(progress or self.progress)
+        except DeviceError:
+            if self._upgrade is None:
+                raise
+            self._build, self._upgrade = self._upgrade, None
+            self._kernels = self._build.kernels(progress or self.progress)
         for region in self._regions.values():
             region.build(progress or self.progress)
         if self._upgrade is not None:

@@ -375,3 +375,24 @@ def test_corpus_modules_as_tier_one(path) -> None:
     for k, (g, w) in enumerate(zip(got, want)):
         assert g.dtype == w.dtype and g.shape == w.shape
         assert _same(g, w, 2).all(), f"output {k}"
+
+
+def test_auto_builds_tier_one_where_the_generic_kernels_do_not_build(monkeypatch) -> None:
+    from runtime.errors import DeviceError
+    from runtime.execution import generic_kernels
+
+    def refuse(dev):
+        raise DeviceError("no generic kernels here")
+
+    monkeypatch.setattr(generic_kernels, "generic_kernels", refuse)
+    # a background build's failure is recorded for this test only
+    monkeypatch.setattr(generic_kernels, "_failures", {})
+    monkeypatch.setattr(generic_kernels, "_threads", {})
+    text = _EXACT_CHAIN.replace("$T", "f32")
+    x, y = _floats(np.float32, (6, 40)), _floats(np.float32, (6, 40), seed=3)
+    exe = runtime.compile(text, tier="auto", force=True)
+    assert exe.tier == 1
+    want = _leaves(runtime.compile(text, tier=1)(x, y))
+    assert all(_same(g, w, 0).all() for g, w in zip(_leaves(exe(x, y)), want))
+    with pytest.raises(DeviceError, match="no generic kernels"):
+        runtime.compile(text, tier=0, force=True)
