@@ -61,9 +61,9 @@ def _launch(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction, pa
             group: list[tuple[tuple[int, ...], ArrayShape]], has_fp64: bool) -> GenericLaunch:
     operands = params if params is not None else inst.operands
     leaves = {}
-    for op, bound in zip(inst.operands, operands):
+    for op, bound in zip(inst.operands, operands):    # read as the loop kernel reads them
         if isinstance(op.shape, ArrayShape) and op.shape.byte_size:
-            leaves[id(bound)] = (op.array_shape, ctx.ref(op))
+            leaves[id(bound)] = (bound.array_shape, ctx.ref(op))
     index_et = S64 if needs_long_index(*all_shapes(inst)) else S32
     space = group[0][1]
     program = OpProgram(space, index_et, lambda i: leaves.get(id(i)), ctx.program.embed)
