@@ -802,7 +802,8 @@ def reduce_precision(et: ElementType | str, x: str, exponent_bits: int,
 
 
 __all__ = [
-    "HELPERS", "FP_CONTRACT_OFF", "VECTOR_WIDTHS", "vector_lanes", "rounds", "unary", "unary_result_type", "binary",
+    "HELPERS", "FP_CONTRACT_OFF", "VECTOR_WIDTHS", "vector_lanes", "rounds", "unary",
+    "unary_result_type", "binary",
     "compare",
     "select", "clamp", "convert", "bitcast_convert", "bitcast_convert_split", "bitcast_convert_join", "reduce_precision",
 ]

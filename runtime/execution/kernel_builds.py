@@ -23,7 +23,6 @@ from ..errors import DeviceError, internal_errors
 from ..gc_pause import gc_paused
 from ..hlo.runnable import check_runnable
 from ..opencl.quiet import silenced_fds
-from ..codegen.tier0.lowering import Tier0
 
 ProgressCallback = Callable[[str, int, int], None]   # (stage, done, total)
 
@@ -61,6 +60,7 @@ class KernelBuild:
             if self._program is None:
                 from . import program_cache
                 from ..codegen.lower import lower
+                from ..codegen.tier0.lowering import Tier0
                 check_runnable(self.analysis.source)
                 mark = time.perf_counter()
                 # each instruction's lowering names it (``LoweringContext.lower_instruction``)
