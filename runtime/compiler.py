@@ -10,6 +10,7 @@ re-running a notebook cell does no work at all.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import re
 import time
@@ -33,15 +34,17 @@ class CompileOptions:
     alignment: int | None = None      # None: the device's base-address alignment
     fusion: bool = True
     elided_constants: str | None = None
+    tier: int | str = 1
 
     def key(self) -> tuple:
-        return (self.alignment, self.fusion, self.elided_constants)
+        return (self.alignment, self.fusion, self.elided_constants, self.tier)
 
 
 if TYPE_CHECKING:   # imported where it is made: importing runtime stays light
     from .execution.executable import Executable
 
 _CACHE: dict[tuple, Executable] = {}
+TIERS = (0, 1, "auto")
 _STRING_OR_COMMENT = re.compile(r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|//[^\n]*|/\*.*?\*/""",
                                 re.S)
 _BLANK = re.compile(r"\s+")
@@ -83,7 +86,7 @@ def _cache_key(text: str, device, options: CompileOptions,
 def compile(module_or_text: str | HloModule | Any, device=None, *, alignment: int | None = None,
             fusion: bool = True, progress: ProgressCallback | None = None,
             force: bool = False, elided_constants: str | None = None, lazy: bool = False,
-            python_callbacks: Sequence[Callable] | None = None):
+            python_callbacks: Sequence[Callable] | None = None, tier: int | str = 1):
     """Compile HLO for ``device`` (None: ``HLO_DEVICE`` or the default device,
     the best CPU device by ``opencl.device_probe``'s rule).
 
@@ -101,11 +104,19 @@ def compile(module_or_text: str | HloModule | Any, device=None, *, alignment: in
     generated) unless ``elided_constants`` is "zeros" or "random": then they get such
     values, and the executable's outputs are not the model's (``exe.elided_constants`` says
     so). ``exe.compile_times`` has the seconds per stage.
+
+    ``tier``: 1 (the default) builds a specialised kernel for every step; 0 runs the entry's
+    elementwise steps on generic kernels built once per device (``codegen.tier0``), building
+    only the other steps' kernels, with the same results; "auto" runs tier 0 at once and
+    builds tier 1 in the background, switching to it at the first run after it is built
+    (``exe.tier`` says which runs).
     """
     from .opencl.device import likely_device
     dev, confirm = likely_device(device)
     start = time.perf_counter()
-    options = CompileOptions(alignment, fusion, elided_constants)
+    if tier not in TIERS:
+        raise ValueError(f"tier={tier!r}: expected one of {TIERS}")
+    options = CompileOptions(alignment, fusion, elided_constants, tier)
     try:
         module_or_text, callbacks = jax_input(module_or_text, python_callbacks)
         if isinstance(module_or_text, HloModule):
@@ -153,7 +164,15 @@ def _front_end(module_or_text: str | HloModule, text: str, dev, options: Compile
     times = analysis.times
     from .execution.executable import Executable
     times["other"] = time.perf_counter() - start - sum(times.values())
-    exe = Executable(module, analysis, dev, KernelBuild(analysis, dev),
+    tier1 = KernelBuild(analysis, dev)
+    if options.tier == 1:
+        build, upgrade = tier1, None
+    else:
+        from .execution.generic_kernels import generic_kernels, warm_in_background
+        warm_in_background(dev)
+        build = KernelBuild(analysis, dev, generic=functools.partial(generic_kernels, dev))
+        upgrade = tier1 if options.tier == "auto" else None
+    exe = Executable(module, analysis, dev, build, upgrade=upgrade,
                      elided_constants=options.elided_constants if filled else None,
                      progress=progress)
     return exe, False

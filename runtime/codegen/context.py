@@ -8,6 +8,7 @@ the ``ANY`` rule (the loop kernel).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from ..buffers.assignment import BufferAssignment
 from ..errors import internal_errors
@@ -31,6 +32,9 @@ class LoweringContext:
     deferring_loops: bool = False
     # the JAX lowering's Python callbacks, by ``index`` (``custom_calls.jax_callbacks``)
     python_callbacks: tuple = ()
+    # tier 0 (``tier0.lowering``): given an entry instruction and its specialised steps, the
+    # steps to run instead (generic kernels where they compute it)
+    retier: Callable[["LoweringContext", HloInstruction, list[Step]], list[Step]] | None = None
 
     def ref(self, inst: HloInstruction, index: tuple[int, ...] = ()) -> BufferRef:
         s = self.assignment.slice(inst, index)
@@ -57,6 +61,8 @@ class LoweringContext:
             for key in (inst.opcode, registry.ANY):
                 steps = self.first_taker(key, inst)
                 if steps is not None:
+                    if self.retier is not None and inst.parent is self.assignment.module.entry:
+                        return self.retier(self, inst, steps)
                     return steps
             raise AssertionError(f"no lowering rule took {inst.opcode} {inst.name}")
 

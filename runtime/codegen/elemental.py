@@ -994,6 +994,8 @@ RULES: dict[Opcode, Callable[[ElementalEmitter, HloInstruction, Index], Value]] 
 for _name, _spec in OPCODES.items():
     if _spec.elementwise and _name not in RULES:
         RULES[_name] = _arithmetic       # unary, binary and clamp: ``arithmetic``
+# the opcodes whose element is ``arithmetic`` of their operands' elements at the same index
+ARITHMETIC_OPCODES = frozenset(op for op, rule in RULES.items() if rule is _arithmetic)
 
 
 def is_elemental(inst: HloInstruction) -> bool:
@@ -1001,5 +1003,6 @@ def is_elemental(inst: HloInstruction) -> bool:
 
 
 __all__ = ["ElementalEmitter", "Index", "BufferLeaf", "ValueLeaf", "RULES", "SCALAR",
+           "ARITHMETIC_OPCODES", "arithmetic",
            "pad_source", "update_window", "accumulators", "combine", "loops", "close_loops",
            "layout_key", "is_elemental", "row_major", "element_strides", "Shape"]

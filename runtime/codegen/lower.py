@@ -17,14 +17,18 @@ from . import families  # noqa: F401  (registers every lowering rule)
 from .context import LoweringContext
 from .plan_passes import finished_plan
 from .program import Program, ProgramBuilder
+from .tier0.lowering import Tier0
 
 
 def lower(assignment: BufferAssignment, target: Target = CPU, alignment: int = 128,
-          python_callbacks: tuple = ()) -> Program:
+          python_callbacks: tuple = (), tier0: Tier0 | None = None) -> Program:
     """Plan and OpenCL source for a buffer-assigned module; ``python_callbacks`` are the
-    functions of the JAX lowering it came from, which its Python-callback custom calls run."""
+    functions of the JAX lowering it came from, which its Python-callback custom calls run.
+    With ``tier0``, the entry's elementwise steps launch the generic kernels
+    (``tier0.lowering``) and the program holds only the other kernels."""
     builder = ProgramBuilder(alignment, target.subtracting_loop_pragma)
-    ctx = LoweringContext(assignment, target, builder, python_callbacks=python_callbacks)
+    ctx = LoweringContext(assignment, target, builder, python_callbacks=python_callbacks,
+                          retier=tier0)
     entry = assignment.module.entry
     assert entry is not None
     return builder.finish(finished_plan(ctx, entry))

@@ -33,6 +33,20 @@ class Launch:
 
 
 @dataclass
+class GenericLaunch:
+    """A launch of one of tier 0's generic kernels (``codegen.tier0``), built once per device
+    rather than in the module's program: a step of its own kind, so that the plan passes,
+    which rewrite launches of the program's kernels, leave it in place as a host step."""
+
+    kernel: str
+    buffers: tuple[BufferRef, ...]
+    scalars: tuple[np.generic, ...]
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+    instruction: str
+
+
+@dataclass
 class CopyBytes:
     src: BufferRef
     dst: BufferRef
@@ -105,7 +119,8 @@ class NestedLoop:
     instruction: HloInstruction
 
 
-Step = Union[Launch, CopyBytes, FillBytes, HostWhile, HostConditional, HostCall, NestedLoop]
+Step = Union[Launch, GenericLaunch, CopyBytes, FillBytes, HostWhile, HostConditional, HostCall,
+             NestedLoop]
 
 
 def iter_steps(steps: list[Step]):

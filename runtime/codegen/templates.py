@@ -30,7 +30,7 @@ from .template_fill import fill
 from typing import Sequence
 
 from ..errors import HloUnsupportedError
-from ..hlo.dtypes import BYTE_FLOATS, EXPONENT_FLOATS, SMALL_FLOATS, ElementType
+from ..hlo.dtypes import BYTE_FLOATS, EXPONENT_FLOATS, PRED, SMALL_FLOATS, ElementType
 from .cltypes import (C_BITS, C_SIGNED, C_UNSIGNED, NAN_FROM_NARROW, ClType, Helper, cl_type,
                       round_to_storage, rounds_narrow)
 from .cltypes import literal as cltypes_literal
@@ -501,6 +501,11 @@ _PRED_RESULTS = frozenset({Opcode.IS_FINITE})
 
 
 
+def unary_result_type(opcode: Opcode, et: ElementType) -> ElementType:
+    """The element type of unary ``opcode``'s result on ``et`` (pred for a test)."""
+    return PRED if opcode in _PRED_RESULTS else et
+
+
 def unary(opcode: Opcode, et_in: ElementType | str, et_out: ElementType | str, x: str,
           lanes: int = 1) -> str:
     """XLA's ``opcode`` applied to ``x`` (of ``et_in``), as an expression of ``et_out``; with
@@ -820,7 +825,8 @@ def reduce_precision(et: ElementType | str, x: str, exponent_bits: int,
 
 
 __all__ = [
-    "HELPERS", "FP_CONTRACT_OFF", "VECTOR_WIDTHS", "vector_lanes", "rounds", "unary", "binary",
+    "HELPERS", "FP_CONTRACT_OFF", "VECTOR_WIDTHS", "vector_lanes", "rounds", "unary",
+    "unary_result_type", "binary",
     "compare",
     "select", "clamp", "convert", "bitcast_convert", "bitcast_convert_split", "bitcast_convert_join", "reduce_precision",
 ]

@@ -14,6 +14,7 @@ returns nothing; undonated inputs are untouched because nothing ever writes to t
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import itertools
 import time
@@ -74,13 +75,16 @@ class Executable:
     ``{...}`` were given such values: the outputs are then not the model's."""
 
     def __init__(self, module, analysis, device, build, *, elided_constants: str | None = None,
-                 progress=None, cache_hit: bool = False) -> None:
+                 progress=None, cache_hit: bool = False, upgrade=None) -> None:
         self.module = module
         self.analysis = analysis
         assignment = analysis.buffer_assignment
         self.buffer_assignment = assignment
         self.device = device
         self._build = build
+        # tier "auto": the tier-1 build made in the background once ``build`` is built, and
+        # swapped in at the first run after it is (``_upgraded``)
+        self._upgrade = upgrade
         self._kernels: dict = {}
         self.elided_constants = elided_constants
         self.progress = progress
@@ -132,13 +136,39 @@ class Executable:
     def is_built(self) -> bool:
         return self._build.built
 
+    @property
+    def tier(self) -> int:
+        """0 while steps run on tier 0's generic kernels, else 1."""
+        return 0 if self._build.generic is not None else 1
+
     def build(self, progress=None) -> Executable:
         """Build (and warm up) the kernels now, if not built yet; ``progress(stage, done,
-        total)`` hears about it."""
-        self._kernels = self._build.kernels(progress or self.progress)
+        total)`` hears about it. Tier "auto" then starts tier 1's build on a thread, or, where
+        the device cannot build the generic kernels, builds tier 1 now."""
+        try:
+            self._kernels = self._build.kernels(progress or self.progress)
+        except DeviceError:
+            if self._upgrade is None:
+                raise
+            self._build, self._upgrade = self._upgrade, None
+            self._kernels = self._build.kernels(progress or self.progress)
         for region in self._regions.values():
             region.build(progress or self.progress)
+        if self._upgrade is not None:
+            self._upgrade.build_in_background()
         return self
+
+    def _upgraded(self) -> None:
+        """Run tier 1 from now on, if its background build is done: its plan, its kernels, its
+        embedded blob (each launch binds its arguments again at its first launch)."""
+        upgrade = self._upgrade
+        if upgrade is None or not upgrade.built:
+            return
+        self._build, self._upgrade = upgrade, None
+        self._kernels = upgrade.kernels()
+        self._launch_args = {}
+        self._kernel_owner = {}
+        self._resident = dataclasses.replace(self._resident, embedded=None)
 
     def run_region(self, name: str, args: Sequence[Sequence[Any]]) -> list[Any]:
         """The outputs of shard_map region ``name``'s body on each device, ``args[d]`` being
@@ -214,6 +244,7 @@ class Executable:
         self._check_clashes(args, donate_set)
         plan = self._donation_plan(donate_set, record)
         self.build()
+        self._upgraded()
         start = time.perf_counter()
         bindings, fresh = self._bind(leaves, plan, record)
         # the queue and the enqueue function once a run, not under the device lock per launch
@@ -657,7 +688,8 @@ class Executable:
 
 
 _STEP_RUNNERS = {
-    "Launch": Executable._launch, "CopyBytes": Executable._copy, "FillBytes": Executable._fill,
+    "Launch": Executable._launch, "GenericLaunch": Executable._launch,
+    "CopyBytes": Executable._copy, "FillBytes": Executable._fill,
     "HostWhile": Executable._while, "HostConditional": Executable._conditional,
     "HostCall": Executable._host_call,
 }

@@ -33,15 +33,21 @@ class KernelBuild:
     generated before, in any process, is loaded instead (``runtime.execution.program_cache``).
 
     ``times`` holds the seconds per stage: the analysis' ("parse", "verify", "passes",
-    "assignment", "other"), then "codegen", "opencl-build", "warm-up" and "binary-save"."""
+    "assignment", "other"), then "codegen", "opencl-build", "warm-up" and "binary-save".
 
-    def __init__(self, analysis, dev) -> None:
+    ``generic``: tier 0. The program launches the device's generic kernels for the entry's
+    elementwise steps (``codegen.tier0``) and holds only the other kernels; ``generic()``
+    gives the generic ones (``generic_kernels``), which ``kernels`` adds to the program's."""
+
+    def __init__(self, analysis, dev, generic: Callable[[], dict] | None = None) -> None:
         self.analysis = analysis
         self.device = dev
+        self.generic = generic
         self.times: dict[str, float] = dict(analysis.times)
         self._lock = threading.RLock()
         self._program = None
         self._kernels: dict | None = None
+        self._thread: threading.Thread | None = None
 
     @property
     def built(self) -> bool:
@@ -54,19 +60,38 @@ class KernelBuild:
             if self._program is None:
                 from . import program_cache
                 from ..codegen.lower import lower
+                from ..codegen.tier0.lowering import Tier0
                 check_runnable(self.analysis.source)
                 mark = time.perf_counter()
                 # each instruction's lowering names it (``LoweringContext.lower_instruction``)
                 with gc_paused(), internal_errors("code generation"):
-                    key = program_cache.program_key(self.analysis, self.device)
+                    key = program_cache.program_key(self.analysis, self.device,
+                                                    tier=0 if self.generic else 1)
                     self._program = program_cache.load(key)
                     if self._program is None:
+                        tier0 = Tier0(self.device.has_fp64) if self.generic else None
                         self._program = lower(self.analysis.buffer_assignment,
                                               self.analysis.target, self.analysis.alignment,
-                                              self.analysis.python_callbacks)
+                                              self.analysis.python_callbacks, tier0)
                         program_cache.save(key, self._program)
                 self.times["codegen"] = time.perf_counter() - mark
             return self._program
+
+    def build_in_background(self) -> None:
+        """Start ``kernels`` on a thread, once (tier "auto" builds tier 1 so)."""
+        with self._lock:
+            if self._thread is None and self._kernels is None:
+                self._thread = threading.Thread(target=self._build_quietly, daemon=True,
+                                                name="hlo-magic tier-1 build")
+                self._thread.start()
+
+    def _build_quietly(self) -> None:
+        """A background build's failure leaves tier 0 running; a later ``kernels`` call
+        builds again and raises it."""
+        try:
+            self.kernels()
+        except Exception:
+            return
 
     def kernels(self, progress: ProgressCallback | None = None) -> dict:
         """The kernels by name, built (and warmed up) on the first call."""
@@ -78,6 +103,10 @@ class KernelBuild:
                 with internal_errors("the kernel build"):
                     kernels = build_kernels(self.device, program, report, self.times)
                     prepare_host_calls(self.device, program)
+                    if self.generic is not None:
+                        mark = time.perf_counter()
+                        kernels = {**self.generic(), **kernels}
+                        self.times["generic-kernels"] = time.perf_counter() - mark
                 self._kernels = kernels
                 report("done", len(kernels), len(kernels))
             return self._kernels

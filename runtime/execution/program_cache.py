@@ -35,13 +35,13 @@ def code_digest() -> str:
     return digest.hexdigest()
 
 
-def program_key(analysis, device) -> tuple:
+def program_key(analysis, device, tier: int = 1) -> tuple:
     """What the program depends on: the analysed module (its text after the passes), the
     alignment, the target's code-generation settings (a GPU target's work-group shapes come
-    from the device's limits), the device's identity and the compiler's code."""
+    from the device's limits), the device's identity, the compiler's code and the tier."""
     module = hashlib.sha256(analysis.module.to_text().encode()).hexdigest()
     return (module, analysis.alignment, analysis.target.codegen_key(), device.identity,
-            code_digest())
+            code_digest(), tier)
 
 
 def program_path(key: tuple) -> Path:

@@ -1,0 +1,156 @@
+"""The source of tier 0's generic elementwise kernels: one per class of element types, each an
+interpreter of op programs (``op_program``) over the cases of ``cases`` it holds.
+
+A kernel's work-item computes ``ELEMENTS`` consecutive elements: it splits the first one's
+position into the iteration space's multi-index (``m0``: the first output's dimensions in
+physical order) and steps it from one element to the next; for each it runs the op
+program's instructions in order, each a ``switch`` case over a register file of unions. Where
+an operand is read is an index map (``t0_map``; none, the element's own position, where the
+operand is laid out as the space): stages, each a linear combination of a
+multi-index that the next stage splits again by its dimensions (a reshape or bitcast that
+regroups dimensions); broadcasts, transposes, slices and reverses fold into one stage's
+coefficients. The source is the same for every module, so it is built once per device and its
+binary cached on disk (``runtime.execution.generic_kernels``).
+
+Classes: the smallest kernel whose element types and arithmetic cover a program runs it
+(``kernel_for``), so a module of f32 arithmetic does not wait for a kernel holding f64's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from functools import cache
+
+from .. import cltypes, templates
+from .cases import MEMBER, Case, all_cases
+
+MAX_RANK = 8
+MAX_REGISTERS = 64
+MAX_BUFFERS = 16          # operand and output buffers of one launch (the program is one more)
+INSTRUCTION_WORDS = 6     # case, destination, three sources, auxiliary word
+HEADER_WORDS = 16         # instruction count, the space's rank and dimensions, padding
+LOCAL_SIZE = 64           # one work-group size, so PoCL compiles two variants per kernel
+# consecutive elements a work-item computes: its multi-index steps from one to the next
+# (no division) and its setup (buffer pointers, the first multi-index) is shared
+ELEMENTS = 16
+
+_INTS = frozenset({"s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64"})
+
+
+@dataclass(frozen=True)
+class KernelClass:
+    name: str
+    types: frozenset[str]          # element types its loads, stores and conversions touch
+    arithmetic: frozenset[str]     # element types whose arithmetic it holds
+
+    @property
+    def kernel(self) -> str:
+        return f"t0_elementwise_{self.name}"
+
+    def holds(self, case: Case) -> bool:
+        return case.types <= self.types and (case.arithmetic is None
+                                             or case.arithmetic in self.arithmetic)
+
+    @property
+    def needs_fp64(self) -> bool:
+        return "f64" in self.types
+
+
+def _class(name: str, types: AbstractSet[str], arithmetic: AbstractSet[str]) -> KernelClass:
+    return KernelClass(name, frozenset(types | {"pred"}), frozenset(arithmetic | {"pred"}))
+
+
+KERNEL_CLASSES: tuple[KernelClass, ...] = (
+    _class("pred", set(), set()),
+    _class("int", set(_INTS), set(_INTS)),
+    _class("f32", _INTS | {"f32"}, {"f32"}),
+    _class("half", _INTS | {"f32", "f16", "bf16"}, {"f32", "f16", "bf16"}),
+    _class("f64", _INTS | {"f32", "f64"}, {"f32", "f64"}),
+    _class("all", _INTS | {"f32", "f16", "bf16", "f64"}, _INTS | {"f32", "f16", "bf16", "f64"}),
+)
+
+
+def kernel_for(case_keys: set[tuple], has_fp64: bool) -> KernelClass | None:
+    """The first class holding every case of a program (None: no kernel holds them)."""
+    by_key = {c.key: c for c in all_cases()}
+    wanted = [by_key[k] for k in case_keys]
+    for cls in KERNEL_CLASSES:
+        if (has_fp64 or not cls.needs_fp64) and all(cls.holds(c) for c in wanted):
+            return cls
+    return None
+
+
+_MAP_FUNCTION = """\
+long t0_map(__global const long* P, long at, const long* m0, int k0, long e) {
+  int stages = (int)P[at++];
+  if (stages == 0) return e;
+  long L = P[at + k0];
+  for (int j = 0; j < k0; ++j) L += P[at + j] * m0[j];
+  at += k0 + 1;
+  for (int s = 1; s < stages; ++s) {
+    int k = (int)P[at++];
+    long m[%(rank)d];
+    long rest = L;
+    for (int d = k - 1; d >= 0; --d) { long n = P[at + d]; m[d] = rest %% n; rest /= n; }
+    at += k;
+    L = P[at + k];
+    for (int j = 0; j < k; ++j) L += P[at + j] * m[j];
+    at += k + 1;
+  }
+  return L;
+}""" % {"rank": MAX_RANK}
+
+
+def _kernel(cls: KernelClass) -> str:
+    buffers = [f"__global uchar* a{k}_base, ulong a{k}_off" for k in range(MAX_BUFFERS)]
+    signature = ", ".join([*buffers, "__global uchar* ap_base, ulong ap_off", "long n0"])
+    cases = "\n".join(f"        case {n}: {c.statement} break;"
+                      for n, c in enumerate(all_cases()) if cls.holds(c))
+    members = sorted({MEMBER[cltypes.compute_type(t)] for t in cls.types},
+                     key=list(MEMBER.values()).index)
+    union = "union { " + " ".join(f"{ctype} {m};" for ctype, m in MEMBER.items()
+                                   if m in members) + " }"
+    return "\n".join([
+        f"__kernel void {cls.kernel}({signature}) {{",
+        f"  long first = (long)get_global_id(0) * {ELEMENTS};",
+        "  if (first >= n0) return;",
+        f"  long last = min(first + {ELEMENTS}, n0);",
+        "  __global const long* P = (__global const long*)(ap_base + ap_off);",
+        f"  __global uchar* B[{MAX_BUFFERS}];",
+        *(f"  B[{k}] = a{k}_base + a{k}_off;" for k in range(MAX_BUFFERS)),
+        "  int k0 = (int)P[1];",
+        f"  long m0[{MAX_RANK}];",
+        "  long rest = first;",
+        "  for (int d = k0 - 1; d > 0; --d) { long n = P[2 + d]; m0[d] = rest % n; rest /= n; }",
+        "  if (k0 > 0) m0[0] = rest;",
+        f"  {union} r[{MAX_REGISTERS}];",
+        "  long count = P[0];",
+        "  for (long e = first; e < last; ++e) {",
+        "    for (long i = 0; i < count; ++i) {",
+        f"      __global const long* I = P + {HEADER_WORDS} + {INSTRUCTION_WORDS} * i;",
+        "      switch ((int)I[0]) {",
+        cases,
+        "      }",
+        "    }",
+        "    for (int d = k0 - 1; d >= 0; --d) { if (++m0[d] < P[2 + d]) break; m0[d] = 0; }",
+        "  }",
+        "}",
+    ])
+
+
+@cache
+def source(has_fp64: bool) -> str:
+    """The generic kernels' program: every class the device can run."""
+    classes = [c for c in KERNEL_CLASSES if has_fp64 or not c.needs_fp64]
+    body = "\n\n".join([_MAP_FUNCTION, *(_kernel(c) for c in classes)])
+    parts = [templates.FP_CONTRACT_OFF]
+    if has_fp64:
+        parts.append(cltypes.FP64_PRAGMA)
+    parts.append(cltypes.prelude_for(cltypes.helpers_used(body)))
+    parts.append(body)
+    return "\n\n".join(parts) + "\n"
+
+
+def kernel_names(has_fp64: bool) -> list[str]:
+    return [c.kernel for c in KERNEL_CLASSES if has_fp64 or not c.needs_fp64]
