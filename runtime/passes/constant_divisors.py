@@ -4,7 +4,7 @@ XLA's algebraic simplifier rewrites ``A / C``, where ``A`` is not a constant and
 constant or a broadcast of one, as ``A * (1 / C)``, the reciprocal worked out once in the
 element type. The product can differ from the correctly rounded quotient in the last place,
 and a function with steps makes that a different answer: JAX's ``floor(x / 0.1)`` of
-``x = 0.3`` is 2 divided, 3 multiplied (XLA's), and ``x / 255`` seen bit for bit differs.
+``x = 1.3`` is 12 divided, 13 multiplied (XLA's), and ``x / 255`` seen bit for bit differs.
 Every division of JAX's text by a constant (``jnp.mean``'s count, a bin width, a scale)
 becomes the multiplication XLA runs, fused or not. XLA's optimised text carries none of
 them (XLA already rewrote them). Integer division is left as it is, and so are bf16 and the
@@ -53,8 +53,9 @@ def _expand(build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
     constant = _constant_divisor(inst)
     if constant is None:
         return None
-    data = constant.literal.numpy() if constant.literal is not None else None
-    assert data is not None     # _constant_divisor checked it
+    literal = constant.literal
+    assert literal is not None      # _constant_divisor checked it
+    data = literal.numpy()
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         # in the element type, as XLA's InvertConstant: 1/0 is inf, 1/(tiny) may be inf
         inverse = np.ones_like(data) / data
@@ -62,7 +63,8 @@ def _expand(build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
                         literal=Literal(constant.shape, inverse.astype(data.dtype)))
     old = inst.operands[1]
     if old.opcode == Opcode.BROADCAST:
-        divisor = build.add(Opcode.BROADCAST, old.shape, [divisor], dimensions=old.ints_attr("dimensions"))
+        divisor = build.add(Opcode.BROADCAST, old.shape, [divisor],
+                            dimensions=old.ints_attr("dimensions"))
     inst.opcode = Opcode.MULTIPLY
     inst.operands = [inst.operands[0], divisor]
     build.out.append(inst)

@@ -633,9 +633,10 @@ def x64_program():
     int64 indices, f64 gradients and an f64 overflow to infinity."""
     def f(x, i):
         y = x @ x.T + jnp.eye(4)
-        return (jnp.linalg.solve(y, x), jnp.cumsum(i), jnp.argsort(x[0]), i * jnp.int64(3_000_000_000),
-                jnp.exp(x) / 3, x.astype(jnp.float32), i.astype(jnp.float64) / 7, jnp.sum(x ** 2, 1),
-                x[i % 4], jnp.linalg.cholesky(y), jax.grad(lambda x: jnp.sum(jnp.sin(x) * x))(x),
+        return (jnp.linalg.solve(y, x), jnp.cumsum(i), jnp.argsort(x[0]),
+                i * jnp.int64(3_000_000_000), jnp.exp(x) / 3, x.astype(jnp.float32),
+                i.astype(jnp.float64) / 7, jnp.sum(x ** 2, 1), x[i % 4], jnp.linalg.cholesky(y),
+                jax.grad(lambda x: jnp.sum(jnp.sin(x) * x))(x),
                 jnp.arange(5, dtype=jnp.int64) << 40, jnp.float64(1e300) * x[0])
 
     return f, (np.random.RandomState(0).randn(4, 4),
@@ -651,7 +652,8 @@ def complex_programs():
             y = z @ w
             return jnp.sum(jnp.abs(jnp.exp(0.3 * y) * jnp.conj(y)) ** 2).real
         h = z @ jnp.conj(z.T) + 3 * jnp.eye(3)
-        return (jax.grad(loss)(w), jnp.fft.irfft(jnp.fft.rfft(x, 16) * jnp.fft.rfft(k, 16), 16)[:10],
+        spectrum = jnp.fft.rfft(x, 16) * jnp.fft.rfft(k, 16)
+        return (jax.grad(loss)(w), jnp.fft.irfft(spectrum, 16)[:10],
                 jnp.sqrt(z), jnp.log(z), jnp.angle(z), jnp.tanh(z), z ** 3, jnp.reciprocal(z),
                 jnp.linalg.eigvalsh(h), jnp.linalg.solve(h, z), jnp.cumsum(z, 1), jnp.prod(z, 0),
                 (z * 1j).real, jax.lax.complex(x[:3], x[3:6]))
