@@ -182,8 +182,6 @@ ENTRY e {
 """
 
 
-@pytest.mark.xfail(strict=True, reason="tier 1's vectorised sine (PoCL's) of 1e-7 is 0.0131 "
-                   "when another lane of its vector holds 3.4e38 or an infinity; tier 0 is right")
 def test_tier1_vector_sine_beside_a_huge_value() -> None:
     text = """HloModule m
 ENTRY e {

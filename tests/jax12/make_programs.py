@@ -571,12 +571,224 @@ def scatter_gather_modes():
     return f, (_normal(140, 6, 4), idx, _normal(141, 7, 4))
 
 
+def uint8_image_bits():
+    """A uint8 image pipeline (scaling by 1/255, per-channel normalisation, requantisation,
+    flips, averages in uint16), wrapping uint8 and int16 arithmetic, and bit-level views:
+    population count, count leading zeros, bitcasts (of ``img / 255``, which XLA computes as
+    a multiplication by the reciprocal), packbits and unpackbits."""
+    def f(img, s16, u32):
+        fimg = img.astype(jnp.float32) / 255.0
+        norm = (fimg - fimg.mean((0, 1))) / (fimg.std((0, 1)) + 1e-5)
+        avg = (img.astype(jnp.uint16) + jnp.roll(img, 1, 0).astype(jnp.uint16)) // 2
+        return (jnp.clip(jnp.round(norm * 40 + 128), 0, 255).astype(jnp.uint8), img[::-1, ::2],
+                avg.astype(jnp.uint8), img + jnp.uint8(200), img - jnp.uint8(100),
+                img * jnp.uint8(3), img // jnp.uint8(7), s16 * jnp.int16(300) + jnp.int16(-32768),
+                s16 >> 3, jax.lax.shift_right_logical(s16, jnp.int16(3)),
+                jax.lax.population_count(u32), jax.lax.clz(u32), jax.lax.clz(s16),
+                jax.lax.bitcast_convert_type(u32, jnp.float32),
+                jax.lax.bitcast_convert_type(fimg[0, 0], jnp.int32), jnp.packbits(img[0, 0] > 100),
+                jnp.unpackbits(img[1, 1]), ~img, img ^ jnp.uint8(0x5A), jnp.max(img, axis=(0, 1)),
+                jnp.argmax(img.reshape(-1, 3), 0), jnp.sum(img, axis=0, dtype=jnp.uint8),
+                jnp.sum(img, dtype=jnp.int32), img.astype(jnp.int8), s16.astype(jnp.uint8),
+                jnp.mean(img, axis=-1), jnp.abs(s16), -s16, jnp.sign(s16))
+
+    img = jax.random.randint(jax.random.PRNGKey(1), (4, 5, 3), 0, 256).astype(jnp.uint8)
+    s16 = jnp.array([0, 1, -1, 32767, -32768, 109, -200, 7], jnp.int16)
+    u32 = jnp.array([0, 1, 0xFFFFFFFF, 0x80000000, 12345, 0x3F800000, 0x7FC00000, 255], jnp.uint32)
+    return f, (img, s16, u32)
+
+
+def binning_quantize():
+    """Step functions of computed values, where a last-place difference is a different
+    answer: bins of ``x / 0.1``, time indices, digitize, floor_divide and mod by float
+    constants, rounding quantisation with a straight-through gradient, divisions by square
+    roots, exponentials and quotients, and the floor of a mean and of a softmax."""
+    def f(x, v, a, b, t):
+        def ste(x):
+            return jnp.sum((x + jax.lax.stop_gradient(jnp.round(x / 0.05) * 0.05 - x)) ** 2)
+        return (jnp.floor(x / 0.1), (t / 0.01).astype(jnp.int32),
+                jnp.digitize(x, jnp.linspace(-1, 1, 11)), jnp.floor_divide(x, 0.25),
+                jnp.mod(x, 0.3), jnp.round(x / 0.05), jax.grad(ste)(x),
+                jnp.floor(x / jnp.sqrt(v)), jnp.exp(a) / jnp.exp(b), x[:4] / jnp.exp(a),
+                jnp.floor(x / 2 / 3 * 60), jnp.floor(x / (v / 7)),
+                jnp.argmax(jnp.stack([x / 3, x * (1 / 3)]), 0),
+                jnp.ceil(jnp.mean(x.reshape(10, 3), 1) * 30),
+                jnp.floor(jax.nn.softmax(x[:9].reshape(3, 3)) * 1e4))
+
+    # hundredths (k / 100, correctly rounded) on which the quotient and XLA's product differ
+    x = np.array([130, 210, 260, -235, -155, 155, 235, 65, 105, 285, -225, -165, 165, 225, -290,
+                  -265, -247, 0, 7, -30, 99, 101, 149, -149, 12, 50, -50, 275, -275, 1],
+                 np.float32) / np.float32(100)
+    t = np.array([-290, -289, -288, -265, -264, -263, -247, -246, -245, -244, -243, -242, 0, 1,
+                  2, 3, 5, 7, 10, 29, 57, 58, 99, 100, 113, 114, 199, 229, 287, 299],
+                 np.float32) / np.float32(100)
+    return f, (x, np.linspace(0.01, 2.0, 30, dtype=np.float32) ** 2,
+               np.array([100.0, 90.0, -100.0, 1.0], np.float32),
+               np.array([99.0, 89.0, -101.0, 2.0], np.float32), t)
+
+
+def x64_program():
+    """float64 and int64 under ``jax_enable_x64``: a solve and a Cholesky factor (LAPACK's
+    d-prefixed custom calls), cumulative int64 sums, products beyond 32 bits, shifts by 40,
+    int64 indices, f64 gradients and an f64 overflow to infinity."""
+    def f(x, i):
+        y = x @ x.T + jnp.eye(4)
+        return (jnp.linalg.solve(y, x), jnp.cumsum(i), jnp.argsort(x[0]),
+                i * jnp.int64(3_000_000_000), jnp.exp(x) / 3, x.astype(jnp.float32),
+                i.astype(jnp.float64) / 7, jnp.sum(x ** 2, 1), x[i % 4], jnp.linalg.cholesky(y),
+                jax.grad(lambda x: jnp.sum(jnp.sin(x) * x))(x),
+                jnp.arange(5, dtype=jnp.int64) << 40, jnp.float64(1e300) * x[0])
+
+    return f, (np.random.RandomState(0).randn(4, 4),
+               np.array([1, -5, 2**40, 7, -2**62], np.int64))
+
+
+def complex_programs():
+    """complex64: a matmul and the gradient of a real loss with respect to complex weights,
+    an FFT convolution, complex elementwise functions, a Hermitian matrix's eigenvalues and a
+    solve against it (LAPACK's c-prefixed custom calls), cumulative sums and products."""
+    def f(z, w, x, k):
+        def loss(w):
+            y = z @ w
+            return jnp.sum(jnp.abs(jnp.exp(0.3 * y) * jnp.conj(y)) ** 2).real
+        h = z @ jnp.conj(z.T) + 3 * jnp.eye(3)
+        spectrum = jnp.fft.rfft(x, 16) * jnp.fft.rfft(k, 16)
+        return (jax.grad(loss)(w), jnp.fft.irfft(spectrum, 16)[:10],
+                jnp.sqrt(z), jnp.log(z), jnp.angle(z), jnp.tanh(z), z ** 3, jnp.reciprocal(z),
+                jnp.linalg.eigvalsh(h), jnp.linalg.solve(h, z), jnp.cumsum(z, 1), jnp.prod(z, 0),
+                (z * 1j).real, jax.lax.complex(x[:3], x[3:6]))
+
+    z = (_normal(290, 3, 3) + 1j * _normal(291, 3, 3)).astype(jnp.complex64)
+    w = (_normal(292, 3, 2) + 1j * _normal(293, 3, 2)).astype(jnp.complex64) * 0.5
+    return f, (z, w, _normal(294, 8), _normal(295, 3))
+
+
+def remat_sharding_barrier():
+    """Three layers under jax.checkpoint with different policies, each output constrained
+    to one device (JAX's ``Sharding`` custom calls in its text), an explicit optimisation
+    barrier, a custom_jvp and stop_gradient: the loss and its gradients."""
+    @jax.custom_jvp
+    def safe_log(x):
+        return jnp.log(x)
+
+    @safe_log.defjvp
+    def _(primals, tangents):
+        return safe_log(primals[0]), tangents[0] / jnp.maximum(primals[0], 1e-3)
+
+    policies = (jax.checkpoint_policies.nothing_saveable, jax.checkpoint_policies.dots_saveable,
+                jax.checkpoint_policies.everything_saveable)
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+
+    def f(ws, x):
+        def loss(ws):
+            h = x
+            for w, policy in zip(ws, policies):
+                h = jax.checkpoint(lambda w, h: jnp.tanh(h @ w), policy=policy)(w, h)
+                h = jax.lax.with_sharding_constraint(h, device)
+            h = jax.lax.optimization_barrier(h)
+            return jnp.sum(safe_log(h ** 2 + 0.5)) + jnp.sum(jax.lax.stop_gradient(h) * h)
+        return jax.value_and_grad(loss)(ws)
+
+    return f, ([_normal(300 + i, 4, 4) * 0.5 for i in range(3)], _normal(310, 2, 4))
+
+
+def diffrax_kvaerno():
+    """A stiff linear system solved by Diffrax's Kvaerno3 (an implicit solver: optimistix's
+    Newton iterations solving with lineax's LU, LAPACK's getrf and trsm custom calls inside
+    the step loop) with a PIDController, saved at 5 times, and the number of steps taken."""
+    def f(y0, a):
+        sol = diffrax.diffeqsolve(
+            diffrax.ODETerm(lambda t, y, a: a @ y), diffrax.Kvaerno3(), 0.0, 1.0, 0.05, y0,
+            args=a, saveat=diffrax.SaveAt(ts=jnp.linspace(0, 1, 5)),
+            stepsize_controller=diffrax.PIDController(rtol=1e-4, atol=1e-6), max_steps=128,
+            throw=False)
+        return sol.ys, sol.stats["num_steps"]
+
+    a = jnp.array([[-50.0, 1.0, 0.0], [1.0, -2.0, 1.0], [0.0, 0.5, -1.0]])
+    return f, (jnp.array([1.0, 0.5, -0.3]), a)
+
+
+class _Rnn(nn.Module):
+    @nn.compact
+    def __call__(self, xs):
+        h = nn.RNN(nn.OptimizedLSTMCell(6))(xs)
+        h = nn.RNN(nn.GRUCell(5), reverse=True, keep_order=True)(h, seq_lengths=jnp.array([7, 4]))
+        return nn.Dense(2)(h)
+
+
+def linen_rnn():
+    """Flax linen nn.RNN (nn.scan) over an OptimizedLSTMCell, then a reversed GRUCell with
+    per-sequence lengths (the shorter sequence's padding masked): a loss and its gradients."""
+    model, xs = _Rnn(), _normal(230, 2, 7, 3)
+    params = model.init(jax.random.PRNGKey(0), xs)
+
+    def f(p, xs):
+        return jax.value_and_grad(lambda p: jnp.mean(jnp.sin(model.apply(p, xs))))(p)
+
+    return f, (params, xs)
+
+
+class _Decoder(nn.Module):
+    @nn.compact
+    def __call__(self, x):
+        return nn.SelfAttention(num_heads=2, qkv_features=4, decode=True)(x)
+
+
+def linen_decode_cache():
+    """Flax linen SelfAttention with ``decode=True``: three one-token steps, each writing the
+    key/value cache at its index (dynamic-update-slice) and attending to the filled part."""
+    model, x = _Decoder(), _normal(360, 2, 5, 4)
+    variables = model.init(jax.random.PRNGKey(0), x)
+
+    def f(p, cache, x):
+        outs = []
+        for i in range(3):
+            y, new = model.apply({"params": p, "cache": cache}, x[:, i:i + 1], mutable=["cache"])
+            cache = new["cache"]
+            outs.append(y)
+        return jnp.concatenate(outs, 1), cache
+
+    return f, (variables["params"], variables["cache"], x)
+
+
+def optax_ctc():
+    """optax.ctc_loss over padded logits and padded labels, and its gradient."""
+    def f(logits, logit_pad, labels, label_pad):
+        return jax.value_and_grad(
+            lambda l: optax.ctc_loss(l, logit_pad, labels, label_pad).sum())(logits)
+
+    return f, (_normal(220, 2, 7, 5), jnp.array([[0] * 7, [0] * 5 + [1] * 2], jnp.float32),
+               jnp.array([[1, 2, 2], [3, 1, 0]], jnp.int32),
+               jnp.array([[0, 0, 0], [0, 0, 1]], jnp.float32))
+
+
+def eqx_while_kinds():
+    """equinox.internal.while_loop, checkpointed (recomputing from 3 checkpoints in reverse
+    mode) and bounded (a nest of scans and conds up to 8 steps), with gradients through both."""
+    from equinox.internal import while_loop
+
+    def f(x, w):
+        def run(kind, x, w):
+            def body(c):
+                return c[0] + 1, jnp.tanh(w @ c[1]) + 0.1 * c[1]
+            return while_loop(lambda c: c[0] < 6, body, (0, x), max_steps=8, kind=kind,
+                              checkpoints=3 if kind == "checkpointed" else None)[1]
+        return [jax.value_and_grad(lambda w, x: jnp.sum(run(kind, x, w) ** 2), (0, 1))(w, x)
+                for kind in ("checkpointed", "bounded")]
+
+    return f, (_normal(250, 4), _normal(251, 4, 4) * 0.6)
+
+
 PROGRAMS: dict[str, Callable] = {f.__name__: f for f in (
     eqx_mlp_lion, eqx_mlp_adam, eqx_mlp_tanh, eqx_gru_scan, eqx_lstm_scan, diffrax_neural_ode,
     flax_cnn, flax_transformer_block, haiku_lstm, optax_lbfgs, optax_chain, vmap_einsum,
     flax_bn_dropout, nnx_embed_attention, optax_adafactor_rmsprop, eqx_conv_embed, haiku_bn_conv,
     diffrax_adaptive, lax_scans_and_sorts, linalg_lapack, fft_and_random, int_float_edges,
-    mixed_precision_int8, scatter_gather_modes)}
+    mixed_precision_int8, scatter_gather_modes, uint8_image_bits, binning_quantize, x64_program,
+    complex_programs, remat_sharding_barrier, diffrax_kvaerno, linen_rnn, linen_decode_cache,
+    optax_ctc, eqx_while_kinds)}
+# printed with ``jax_enable_x64`` on (64-bit types are otherwise narrowed to 32 bits)
+X64 = {"x64_program"}
 
 
 def _optimised_text(compiled) -> str:
@@ -589,6 +801,11 @@ def _optimised_text(compiled) -> str:
 
 
 def write(name: str) -> None:
+    with jax.enable_x64(name in X64):
+        _write(name)
+
+
+def _write(name: str) -> None:
     fn, args = PROGRAMS[name]()
     jitted = jax.jit(fn, keep_unused=True)
     lowered = jitted.lower(*args)
