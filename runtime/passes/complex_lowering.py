@@ -4,12 +4,12 @@ array with a trailing dimension of two, real part first.
 That is the same bytes as the complex array (numpy, XLA and OpenCL all store a complex number
 as its real part followed by its imaginary part), so nothing below this pass (fusion, buffer
 assignment, the kernel families) needs a complex type: a complex multiply is four real
-multiplies and two adds that fusion puts in one kernel, a complex dot four real dots, an FFT
-a few dots against constant DFT matrices (``fft_lowering``). The entry computation keeps its
-complex parameters and result, so the interface (argument checks, donation, outputs) is
-unchanged: a ``bitcast`` to and from the pair form, which reads the same buffer, stands
-between them and the arithmetic. Custom calls (LAPACK's complex routines) read and write
-complex buffers the same way.
+multiplies and two adds that fusion puts in one kernel, a complex dot (or convolution) four
+real ones, an FFT a few dots against constant DFT matrices (``fft_lowering``). The entry
+computation keeps its complex parameters and result, so the interface (argument checks,
+donation, outputs) is unchanged: a ``bitcast`` to and from the pair form, which reads the
+same buffer, stands between them and the arithmetic. Custom calls (LAPACK's complex
+routines) read and write complex buffers the same way.
 
 The arithmetic takes the numerically careful forms: multiply ``(ac - bd, ad + bc)``, divide
 by Smith's algorithm, abs as ``max * sqrt(1 + (min/max)^2)``, expm1 and log1p exact near 0,
@@ -555,6 +555,22 @@ def _dot(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) ->
     return lo.join(re, im)
 
 
+def _convolution(lo: _Lowering, inst: HloInstruction,
+                 operands: list[HloInstruction]) -> HloInstruction:
+    """Four real convolutions with the same window and dimension numbers, as a complex dot's
+    four dots: a convolution is linear in each operand, grouped ones included."""
+    (ar, ai), (br, bi) = (lo.parts(o) for o in operands)
+    pair = pair_shape(inst.shape)
+    assert isinstance(pair, ArrayShape)
+    shape = array(pair.element_type, pair.dims[:-1])
+
+    def conv(x: HloInstruction, y: HloInstruction) -> HloInstruction:
+        return lo.b.add(Opcode.CONVOLUTION, shape, [x, y], **inst.attrs)
+    re = lo.b.binary(Opcode.SUBTRACT, conv(ar, br), conv(ai, bi))
+    im = lo.b.binary(Opcode.ADD, conv(ar, bi), conv(ai, br))
+    return lo.join(re, im)
+
+
 def _reduce(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) -> HloInstruction:
     kind = lo.kinds.get(inst.to_apply) if len(operands) == 2 else None
     if kind not in ("add", "multiply"):
@@ -708,6 +724,7 @@ RULES: dict[Opcode, Rule] = {
     Opcode.CONVERT: _convert,
     Opcode.COMPARE: _compare,
     Opcode.DOT: _dot,
+    Opcode.CONVOLUTION: _convolution,
     Opcode.REDUCE: _reduce,
     Opcode.REDUCE_WINDOW: _reduce_window,
     Opcode.FFT: _fft,

@@ -240,6 +240,23 @@ def test_complex_dots():
     _close(runtime.compile(text)(a, b), np.einsum("bij,bjk->bik", a, b))
 
 
+def test_complex_convolutions():
+    """XLA's ConvolutionHloTest.ConvolveC64Forward shape of problem: four real convolutions,
+    grouped ones too (each group's features convolved alone)."""
+    x = (RNG.standard_normal((2, 7, 4)) + 1j * RNG.standard_normal((2, 7, 4))).astype(np.complex64)
+    k = (RNG.standard_normal((3, 2, 6)) + 1j * RNG.standard_normal((3, 2, 6))).astype(np.complex64)
+    text = ("HloModule m\nENTRY e {\n  x = c64[2,7,4] parameter(0)\n  k = c64[3,2,6] parameter(1)\n"
+            "  ROOT c = c64[2,5,6] convolution(x, k), window={size=3}, dim_labels=b0f_0io->b0f, "
+            "feature_group_count=2\n}\n")
+    xs, ks = x.astype(np.complex128), k.astype(np.complex128)
+    want = np.zeros((2, 5, 6), np.complex128)
+    for g in range(2):
+        for t in range(3):
+            want[:, :, 3 * g:3 * g + 3] += xs[:, t:t + 5, 2 * g:2 * g + 2] @ ks[t, :, 3 * g:3 * g + 3]
+    for fusion in (True, False):
+        _close(runtime.compile(text, fusion=fusion)(x, k), want.astype(np.complex64), 4e-6)
+
+
 def test_a_loop_carrying_complex_state():
     text = """HloModule loop
 cond {
