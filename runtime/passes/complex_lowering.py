@@ -563,9 +563,10 @@ def _convolution(lo: _Lowering, inst: HloInstruction,
     pair = pair_shape(inst.shape)
     assert isinstance(pair, ArrayShape)
     shape = array(pair.element_type, pair.dims[:-1])
+    attrs: dict[str, Any] = dict(inst.attrs)
 
     def conv(x: HloInstruction, y: HloInstruction) -> HloInstruction:
-        return lo.b.add(Opcode.CONVOLUTION, shape, [x, y], **inst.attrs)
+        return lo.b.add(Opcode.CONVOLUTION, shape, [x, y], **attrs)
     re = lo.b.binary(Opcode.SUBTRACT, conv(ar, br), conv(ai, bi))
     im = lo.b.binary(Opcode.ADD, conv(ar, bi), conv(ai, br))
     return lo.join(re, im)
