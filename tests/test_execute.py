@@ -97,8 +97,9 @@ def test_donating_a_numpy_array_leaves_the_host_array_alone():
 def test_must_alias_without_donation_is_an_error():
     exe = runtime.compile(MUST_ALIAS)
     x = runtime.device_put(np.ones(4, np.float32))
-    with pytest.raises(HloArgumentError, match="must-alias"):
+    with pytest.raises(HloArgumentError, match="must-alias") as raised:
         exe.run(x)
+    assert raised.value.line == 1      # the header's input_output_alias
     np.testing.assert_array_equal(np.asarray(exe.run(x, donate=0)), -np.ones(4, np.float32))
 
 

@@ -391,7 +391,8 @@ class Executable:
                 raise HloArgumentError(
                     f"An input was configured to be must-alias at compile time but not donated "
                     f"at runtime: ({num}, {{{','.join(map(str, idx))}}}, must-alias) "
-                    f"(allocation {alloc.index}); pass donate=({num},)")
+                    f"(allocation {alloc.index}); pass donate=({num},)",
+                    location=self.module.attribute_locations.get("input_output_alias"))
             copied[alloc.index] = num
         for num in sorted(donate):
             if num in aliased_params:

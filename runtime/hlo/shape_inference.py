@@ -299,8 +299,12 @@ def broadcast(inst: HloInstruction) -> Shape:
     x = _array(inst, 0)
     out = _declared_array(inst)
     dims = inst.ints_attr("dimensions")
-    if "dimensions" not in inst.attrs and x.rank != 0:
-        fail("attribute dimensions is expected but not seen")
+    if "dimensions" not in inst.attrs:
+        if x.rank != 0:
+            fail("attribute dimensions is expected but not seen")
+        # XLA reads a scalar's omitted dimensions as {}: recorded, so every later reader
+        # (``inst.dimensions`` in the kernel families) finds the attribute
+        inst.attrs["dimensions"] = ()
     if len(dims) != x.rank:
         fail(f"broadcast dimensions {list(dims)} must name one output dimension per operand "
              f"dimension ({x.rank})", expected=str(x.rank), got=str(len(dims)))

@@ -4,12 +4,12 @@ array with a trailing dimension of two, real part first.
 That is the same bytes as the complex array (numpy, XLA and OpenCL all store a complex number
 as its real part followed by its imaginary part), so nothing below this pass (fusion, buffer
 assignment, the kernel families) needs a complex type: a complex multiply is four real
-multiplies and two adds that fusion puts in one kernel, a complex dot four real dots, an FFT
-a few dots against constant DFT matrices (``fft_lowering``). The entry computation keeps its
-complex parameters and result, so the interface (argument checks, donation, outputs) is
-unchanged: a ``bitcast`` to and from the pair form, which reads the same buffer, stands
-between them and the arithmetic. Custom calls (LAPACK's complex routines) read and write
-complex buffers the same way.
+multiplies and two adds that fusion puts in one kernel, a complex dot (or convolution) four
+real ones, an FFT a few dots against constant DFT matrices (``fft_lowering``). The entry
+computation keeps its complex parameters and result, so the interface (argument checks,
+donation, outputs) is unchanged: a ``bitcast`` to and from the pair form, which reads the
+same buffer, stands between them and the arithmetic. Custom calls (LAPACK's complex
+routines) read and write complex buffers the same way.
 
 The arithmetic takes the numerically careful forms: multiply ``(ac - bd, ad + bc)``, divide
 by Smith's algorithm, abs as ``max * sqrt(1 + (min/max)^2)``, expm1 and log1p exact near 0,
@@ -354,11 +354,24 @@ def _sign(b: PartBuilder, x: Parts) -> Parts:
     return re, im
 
 
-def _exp(b: PartBuilder, x: Parts) -> Parts:
+def _exp_unguarded(b: PartBuilder, x: Parts) -> Parts:
+    """``e^re (cos im, sin im)`` as written: an overflowed ``e^re`` times ``sin 0`` is NaN,
+    which is what XLA's power computes inside."""
     re, im = x
     scale = b.unary(Opcode.EXPONENTIAL, re)
     return (b.binary(Opcode.MULTIPLY, scale, b.unary(Opcode.COSINE, im)),
             b.binary(Opcode.MULTIPLY, scale, b.unary(Opcode.SINE, im)))
+
+
+def _real_axis_kept(b: PartBuilder, im: HloInstruction, out_im: HloInstruction) -> HloInstruction:
+    """XLA's exponential keeps a zero imaginary part zero: ``exp(100+0j)`` is ``inf+0j``, not
+    ``e^100 * sin 0 = inf * 0 = NaN``."""
+    return b.select(b.compare(im, b.full(0.0, type_of(im), dims_of(im)), "EQ"), im, out_im)
+
+
+def _exp(b: PartBuilder, x: Parts) -> Parts:
+    out_re, out_im = _exp_unguarded(b, x)
+    return out_re, _real_axis_kept(b, x[1], out_im)
 
 
 def _log(b: PartBuilder, x: Parts) -> Parts:
@@ -390,14 +403,30 @@ def _rsqrt(b: PartBuilder, x: Parts) -> Parts:
 
 
 def _power(b: PartBuilder, x: Parts, y: Parts) -> Parts:
-    """``exp(y log x)``; ``0^y`` is 1 for ``y == 0`` and 0 otherwise."""
-    re, im = _exp(b, b.complex_multiply(y, _log(b, x)))
+    """``exp(y log x)`` with XLA's special cases, tried in this order: ``x^0`` and ``1^y``
+    are 1 (NaN and infinite ``x`` or ``y`` included); ``0^y`` is 0 for a positive real ``y``
+    and NaN otherwise; ``inf^y`` for a real ``y`` is ``inf`` above 0 and 0 below."""
+    re, im = _exp_unguarded(b, b.complex_multiply(y, _log(b, x)))
     et, d = type_of(re), dims_of(re)
-    zero, one = b.full(0.0, et, d), b.full(1.0, et, d)
-    base_zero = b.binary(Opcode.AND, b.compare(x[0], zero, "EQ"), b.compare(x[1], zero, "EQ"))
-    exponent_zero = b.binary(Opcode.AND, b.compare(y[0], zero, "EQ"), b.compare(y[1], zero, "EQ"))
-    zero_re = b.select(exponent_zero, one, zero)
-    return b.select(base_zero, zero_re, re), b.select(base_zero, zero, im)
+    zero, one, inf, nan = (b.full(v, et, d) for v in (0.0, 1.0, np.inf, np.nan))
+
+    def both(p: HloInstruction, q: HloInstruction) -> HloInstruction:
+        return b.binary(Opcode.AND, p, q)
+
+    y_real = b.compare(y[1], zero, "EQ")
+    x_real = b.compare(x[1], zero, "EQ")
+    y_positive, y_negative = b.compare(y[0], zero, "GT"), b.compare(y[0], zero, "LT")
+    infinite_base = both(both(b.compare(x[0], inf, "EQ"), x_real), y_real)
+    re = b.select(both(infinite_base, y_positive), inf,
+                  b.select(both(infinite_base, y_negative), zero, re))
+    im = b.select(both(infinite_base, b.binary(Opcode.OR, y_positive, y_negative)), zero, im)
+    zero_base = both(b.compare(x[0], zero, "EQ"), x_real)
+    zero_to_positive = both(y_positive, y_real)
+    re = b.select(zero_base, b.select(zero_to_positive, zero, nan), re)
+    im = b.select(zero_base, b.select(zero_to_positive, zero, nan), im)
+    unit = b.binary(Opcode.OR, both(b.compare(y[0], zero, "EQ"), y_real),
+                    both(b.compare(x[0], one, "EQ"), x_real))
+    return b.select(unit, one, re), b.select(unit, zero, im)
 
 
 def _sine(b: PartBuilder, x: Parts) -> Parts:
@@ -459,8 +488,8 @@ def _expm1(b: PartBuilder, x: Parts) -> Parts:
                       b.binary(Opcode.MULTIPLY, b.unary(Opcode.EXPONENTIAL_MINUS_ONE, re),
                                b.unary(Opcode.COSINE, im)),
                       cos_minus_one)
-    return out_re, b.binary(Opcode.MULTIPLY, b.unary(Opcode.EXPONENTIAL, re),
-                            b.unary(Opcode.SINE, im))
+    out_im = b.binary(Opcode.MULTIPLY, b.unary(Opcode.EXPONENTIAL, re), b.unary(Opcode.SINE, im))
+    return out_re, _real_axis_kept(b, im, out_im)
 
 
 def _log1p(b: PartBuilder, x: Parts) -> Parts:
@@ -523,6 +552,23 @@ def _dot(lo: _Lowering, inst: HloInstruction, operands: list[HloInstruction]) ->
         return lo.b.add(Opcode.DOT, shape, [x, y], **attrs)
     re = lo.b.binary(Opcode.SUBTRACT, dot(ar, br), dot(ai, bi))
     im = lo.b.binary(Opcode.ADD, dot(ar, bi), dot(ai, br))
+    return lo.join(re, im)
+
+
+def _convolution(lo: _Lowering, inst: HloInstruction,
+                 operands: list[HloInstruction]) -> HloInstruction:
+    """Four real convolutions with the same window and dimension numbers, as a complex dot's
+    four dots: a convolution is linear in each operand, grouped ones included."""
+    (ar, ai), (br, bi) = (lo.parts(o) for o in operands)
+    pair = pair_shape(inst.shape)
+    assert isinstance(pair, ArrayShape)
+    shape = array(pair.element_type, pair.dims[:-1])
+    attrs: dict[str, Any] = dict(inst.attrs)
+
+    def conv(x: HloInstruction, y: HloInstruction) -> HloInstruction:
+        return lo.b.add(Opcode.CONVOLUTION, shape, [x, y], **attrs)
+    re = lo.b.binary(Opcode.SUBTRACT, conv(ar, br), conv(ai, bi))
+    im = lo.b.binary(Opcode.ADD, conv(ar, bi), conv(ai, br))
     return lo.join(re, im)
 
 
@@ -679,6 +725,7 @@ RULES: dict[Opcode, Rule] = {
     Opcode.CONVERT: _convert,
     Opcode.COMPARE: _compare,
     Opcode.DOT: _dot,
+    Opcode.CONVOLUTION: _convolution,
     Opcode.REDUCE: _reduce,
     Opcode.REDUCE_WINDOW: _reduce_window,
     Opcode.FFT: _fft,

@@ -7,7 +7,8 @@ free relabelling (``jnp.sort(x.T, 1)``: a ``{0,1}`` transpose into a call whose 
 ``{1,0}``); once the call is inlined, the sort reads the transpose's layout. XLA's layout
 assignment constrains these operands the same way. ``LAYOUT_RULES`` gives, per opcode, the
 layout each operand must have; an operand in another one is read through a ``copy`` to it
-(a transpose kernel).
+(a transpose kernel). A bitcast between the same dimensions reads its operand in its own
+layout, so it keeps the values, as XLA's CPU backend computes it.
 """
 
 from __future__ import annotations
@@ -49,7 +50,23 @@ def _tuple(inst: HloInstruction) -> list[tuple[int, Layout | None]]:
     return [(k, shape.layout) for k, shape in enumerate(elements) if isinstance(shape, ArrayShape)]
 
 
+def _bitcast(inst: HloInstruction) -> list[tuple[int, Layout | None]]:
+    """A bitcast that keeps its operand's dimensions and element type is the identity on
+    values in XLA's CPU backend: compiling HLO text there (through StableHLO, as JAX and
+    ``benchmarks/xla_cpu.py`` do) drops the text's layouts, so ``f32[20,20]{0,1}
+    bitcast(f32[20,20]{1,0} p)`` is ``p``, not its transpose. The operand in the result's
+    layout makes the bytes say that. A bitcast that changes the dimensions reinterprets
+    the bytes as laid out (XLA's CPU backend rejects those whose layouts are not the
+    default ones)."""
+    operand, result = inst.operands[0].shape, inst.shape
+    if (isinstance(operand, ArrayShape) and isinstance(result, ArrayShape)
+            and operand.dims == result.dims and operand.element_type == result.element_type):
+        return [(0, result.layout)]
+    return []
+
+
 LAYOUT_RULES: dict[Opcode, LayoutRule] = {
+    Opcode.BITCAST: _bitcast,
     Opcode.SORT: _sort,
     Opcode.TOPK: _top_k,
     Opcode.DYNAMIC_UPDATE_SLICE: _in_place,

@@ -295,3 +295,27 @@ def test_an_epilogue_reads_an_operand_laid_out_column_major(rows, cols):
     for fusion in (True, False):
         got = runtime.compile(text, fusion=fusion)(a, b, p)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+# XLA's onednn ConvolutionTest.Conv2DWithBiasAndGeluExactPattern2Test writes a scalar's
+# broadcast without ``dimensions`` (XLA reads it as {}): the epilogue read the missing
+# attribute and raised KeyError inside the compiler.
+SCALE_BY_A_BROADCAST_WITHOUT_DIMENSIONS = """HloModule m
+ENTRY e {
+  x = f32[1,22,22,1] parameter(0)
+  k = f32[8,8,1,10] parameter(1)
+  c = f32[1,11,11,10] convolution(x, k), window={size=8x8 stride=2x2 pad=3_3x3_3}, dim_labels=b01f_01io->b01f
+  h = f32[] constant(0.5)
+  b = f32[1,11,11,10] broadcast(h)
+  ROOT m = f32[1,11,11,10] multiply(c, b)
+}"""
+
+
+def test_a_scalar_broadcast_without_dimensions_in_an_epilogue():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 22, 22, 1)).astype(np.float32)
+    k = rng.standard_normal((8, 8, 1, 10)).astype(np.float32)
+    fused = np.asarray(runtime.compile(SCALE_BY_A_BROADCAST_WITHOUT_DIMENSIONS)(x, k))
+    unfused = np.asarray(runtime.compile(SCALE_BY_A_BROADCAST_WITHOUT_DIMENSIONS,
+                                         fusion=False)(x, k))
+    np.testing.assert_allclose(fused, unfused, rtol=1e-5, atol=1e-5)

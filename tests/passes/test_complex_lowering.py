@@ -72,13 +72,54 @@ def test_binary_complex_operations(opcode):
     b[0] = 1e-3 - 4j                 # no division by zero
     if opcode == "power":
         a[0], b[0] = 0, 0            # 0^0 is 1
-        a[1], b[1] = 0, 1.5 + 1j     # 0^b is 0
+        a[1], b[1] = 0, 1.5          # 0^b is 0 for a positive real b
         a[2:], b[2:] = a[2:] * 0.5, b[2:] * 0.5
     b[3] = 1e30 + 1e29j              # Smith's division keeps this quotient finite
     text = _module(f"  a = c64[{N}] parameter(0)\n  b = c64[{N}] parameter(1)\n", "",
                    f"{opcode}(a, b)", f"c64[{N}]")
     want = BINARY[opcode](a.astype(np.complex128), b.astype(np.complex128))
     _close(runtime.compile(text)(a, b), want.astype(np.complex64), 4e-6)
+
+
+def _parts_equal(got, want):
+    """Equal part by part, NaN matching NaN (the special values are exact)."""
+    got, want = np.asarray(got), np.asarray(want)
+    for g, w in ((got.real, want.real), (got.imag, want.imag)):
+        assert np.array_equal(g, w, equal_nan=True), (got, want)
+
+
+INF, NAN = np.inf, np.nan
+# XLA's CPU backend's results (jaxlib 0.10): x^0 and 1^y are 1 whatever the other operand,
+# 0^y is NaN unless y is real and positive, inf^y for a real y is inf or 0, and an
+# overflowed e^re inside power leaves NaN where sin 0 multiplies it.
+POWER_SPECIAL_VALUES = [
+    (complex(INF, 0), 0, 1), (complex(NAN, 0), 0, 1), (complex(2, NAN), 0, 1),
+    (1, complex(0, INF), 1), (1, complex(NAN, 0), 1), (0, 2, 0), (0, 0, 1),
+    (0, -1, complex(NAN, NAN)), (0, 1j, complex(NAN, NAN)), (0, 1.5 + 1j, complex(NAN, NAN)),
+    (complex(INF, 0), 2, complex(INF, 0)), (complex(INF, 0), complex(INF, 0), complex(INF, 0)),
+    (complex(INF, 0), -1, 0), (complex(INF, 0), 1 + 1j, complex(NAN, NAN)),
+    (1e30, 2, complex(INF, NAN)), (2, complex(NAN, 0), complex(NAN, NAN)),
+]
+
+
+def test_power_special_values_follow_xla():
+    n = len(POWER_SPECIAL_VALUES)
+    a, b, want = (np.array([case[i] for case in POWER_SPECIAL_VALUES], np.complex64)
+                  for i in range(3))
+    text = _module(f"  a = c64[{n}] parameter(0)\n  b = c64[{n}] parameter(1)\n", "",
+                   "power(a, b)", f"c64[{n}]")
+    for fusion in (True, False):
+        _parts_equal(runtime.compile(text, fusion=fusion)(a, b), want)
+
+
+@pytest.mark.parametrize("opcode", ["exponential", "exponential-minus-one"])
+def test_exponentials_keep_a_zero_imaginary_part(opcode):
+    """``exp(100+0j)`` is ``inf+0j`` in XLA: the overflowed ``e^100`` never meets ``sin 0``."""
+    z = np.array([100, complex(INF, 0), complex(NAN, 0), complex(-INF, 0)], np.complex64)
+    low = 0 if opcode == "exponential" else -1
+    want = np.array([complex(INF, 0), complex(INF, 0), complex(NAN, 0), low], np.complex64)
+    text = _module("  x = c64[4] parameter(0)\n", "", f"{opcode}(x)", "c64[4]")
+    _parts_equal(runtime.compile(text)(z), want)
 
 
 def test_compare_complex_and_convert():
@@ -197,6 +238,23 @@ def test_complex_dots():
                    "dot(a, b), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
                    "rhs_batch_dims={0}, rhs_contracting_dims={1}", "c64[3,8,4]")
     _close(runtime.compile(text)(a, b), np.einsum("bij,bjk->bik", a, b))
+
+
+def test_complex_convolutions():
+    """XLA's ConvolutionHloTest.ConvolveC64Forward shape of problem: four real convolutions,
+    grouped ones too (each group's features convolved alone)."""
+    x = (RNG.standard_normal((2, 7, 4)) + 1j * RNG.standard_normal((2, 7, 4))).astype(np.complex64)
+    k = (RNG.standard_normal((3, 2, 6)) + 1j * RNG.standard_normal((3, 2, 6))).astype(np.complex64)
+    text = ("HloModule m\nENTRY e {\n  x = c64[2,7,4] parameter(0)\n  k = c64[3,2,6] parameter(1)\n"
+            "  ROOT c = c64[2,5,6] convolution(x, k), window={size=3}, dim_labels=b0f_0io->b0f, "
+            "feature_group_count=2\n}\n")
+    xs, ks = x.astype(np.complex128), k.astype(np.complex128)
+    want = np.zeros((2, 5, 6), np.complex128)
+    for g in range(2):
+        for t in range(3):
+            want[:, :, 3 * g:3 * g + 3] += xs[:, t:t + 5, 2 * g:2 * g + 2] @ ks[t, :, 3 * g:3 * g + 3]
+    for fusion in (True, False):
+        _close(runtime.compile(text, fusion=fusion)(x, k), want.astype(np.complex64), 4e-6)
 
 
 def test_a_loop_carrying_complex_state():

@@ -99,3 +99,43 @@ def test_an_update_and_a_root_tuple_in_other_layouts_match_numpy():
         n, b = runtime.compile(ROOT_TUPLE, fusion=fusion)(m)
         np.testing.assert_array_equal(b, np.broadcast_to(m[:, :, None], (5, 8, 3)))
         np.testing.assert_array_equal(n, -b)
+
+
+# XLA's GpuKernelTilingTest.TransposedInputWithUserBitcastNotTiled: XLA's CPU backend gives
+# the parameter back (its compile drops the text's layouts); read as bytes it was a transpose.
+BITCAST_IN_FUSION = """HloModule TransposedInputWithUserBitcast
+fused_computation {
+  param_0 = f32[20,20]{1,0} parameter(0)
+  ROOT bitcast = f32[20,20]{0,1} bitcast(param_0)
+}
+ENTRY kernel_entry {
+  parameter.0 = f32[20,20]{1,0} parameter(0)
+  ROOT fusion = f32[20,20]{0,1} fusion(parameter.0), kind=kLoop, calls=fused_computation
+}"""
+
+BITCAST_OF_A_COLUMN_MAJOR_PARAMETER = """HloModule m
+ENTRY e {
+  p = f32[2,3,4]{0,2,1} parameter(0)
+  b = f32[2,3,4]{2,1,0} bitcast(p)
+  ROOT n = f32[2,3,4]{2,1,0} negate(b)
+}"""
+
+RESHAPING_BITCAST = """HloModule m
+ENTRY e {
+  p = f32[4,6]{1,0} parameter(0)
+  ROOT b = f32[24]{0} bitcast(p)
+}"""
+
+
+def test_a_bitcast_that_keeps_its_dimensions_keeps_the_values():
+    x = np.arange(400, dtype=np.float32).reshape(20, 20)
+    y = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    for fusion in (True, False):
+        np.testing.assert_array_equal(
+            np.asarray(runtime.compile(BITCAST_IN_FUSION, fusion=fusion)(x)), x)
+        np.testing.assert_array_equal(
+            np.asarray(runtime.compile(BITCAST_OF_A_COLUMN_MAJOR_PARAMETER, fusion=fusion)(y)), -y)
+    assert len(_copies(BITCAST_OF_A_COLUMN_MAJOR_PARAMETER)) == 1
+    assert _copies(RESHAPING_BITCAST) == []
+    np.testing.assert_array_equal(np.asarray(runtime.compile(RESHAPING_BITCAST)(y.reshape(4, 6))),
+                                  y.ravel())
