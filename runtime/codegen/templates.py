@@ -568,9 +568,9 @@ _CLAMP = {"float": "xla_fmin_$T(xla_fmax_$T($lo, $x), $hi)",
 # the bits of x86's NaNs by C type: the quiet bit, the sign bit, the default NaN (negative),
 # its positive twin and all ones
 _NAN_BITS = {
-    "float": {"quiet": "0x400000u", "sign": "0x80000000u", "negative": "0xffc00000u",
+    "float": {"quiet": "0x400000u", "sign-bit": "0x80000000u", "negative": "0xffc00000u",
               "positive": "0x7fc00000u", "all-ones": "0xffffffffu"},
-    "double": {"quiet": "0x8000000000000UL", "sign": "0x8000000000000000UL",
+    "double": {"quiet": "0x8000000000000UL", "sign-bit": "0x8000000000000000UL",
                "negative": "0xfff8000000000000UL", "positive": "0x7ff8000000000000UL",
                "all-ones": "0xffffffffffffffffUL"},
 }
@@ -593,7 +593,7 @@ def _nan_helper(opcode: Opcode, rule: NanRule, fmt: str, c_type: str,
         return f"as_$T(($U){bits[kind]})"
 
     def from_operand(name: str) -> str:
-        flip = f" ^ ($U){bits['sign']}" if rule.operand == "negated" else ""
+        flip = f" ^ ($U){bits['sign-bit']}" if rule.operand == "negated" else ""
         return f"as_$T((as_$U({name}) | ($U){bits['quiet']}){flip})"
     invalid = rule.f64_invalid if fmt == "f64" and rule.f64_invalid else rule.invalid
     one_nan = dict(rule.one_nan_in).get(fmt)
