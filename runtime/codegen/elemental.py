@@ -296,17 +296,18 @@ def _operand_index_same(em: ElementalEmitter, inst: HloInstruction, op: HloInstr
 
 
 def arithmetic(opcode: Opcode, et_in: ElementType | str, et_out: ElementType | str, args: list[str],
-               lanes: int = 1) -> str:
+               lanes: int = 1, xla_type: ElementType | str | None = None) -> str:
     """The template expression (``elementwise``'s tables) of an arithmetic elementwise opcode
     over ``args``: the one dispatch from such an opcode to its template, shared by the vector
-    loop (with ``lanes``)."""
+    loops (with ``lanes``, and the ``xla_type`` whose NaN results to give where ``et_in`` is
+    its compute type, ``templates.unary``)."""
     if opcode == Opcode.CLAMP:
         lo, x, hi = args
-        return E.clamp(et_out, lo, x, hi, lanes=lanes)
+        return E.clamp(et_out, lo, x, hi, lanes=lanes, xla_type=xla_type)
     if OPCODES[opcode].max_operands == 1:
-        return E.unary(opcode, et_in, et_out, args[0], lanes=lanes)
+        return E.unary(opcode, et_in, et_out, args[0], lanes=lanes, xla_type=xla_type)
     a, b = args
-    return E.binary(opcode, et_in, a, b, lanes=lanes)
+    return E.binary(opcode, et_in, a, b, lanes=lanes, xla_type=xla_type)
 
 
 def _arithmetic(em: ElementalEmitter, inst: HloInstruction, index: Index) -> Value:

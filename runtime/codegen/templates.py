@@ -15,8 +15,10 @@ width and 32 (for clz on char/short).
 
 Where XLA's results differ from C's (hlo-reference section 7, opencl-notes section 6):
 integer division by zero and INT_MIN / -1, shifts by the width or more, NaN in maximum,
-minimum and float-to-int conversion, integer power, and -0 versus +0 in maximum/minimum
-(XLA orders -0 < +0). XLA's CPU backend also flushes f32/f64 denormals to zero; that is a
+minimum and float-to-int conversion, integer power, -0 versus +0 in maximum/minimum
+(XLA orders -0 < +0), and which NaN a float result is (``OpcodeSpec.nan``: C's functions give
+a positive canonical NaN where x86's arithmetic, which XLA's code is, keeps the operand's or
+gives a negative one). XLA's CPU backend also flushes f32/f64 denormals to zero; that is a
 build option (``runtime.opencl.device.Device.build_options``), not part of these templates.
 """
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 import re
 
 from ..hlo.opcode_enum import Opcode
-from ..hlo.opcodes import OPCODES
+from ..hlo.opcodes import OPCODES, NanRule
 from .template_fill import fill
 from typing import Sequence
 
@@ -83,18 +85,22 @@ HELPERS: tuple[Helper, ...] = (
     # maximum/minimum: NaN wins, and -0 < +0 (for equal operands, the AND/OR of the bits picks
     # +0 for max and -0 for min); otherwise fmax/fmin. A result equal to zero is written as a
     # signed zero, so a denormal comes out flushed where the device flushes denormals (as XLA's
-    # CPU backend does) and unchanged where it does not.
+    # CPU backend does) and unchanged where it does not. An ``a`` NaN is the result as it is;
+    # a ``b`` NaN gets XLA's sign: that of max(a, b) and min(a, b) for numbers, negative for
+    # max only where both signs are, for min where either is (XLA fixes every result's sign so).
     *_family(_FLOAT_C, "xla_fmax_$T",
              "$T xla_fmax_$T($T a, $T b) {\n"
              "  $T m = (a == b) ? as_$T(as_$U(a) & as_$U(b)) : fmax(a, b);\n"
              "  m = (m == ($T)0) ? copysign(($T)0, m) : m;\n"
-             "  return isnan(a) ? a : (isnan(b) ? b : m);\n"
+             "  $T nan_b = as_$T(as_$U(b) & (as_$U(a) | ~(($U)1 << ($bits - 1))));\n"
+             "  return isnan(a) ? a : (isnan(b) ? nan_b : m);\n"
              "}\n", vector=True),
     *_family(_FLOAT_C, "xla_fmin_$T",
              "$T xla_fmin_$T($T a, $T b) {\n"
              "  $T m = (a == b) ? as_$T(as_$U(a) | as_$U(b)) : fmin(a, b);\n"
              "  m = (m == ($T)0) ? copysign(($T)0, m) : m;\n"
-             "  return isnan(a) ? a : (isnan(b) ? b : m);\n"
+             "  $T nan_b = as_$T(as_$U(b) | (as_$U(a) & (($U)1 << ($bits - 1))));\n"
+             "  return isnan(a) ? a : (isnan(b) ? nan_b : m);\n"
              "}\n", vector=True),
     *_family(_FLOAT_C, "xla_sign_$T",
              "$T xla_sign_$T($T x) {\n"
@@ -416,17 +422,23 @@ def round_vector(et: ElementType | str, lanes: int, value: str) -> str:
     return f"xla_round_{_name(et)}x{lanes}({value})"
 
 
-def rounds(opcode: Opcode) -> bool:
-    """Whether ``opcode``'s float result needs rounding to a narrow float's precision."""
-    return not OPCODES[opcode].exact
+def rounds(opcode: Opcode, et: ElementType | str) -> bool:
+    """Whether ``opcode``'s float result of ``et`` (f16 or bf16 in a vector kernel) needs
+    rounding to its precision (or a NaN made XLA's, ``_exact``)."""
+    return not _exact(opcode, cl_type(et))
 
 
 def _exact(opcode: Opcode, row: ClType) -> bool:
     """Whether ``opcode``'s result on ``row``'s float values needs no rounding: it is a value
-    of the type itself in f16, bf16, f32 and f64. Not in the coded floats: XLA computes their
+    of the type itself in f16, f32 and f64. Not in the coded floats: XLA computes their
     arithmetic in f16 or f32 and converts back, which makes f8e5m2's NaN 0x7f whatever it
-    was, a "fnuz" format's -0 +0, f8e3m4's floor(-15.5) -inf and f8e8m0fnu's negation NaN."""
-    return OPCODES[opcode].exact and row.family == "float" and not _coded(row)
+    was, a "fnuz" format's -0 +0, f8e3m4's floor(-15.5) -inf and f8e8m0fnu's negation NaN.
+    Nor in bf16: XLA computes it in f32, and the convert back makes a NaN the canonical one
+    with its sign. In every type, an operation passing a value on (copy, real) keeps its
+    bits."""
+    spec = OPCODES[opcode]
+    return spec.exact and row.family == "float" \
+        and (spec.passes_value or not (_coded(row) or row.name == "bf16"))
 
 
 def _subst(template: str, row: ClType, lanes: int = 1, **operands: str) -> str:
@@ -507,9 +519,11 @@ def unary_result_type(opcode: Opcode, et: ElementType) -> ElementType:
 
 
 def unary(opcode: Opcode, et_in: ElementType | str, et_out: ElementType | str, x: str,
-          lanes: int = 1) -> str:
+          lanes: int = 1, xla_type: ElementType | str | None = None) -> str:
     """XLA's ``opcode`` applied to ``x`` (of ``et_in``), as an expression of ``et_out``; with
-    ``lanes`` > 1, on vectors (only where ``vector_lanes`` says so)."""
+    ``lanes`` > 1, on vectors (only where ``vector_lanes`` says so). ``xla_type``: the type
+    whose NaN results to give where ``et_in`` is its compute type (a vector kernel's f16 or
+    bf16 computed in f32 vectors)."""
     row = cl_type(et_in)
     template = _packed_integer(opcode, row)
     if template is None and opcode == Opcode.COUNT_LEADING_ZEROS and row.family in ("sint", "uint"):
@@ -520,6 +534,7 @@ def unary(opcode: Opcode, et_in: ElementType | str, et_out: ElementType | str, x
         raise _unsupported(f"unary opcode {opcode}", et_in)
     if row.name in EXPONENT_FLOATS and opcode in EXPONENT_FLOAT_TINY:
         template = f"xla_e8m0_{opcode.name.lower()}($x)"
+    template = _nan_ruled(opcode, row, template, xla_type)
     expr = _subst(template, row, lanes, x=x)
     return expr if _exact(opcode, row) else round_to_storage(et_out, expr)
 
@@ -571,14 +586,105 @@ HELPERS += tuple(_exponent_float_tiny(op, _UNARY.get((op, "float")) or _BINARY[(
                  for op in EXPONENT_FLOAT_TINY)
 
 
-def binary(opcode: Opcode, et: ElementType | str, a: str, b: str, lanes: int = 1) -> str:
-    """XLA's ``opcode`` of ``a`` and ``b`` (both of ``et``; the result is ``et`` too)."""
+_CLAMP = {"float": "xla_fmin_$T(xla_fmax_$T($lo, $x), $hi)",
+          "sint": "min($hi, max($lo, $x))", "uint": "min($hi, max($lo, $x))",
+          "pred": "((uchar)(($lo | $x) & $hi))"}
+
+
+# --- NaN results (``OpcodeSpec.nan``) -----------------------------------------------------
+
+# the bits of x86's NaNs by C type: the quiet bit, the sign bit, the default NaN (negative),
+# its positive twin and all ones
+_NAN_BITS = {
+    "float": {"quiet": "0x400000u", "sign-bit": "0x80000000u", "negative": "0xffc00000u",
+              "positive": "0x7fc00000u", "all-ones": "0xffffffffu"},
+    "double": {"quiet": "0x8000000000000UL", "sign-bit": "0x8000000000000000UL",
+               "negative": "0xfff8000000000000UL", "positive": "0x7ff8000000000000UL",
+               "all-ones": "0xffffffffffffffffUL"},
+}
+# the format XLA computes a float type's arithmetic in, by C type, as ``NanRule`` names them
+_NAN_FORMATS = (("f16", "float"), ("f32", "float"), ("f64", "double"), ("f8", "float"))
+
+
+def _nan_helper_name(opcode: Opcode, fmt: str) -> str:
+    return f"xla_nan_{Opcode(opcode).name.lower()}_{fmt}_$T"
+
+
+def _nan_helper(opcode: Opcode, rule: NanRule, fmt: str, c_type: str,
+                template: str) -> tuple[Helper, ...]:
+    """``template`` computed, then a NaN result made the one ``rule`` says XLA gives in
+    ``fmt``: only NaN results are touched, so every other value is the template's (power's
+    pow(NaN, 0) = 1 stays 1)."""
+    bits = _NAN_BITS[c_type]
+
+    def constant(kind: str) -> str:
+        return f"as_$T(($U){bits[kind]})"
+
+    def from_operand(name: str) -> str:
+        flip = f" ^ ($U){bits['sign-bit']}" if rule.operand == "negated" else ""
+        return f"as_$T((as_$U({name}) | ($U){bits['quiet']}){flip})"
+    invalid = rule.f64_invalid if fmt == "f64" and rule.f64_invalid else rule.invalid
+    one_nan = dict(rule.one_nan_in).get(fmt)
+    if one_nan is not None:
+        nan = constant(one_nan)
+    elif "$b" not in template:
+        nan = f"(isnan(x) ? {from_operand('x')} : {constant(invalid)})"
+    else:
+        first, second = ("a", "b") if rule.first == 0 else ("b", "a")
+        nan = (f"(isnan({first}) ? {from_operand(first)} : (isnan({second}) ? "
+               f"{from_operand(second)} : {constant(invalid)}))")
+    params = ("$T lo, $T x, $T hi" if "$lo" in template
+              else "$T x" if "$b" not in template else "$T a, $T b")
+    body = fill(template, {"T": "$T", "U": "$U", "W": "$W", "S": "$S", "bits": "$bits",
+                           "HUGE_EXP": "$HUGE_EXP"}, x="x", a="a", b="b", lo="lo", hi="hi")
+    name = _nan_helper_name(opcode, fmt)
+    return _family((c_type,), name,
+                   f"$T {name}({params}) {{\n"
+                   f"  $T r = {body};\n"
+                   f"  return isnan(r) ? {nan} : r;\n"
+                   "}\n", tuple(sorted(set(re.findall(r"\bxla_[\w$]+", body)))), vector=True)
+
+
+def _nan_format(rule: NanRule | None, fmt: str) -> bool:
+    """Whether ``rule`` changes a NaN result in ``fmt``."""
+    return rule is not None and (rule.operand != "kept" or fmt in dict(rule.one_nan_in))
+
+
+HELPERS += tuple(h for (op, family), template in {**_UNARY, **_BINARY,
+                                                  (Opcode.CLAMP, "float"): _CLAMP["float"]}.items()
+                 for rule in (OPCODES[Opcode(op)].nan,) if family == "float" and rule is not None
+                 for fmt, c_type in _NAN_FORMATS if _nan_format(rule, fmt)
+                 for h in _nan_helper(Opcode(op), rule, fmt, c_type, template))
+
+
+def _nan_ruled(opcode: Opcode, row: ClType, template: str,
+               xla_type: ElementType | str | None) -> str:
+    """``template``, or the helper making its NaN results XLA's where ``opcode`` has a NaN
+    rule, as XLA computes it for ``xla_type`` (``row``'s type where None; not for
+    f8e8m0fnu, whose one NaN has no sign or payload)."""
+    name = row.name if xla_type is None else _name(xla_type)
+    if row.family != "float" or name in EXPONENT_FLOATS:
+        return template
+    fmt = "f64" if row.compute == "double" else "f8" if name in BYTE_FLOATS else (
+        "f16" if name == "f16" else "f32")
+    if not _nan_format(OPCODES[opcode].nan, fmt):
+        return template
+    call = "($lo, $x, $hi)" if "$lo" in template else "($x)" if "$b" not in template \
+        else "($a, $b)"
+    return _nan_helper_name(opcode, fmt) + call
+
+
+def binary(opcode: Opcode, et: ElementType | str, a: str, b: str, lanes: int = 1,
+           xla_type: ElementType | str | None = None) -> str:
+    """XLA's ``opcode`` of ``a`` and ``b`` (both of ``et``; the result is ``et`` too;
+    ``xla_type`` as for ``unary``)."""
     row = cl_type(et)
     template = _packed_integer(opcode, row) or _BINARY.get((opcode, row.family))
     if template is None:
         raise _unsupported(f"binary opcode {opcode}", et)
     if row.name in EXPONENT_FLOATS and opcode in EXPONENT_FLOAT_TINY:
         template = f"xla_e8m0_{opcode.name.lower()}($a, $b)"
+    template = _nan_ruled(opcode, row, template, xla_type)
     expr = _subst(template, row, lanes, a=a, b=b)
     return expr if _exact(opcode, row) else round_to_storage(et, expr)
 
@@ -646,18 +752,18 @@ def select(pred: str, on_true: str, on_false: str) -> str:
     return f"(({pred}) ? ({on_true}) : ({on_false}))"
 
 
-_CLAMP = {"float": "xla_fmin_$T($hi, xla_fmax_$T($lo, $x))",
-          "sint": "min($hi, max($lo, $x))", "uint": "min($hi, max($lo, $x))",
-          "pred": "((uchar)(($lo | $x) & $hi))"}
-
-
-def clamp(et: ElementType | str, lo: str, x: str, hi: str, lanes: int = 1) -> str:
-    """XLA's ``clamp(lo, x, hi)`` = min(hi, max(lo, x)) with NaN-propagating max/min."""
+def clamp(et: ElementType | str, lo: str, x: str, hi: str, lanes: int = 1,
+          xla_type: ElementType | str | None = None) -> str:
+    """XLA's ``clamp(lo, x, hi)`` = min(max(lo, x), hi) with its NaN-propagating max/min (in
+    that operand order, which decides which NaN wins and its sign; ``xla_type`` as for
+    ``unary``)."""
     row = cl_type(et)
     template = _CLAMP.get(row.family)
     if template is None:
         raise _unsupported("clamp", et)
-    return _subst(template, row, lanes, lo=lo, x=x, hi=hi)
+    expr = _subst(_nan_ruled(Opcode.CLAMP, row, template, xla_type), row, lanes, lo=lo, x=x,
+                  hi=hi)
+    return round_to_storage(et, expr) if _coded(row) else expr
 
 
 # unsigned opcodes whose templates are valid on vectors (operators, ``max``/``min``, the
@@ -821,7 +927,9 @@ def reduce_precision(et: ElementType | str, x: str, exponent_bits: int,
     nbits, src_e, src_m = _FLOAT_FORMATS[row.name]
     reduced = (f"xla_reduce_precision_bits((ulong){_to_bits(row, x)}, {nbits}, {src_e}, "
                f"{src_m}, {exponent_bits}, {mantissa_bits})")
-    return _from_bits(row, reduced)
+    # XLA computes bf16's in f32: the convert back makes a NaN the canonical one, its sign kept
+    value = _from_bits(row, reduced)
+    return round_to_storage(row, value) if row.name == "bf16" else value
 
 
 __all__ = [

@@ -104,6 +104,33 @@ COMPUTATION_ATTRIBUTES = frozenset(
 
 
 @dataclass(frozen=True)
+class NanRule:
+    """The NaN XLA's CPU backend (x86) gives for a float operation whose C library function
+    may give another (PoCL's return a positive canonical NaN): a kernel computes the
+    function, then makes a NaN result this one, so that bit patterns (a bitcast of the result,
+    the sign of an 8-bit float's NaN) are XLA's. Measured with XLA's CPU backend on NaNs of
+    both signs with payloads, signalling NaNs, infinities, zeros, +-1 and denormals."""
+
+    # a NaN operand's result: "quiet" (its sign and payload with the quiet bit set, as x86's
+    # arithmetic passes a NaN on), "negated" (quieted and its sign flipped: logistic is
+    # 1 / (1 + exp(-x)) in XLA), "kept" (the template's NaN is XLA's but in ``one_nan_in``)
+    operand: str = "quiet"
+    # the NaN of an invalid operation on non-NaN operands (log(-1), sqrt(-1), sine(inf),
+    # inf % 1): "negative" (x86's default NaN, 0xffc00000 in f32), "positive" (a NaN constant
+    # of XLA's expansion: asin(2))
+    invalid: str = "negative"
+    # the operand whose NaN wins when both are NaN (atan2 tests its x first)
+    first: int = 0
+    # (format: "f16", "f32", "f64" or "f8", the 8-bit floats XLA computes through f16; the one
+    # NaN every NaN result is in it instead): "all-ones" (Eigen's f32 log, which XLA uses, ORs
+    # an all-ones mask into it), "positive" (LLVM's f16 maximum and minimum give the canonical
+    # NaN)
+    one_nan_in: tuple[tuple[str, str], ...] = ()
+    # the invalid NaN in f64 where it is not ``invalid`` (XLA's f64 log is another expansion)
+    f64_invalid: str | None = None
+
+
+@dataclass(frozen=True)
 class OpcodeSpec:
     name: Opcode
     min_operands: int
@@ -187,6 +214,9 @@ class OpcodeSpec:
     # normalisation gives a convert to that type the unrounded result with the operands
     # kept narrow (a dot or convolution: XLA rounds a reduction at every step, so not those)
     contraction_normalized: bool = False
+    # the NaN its float result is where XLA's differs from what the C function gives
+    # (``NanRule``); None: the template's own NaN is XLA's (bit operations, x86 arithmetic)
+    nan: NanRule | None = None
     # why the OpenCL backend does not lower it (the code generator refuses it with this, and
     # the exhaustiveness test reads it); None: lowered
     unsupported: str | None = None
@@ -442,13 +472,26 @@ _set("distinct", True, "parameter", "opt-barrier", "add-dependency", "domain", "
 _set("runs_computations", True, "while", "conditional", "call", "custom-call")
 _set("complex_pass_through", True, "parameter", "tuple", "get-tuple-element", "custom-call",
      "opt-barrier", "bitcast")
-_set("passes_value", True, "convert", "copy", "bitcast", "reshape", "broadcast", "transpose",
-     "slice", "reverse")
+_set("passes_value", True, "convert", "copy", "real", "bitcast", "reshape", "broadcast",
+     "transpose", "slice", "reverse")
 _set("exact", True, "abs", "negate", "sign", "floor", "ceil", "round-nearest-afz",
      "round-nearest-even", "copy", "is-finite", "maximum", "minimum", "real", "imag")
 _set("folds_exponent_float_tiny", True, "sign", "ceil", "exponential-minus-one", "tan", "asin",
      "power", "atan2")
 _set("contraction_normalized", True, "dot", "convolution")
+# (exponential, expm1, sqrt, rsqrt, floor, ceil and the roundings have none: their C
+# functions give x86's NaNs already, and they are the hot ones)
+_set("nan", NanRule(), "cbrt", "sine", "cosine", "tan", "tanh", "sinh", "cosh", "asinh",
+     "acosh", "atanh", "erf", "remainder", "power")
+_set("nan", NanRule(invalid="positive"), "asin", "acos")
+_set("nan", NanRule(operand="negated"), "logistic")
+_set("nan", NanRule(first=1), "atan2")
+_set("nan", NanRule(one_nan_in=(("f32", "all-ones"), ("f8", "all-ones")),
+                    f64_invalid="positive"), "log")
+_set("nan", NanRule(one_nan_in=(("f16", "all-ones"), ("f32", "all-ones"), ("f8", "all-ones")),
+                    f64_invalid="positive"), "log-plus-one")
+_set("nan", NanRule(operand="kept", one_nan_in=(("f16", "positive"), ("f8", "positive"))),
+     "maximum", "minimum", "clamp")
 
 _HOST_IO = "host I/O channels do not exist on this single-device runtime"
 _ASYNC_OR_COLLECTIVE = ("asynchronous and collective operations are not supported; print the "

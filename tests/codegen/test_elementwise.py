@@ -292,10 +292,15 @@ def test_unsupported_combinations_name_the_opcode_and_type():
 
 
 def test_f16_and_bf16_results_are_rounded_after_each_op_but_exact_ops_are_not():
+    """Exact ops are not rounded in f16, which XLA computes them in; in bf16, which XLA
+    computes them in f32 and converts back, they are (only a NaN changes: it becomes the
+    canonical one with its sign), but for a copy."""
     assert ew.binary("add", "bf16", "a", "b") == "xla_round_bf16(($a + $b))".replace("$", "")
     assert ew.binary("add", "f32", "a", "b") == "(a + b)"
     assert ew.unary("negate", "f16", "f16", "x") == "(-x)"
-    assert ew.binary("maximum", "bf16", "a", "b") == "xla_fmax_float(a, b)"
+    assert ew.binary("maximum", "f16", "a", "b") == "xla_nan_maximum_f16_float(a, b)"
+    assert ew.binary("maximum", "bf16", "a", "b") == "xla_round_bf16(xla_fmax_float(a, b))"
+    assert ew.unary("copy", "bf16", "bf16", "x") == "x"
 
 
 @pytest.mark.parametrize("et", INT_TYPES)

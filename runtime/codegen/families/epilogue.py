@@ -171,8 +171,10 @@ class VectorEpilogue:
         et = shape.element_type
         if inst.opcode == Opcode.CONVERT:    # between types of one compute type: exact or rounded
             return kb.let(vec, self._rounded(et, args[0]), "ev")
-        value = arithmetic(inst.opcode, self.compute, self.compute, args, lanes=self.lanes)
-        return kb.let(vec, self._rounded(et, value) if E.rounds(inst.opcode) else value, "ev")
+        value = arithmetic(inst.opcode, self.compute, self.compute, args, lanes=self.lanes,
+                           xla_type=et)
+        return kb.let(vec, self._rounded(et, value) if E.rounds(inst.opcode, et) else value,
+                      "ev")
 
     def _mask(self, p: HloInstruction, index: tuple[str, ...], mapping: Mapping) -> str:
         """A select's predicate as an ``int`` lane mask (-1 where true), as ``vectorizes``

@@ -531,8 +531,9 @@ def _arithmetic(em: _RowEmitter, inst: HloInstruction, index: Index) -> str:
     # rank-0 operands (clamp's bounds) are uniform, read at the empty index
     args = [em.element(op, SCALAR if op.shape.rank == 0 else index) for op in inst.operands]
     compute = "u32" if inst.array_shape.element_type.name == "u32" else "f32"
-    expr = arithmetic(inst.opcode, compute, compute, args, lanes=em.n)
-    if not E.rounds(inst.opcode):
+    et = inst.array_shape.element_type
+    expr = arithmetic(inst.opcode, compute, compute, args, lanes=em.n, xla_type=et)
+    if not E.rounds(inst.opcode, et):
         return em.kb.let(em.vector_type(inst), expr, "v")
     return em.rounded(inst, expr)
 

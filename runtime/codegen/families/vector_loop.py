@@ -235,8 +235,9 @@ class _VectorEmitter:
             value = args[0]
         else:
             compute = VECTOR_COMPUTE[et.name]
-            value = arithmetic(inst.opcode, compute, compute, args, lanes=self.lanes)
-            if not E.rounds(inst.opcode):
+            value = arithmetic(inst.opcode, compute, compute, args, lanes=self.lanes,
+                               xla_type=et)
+            if not E.rounds(inst.opcode, et):
                 return kb.let(vec, value)
         return kb.let(vec, self._rounded(et, value))
 
