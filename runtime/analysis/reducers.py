@@ -13,7 +13,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..hlo.dtypes import BYTE_FLOATS, SMALL_FLOATS, ElementType
+from ..hlo.dtypes import ROUNDED_EVERY_STEP, ElementType
 from ..hlo.ir import HloComputation, HloInstruction
 from ..hlo.opcode_enum import Opcode
 from ..hlo.opcodes import OPCODES
@@ -71,13 +71,14 @@ def init_is_identity(reduce: HloInstruction) -> bool:
 def reorderable(reduce: HloInstruction) -> bool:
     """Whether kernels may regroup ``reduce``'s steps (partial accumulators, work-group trees,
     split rows): it starts from its reducer's identity, and the reducer is not a sum or
-    product rounded to an 8-bit float at every step, whose result depends on the order
-    (``passes/tree_reductions`` gives those XLA's order, which the kernels then keep)."""
+    product rounded to a narrow float (f16, bf16 or narrower) at every step, whose result
+    depends on the order (``passes/tree_reductions`` gives those XLA's order, which the
+    kernels then keep)."""
     if not init_is_identity(reduce):
         return False
     op = reducer_opcode(reduce.to_apply)
     return not (op in ("add", "multiply")
-                and reduce.operands[1].array_shape.element_type.name in BYTE_FLOATS + SMALL_FLOATS)
+                and reduce.operands[1].array_shape.element_type.name in ROUNDED_EVERY_STEP)
 
 
 def argminmax_direction(reduce: HloInstruction) -> str | None:

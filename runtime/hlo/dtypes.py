@@ -123,6 +123,11 @@ EXPONENT_FLOATS = ("f8e8m0fnu",)
 # the floats narrower than a byte (ml_dtypes' formats, no infinities or NaNs): computed in f32
 # like BYTE_FLOATS, from their own codes (codegen.cltypes)
 SMALL_FLOATS = ("f4e2m1fn", "f6e2m3fn", "f6e3m2fn")
+# the floats whose sums and products XLA's CPU backend rounds to their own type at every
+# step (f16 and bf16 too, not only the narrower ones), so the order of the steps shows in a
+# reduction's result by several units in the last place: those reductions keep XLA's order
+# (``passes.tree_reductions``, ``analysis.reducers.reorderable``)
+ROUNDED_EVERY_STEP = ("f16", "bf16") + BYTE_FLOATS + SMALL_FLOATS
 # the types stored packed, first element in the low bits of a byte (XLA's CPU backend gives
 # every 2- and 4-bit type an ``E(bits)`` layout: two s4 or four s2 a byte, whatever the text's
 # layout says); the 6-bit floats take a byte each (XLA's CPU backend cannot compile them)
