@@ -281,8 +281,9 @@ def test_a_module_larger_than_device_memory_fails_before_allocating():
     exe = runtime.compile(text)
     s = runtime.device_put(np.float32(1))
     with pytest.raises(runtime.DeviceError, match=r"needs 800000000004 bytes of device memory, "
-                                                  r"but .* has \d+ bytes"):
+                                                  r"but .* has \d+ bytes") as info:
         exe.run(s)
+    assert info.value.line == 4                     # located at the value that outgrows it
     assert exe.last_run is None                     # nothing ran, nothing was returned
     np.testing.assert_array_equal(np.asarray(s), np.float32(1))
 

@@ -71,8 +71,9 @@ def init_is_identity(reduce: HloInstruction) -> bool:
 def reorderable(reduce: HloInstruction) -> bool:
     """Whether kernels may regroup ``reduce``'s steps (partial accumulators, work-group trees,
     split rows): it starts from its reducer's identity, and the reducer is not a sum or
-    product rounded to a float narrower than f32 at every step, whose result depends on the
-    order (``passes/tree_reductions`` gives those XLA's order, which the kernels then keep)."""
+    product rounded to a narrow float (f16, bf16 or narrower) at every step, whose result
+    depends on the order (``passes/tree_reductions`` gives those XLA's order, which the
+    kernels then keep)."""
     if not init_is_identity(reduce):
         return False
     op = reducer_opcode(reduce.to_apply)

@@ -453,11 +453,22 @@ class Executable:
         available = self.device.global_mem_bytes
         if self._bytes_needed > available:
             raise DeviceError(f"{self.name} needs {self._bytes_needed} bytes of device memory, "
-                              f"but {self.device} has {available} bytes")
+                              f"but {self.device} has {available} bytes",
+                              **self._largest_value_site())
         if self._largest > self.device.max_alloc_bytes:
             raise DeviceError(f"{self.name} needs a single buffer of {self._largest} bytes, but "
                               f"{self.device} allows at most {self.device.max_alloc_bytes} "
-                              f"bytes per buffer")
+                              f"bytes per buffer", **self._largest_value_site())
+
+    def _largest_value_site(self) -> dict[str, Any]:
+        """Where the module outgrows the device: the instruction defining the largest value,
+        with its line, so the error points at the shape to shrink rather than at the module."""
+        values = [v for a in self.buffer_assignment.allocations for b in a.buffers
+                  for v in b.values]
+        if not values:
+            return {}
+        inst = max(values, key=lambda v: v.size).instruction
+        return {"location": inst.location, "instruction": inst.name}
 
     def _arena_buffer(self, alloc, arena_size: int):
         """One arena per executable; temp allocations are laid end to end inside it."""
