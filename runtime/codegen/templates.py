@@ -529,7 +529,8 @@ HELPERS += _family(("float",), "xla_f16_expm1_$T",
                    "}\n", ("xla_round_f16_$T", "xla_tanh_$T"), vector=True)
 HELPERS += _family(("float",), "xla_f16_logistic_$T",
                    "$T xla_f16_logistic_$T($T x) {\n"
-                   "  return xla_round_f16_$T(1.0f / xla_round_f16_$T(1.0f + xla_round_f16_$T(exp(-x))));\n"
+                   "  $T e = xla_round_f16_$T(exp(-x));\n"
+                   "  return xla_round_f16_$T(1.0f / xla_round_f16_$T(1.0f + e));\n"
                    "}\n", ("xla_round_f16_$T",), vector=True)
 
 # clz through a 32- or 64-bit unsigned value, so clz(0) is the type's own width on every
