@@ -32,7 +32,8 @@ from .template_fill import fill
 from typing import Sequence
 
 from ..errors import HloUnsupportedError
-from ..hlo.dtypes import BYTE_FLOATS, EXPONENT_FLOATS, PRED, SMALL_FLOATS, ElementType
+from ..hlo.dtypes import (BYTE_FLOATS, ELEMENT_TYPES, EXPONENT_FLOATS, PRED, SMALL_FLOATS,
+                          ElementType)
 from .cltypes import (C_BITS, C_SIGNED, C_UNSIGNED, NAN_FROM_NARROW, ClType, Helper, cl_type,
                       round_to_storage, rounds_narrow)
 from .cltypes import literal as cltypes_literal
@@ -509,6 +510,14 @@ _UNARY: dict[tuple[str, str], str] = {
 # one. expm1 is tanh(x/2) * (exp(x) + 1) for |x| <= 0.5 (x where x/2 is 0), exp(x) - 1 above;
 # logistic is 1 / (1 + exp(-x)); each step rounded to f16 (bit for bit on all 65536 codes
 # against jaxlib 0.10.2, where rounding the f32 result differs on 11381 and 11072 of them).
+# The 8-bit floats, which XLA computes in f16, take the same steps (rounding once misses one
+# logistic code of four of them).
+def _computed_in_f16(name: str) -> bool:
+    """f16, and the 8-bit floats XLA's float normalisation computes in f16."""
+    return name == "f16" or (name in ELEMENT_TYPES
+                             and ELEMENT_TYPES[name].arithmetic_type == "f16")
+
+
 F16_STEPWISE: dict[Opcode, str] = {
     Opcode.EXPONENTIAL_MINUS_ONE: "xla_f16_expm1_$T($x)",
     Opcode.LOGISTIC: "xla_f16_logistic_$T($x)",
@@ -563,7 +572,7 @@ def unary(opcode: Opcode, et_in: ElementType | str, et_out: ElementType | str, x
         raise _unsupported(f"unary opcode {opcode}", et_in)
     if row.name in EXPONENT_FLOATS and opcode in EXPONENT_FLOAT_TINY:
         template = f"xla_e8m0_{opcode.name.lower()}($x)"
-    if (row.name if xla_type is None else _name(xla_type)) == "f16":
+    if _computed_in_f16(row.name if xla_type is None else _name(xla_type)):
         template = F16_STEPWISE.get(opcode, template)
     template = _nan_ruled(opcode, row, template, xla_type)
     expr = _subst(template, row, lanes, x=x)
@@ -686,8 +695,8 @@ HELPERS += tuple(h for (op, family), template in {**_UNARY, **_BINARY,
                  for rule in (OPCODES[Opcode(op)].nan,) if family == "float" and rule is not None
                  for fmt, c_type in _NAN_FORMATS if _nan_format(rule, fmt)
                  for h in _nan_helper(Opcode(op), rule, fmt, c_type,
-                                      F16_STEPWISE.get(Opcode(op), template) if fmt == "f16"
-                                      else template))
+                                      F16_STEPWISE.get(Opcode(op), template)
+                                      if fmt in ("f16", "f8") else template))
 
 
 def _nan_ruled(opcode: Opcode, row: ClType, template: str,

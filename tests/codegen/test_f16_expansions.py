@@ -1,9 +1,10 @@
 """f16 expm1 and logistic as XLA's CPU backend computes them: its elemental emitter's
 expansion with every step rounded to f16 (``templates.F16_STEPWISE``), not the f32 result
-rounded once. The fixed values are XLA's (jaxlib 0.10.2) where the two differ, in a scalar
-kernel (10 elements) and a vector one (the same values tiled); with jax installed, all 65536
-codes are compared bit for bit."""
+rounded once; the 8-bit floats, which XLA computes in f16, too. The fixed values are XLA's
+(jaxlib 0.10.2) where the two differ, in a scalar kernel (10 elements) and a vector one (the
+same values tiled); with jax installed, every code is compared bit for bit."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -20,8 +21,9 @@ XLA = {
 }
 
 
-def _text(op: str, n: int) -> str:
-    return f"HloModule m\nENTRY e {{\n  p = f16[{n}] parameter(0)\n  ROOT r = f16[{n}] {op}(p)\n}}\n"
+def _text(op: str, n: int, dtype: str = "f16") -> str:
+    return (f"HloModule m\nENTRY e {{\n  p = {dtype}[{n}] parameter(0)\n"
+            f"  ROOT r = {dtype}[{n}] {op}(p)\n}}\n")
 
 
 @pytest.mark.parametrize("op", sorted(XLA))
@@ -43,3 +45,26 @@ def test_every_code_like_xla(op):
     nan = np.isnan(got) & np.isnan(want)
     assert np.isnan(got).sum() == np.isnan(want).sum()
     np.testing.assert_array_equal(got.view(np.uint16)[~nan], want.view(np.uint16)[~nan])
+
+
+def test_an_eight_bit_float_takes_the_f16_steps():
+    x = np.array([-0.1875, 1.0], ml_dtypes.float8_e4m3fn)
+    got = runtime.compile(_text("logistic", 2, "f8e4m3fn"))(x)
+    assert got.astype(np.float32).tolist() == [0.4375, 0.75]      # rounded once: 0.46875
+
+
+@pytest.mark.parametrize("dtype", ["f8e4m3fn", "f8e5m2", "f8e4m3fnuz", "f8e5m2fnuz",
+                                   "f8e4m3b11fnuz", "f8e4m3", "f8e3m4"])
+@pytest.mark.parametrize("op", sorted(XLA))
+def test_every_eight_bit_code_like_xla(op, dtype):
+    jax = pytest.importorskip("jax")
+    xla_cpu = pytest.importorskip("benchmarks.xla_cpu")
+    codes = np.arange(256, dtype=np.uint8).view(getattr(ml_dtypes, {
+        "f8e4m3fn": "float8_e4m3fn", "f8e5m2": "float8_e5m2", "f8e4m3fnuz": "float8_e4m3fnuz",
+        "f8e5m2fnuz": "float8_e5m2fnuz", "f8e4m3b11fnuz": "float8_e4m3b11fnuz",
+        "f8e4m3": "float8_e4m3", "f8e3m4": "float8_e3m4"}[dtype]))
+    text = _text(op, codes.size, dtype)
+    want = np.asarray(xla_cpu.compile_hlo(text).executable.execute([jax.device_put(codes)])[0])
+    got = runtime.compile(text)(codes)
+    nan = np.isnan(got.astype(np.float32)) & np.isnan(want.astype(np.float32))
+    np.testing.assert_array_equal(got.view(np.uint8)[~nan], want.view(np.uint8)[~nan])
