@@ -51,6 +51,7 @@ from .hlo.verifier import verify
 from .target import CPU, Target
 from .passes.apply_schedule import schedule_in_place
 from .passes.call_layouts import match_call_layouts
+from .passes.cholesky_host_calls import cholesky_to_host_calls_in_place
 from .passes.complex_lowering import lower_complex_in_place
 from .passes.constant_divisors import multiply_by_reciprocals_in_place
 from .passes.convolution_layout import relayout_convolution_kernels_in_place
@@ -84,6 +85,7 @@ OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("spmd-collectives", rewrite_spmd_collectives_in_place, False),
     ("one-device-collectives", rewrite_one_device_collectives_in_place, False),
     ("constant-divisors", multiply_by_reciprocals_in_place, False),
+    ("cholesky-host-calls", cholesky_to_host_calls_in_place, False),
     ("complex-lowering", lower_complex_in_place, False),
     ("stochastic-convert", expand_stochastic_converts_in_place, False),
     ("dynamic-padding", pad_dynamic_shapes_in_place, False),

@@ -12,7 +12,7 @@ computation has root ``op``; ``LOOP`` for shapes of the loop kernel (called with
 instruction, root, fused parameters)); ``ANY`` for what lowers an instruction no rule took.
 
 Packed 2- and 4-bit arrays (``dtypes.PACKED``) are read and written only by rules registered
-with ``packed=True`` (the loop kernel's scalar form, byte copies, control flow): an
+with ``packed=True`` (the loop kernel's scalar form, scatter, byte copies, control flow): an
 instruction that touches one is offered to no other rule, so no family's vector loads,
 tiles or row forms ever index packed bytes as elements.
 """

@@ -17,6 +17,8 @@ the run with ``runtime.CustomCallError`` carrying the message, with the exceptio
 ``__cause__``; the run returns nothing and undonated inputs are untouched.
 """
 
+from ..passes.cholesky_host_calls import CHOLESKY_TARGET
+from .cholesky import xla_cholesky
 from .conventions import CustomCallStatus
 from .lapack import LAPACK_TARGETS
 from .registry import (
@@ -26,6 +28,7 @@ from .registry import (
 
 for _name, _target in LAPACK_TARGETS.items():
     register_builtin(_name, _target)
+register_builtin(CHOLESKY_TARGET, xla_cholesky)
 
 __all__ = [
     "CustomCallStatus", "CustomCallTarget", "register_custom_call", "unregister_custom_call",

@@ -507,8 +507,8 @@ _set("unsupported", _ASYNC_OR_COLLECTIVE, "async-start", "async-update", "async-
 _set("unsupported", _ONE_DEVICE, *(n for n, s in OPCODES.items() if s.one_device is not None))
 _set("unsupported", "kernels never see FFTs: the complex lowering pass writes them as dots "
      "against DFT matrices (passes/fft_lowering), and this one was not rewritten", "fft")
-_set("unsupported", "JAX lowers it to the lapack_?potrf_ffi custom call on CPU, which this "
-     "runtime implements; use that form", "cholesky")
+_set("unsupported", "kernels never see it: passes/cholesky_host_calls makes it a host call "
+     "computing XLA's expansion, and this one was not rewritten", "cholesky")
 _set("unsupported", "JAX lowers it to the lapack_?trsm_ffi custom call on CPU, which this "
      "runtime implements; use that form", "triangular-solve")
 _set("unsupported", _EXPANDED_BY_XLA, "batch-norm-training", "batch-norm-inference",

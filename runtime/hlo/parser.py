@@ -1010,6 +1010,8 @@ class Parser:
             raise self.error(f"a constant cannot have the unbounded shape {shape}")
         if shape.rank == 0:
             return Literal(shape, data=self.parse_scalar(shape))
+        if lx.kind in (L.INT, L.FLOAT, L.IDENT):
+            return self.parse_bare_array_value(shape)
         if not lx.at_punct("{"):
             raise self.error(f"expects '{{' to open an array literal of shape {shape.to_text(False)} "
                              f"but sees {lx.describe()}")
@@ -1029,6 +1031,22 @@ class Parser:
             return Literal(shape, data=read_array(raw, shape))
         except LiteralTextError as e:
             raise self.error(e.message, open_at + e.pos) from None
+
+    def parse_bare_array_value(self, shape: ArrayShape) -> Literal:
+        """``f32[4] constant(7)``: XLA's parser reads one value without braces for an array as
+        its first element (row-major) and leaves the others zero, {7, 0, 0, 0}; it is not a
+        broadcast, so a warning says so. A complex ``(re, im)`` or an array with no elements
+        is an error there, as here."""
+        at = self.lx.start
+        if shape.element_count == 0:
+            raise self.error(f"expects nested array in rank {shape.rank}, but sees 0")
+        first = self.parse_scalar(ArrayShape(shape.element_type, ()))
+        data = np.zeros(shape.dims, dtype=first.dtype)
+        data.flat[0] = first[()]
+        self.warn(at, f"constant {self.lx.instruction} of shape {shape.to_text(False)} has one "
+                  f"value without braces: XLA reads it as the first element and zeros elsewhere, "
+                  f"not as a broadcast")
+        return Literal(shape, data=data)
 
     def parse_scalar(self, shape: ArrayShape) -> np.ndarray:
         """A rank-0 value: one token, or a parenthesised ``(re, im)`` for complex types."""

@@ -231,6 +231,46 @@ def test_work_groups_sharing_bytes_lose_no_code():
         np.testing.assert_array_equal(_bits(out[1:-1]), _bits(update))
 
 
+def _scatters(name: str) -> str:
+    t = name
+    return f"""HloModule m
+combine {{
+  a = {t}[] parameter(0)
+  b = {t}[] parameter(1)
+  ROOT s = {t}[] add(a, b)
+}}
+overwrite {{
+  a = {t}[] parameter(0)
+  ROOT b = {t}[] parameter(1)
+}}
+ENTRY e {{
+  p = {t}[7,9] parameter(0)
+  i = s32[6,2] parameter(1)
+  u = {t}[6,3,3] parameter(2)
+  j = s32[4,1] parameter(3)
+  v = {t}[4,9] parameter(4)
+  n = {t}[6,3,3] negate(u)
+  a = {t}[7,9] scatter(p, i, n), update_window_dims={{1,2}}, inserted_window_dims={{}},
+      scatter_dims_to_operand_dims={{0,1}}, index_vector_dim=1, to_apply=combine
+  o = {t}[7,9] scatter(p, j, v), update_window_dims={{1}}, inserted_window_dims={{0}},
+      scatter_dims_to_operand_dims={{0}}, index_vector_dim=1, to_apply=overwrite,
+      unique_indices=true
+  ROOT r = ({t}[7,9], {t}[7,9]) tuple(a, o)
+}}
+"""
+
+
+@pytest.mark.parametrize("name", PACKED)
+def test_scatters_like_xla(name):
+    """Windows starting mid-byte, repeated windows combined in order, a window that does not
+    fit skipped, updates computed in the scatter's fusion, and one work-item per update element
+    (unique indices) writing neighbouring codes of one byte."""
+    windows = np.array([[0, 0], [1, 3], [1, 3], [4, 5], [6, 6], [3, 1]], np.int32)
+    rows = np.array([[5], [0], [3], [6]], np.int32)
+    _assert_like_xla(_scatters(name), _random(name, (7, 9)), windows,
+                     _random(name, (6, 3, 3), 1), rows, _random(name, (4, 9), 2))
+
+
 @pytest.mark.parametrize("name", ["s4", "u2", "f4e2m1fn"])
 def test_reductions_like_xla(name):
     """Integer sums wrap; f4 sums and products are in XLA's tree order (windows of 32)."""

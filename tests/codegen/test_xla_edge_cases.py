@@ -185,8 +185,8 @@ def test_stable_sort_keeps_equal_keys_in_order(stable_input):
 
 @pytest.mark.parametrize("body,reason", [
     ("x = c64[8] parameter(0)\n  ROOT y = c64[8] atan(x)", "atan on complex values"),
-    ("x = f32[3,3] parameter(0)\n  ROOT y = f32[3,3] cholesky(x), lower=true",
-     "lapack_\\?potrf_ffi"),
+    ("x = f16[3,3] parameter(0)\n  ROOT y = f16[3,3] cholesky(x), lower=true",
+     "cholesky y of f16 values is not supported"),
     ("a = f32[] parameter(0)\n  b = f32[] constant(1)\n"
      "  ROOT y = f32[4] rng(a, b), distribution=rng_uniform", "use rng-bit-generator"),
 ])

@@ -72,6 +72,21 @@ def test_integer_and_pred_literals():
     assert constant("s32[2,0]", "{ {}, {} }").shape == (2, 0)
 
 
+def test_bare_value_for_an_array_is_its_first_element_not_a_broadcast():
+    """XLA's HloParser (jaxlib 0.10.2 runs these) stops an unbraced dense literal after one
+    value: element 0 in row-major order, zeros elsewhere, whatever the layout."""
+    m = runtime.parse(f"{H}ENTRY %e {{\n  ROOT %c = f32[4] constant(7)\n}}")
+    assert m.entry.root.literal.numpy().tolist() == [7, 0, 0, 0]
+    assert m.warnings == ["line 4: constant c of shape f32[4] has one value without braces: XLA "
+                          "reads it as the first element and zeros elsewhere, not as a broadcast"]
+    assert constant("f32[2,3]{0,1}", "5").tolist() == [[5, 0, 0], [0, 0, 0]]
+    assert constant("pred[3]", "true").tolist() == [True, False, False]
+    assert constant("s4[3]", "-3").tolist() == [-3, 0, 0]
+    assert bits(constant("f32[2]", "-nan(0x7)"), np.uint32) == [0xFF800007, 0]
+    m = runtime.parse(H + "ENTRY %e {\n  ROOT %c = (f32[2], s32[]) constant((4, 2))\n}")
+    assert m.entry.root.literal.elements[0].numpy().tolist() == [4, 0]
+
+
 def test_tuple_literal_elements_have_their_own_shapes():
     m = runtime.parse(H + "ENTRY %e {\n  ROOT %c = (f32[], (s32[2], pred[])) constant((1.5, ({2, 3}, true)))\n}")
     lit = m.entry.root.literal

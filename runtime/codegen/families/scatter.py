@@ -14,6 +14,10 @@ sequential order, with the same bits. Window dimensions the indices never move (
 row, a segment sum's features) are split among work-items outright (an element's coordinate
 there is its window position); the other dimensions are dealt out by the element's index
 modulo the number of owners, so that sorted indices (segment ids) spread over all of them.
+
+Every load and store is of one element (``cltypes``), so packed 2- and 4-bit arrays are
+scattered as they are stored: a store changes only its own code's bits, atomically, so
+work-items writing neighbouring codes of one byte never lose each other's.
 """
 
 from __future__ import annotations
@@ -217,4 +221,4 @@ def _row_major(rank: int) -> tuple[int, ...]:
     return tuple(range(rank - 1, -1, -1))
 
 
-register(Opcode.SCATTER, fusion_root_too=True)(lower_scatter)
+register(Opcode.SCATTER, fusion_root_too=True, packed=True)(lower_scatter)
