@@ -18,6 +18,7 @@ instruction's name and each slot its buffer's, so a live memory timeline of the 
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 
 from runtime.buffers import BufferAssignment
@@ -51,9 +52,16 @@ _BODY = "max-height:32em;overflow:auto;resize:vertical"
 # the columns of an instruction table (step, Python line, allocation, instruction) and their
 # widths: fixed, so the instruction column takes what the page leaves instead of pushing the
 # Python line off-screen
-_COLUMNS = (("step", "3.5em"), ("Python", "9em"), ("allocation +offset size, live range", "15em"),
+_COLUMNS = (("step", "3.5em"), ("Python", "9em"), ("allocation +offset size, live range", "21em"),
             ("instruction (after the passes)", "auto"))
+# a slot on one line too (allocation, offset, size and live range come first; the buffer it
+# shares, last, may be cut), so a row is not four lines tall; the whole text is its tooltip
+_SLOT = ("display:inline-block;max-width:100%;white-space:nowrap;overflow:hidden;"
+         "text-overflow:ellipsis;vertical-align:top")
 _TABLE = "border-collapse:collapse;table-layout:fixed;width:100%"
+# JAX's metadata attribute, shown by the Python column instead of in the instruction's line
+# (it stays in the tooltip)
+_METADATA = re.compile(r", metadata=\{[^{}]*\}")
 # a model's entry takes hundreds of parameters: its signature keeps to one line (a tooltip
 # holds it all) instead of filling the box before the first row
 _SIGNATURE = ("display:inline-block;max-width:100%;white-space:nowrap;overflow:hidden;"
@@ -365,7 +373,8 @@ def _e(text: str) -> str:
 
 
 def _instruction_cell(inst: AnnotatedInstruction) -> str:
-    code = f'<code style="{_CODE}" title="{_e(inst.text)}">{_e(inst.text)}</code>'
+    shown = _METADATA.sub("", inst.text)
+    code = f'<code style="{_CODE}" title="{_e(inst.text)}">{_e(shown)}</code>'
     if not inst.fused:
         return code
     members = "\n".join(m.text for m in inst.fused)
@@ -376,7 +385,8 @@ def _instruction_cell(inst: AnnotatedInstruction) -> str:
 
 def _slot_html(inst: AnnotatedInstruction, slot: Slot) -> str:
     """A slot's text, marked with its buffer's name (the timeline's link target)."""
-    return f'<span data-buffer="{_e(slot.buffer)}">{_e(_slot_text(inst, slot))}</span>'
+    text = _e(_slot_text(inst, slot))
+    return f'<span data-buffer="{_e(slot.buffer)}" title="{text}" style="{_SLOT}">{text}</span>'
 
 
 def _slots_cell(inst: AnnotatedInstruction) -> str:
@@ -428,7 +438,7 @@ def _row(inst: AnnotatedInstruction, most: float, python: bool) -> str:
             f'<td style="{_CELL};text-align:right">{step}</td>'
             + (f'<td style="{_CELL};overflow-wrap:anywhere">{_python_cell(inst)}</td>'
                if python else "") +
-            f'<td style="{_CELL};overflow-wrap:anywhere">{_slots_cell(inst)}</td>'
+            f'<td style="{_CELL}">{_slots_cell(inst)}</td>'
             f'<td style="{_CELL}">{_instruction_cell(inst)}{under}</td></tr>')
 
 

@@ -133,6 +133,8 @@ def test_instructions_grouped_by_the_python_line_jax_recorded():
     html = view.to_html()
     assert 'data-python-line="model.py:12"' in html and "By Python line" in html
     assert ">Python</th>" in html
+    shown = re.sub(r'title="[^"]*"', "", html)           # the tooltips keep the whole line
+    assert "metadata={" in html and "metadata={" not in shown and "exponential(%x)" in shown
     assert "model.py:13" in view.to_text()
 
 
