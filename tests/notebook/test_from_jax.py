@@ -117,8 +117,8 @@ def test_hlo_jax_evaluates_the_call_in_the_notebook(ip):
         ip.run_line_magic("hlo_jax", "plain(params)")
 
 
-def tutorial_programs():
-    """The JAX programs the tutorials' shipped modules were printed from, with inputs."""
+def make_modules():
+    """``notebooks/modules/make_modules.py``: the JAX programs the shipped modules came from."""
     import importlib.util
 
     from ..conftest import REPO
@@ -126,6 +126,12 @@ def tutorial_programs():
     spec = importlib.util.spec_from_file_location("make_modules", path)
     made = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(made)
+    return made
+
+
+def tutorial_programs():
+    """The JAX programs the tutorials' shipped modules were printed from, with inputs."""
+    made = make_modules()
     rng = np.random.default_rng(0)
     f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)     # noqa: E731
     return [(made.mlp_forward, (f32(8, 32), f32(32, 64), f32(64), f32(64, 10), f32(10)), ()),
@@ -152,13 +158,7 @@ def test_the_tutorials_jax_programs(case):
 def test_a_whole_model():
     """ViT-tiny's AdamW step (the function ``notebooks/modules/vit_tiny_train_step.hlo`` was
     printed from: 243 parameters, all state donated) on real arguments, against JAX."""
-    import importlib.util
-
-    from ..conftest import REPO
-    spec = importlib.util.spec_from_file_location(
-        "make_modules", REPO / "notebooks" / "modules" / "make_modules.py")
-    made = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(made)
+    made = make_modules()
     rng = np.random.default_rng(0)
     shapes = made.vit_params()
     normal = lambda scale: jax.tree_util.tree_map(           # noqa: E731
