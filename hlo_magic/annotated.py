@@ -18,6 +18,7 @@ instruction's name and each slot its buffer's, so a live memory timeline of the 
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass, field
 
 from runtime.buffers import BufferAssignment
@@ -37,15 +38,34 @@ from .names import fused_members, source_name
 # light and dark themes alike.
 PALETTE = ("#77AADD", "#EE8866", "#EEDD88", "#FFAABB", "#99DDFF", "#44BB99", "#BBCC33",
            "#AAAA00", "#DDDDDD")
+# the instruction keeps to one line, cut with an ellipsis at its column's width (the whole
+# text is its tooltip), so a row is as tall as its notes and the table fits a 1280 px screen
 _CODE = ("font-family:var(--jp-code-font-family,monospace);white-space:pre;display:inline-block;"
-         "max-width:46em;overflow:hidden;text-overflow:ellipsis;vertical-align:top")
+         "max-width:calc(100% - 1.2em);overflow:hidden;text-overflow:ellipsis;vertical-align:top")
 # the cost tint: the most expensive instruction (bytes moved plus element operations) at full
 # strength, as %%cython -a yellows the lines that call into Python most
 _HEAT = "#F2B01E"
-_NOTE = "font-size:0.85em;opacity:0.8;white-space:normal;max-width:46em"
+_NOTE = "font-size:0.85em;opacity:0.8;white-space:normal;overflow-wrap:anywhere"
 _CELL = "padding:1px 8px 1px 0;text-align:left;vertical-align:top"
 # a model's view has thousands of rows: they scroll in a box, so the report stays short
 _BODY = "max-height:32em;overflow:auto;resize:vertical"
+# the columns of an instruction table (step, Python line, allocation, instruction) and their
+# widths: fixed, so the instruction column takes what the page leaves instead of pushing the
+# Python line off-screen
+_COLUMNS = (("step", "3.5em"), ("Python", "9em"), ("allocation +offset size, live range", "21em"),
+            ("instruction (after the passes)", "auto"))
+# a slot on one line too (allocation, offset, size and live range come first; the buffer it
+# shares, last, may be cut), so a row is not four lines tall; the whole text is its tooltip
+_SLOT = ("display:inline-block;max-width:100%;white-space:nowrap;overflow:hidden;"
+         "text-overflow:ellipsis;vertical-align:top")
+_TABLE = "border-collapse:collapse;table-layout:fixed;width:100%"
+# JAX's metadata attribute, shown by the Python column instead of in the instruction's line
+# (it stays in the tooltip)
+_METADATA = re.compile(r", metadata=\{[^{}]*\}")
+# a model's entry takes hundreds of parameters: its signature keeps to one line (a tooltip
+# holds it all) instead of filling the box before the first row
+_SIGNATURE = ("display:inline-block;max-width:100%;white-space:nowrap;overflow:hidden;"
+              "text-overflow:ellipsis;vertical-align:bottom")
 
 
 @dataclass(frozen=True)
@@ -353,7 +373,8 @@ def _e(text: str) -> str:
 
 
 def _instruction_cell(inst: AnnotatedInstruction) -> str:
-    code = f'<code style="{_CODE}" title="{_e(inst.text)}">{_e(inst.text)}</code>'
+    shown = _METADATA.sub("", inst.text)
+    code = f'<code style="{_CODE}" title="{_e(inst.text)}">{_e(shown)}</code>'
     if not inst.fused:
         return code
     members = "\n".join(m.text for m in inst.fused)
@@ -364,7 +385,8 @@ def _instruction_cell(inst: AnnotatedInstruction) -> str:
 
 def _slot_html(inst: AnnotatedInstruction, slot: Slot) -> str:
     """A slot's text, marked with its buffer's name (the timeline's link target)."""
-    return f'<span data-buffer="{_e(slot.buffer)}">{_e(_slot_text(inst, slot))}</span>'
+    text = _e(_slot_text(inst, slot))
+    return f'<span data-buffer="{_e(slot.buffer)}" title="{text}" style="{_SLOT}">{text}</span>'
 
 
 def _slots_cell(inst: AnnotatedInstruction) -> str:
@@ -406,7 +428,7 @@ def _python_cell(inst: AnnotatedInstruction) -> str:
     return f'<span title="{_e(title)}">{_e(where.where)}</span>'
 
 
-def _row(inst: AnnotatedInstruction, most: float) -> str:
+def _row(inst: AnnotatedInstruction, most: float, python: bool) -> str:
     colour = allocation_colour(inst.allocation) if inst.allocation is not None else "transparent"
     style = f"background:{_heat(_cost(inst), most)};border-left:4px solid {colour}"
     step = "" if inst.step is None else str(inst.step)
@@ -414,9 +436,10 @@ def _row(inst: AnnotatedInstruction, most: float) -> str:
     under = f'<div style="{_NOTE}">{"<br>".join(_e(n) for n in notes)}</div>' if notes else ""
     return (f'<tr data-instruction="{_e(inst.name)}" style="{style}">'
             f'<td style="{_CELL};text-align:right">{step}</td>'
-            f'<td style="{_CELL};white-space:nowrap">{_slots_cell(inst)}</td>'
-            f'<td style="{_CELL}">{_instruction_cell(inst)}{under}</td>'
-            f'<td style="{_CELL};white-space:nowrap">{_python_cell(inst)}</td></tr>')
+            + (f'<td style="{_CELL};overflow-wrap:anywhere">{_python_cell(inst)}</td>'
+               if python else "") +
+            f'<td style="{_CELL}">{_slots_cell(inst)}</td>'
+            f'<td style="{_CELL}">{_instruction_cell(inst)}{under}</td></tr>')
 
 
 def _python_lines_html(view: AnnotatedModule) -> str:
@@ -446,20 +469,22 @@ def _python_lines_html(view: AnnotatedModule) -> str:
 
 
 def annotated_html(view: AnnotatedModule) -> str:
-    head = "".join(f'<th style="{_CELL}">{c}</th>' for c in
-                   ("step", "allocation +offset size, live range",
-                    "instruction (after the passes)", "Python"))
+    python = any(i.python is not None for i in view.instructions())
+    shown = [c for c in _COLUMNS if python or c[0] != "Python"]     # none recorded: no column
+    columns = "".join(f'<col style="width:{width}">' for _, width in shown)
+    head = "".join(f'<th style="{_CELL}">{name}</th>' for name, _ in shown)
     most = max((_cost(i) for i in view.instructions()), default=0.0)
     blocks = [_python_lines_html(view)]
     for comp in view.computations:
-        rows = "".join(_row(i, most) for i in comp.instructions)
+        rows = "".join(_row(i, most, python) for i in comp.instructions)
         title = (f"{'ENTRY ' if comp.role == 'entry' else ''}%{_e(comp.name)} "
-                 f"<small>{_e(comp.signature)}</small>"
+                 f'<small style="{_SIGNATURE}" title="{_e(comp.signature)}">'
+                 f"{_e(comp.signature)}</small>"
                  + (" <i>(called: no buffers of its own)</i>" if comp.role == "called" else ""))
         opened = " open" if comp.role != "called" else ""
         blocks.append(f'<details{opened}><summary><b>{title}</b></summary>'
-                      f'<table style="border-collapse:collapse"><thead><tr>{head}</tr></thead>'
-                      f'<tbody>{rows}</tbody></table></details>')
+                      f'<table style="{_TABLE}"><colgroup>{columns}</colgroup>'
+                      f'<thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table></details>')
     legend = " ".join(
         f'<span style="display:inline-block;padding:0 4px;margin:1px;'
         f'background:{_tint(allocation_colour(i), 0.35)};border-left:4px solid '

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
@@ -23,11 +25,15 @@ def format_seconds(seconds: float) -> str:
 
 
 def format_change(before: int, after: int) -> str:
-    """``-33 %`` or ``+50 %`` (relative to ``before``); ``±0 %`` when nothing moved."""
+    """``-33 %`` or ``+50 %`` (relative to ``before``); ``±0 %`` when nothing moved. A change
+    under 1 % keeps one significant digit (``-0.3 %``, ``-0.04 %``): a donation of one weight
+    in a whole model moves the total by that much, and ``-0 %`` would read as nothing."""
     if before == after:
         return "\u00b10 %"
     if before == 0:
         return "+\u221e %"
     percent = 100.0 * (after - before) / before
     sign = "\u2212" if percent < 0 else "+"
-    return f"{sign}{abs(percent):.0f} %"
+    size = abs(percent)
+    decimals = 0 if size >= 1 else -math.floor(math.log10(size))
+    return f"{sign}{size:.{decimals}f} %"

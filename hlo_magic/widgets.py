@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 KEEP, DONATE = "keep", "donate"
 BUSY = "\u23f3 reassigning\u2026"
+CHANGE_CLASS = "hlo-donation-change"     # the line saying what the last change did
 
 
 class DonationPanel:
@@ -69,7 +70,11 @@ class DonationPanel:
                                     tooltip="keep every parameter that is not must-alias")
         self.busy = w.Label(value="")
         self.summary = w.HTML()
-        self.change = w.Label(value="toggle a parameter to see what donating it does")
+        # HTML, not a Label: a Label keeps to one line and cuts a model's long sentence (the
+        # "why" at its end) with an ellipsis
+        self.change = w.HTML().add_class(CHANGE_CLASS)
+        self.sentence = ""
+        self._say("toggle a parameter to see what donating it does")
         self.report = w.HTML()
         self.messages = w.Output()
         self.timeline = MemoryTimeline(model.assignment, max_buffers=max_buffers)
@@ -137,7 +142,7 @@ class DonationPanel:
         # a replan leaves a plan's worth of objects (kept, not garbage) and the collection
         # they trigger can traverse every plan kept so far (ViT-tiny's: 0.16-0.21 s)
         with gc_paused():
-            self.change.value = change()
+            self._say(change())
             self._show_summary()
         # a queued change (this one running, more waiting) leaves the toggles as clicked
         self.redraw(sync_toggles=not queued or sum(not f.done() for f in self._pending) <= 1)
@@ -179,6 +184,11 @@ class DonationPanel:
         if self.timeline.assignment is not model.assignment:
             self.timeline.show(model.assignment)
 
+    def _say(self, sentence: str) -> None:
+        """Show what the last change did (``sentence``, plain text), wrapped to the panel."""
+        self.sentence = sentence
+        self.change.value = f'<div style="line-height:1.4">{html.escape(sentence)}</div>'
+
     def _show_summary(self) -> None:
         self.summary.value = f"<b>{html.escape(self.model.summary())}</b>"
 
@@ -193,7 +203,7 @@ class DonationPanel:
                       rows[:self.max_rows], omitted=max(0, len(rows) - self.max_rows),
                       omitted_what="parameters")
         body = (f"<b>Donation: {html.escape(model.assignment.module.name)}</b><br>"
-                f"{self.summary.value}<br>{html.escape(self.change.value)}"
+                f"{self.summary.value}<br>{html.escape(self.sentence)}"
                 + to_html([table, memory_table(model.assignment)]))
         return StaticCopy(self.timeline.static_id, body, model.summary(), self.timeline.png())
 

@@ -133,12 +133,14 @@ def analyze(module_or_text: str | HloModule | Any, *, alignment: int | None = No
 def jax_input(module_or_text: Any, python_callbacks: Sequence[Callable] | None
               ) -> tuple[Any, tuple[Callable, ...]]:
     """(the text or module, the Python callbacks): a ``jax.stages.Lowered`` gives its HLO
-    text and its callbacks, unless ``python_callbacks`` names others."""
+    text and its callbacks, unless ``python_callbacks`` names others. The text keeps JAX's
+    debug information (``op_name`` and the stack-frame tables), which the annotated view and
+    the timeline read for each instruction's Python line; it names the same instructions."""
     from .custom_calls.jax_callbacks import checked_callbacks, is_lowered, lowered_callbacks
     if is_lowered(module_or_text):
         callbacks = lowered_callbacks(module_or_text) if python_callbacks is None \
             else checked_callbacks(python_callbacks)
-        return module_or_text.as_text("hlo"), callbacks
+        return module_or_text.as_text("hlo", debug_info=True), callbacks
     return module_or_text, checked_callbacks(python_callbacks or ())
 
 

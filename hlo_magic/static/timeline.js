@@ -351,7 +351,7 @@ class Timeline {
     for (const view of this.annotatedViews()) {
       view.classList.add("hlo-annotated-live");
       for (const span of view.querySelectorAll("[data-buffer]")) {
-        if (this.byName.has(span.dataset.buffer)) span.title = "show this buffer in the memory timeline";
+        if (this.byName.has(span.dataset.buffer)) span.title = `${span.textContent} \u2014 click: show this buffer in the memory timeline`;
       }
     }
   }

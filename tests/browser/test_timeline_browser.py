@@ -89,10 +89,10 @@ def test_hover_a_buffer_of_a_whole_model_then_donate(lab_root, lab_url, browser,
     toggles.nth(donatable.number).scroll_into_view_if_needed()
     toggles.nth(donatable.number).locator("button", has_text="donate").click()
     page.wait_for_function(
-        "(want) => [...document.querySelectorAll('.widget-label')].some("
+        "(want) => [...document.querySelectorAll('.hlo-donation-change')].some("
         "e => e.textContent.includes(want))", arg=expected_change, timeout=60000)
     panel = page.locator(".widget-vbox", has=page.locator(".widget-toggle-buttons")).first
-    page.locator(".widget-label", has_text=expected_change).scroll_into_view_if_needed()
+    page.locator(".hlo-donation-change", has_text=expected_change).scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / "donation-toggled.png"))
     assert f"donating {donatable.name}" in panel.inner_text()
 

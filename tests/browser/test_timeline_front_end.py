@@ -349,7 +349,10 @@ def test_the_timeline_and_the_annotated_view_point_at_each_other(page, plan):
     other = next(b for b in plan.live_at_peak()[2:] if "{" not in b.name)   # not folded
     span = page.locator(f".hlo-annotated [data-buffer='{other.name}'] >> visible=true").first
     span.scroll_into_view_if_needed()
-    assert span.get_attribute("title") == "show this buffer in the memory timeline"
+    # its tooltip keeps the slot's whole text (the cell may cut it) and says what a click does
+    assert span.get_attribute("title") == (f"{span.text_content()} \u2014 click: show this "
+                                           "buffer in the memory timeline")
+    assert span.text_content().startswith(f"#{other.allocation} ")
     span.click()
     assert view(page, "v.meta.names[v.selected]") == other.name
     assert page.evaluate("window.changed").pop() == ["selected", other.name]

@@ -45,7 +45,7 @@ WATCH_TOGGLE = """([peak, sentence]) => {
   new MutationObserver((_, observer) => {
     const now = performance.now();
     if (t.peak === undefined && shown(".widget-html", peak)) t.peak = now;
-    if (t.sentence === undefined && shown(".widget-label", sentence)) t.sentence = now;
+    if (t.sentence === undefined && shown(".widget-label, .widget-html", sentence)) t.sentence = now;
     if (t.peak !== undefined && t.sentence !== undefined) observer.disconnect();
   }).observe(document.body, { subtree: true, childList: true, characterData: true });
 }"""
@@ -69,6 +69,12 @@ def _download(page, button, folder, name: str):
     path = folder / name
     download.value.save_as(path)
     return path
+
+
+# The elements holding ``text`` that cut it off (wider than they show).
+CLIPPED = """(text) => [...document.querySelectorAll('.widget-label, .widget-html-content')]
+  .filter((e) => e.textContent.includes(text) && e.scrollWidth > e.clientWidth + 1)
+  .map((e) => [e.className, e.scrollWidth, e.clientWidth])"""
 
 
 # Ends every session (and its kernel) through the server's API, from the page: a DELETE needs
@@ -202,7 +208,11 @@ def test_a_shipped_vit_in_jupyterlab(lab_root, lab_url, browser, declared, artif
     timings["donation_toggle_peak_shown_s"] = round((seen["peak"] - seen["click"]) / 1000, 3)
     timings["donation_toggle_answered_s"] = round((seen["sentence"] - seen["click"]) / 1000, 3)
     timings["donated"] = donatable.name
-    page.locator(".widget-label", has_text=expected_change).scroll_into_view_if_needed()
+    # the whole sentence is shown, its "why" too (a one-line label cut it with an ellipsis)
+    clipped = page.evaluate(CLIPPED, expected_change)
+    assert clipped == [], clipped
+    page.locator(".widget-label, .widget-html", has_text=expected_change).last \
+        .scroll_into_view_if_needed()
     page.screenshot(path=str(artifacts / "vit-donation-toggled.png"))
     (artifacts / "vit-timings.json").write_text(json.dumps(timings, indent=1) + "\n")
 

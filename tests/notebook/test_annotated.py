@@ -106,6 +106,7 @@ def test_html_tints_rows_by_cost_edges_them_by_allocation_and_folds_fusions():
     assert "#0 parameter +0 4.0 MiB live 0\u20132 (buffer w)" in html
     assert "12.0 MiB moved, 3.1M operations" in html  # w, g read, new_w written
     assert "<script" not in html
+    assert ">Python</th>" not in html                  # no line recorded: no empty column
 
 
 METADATA = """HloModule m
@@ -131,6 +132,9 @@ def test_instructions_grouped_by_the_python_line_jax_recorded():
     assert by_line == {"model.py:12": ["y", "s"], "model.py:13": ["z"]}
     html = view.to_html()
     assert 'data-python-line="model.py:12"' in html and "By Python line" in html
+    assert ">Python</th>" in html
+    shown = re.sub(r'title="[^"]*"', "", html)           # the tooltips keep the whole line
+    assert "metadata={" in html and "metadata={" not in shown and "exponential(%x)" in shown
     assert "model.py:13" in view.to_text()
 
 

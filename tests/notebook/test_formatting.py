@@ -18,4 +18,7 @@ def test_seconds_and_changes():
     assert format_change(12, 8) == "\u221233 %"
     assert format_change(8, 12) == "+50 %"
     assert format_change(5, 5) == "\u00b10 %"
+    assert format_change(172_800, 172_224) == "\u22120.3 %"     # not "-0 %"
+    assert format_change(100_000, 100_004) == "+0.004 %"
+    assert format_change(10 ** 9, 10 ** 9 - 128) == "\u22120.00001 %"
     assert format_change(0, 4) == "+\u221e %"

@@ -50,6 +50,17 @@ def test_a_jitted_function_runs_on_its_arguments_donating_what_jax_donates():
     np.testing.assert_array_equal(PARAMS["b"], np.arange(3))      # the caller's arrays stay
 
 
+def test_the_annotated_view_names_the_python_lines_of_the_function():
+    """JAX's debug information comes with the text, so the report shows where each
+    instruction came from: the two lines of ``sgd`` that compute something."""
+    result = from_jax(STEP, PARAMS, GRADS, 0.1, UNUSED, scale=2.0)
+    lines = {line.location.where: line.location.function
+             for line in result.annotated().by_python_line()}
+    first = sgd.__code__.co_firstlineno
+    assert lines.keys() == {f"test_from_jax.py:{first + 3}", f"test_from_jax.py:{first + 4}"}
+    assert all(function.startswith("sgd") for function in lines.values()), lines
+
+
 def test_a_lowered_and_a_compiled_take_the_non_static_arguments():
     lowered = STEP.lower(PARAMS, GRADS, 0.1, UNUSED, scale=2.0)
     from_lowered = from_jax(lowered, PARAMS, GRADS, 0.1, UNUSED)
@@ -106,8 +117,8 @@ def test_hlo_jax_evaluates_the_call_in_the_notebook(ip):
         ip.run_line_magic("hlo_jax", "plain(params)")
 
 
-def tutorial_programs():
-    """The JAX programs the tutorials' shipped modules were printed from, with inputs."""
+def make_modules():
+    """``notebooks/modules/make_modules.py``: the JAX programs the shipped modules came from."""
     import importlib.util
 
     from ..conftest import REPO
@@ -115,6 +126,12 @@ def tutorial_programs():
     spec = importlib.util.spec_from_file_location("make_modules", path)
     made = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(made)
+    return made
+
+
+def tutorial_programs():
+    """The JAX programs the tutorials' shipped modules were printed from, with inputs."""
+    made = make_modules()
     rng = np.random.default_rng(0)
     f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)     # noqa: E731
     return [(made.mlp_forward, (f32(8, 32), f32(32, 64), f32(64), f32(64, 10), f32(10)), ()),
@@ -135,6 +152,31 @@ def test_the_tutorials_jax_programs(case):
         np.testing.assert_allclose(g, np.asarray(w), rtol=1e-4, atol=1e-5)
     donated_leaves = len(jax.tree_util.tree_leaves([args[i] for i in donate]))
     assert result.donated == frozenset(range(donated_leaves)) and result.warnings == ()
+
+
+@pytest.mark.slow
+def test_a_whole_model():
+    """ViT-tiny's AdamW step (the function ``notebooks/modules/vit_tiny_train_step.hlo`` was
+    printed from: 243 parameters, all state donated) on real arguments, against JAX."""
+    made = make_modules()
+    rng = np.random.default_rng(0)
+    shapes = made.vit_params()
+    normal = lambda scale: jax.tree_util.tree_map(           # noqa: E731
+        lambda s: (scale * rng.standard_normal(s.shape)).astype(np.float32), shapes)
+    args = (normal(0.05), normal(1e-3), jax.tree_util.tree_map(np.abs, normal(1e-4)),
+            np.int32(3), rng.standard_normal((made.VIT_BATCH, made.VIT_IMAGE, made.VIT_IMAGE, 3),
+                                             dtype=np.float32),
+            rng.integers(0, made.VIT_CLASSES, made.VIT_BATCH).astype(np.int32))
+    step = jax.jit(made.vit_tiny_train_step, donate_argnums=(0, 1, 2, 3))
+    result = from_jax(step, *args)
+    assert len(result.executable.parameter_shapes) == 243 and result.warnings == ()
+    assert result.donated == frozenset(range(3 * 80 + 1))
+    want = jax.tree_util.tree_leaves(jax.jit(made.vit_tiny_train_step)(*args))
+    assert len(result.outputs) == len(want) == 243
+    for k, (got, w) in enumerate(zip(result.outputs, want)):
+        w = np.asarray(w)
+        np.testing.assert_allclose(got, w, rtol=0, atol=1e-4 * max(np.abs(w).max(), 1e-3),
+                                   err_msg=f"output {k}")
 
 
 def test_a_typed_prng_key_is_passed_as_its_key_data():

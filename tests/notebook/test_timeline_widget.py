@@ -195,7 +195,7 @@ def test_the_displayed_timeline_is_linked_with_the_reports_annotated_view(ip, mo
     assert timeline.link and timeline.link == result.annotated().link
     assert f'<div class="hlo-annotated" data-hlo-link="{timeline.link}"' in \
         report.data["text/html"]
-    spans = set(re.findall(r'<span data-buffer="([^"]+)">', report.data["text/html"]))
+    spans = set(re.findall(r'<span data-buffer="([^"]+)"', report.data["text/html"]))
     assert set(timeline.data.names) <= spans
     other = ip.run_cell_magic("hlo", "--show annotated", ADD_MUL)
     assert other.link != result.link

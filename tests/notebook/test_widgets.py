@@ -45,7 +45,7 @@ def test_donating_redraws_the_summary_rows_and_timeline(panel):
     assert drawn(panel)["m"] == (3, "")                         # m: its own output allocation
     panel.toggles[0].value = DONATE
     assert panel.model.donated == frozenset({0}) and panel.model.peak == 400
-    assert panel.change.value == (
+    assert panel.sentence == (
         "donating x saves 128 B of peak (528 B -> 400 B) and 128 B of total allocated "
         "(528 B -> 400 B); output {0} is live at the peak (step 4, t) in its own buffer; "
         "runs in place")
@@ -56,17 +56,17 @@ def test_donating_redraws_the_summary_rows_and_timeline(panel):
     assert panel.timeline.assignment is panel.model.assignment
     panel.toggles[0].value = KEEP
     assert panel.model.donated == frozenset() and panel.model.peak == 528
-    assert panel.change.value.startswith("keeping x costs 128 B of peak")
+    assert panel.sentence.startswith("keeping x costs 128 B of peak")
     assert drawn(panel)["m"] == (3, "")
 
 
 def test_donate_all_and_none_set_every_toggle(panel):
     panel.donate_all.click()
     assert panel.model.donated == frozenset({0}) and panel.toggles[0].value == DONATE
-    assert panel.change.value.startswith("donating all 1 donatable parameter saves 128 B")
+    assert panel.sentence.startswith("donating all 1 donatable parameter saves 128 B")
     panel.donate_none.click()
     assert panel.model.donated == frozenset() and panel.toggles[0].value == KEEP
-    assert panel.change.value.startswith("keeping every optional parameter costs 128 B")
+    assert panel.sentence.startswith("keeping every optional parameter costs 128 B")
 
 
 def test_a_background_panel_answers_at_once_and_says_it_is_busy():
