@@ -497,14 +497,18 @@ ENTRY e {
   p = pred[16,12]{0,1} parameter(0)
   t = pred[] constant(true)
   f = pred[] constant(false)
+  n = pred[16,12]{0,1} not(p)
   a = pred[16]{0} reduce(p, t), dimensions={1}, to_apply=and
-  o = pred[12]{0} reduce(p, f), dimensions={0}, to_apply=or
+  o = pred[12]{0} reduce(n, f), dimensions={0}, to_apply=or
   ROOT r = (pred[16], pred[12]) tuple(a, o)
 }
 """
     rng = np.random.default_rng(3)
-    p = np.asfortranarray(rng.random((16, 12)) < 0.8)
+    p = rng.random((16, 12)) < 0.8
     p[3] = True
+    p[5], p[5, -1] = True, False          # a row's last element decides
+    p[:, 2], p[-1, 2] = True, False       # so does a column's (of not p)
+    p = np.asfortranarray(p)
     assert_same_bits(text, [p])
 
 
