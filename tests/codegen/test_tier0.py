@@ -670,3 +670,28 @@ ENTRY e {{{params}
     assert_near_xla(text, args, 1e-4, 1e-5, reference)
     plan = runtime.compile(text, tier=0).program.plan
     assert [s.instruction for s in iter_steps(plan)] == ["f"]
+
+
+def test_reductions_too_long_to_interpret_keep_their_kernels() -> None:
+    """A dot of more than ``MAX_BODY_RUNS`` products keeps its specialised kernel; one of
+    exactly that many is generic (lowering only)."""
+    from runtime.codegen.lower import lower
+    from runtime.codegen.tier0.lowering import Tier0
+    from runtime.codegen.tier0.op_program import MAX_BODY_RUNS
+    text = """HloModule m
+ENTRY e {
+  a = f32[64,256]{1,0} parameter(0)
+  b = f32[256,256]{1,0} parameter(1)
+  c = f32[128,256]{1,0} parameter(2)
+  short = f32[64,256]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  long = f32[128,256]{1,0} dot(c, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (f32[64,256], f32[128,256]) tuple(short, long)
+}
+"""
+    assert 64 * 256 * 256 == MAX_BODY_RUNS
+    dev = runtime.get_device()
+    analysis = runtime.analyze(text, device=dev)
+    program = lower(analysis.buffer_assignment, analysis.target, analysis.alignment,
+                    analysis.python_callbacks, Tier0(dev.has_fp64))
+    generic = {s.instruction for s in iter_steps(program.plan) if isinstance(s, GenericLaunch)}
+    assert generic == {"short"} and program.kernel_names

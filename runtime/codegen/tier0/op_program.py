@@ -52,6 +52,12 @@ from .kernels import (BODY, ELEMENTS, HEADER_WORDS, INIT, INSTRUCTION_WORDS, MAX
                       TAIL)
 
 INIT_SECTION, BODY_SECTION, TAIL_SECTION = 0, 1, 2
+# body runs (output elements times reduced elements) above which a reduction or dot keeps
+# its specialised kernel: the interpreter takes 40-130 ns a run (an 8M-element sum 1.1 s,
+# a 128x256x512 dot 2.2 s against tier 1's 5.8 ms, two AMD EPYC cores at load 11-14), so
+# a step of more costs about what building its kernel does, and GPT-2's 128x768x50257
+# logits would take minutes
+MAX_BODY_RUNS = 1 << 22
 
 _TYPE_NAMES = frozenset(t.name for t in TYPES)
 
@@ -239,6 +245,8 @@ class OpProgram:
             raise NotTier0(f"{inst.name}: a second reduced space")
         if len(pos.base) + len(reduced) > MAX_RANK:
             raise NotTier0(f"{inst.name}: rank")
+        if count * int(np.prod(reduced, dtype=np.int64)) > MAX_BODY_RUNS:
+            raise NotTier0(f"{inst.name}: too long to interpret")
         self.reduced = reduced
 
     def call(self, comp: HloComputation, args: list[int], pos: Position) -> list[int]:
