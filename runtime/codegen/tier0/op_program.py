@@ -254,7 +254,7 @@ class OpProgram:
         saved = self.memo, self.bound
         self.memo, self.bound = {}, {id(p): a for p, a in zip(comp.parameters, args)}
         try:
-            root = comp.root
+            root = comp.root_instruction
             scalar = pos.picked([], [])
             if root.opcode == Opcode.TUPLE:
                 return [self.value(o, scalar) for o in root.operands]
@@ -511,8 +511,8 @@ def _reduce_accumulators(p: OpProgram, inst: HloInstruction, pos: Position) -> l
 
 
 def _reduce(p: OpProgram, inst: HloInstruction, pos: Position) -> int:
-    if inst.shape.is_tuple:
-        raise NotTier0(f"{inst.name}: a variadic reduce read whole")
+    """A one-output reduce (``_value`` declines a variadic one read whole; its elements are
+    ``_get_tuple_element``'s)."""
     return p.reduction(inst, pos)[0]
 
 
@@ -536,15 +536,16 @@ def _dot(p: OpProgram, inst: HloInstruction, pos: Position) -> int:
     p.section = INIT_SECTION
     acc = p.emit(("const", cltypes.compute_type(acc_et)), aux=0)
     p.section = BODY_SECTION
+    # each operand dimension: (k,) for the result's dimension k (batch dimensions, then the
+    # lhs's free ones, then the rhs's), j for contracting dimension j
     out = iter(range(len(pos.rows)))
-    placed: list[dict[int, int | tuple[int, int]]] = [{}, {}]
+    placed: list[dict[int, int | tuple[int]]] = [{}, {}]
     for a, b in zip(lb, rb):
-        k = next(out)
-        placed[0][a] = placed[1][b] = (k, 0)
+        placed[0][a] = placed[1][b] = (next(out),)
     for side, (op, contracting, batch) in enumerate(((lhs, lc, lb), (rhs, rc, rb))):
         for d in range(op.shape.rank):
             if d not in contracting and d not in batch:
-                placed[side][d] = (next(out), 0)
+                placed[side][d] = (next(out),)
         for j, d in enumerate(contracting):
             placed[side][d] = j
     terms = []
