@@ -9,7 +9,10 @@ execution"): how many steps tier 0's generic kernels take, the first run cold, t
   once per device), for tier 0 and tier 1.
 - ``run-time FILE...``: median seconds of a warm run (tier 0, tier 1, same process) and the
   number of launches each plan makes, so the cost per step can be compared.
-Usage: python benchmarks/tiers.py {fractions,first-run,run-time} FILE...; prints JSON lines.
+- ``cold-build``: seconds to build the generic kernels themselves in a fresh process with
+  empty HLO_MAGIC_CACHE and POCL_CACHE_DIR (what a device pays once).
+Usage: python benchmarks/tiers.py {fractions,first-run,run-time,cold-build} [FILE...];
+prints JSON lines.
 """
 
 from __future__ import annotations
@@ -125,15 +128,38 @@ def run_time(files: list[str], repeats: int = 15) -> None:
         print(json.dumps(row), flush=True)
 
 
+def _cold_build_child() -> None:
+    runtime = _runtime()
+    from runtime.execution.generic_kernels import generic_kernels
+    dev = runtime.get_device()
+    start = time.perf_counter()
+    kernels = generic_kernels(dev)
+    print(json.dumps({"cold_build_s": time.perf_counter() - start, "kernels": len(kernels)}))
+
+
+def cold_build(files: list[str]) -> None:
+    with tempfile.TemporaryDirectory(prefix="hlo-tiers-") as tmp:
+        env = dict(os.environ, HLO_MAGIC_CACHE=str(Path(tmp) / "cache"),
+                   POCL_CACHE_DIR=str(Path(tmp) / "pocl"))
+        out = subprocess.run([sys.executable, __file__, "--cold-build-child"], env=env,
+                             check=True, capture_output=True, text=True)
+    row = json.loads(out.stdout.strip().splitlines()[-1])
+    print(json.dumps({**row, "load": os.getloadavg()[0]}), flush=True)
+
+
 def main() -> None:
     if sys.argv[1:2] == ["--child"]:
         _first_run_child(sys.argv[2], sys.argv[3])
         return
+    if sys.argv[1:2] == ["--cold-build-child"]:
+        _cold_build_child()
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("what", choices=("fractions", "first-run", "run-time"))
-    parser.add_argument("files", nargs="+")
+    parser.add_argument("what", choices=("fractions", "first-run", "run-time", "cold-build"))
+    parser.add_argument("files", nargs="*")
     args = parser.parse_args()
-    {"fractions": fractions, "first-run": first_run, "run-time": run_time}[args.what](args.files)
+    {"fractions": fractions, "first-run": first_run, "run-time": run_time,
+     "cold-build": cold_build}[args.what](args.files)
 
 
 if __name__ == "__main__":

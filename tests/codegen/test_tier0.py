@@ -1,8 +1,11 @@
 """Tier 0: elementwise steps on the generic kernels (``runtime.codegen.tier0``) give the same
 bits as tier 1's specialised kernels, NaN, infinities, signed zeros and denormals included,
 over layouts, broadcasts, transposes, slices, reshapes, bitcasts, converts, compares,
-selects, iotas and constants; a module of such steps builds no program of its own; what a
-generic kernel cannot compute keeps its specialised kernel; "auto" swaps tier 1 in."""
+selects, iotas and constants; so do reductions wherever their order does not show or tier 1
+keeps it (maxima, minima, integers, pred, inits that are not the identity, narrow float
+sums, argmax); wide float sums and dots match XLA within the corpus's tolerance; a module of
+such steps builds no program of its own; what a generic kernel cannot compute keeps its
+specialised kernel; "auto" swaps tier 1 in."""
 
 from __future__ import annotations
 
@@ -305,21 +308,16 @@ ENTRY e {
 
 
 def test_other_steps_keep_their_specialised_kernels() -> None:
-    """A reduction is not tier 0's: its own kernel is built, the elementwise steps around it
-    run generic, and the results are tier 1's."""
+    """A pad is not tier 0's: its own kernel is built, the elementwise steps around it run
+    generic, and the results are tier 1's."""
     text = """HloModule m
-add {
-  a = f32[] parameter(0)
-  b = f32[] parameter(1)
-  ROOT s = f32[] add(a, b)
-}
 ENTRY e {
   x = f32[32,64]{1,0} parameter(0)
   e = f32[32,64]{1,0} multiply(x, x)
   z = f32[] constant(0)
-  r = f32[32]{0} reduce(e, z), dimensions={1}, to_apply=add
-  b = f32[32,64]{1,0} broadcast(r), dimensions={0}
-  ROOT d = f32[32,64]{1,0} divide(e, b)
+  p = f32[32,66]{1,0} pad(e, z), padding=0_0x1_1
+  s = f32[32,64]{1,0} slice(p), slice={[0:32], [0:64]}
+  ROOT d = f32[32,64]{1,0} divide(e, s)
 }
 """
     assert_same_bits(text, [_floats(np.float32, (32, 64))], fusion=False, generic=False)
@@ -365,14 +363,19 @@ def _corpus_cases():
 @pytest.mark.parametrize("path", list(_corpus_cases()))
 def test_corpus_modules_as_tier_one(path) -> None:
     """Every corpus module: tier 0's outputs are tier 1's (library functions within 2 ulp)
-    on the same random arguments, its elementwise steps on the generic kernels."""
+    on the same random arguments, or, where a wide float sum or a dot runs on tier 0 in
+    another order than tier 1's, XLA's reference within the corpus's tolerance."""
+    from tests.corpus_data import mismatches, programs
     text = path.read_text()
     t0, t1 = runtime.compile(text, tier=0), runtime.compile(text, tier=1)
     args = t1.random_arguments()
     got, want = _leaves(t0(*args)), _leaves(t1(*args))
-    for k, (g, w) in enumerate(zip(got, want)):
-        assert g.dtype == w.dtype and g.shape == w.shape
-        assert _same(g, w, 2).all(), f"output {k}"
+    if all(_same(g, w, 2).all() for g, w in zip(got, want)):
+        return
+    program = next(p for p in programs() if path.name in p.entry["files"].values())
+    kind = "opt_hlo" if ".opt." in path.name else "hlo"
+    problems = mismatches(program, _leaves(t0(*program.inputs())))
+    assert not problems and program.text(kind) == text, "\n".join(problems)
 
 
 def test_auto_builds_tier_one_where_the_generic_kernels_do_not_build(monkeypatch) -> None:
@@ -394,3 +397,301 @@ def test_auto_builds_tier_one_where_the_generic_kernels_do_not_build(monkeypatch
     assert all(_same(g, w, 0).all() for g, w in zip(_leaves(exe(x, y)), want))
     with pytest.raises(DeviceError, match="no generic kernels"):
         runtime.compile(text, tier=0, force=True)
+
+
+# --- reductions and dots ------------------------------------------------------------------
+
+_REDUCERS = """
+max {
+  a = $T[] parameter(0)
+  b = $T[] parameter(1)
+  ROOT r = $T[] maximum(a, b)
+}
+min {
+  a = $T[] parameter(0)
+  b = $T[] parameter(1)
+  ROOT r = $T[] minimum(a, b)
+}
+add {
+  a = $T[] parameter(0)
+  b = $T[] parameter(1)
+  ROOT r = $T[] add(a, b)
+}
+"""
+
+# rows, columns (in memory) and whole arrays over row- and column-major layouts; maxima and
+# minima from their identity (tier 1 takes them in lanes, whose order does not show), sums
+# from a parameter (whose order tier 1 keeps, after XLA's tree where it is rewritten)
+_EXACT_REDUCTIONS = "HloModule m\n" + _REDUCERS + """
+ENTRY e {
+  x = $T[6,40]{1,0} parameter(0)
+  y = $T[40,6]{0,1} parameter(1)
+  s = $T[] parameter(2)
+  lo = $T[] constant($LO)
+  hi = $T[] constant($HI)
+  r1 = $T[6]{0} reduce(x, lo), dimensions={1}, to_apply=max
+  r2 = $T[6]{0} reduce(y, hi), dimensions={0}, to_apply=min
+  r3 = $T[40]{0} reduce(y, lo), dimensions={1}, to_apply=max
+  r4 = $T[] reduce(x, hi), dimensions={0,1}, to_apply=min
+  r5 = $T[6]{0} reduce(x, s), dimensions={1}, to_apply=add
+  r6 = $T[40]{0} reduce(y, s), dimensions={1}, to_apply=add
+  ROOT t = ($T[6], $T[6], $T[40], $T[], $T[6], $T[40]) tuple(r1, r2, r3, r4, r5, r6)
+}
+"""
+
+
+@pytest.mark.parametrize("name,dtype", [*_FLOATS, ("s32", np.int32), ("u8", np.uint8),
+                                        ("s64", np.int64)])
+@pytest.mark.parametrize("fusion", [True, False])
+def test_reductions_as_tier_one(name: str, dtype, fusion: bool) -> None:
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        lo, hi = str(info.min), str(info.max)
+        args = [_ints(dtype, (6, 40)), np.asfortranarray(_ints(dtype, (40, 6), 2)),
+                dtype(3)]
+    else:
+        lo, hi = "-inf", "inf"
+        args = [_floats(dtype, (6, 40)), np.asfortranarray(_floats(dtype, (40, 6), 2)),
+                np.asarray(0.75, dtype)]
+    text = _EXACT_REDUCTIONS.replace("$T", name).replace("$LO", lo).replace("$HI", hi)
+    # an init that is not the identity goes through XLA's tree: a reduce-window kernel
+    assert_same_bits(text, args, fusion=fusion, generic=False)
+    plan = runtime.compile(text, tier=0, fusion=fusion).program.plan
+    reduces = {s.instruction for s in iter_steps(plan) if isinstance(s, GenericLaunch)}
+    assert {"r1", "r2", "r3", "r4"} <= reduces or fusion
+
+
+def test_narrow_float_sums_in_xla_order() -> None:
+    """f16 and bf16 sums from zero: rows of 32 in order, longer ones after
+    ``passes.tree_reductions``' windows; NaN and infinities left out (a sum of them is NaN
+    in any order)."""
+    for name, dtype in _FLOATS[1:3]:
+        text = "HloModule m\n" + _REDUCERS.replace("$T", name) + f"""
+ENTRY e {{
+  x = {name}[8,32]{{1,0}} parameter(0)
+  y = {name}[100,5]{{1,0}} parameter(1)
+  z = {name}[] constant(0)
+  r1 = {name}[8]{{0}} reduce(x, z), dimensions={{1}}, to_apply=add
+  r2 = {name}[5]{{0}} reduce(y, z), dimensions={{0}}, to_apply=add
+  ROOT t = ({name}[8], {name}[5]) tuple(r1, r2)
+}}
+"""
+        rng = np.random.default_rng(9)
+        x, y = (rng.normal(0, 3, s).astype(dtype) for s in ((8, 32), (100, 5)))
+        assert_same_bits(text, [x, y], generic=False)
+
+
+def test_pred_and_or_reductions() -> None:
+    text = """HloModule m
+and {
+  a = pred[] parameter(0)
+  b = pred[] parameter(1)
+  ROOT r = pred[] and(a, b)
+}
+or {
+  a = pred[] parameter(0)
+  b = pred[] parameter(1)
+  ROOT r = pred[] or(a, b)
+}
+ENTRY e {
+  p = pred[16,12]{0,1} parameter(0)
+  t = pred[] constant(true)
+  f = pred[] constant(false)
+  n = pred[16,12]{0,1} not(p)
+  a = pred[16]{0} reduce(p, t), dimensions={1}, to_apply=and
+  o = pred[12]{0} reduce(n, f), dimensions={0}, to_apply=or
+  ROOT r = (pred[16], pred[12]) tuple(a, o)
+}
+"""
+    rng = np.random.default_rng(3)
+    p = rng.random((16, 12)) < 0.8
+    p[3] = True
+    p[5], p[5, -1] = True, False          # a row's last element decides
+    p[:, 2], p[-1, 2] = True, False       # so does a column's (of not p)
+    p = np.asfortranarray(p)
+    assert_same_bits(text, [p])
+
+
+def test_argmax_and_multi_output_reduce_fusion() -> None:
+    """JAX's argmax (a variadic reduce: the first NaN, the lowest index of equal values) and
+    a fusion of two reductions of one exponential, as tier 1 gives them."""
+    text = """HloModule m
+argmax {
+  a = f32[] parameter(0)
+  ai = s32[] parameter(1)
+  b = f32[] parameter(2)
+  bi = s32[] parameter(3)
+  gt = pred[] compare(a, b), direction=GT
+  ne = pred[] compare(a, a), direction=NE
+  keep = pred[] or(gt, ne)
+  v = f32[] select(keep, a, b)
+  eq = pred[] compare(a, b), direction=EQ
+  lt = pred[] compare(ai, bi), direction=LT
+  tie = pred[] and(eq, lt)
+  first = pred[] or(keep, tie)
+  i = s32[] select(first, ai, bi)
+  ROOT t = (f32[], s32[]) tuple(v, i)
+}
+max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] maximum(a, b)
+}
+min {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] minimum(a, b)
+}
+fused {
+  p = f32[12,50]{1,0} parameter(0)
+  e = f32[12,50]{1,0} exponential(p)
+  lo = f32[] constant(-inf)
+  hi = f32[] constant(inf)
+  m = f32[12]{0} reduce(e, lo), dimensions={1}, to_apply=max
+  n = f32[12]{0} reduce(e, hi), dimensions={1}, to_apply=min
+  ROOT t = (f32[12]{0}, f32[12]{0}) tuple(m, n)
+}
+ENTRY e {
+  x = f32[12,50]{1,0} parameter(0)
+  i = s32[12,50]{1,0} iota(), iota_dimension=1
+  lo = f32[] constant(-inf)
+  z = s32[] constant(0)
+  r = (f32[12]{0}, s32[12]{0}) reduce(x, i, lo, z), dimensions={1}, to_apply=argmax
+  v = f32[12]{0} get-tuple-element(r), index=0
+  k = s32[12]{0} get-tuple-element(r), index=1
+  f = (f32[12]{0}, f32[12]{0}) fusion(x), kind=kInput, calls=fused
+  ROOT t = (f32[12], s32[12], (f32[12], f32[12])) tuple(v, k, f)
+}
+"""
+    x = _floats(np.float32, (12, 50))
+    x[4, 7:20:3] = 5.0
+    assert_same_bits(text, [x], fusion=False, ulps=2)
+
+
+def _xla(text: str, args: list[np.ndarray]) -> list[np.ndarray]:
+    jax = pytest.importorskip("jax")
+    xla_cpu = pytest.importorskip("benchmarks.xla_cpu")
+    jax.config.update("jax_enable_x64", True)      # f64 and s64 arguments as they are
+    out = xla_cpu.compile_hlo(text).executable.execute([jax.device_put(a) for a in args])
+    return [np.asarray(o) for o in out]
+
+
+def assert_near_xla(text: str, args: list[np.ndarray], rtol: float, atol: float,
+                    reference: str | None = None) -> None:
+    """Tier 0 against XLA's outputs (of ``reference``, the same module as XLA accepts it,
+    where that is not ``text``) within the corpus's tolerance (``compare_scaled``: NaN and
+    infinities where XLA's are, integers exactly), every step on the generic kernels."""
+    from tests.corpus_data import output_differences
+    t0 = runtime.compile(text, tier=0)
+    got = _leaves(t0(*args))
+    problems = output_differences(got, _xla(reference or text, args), rtol, atol)
+    assert not problems, "\n".join(problems)
+    assert t0.program.kernel_names == [] and _generic(t0) > 0
+
+
+_SUMS = "HloModule m\n" + _REDUCERS + """
+ENTRY e {
+  x = $T[33,70]{1,0} parameter(0)
+  y = $T[70,33]{0,1} parameter(1)
+  z = $T[] constant(0)
+  sq = $T[33,70]{1,0} multiply(x, x)
+  r1 = $T[33]{0} reduce(sq, z), dimensions={1}, to_apply=add
+  r2 = $T[70]{0} reduce(x, z), dimensions={0}, to_apply=add
+  r3 = $T[] reduce(y, z), dimensions={0,1}, to_apply=add
+  ROOT t = ($T[33], $T[70], $T[]) tuple(r1, r2, r3)
+}
+"""
+
+
+@pytest.mark.parametrize("name,dtype,rtol", [("f32", np.float32, 1e-4),
+                                             ("f64", np.float64, 1e-12)])
+def test_wide_float_sums_near_xla(name: str, dtype, rtol: float) -> None:
+    """Sums from zero that tier 1 splits into partial sums: tier 0 adds in memory order."""
+    rng = np.random.default_rng(4)
+    x, y = rng.normal(0, 3, (33, 70)).astype(dtype), rng.normal(0, 3, (70, 33)).astype(dtype)
+    assert_near_xla(_SUMS.replace("$T", name), [x, np.asfortranarray(y)], rtol, rtol / 10)
+
+
+_DOTS = """HloModule m
+ENTRY e {
+  x = $T[3,5,7]{2,1,0} parameter(0)
+  y = $T[3,7,4]{1,2,0} parameter(1)
+  u = $T[5,3,7]{0,1,2} parameter(2)
+  v = $T[4,7,3]{2,1,0} parameter(3)
+  b = $T[3,5,4]{2,1,0} dot(x, y), lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_contracting_dims={1}
+  t = $T[4,5]{0,1} dot(v, u), lhs_contracting_dims={1,2}, rhs_contracting_dims={2,1}
+  ROOT r = ($T[3,5,4], $T[4,5]) tuple(b, t)
+}
+"""
+
+
+@pytest.mark.parametrize("name,dtype,rtol", [("f32", np.float32, 1e-4),
+                                             ("f64", np.float64, 1e-12),
+                                             ("f16", np.float16, 1e-3),
+                                             ("bf16", ml_dtypes.bfloat16, 1e-2),
+                                             ("s32", np.int32, 0.0)])
+def test_dots_near_xla(name: str, dtype, rtol: float) -> None:
+    """Batch dimensions, two contracting dimensions in another order, transposed layouts."""
+    rng = np.random.default_rng(6)
+    shapes = [(3, 5, 7), (3, 7, 4), (5, 3, 7), (4, 7, 3)]
+    if np.dtype(dtype).kind == "i":
+        args = [rng.integers(-50, 50, s).astype(dtype) for s in shapes]
+    else:
+        args = [rng.normal(0, 2, s).astype(dtype) for s in shapes]
+    args[1] = np.asfortranarray(args[1].transpose(0, 2, 1)).transpose(0, 2, 1)
+    args[2] = np.asfortranarray(args[2])
+    assert_near_xla(_DOTS.replace("$T", name), args, rtol, rtol / 10)
+
+
+def test_dot_with_an_elementwise_epilogue() -> None:
+    """A dot fused with a bias and a maximum: the tail of the dot's program (XLA's
+    reference from the unfused module: its CPU backend takes no such fusion as text)."""
+    body = """
+  d = f32[16,8]{1,0} dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  cb = f32[16,8]{1,0} broadcast(c), dimensions={1}
+  s = f32[16,8]{1,0} add(d, cb)
+  z = f32[] constant(0)
+  zb = f32[16,8]{1,0} broadcast(z), dimensions={}
+  ROOT m = f32[16,8]{1,0} maximum(s, zb)
+"""
+    params = """
+  a = f32[16,24]{1,0} parameter(0)
+  w = f32[24,8]{1,0} parameter(1)
+  c = f32[8]{0} parameter(2)"""
+    text = f"""HloModule m
+fused {{{params}{body}}}
+ENTRY e {{{params}
+  ROOT f = f32[16,8]{{1,0}} fusion(a, w, c), kind=kOutput, calls=fused
+}}
+"""
+    reference = f"HloModule m\nENTRY e {{{params}{body}}}\n"
+    rng = np.random.default_rng(8)
+    args = [rng.normal(0, 1, s).astype(np.float32) for s in ((16, 24), (24, 8), (8,))]
+    assert_near_xla(text, args, 1e-4, 1e-5, reference)
+    plan = runtime.compile(text, tier=0).program.plan
+    assert [s.instruction for s in iter_steps(plan)] == ["f"]
+
+
+def test_reductions_too_long_to_interpret_keep_their_kernels() -> None:
+    """A dot of more than ``MAX_BODY_RUNS`` products keeps its specialised kernel; one of
+    exactly that many is generic (lowering only)."""
+    from runtime.codegen.lower import lower
+    from runtime.codegen.tier0.lowering import Tier0
+    from runtime.codegen.tier0.op_program import MAX_BODY_RUNS
+    text = """HloModule m
+ENTRY e {
+  a = f32[64,256]{1,0} parameter(0)
+  b = f32[256,256]{1,0} parameter(1)
+  c = f32[128,256]{1,0} parameter(2)
+  short = f32[64,256]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  long = f32[128,256]{1,0} dot(c, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = (f32[64,256], f32[128,256]) tuple(short, long)
+}
+"""
+    assert 64 * 256 * 256 == MAX_BODY_RUNS
+    dev = runtime.get_device()
+    analysis = runtime.analyze(text, device=dev)
+    program = lower(analysis.buffer_assignment, analysis.target, analysis.alignment,
+                    analysis.python_callbacks, Tier0(dev.has_fp64))
+    generic = {s.instruction for s in iter_steps(program.plan) if isinstance(s, GenericLaunch)}
+    assert generic == {"short"} and program.kernel_names

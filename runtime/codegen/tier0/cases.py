@@ -4,7 +4,8 @@ element types), its C statement built from the very templates the specialised ke
 A tier-0 kernel interprets an op program (``op_program``) whose instructions name a case by
 number. Each case is one statement over the register file ``r`` (a union holding one value of
 any compute type), ``I`` (the instruction's words: case, destination, three sources, an
-auxiliary word) and, for loads, stores and iotas, the index map at ``I[5]`` (``t0_map``).
+auxiliary word) and, for loads, stores and iotas, the index map at ``I[5]`` (``t0_map``); a
+``move`` sets a reduction's accumulator.
 The arithmetic comes from ``elemental.arithmetic`` and ``templates`` (convert, compare,
 bitcast-convert, select's ``?:``), loads and stores from ``cltypes``: the generic kernels and
 the specialised ones evaluate one expression per element in the same order and types, so
@@ -75,6 +76,8 @@ def _cases() -> list[Case]:
             index = f"(({cltypes.compute_type(index_et)}){_map()})"
             add(("iota", et.name, index_et.name),
                 f"{_dst(et)} = {E.convert(index_et, et, index)};", [et])
+    # a reduction's accumulator takes its new value (any type: the whole union is copied)
+    add(("move",), "r[I[1]] = r[I[2]];", [])
     for ctype in dict.fromkeys(cltypes.compute_type(et) for et in TYPES):
         bits = f"as_{ctype}(({cltypes.C_UNSIGNED[ctype]})I[5])" if ctype in ("float", "double") \
             else f"(({ctype})I[5])"

@@ -1,5 +1,6 @@
 """Tier 0's lowering: an entry instruction whose specialised steps are kernel launches runs on
-the generic elementwise kernels instead, where an op program computes it (``op_program``).
+the generic kernels instead, where an op program computes it (``op_program``: elementwise
+steps, reductions and dots).
 
 The specialised lowering runs first and decides what is a launch at all (a copy that is a
 byte copy, a forwarded value, a host step stay as they are); its kernels are left out of the
@@ -22,7 +23,7 @@ from ..context import LoweringContext
 from ..families.loop import all_shapes, fused_parts
 from ..kernel import needs_long_index
 from ..plan import GenericLaunch, Launch, Step
-from .kernels import ELEMENTS, LOCAL_SIZE, MAX_BUFFERS, kernel_for
+from .kernels import LOCAL_SIZE, MAX_BUFFERS, kernel_for
 from .op_program import NotTier0, OpProgram, start
 
 
@@ -45,7 +46,8 @@ def generic_steps(ctx: LoweringContext, inst: HloInstruction,
     """``inst``'s launches of generic kernels: one per group of same-dimension outputs (as
     the loop kernel groups them), or None where some value is not tier 0's."""
     root, params = fused_parts(inst)
-    if inst.opcode == Opcode.FUSION and inst.shape.is_tuple and root.opcode != Opcode.TUPLE:
+    if inst.opcode == Opcode.FUSION and inst.shape.is_tuple \
+            and root.opcode not in (Opcode.TUPLE, Opcode.REDUCE):
         return None
     groups: dict[tuple, list[tuple[tuple[int, ...], ArrayShape]]] = {}
     for idx, s in inst.shape.leaves():
@@ -67,7 +69,7 @@ def _launch(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction, pa
     index_et = S64 if needs_long_index(*all_shapes(inst)) else S32
     space = group[0][1]
     program = OpProgram(space, index_et, lambda i: leaves.get(id(i)), ctx.program.embed)
-    values = [program.value(_output(root, idx), start(space)) for idx, _ in group]
+    values = [program.output(root, idx, start(space)) for idx, _ in group]
     for (idx, shape), register in zip(group, values):
         program.store(shape, ctx.ref(inst, idx), register)
     cls = kernel_for(program.cases, has_fp64)
@@ -76,14 +78,6 @@ def _launch(ctx: LoweringContext, inst: HloInstruction, root: HloInstruction, pa
     words = ctx.program.embed_bytes(program.words().tobytes())
     buffers = program.buffers + [words] * (MAX_BUFFERS - len(program.buffers))
     count = space.element_count
-    size = -(-count // (ELEMENTS * LOCAL_SIZE)) * LOCAL_SIZE
+    size = -(-count // (program.per * LOCAL_SIZE)) * LOCAL_SIZE
     return GenericLaunch(cls.kernel, (*buffers, words), (np.int64(count),), (size,),
                          (LOCAL_SIZE,), inst.name)
-
-
-def _output(root: HloInstruction, idx: tuple[int, ...]) -> HloInstruction:
-    if not idx:
-        return root
-    if root.opcode != Opcode.TUPLE or len(idx) != 1:
-        raise NotTier0(f"output {idx} of {root.name}")
-    return root.operands[idx[0]]
