@@ -49,6 +49,7 @@ from .hlo.clone import CloneMap, clone_module
 from .hlo.ir import AliasEntry, HloInstruction, HloModule
 from .hlo.verifier import verify
 from .target import CPU, Target
+from .passes.algebraic_rewrites import rewrite_float_algebra_in_place
 from .passes.apply_schedule import schedule_in_place
 from .passes.call_layouts import match_call_layouts
 from .passes.complex_lowering import lower_complex_in_place
@@ -84,6 +85,7 @@ OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("spmd-collectives", rewrite_spmd_collectives_in_place, False),
     ("one-device-collectives", rewrite_one_device_collectives_in_place, False),
     ("constant-divisors", multiply_by_reciprocals_in_place, False),
+    ("algebraic-rewrites", rewrite_float_algebra_in_place, False),
     ("complex-lowering", lower_complex_in_place, False),
     ("stochastic-convert", expand_stochastic_converts_in_place, False),
     ("dynamic-padding", pad_dynamic_shapes_in_place, False),
