@@ -6,9 +6,10 @@ real arithmetic but not in floating point: a different rounding, a different ove
 (``-0 + 0`` is ``-0`` once ``A + 0`` is ``A``) or a different domain (``log(pow(A, B))`` is
 ``B*log(|A|)``, finite for a negative ``A``). Pre-optimisation text (JAX's) still carries
 the original form; computed as written it differs from XLA, and a ``floor``, a compare or an
-overflow downstream can make that a different answer. These are the rewrites the CPU
-pipelines of jaxlib 0.10.2 and 0.12 both make, under XLA's conditions (one-use operands
-where XLA asks for them); ``constant_divisors`` makes the division by a constant. The
+overflow downstream can make that a different answer (a sum of a broadcast's seven copies
+is ``x*7`` in XLA). These are the rewrites the CPU pipelines of jaxlib 0.10.2 and 0.12 both
+make, under XLA's conditions (one-use operands where XLA asks for them);
+``constant_divisors`` makes the division by a constant. The
 rewrites newer XLA only makes under fast math (``exp(A)*exp(B)``, ``log(exp(A))``,
 ``sqrt(A*A)``, reassociating constants) are left out: the two versions answer differently.
 
@@ -17,8 +18,8 @@ Only f16, f32 and f64 are rewritten, the floats XLA computes in their own type; 
 see other instructions, and complex values are left as written. Instructions ordered by
 control edges are left alone, and so are fusion bodies (XLA's optimised text). ``RULES``
 maps an opcode to its rewrites, tried in XLA's order; a rewrite returns the instruction
-computing the value (the argument itself, changed in place keeping its name and layout, or
-one of its operands), or None.
+computing the value (the argument itself, changed in place keeping its name and layout, an
+operand, or a new instruction), or None.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..analysis.reducers import reducer_opcode
 from ..hlo.ir import HloInstruction, HloModule
 from ..hlo.opcode_enum import Opcode
 from ..hlo.shape import ArrayShape
@@ -199,7 +201,37 @@ def _multiply(build: PartBuilder, inst: HloInstruction, uses: Uses) -> HloInstru
     return None
 
 
+# --- reduce ---------------------------------------------------------------------------------
+def _reduce(build: PartBuilder, inst: HloInstruction, uses: Uses) -> HloInstruction | None:
+    """A sum over dimensions only a broadcast added is a multiplication by their count:
+    ``init + x*N`` (no ``init`` when it is 0), broadcast over the added dimensions kept."""
+    if len(inst.operands) != 2 or reducer_opcode(inst.to_apply) != Opcode.ADD:
+        return None
+    b, init = inst.operands
+    if b.opcode != Opcode.BROADCAST:
+        return None
+    x = b.operands[0]
+    mapping = b.ints_attr("dimensions")
+    reduced = set(inst.ints_attr("dimensions"))
+    if reduced & set(mapping):
+        return None
+    kept = [d - sum(r < d for r in reduced) for d in mapping]   # x's dimensions in the result
+    if kept != sorted(kept):
+        return None
+    count = int(np.prod([b.array_shape.dims[d] for d in reduced]))
+    if len(kept) == len(inst.array_shape.dims):
+        value = build.add(Opcode.MULTIPLY, inst.shape, [x, _scalar_like(build, count, inst)])
+    else:
+        product = build.binary(Opcode.MULTIPLY, x, _scalar_like(build, count, x))
+        value = build.add(Opcode.BROADCAST, inst.shape, [product], dimensions=tuple(kept))
+    if _all(init, 0):
+        return value
+    start = build.add(Opcode.BROADCAST, inst.shape, [init], dimensions=())
+    return build.add(Opcode.ADD, inst.shape, [start, value])
+
+
 RULES: dict[Opcode, Rule] = {
+    Opcode.REDUCE: _reduce,
     Opcode.DIVIDE: _divide,
     Opcode.POWER: _power,
     Opcode.LOG: _log,

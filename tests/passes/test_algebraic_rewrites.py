@@ -3,7 +3,8 @@ but not in floating point, and pre-optimisation text must give XLA's answer: ``(
 ``A/(B*C)`` (0 where ``B*C`` overflows), ``A/(B/C)`` is ``(A*C)/B``, ``log(pow(A,B))`` is
 ``B*log(|A|)`` (finite for a negative ``A``), ``A+0`` and ``A*1`` are ``A`` (keeping -0 and a
 denormal), ``pow(A,3)`` is ``A*(A*A)``, ``A/rsqrt(B)`` is ``A*sqrt(B)`` and
-``A/broadcast(B)`` is ``A*broadcast(1/B)``. Expected values are XLA's CPU backend's (jaxlib
+``A/broadcast(B)`` is ``A*broadcast(1/B)``; a sum over a broadcast's own dimensions is a
+multiplication by their count. Expected values are XLA's CPU backend's (jaxlib
 0.10.2 through ``benchmarks/xla_cpu.py``; jaxlib 0.12 makes the same rewrites) on this text."""
 
 import numpy as np
@@ -133,3 +134,27 @@ def test_fusion_bodies_of_optimised_text_are_left_as_xla_wrote_them():
     v = np.array([0.1, 3.0], np.float32)
     f, _ = runtime.compile(OPTIMISED)(x, v)
     np.testing.assert_array_equal(f, x / v[:, None])
+
+
+REDUCE_OF_BROADCAST = """HloModule sums
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY e {
+  x = f32[3] parameter(0)
+  b = f32[3,7,2] broadcast(x), dimensions={0}
+  zero = f32[] constant(0)
+  ROOT r = f32[3,2] reduce(b, zero), dimensions={1}, to_apply=add
+}"""
+XLA_SUM_BITS = [[1019356779, 1019356779], [3248395205, 3248395205], [1091672473, 1091672473]]
+
+
+@pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
+def test_a_sum_of_a_broadcast_is_xla_multiplication_by_the_count(fusion):
+    """XLA sums 7 copies of x as x*7 (broadcast over the added dimension kept): 7 additions
+    round differently."""
+    x = np.array([0.0033857084, -2.831736, 1.3], np.float32)
+    out = runtime.compile(REDUCE_OF_BROADCAST, fusion=fusion)(x)
+    np.testing.assert_array_equal(out.view(np.uint32), np.array(XLA_SUM_BITS, np.uint32))
