@@ -230,7 +230,25 @@ def _reduce(build: PartBuilder, inst: HloInstruction, uses: Uses) -> HloInstruct
     return build.add(Opcode.ADD, inst.shape, [start, value])
 
 
+# --- dot ------------------------------------------------------------------------------------
+def _dot(build: PartBuilder, inst: HloInstruction, uses: Uses) -> HloInstruction | None:
+    """A dot contracting nothing (an outer product) is XLA's product of two broadcasts: no
+    accumulator, so ``-0`` stays ``-0`` (a batched one is left as it is)."""
+    if len(inst.operands) != 2:
+        return None
+    lhs, rhs = inst.operands
+    if any(inst.ints_attr(k) for k in ("lhs_contracting_dims", "rhs_contracting_dims",
+                                       "lhs_batch_dims", "rhs_batch_dims")) \
+            or type_of(lhs) != type_of(inst) or type_of(rhs) != type_of(inst):
+        return None
+    n, m = len(lhs.array_shape.dims), len(rhs.array_shape.dims)
+    left = build.add(Opcode.BROADCAST, inst.shape, [lhs], dimensions=tuple(range(n)))
+    right = build.add(Opcode.BROADCAST, inst.shape, [rhs], dimensions=tuple(range(n, n + m)))
+    return build.add(Opcode.MULTIPLY, inst.shape, [left, right])
+
+
 RULES: dict[Opcode, Rule] = {
+    Opcode.DOT: _dot,
     Opcode.REDUCE: _reduce,
     Opcode.DIVIDE: _divide,
     Opcode.POWER: _power,

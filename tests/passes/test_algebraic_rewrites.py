@@ -4,8 +4,9 @@ but not in floating point, and pre-optimisation text must give XLA's answer: ``(
 ``B*log(|A|)`` (finite for a negative ``A``), ``A+0`` and ``A*1`` are ``A`` (keeping -0 and a
 denormal), ``pow(A,3)`` is ``A*(A*A)``, ``A/rsqrt(B)`` is ``A*sqrt(B)`` and
 ``A/broadcast(B)`` is ``A*broadcast(1/B)``; a sum over a broadcast's own dimensions is a
-multiplication by their count. Expected values are XLA's CPU backend's (jaxlib
-0.10.2 through ``benchmarks/xla_cpu.py``; jaxlib 0.12 makes the same rewrites) on this text."""
+multiplication by their count, and a dot contracting nothing a product of broadcasts.
+Expected values are XLA's CPU backend's (jaxlib 0.10.2 through ``benchmarks/xla_cpu.py``;
+jaxlib 0.12 makes the same rewrites) on this text."""
 
 import numpy as np
 import pytest
@@ -158,3 +159,21 @@ def test_a_sum_of_a_broadcast_is_xla_multiplication_by_the_count(fusion):
     x = np.array([0.0033857084, -2.831736, 1.3], np.float32)
     out = runtime.compile(REDUCE_OF_BROADCAST, fusion=fusion)(x)
     np.testing.assert_array_equal(out.view(np.uint32), np.array(XLA_SUM_BITS, np.uint32))
+
+
+OUTER = """HloModule outer
+ENTRY e {
+  a = f32[3] parameter(0)
+  b = f32[2] parameter(1)
+  ROOT r = f32[3,2] dot(a, b), lhs_contracting_dims={}, rhs_contracting_dims={}
+}"""
+
+
+@pytest.mark.parametrize("fusion", [True, False], ids=["fused", "unfused"])
+def test_a_dot_contracting_nothing_is_a_product_keeping_negative_zero(fusion):
+    """XLA computes it as a multiply of broadcasts: -0 * 3 is -0 (no accumulator from +0);
+    XLA's bits here are numpy's outer product's."""
+    a = np.array([-0.0, 2.5, -1.0], np.float32)
+    b = np.array([3.0, 0.0], np.float32)
+    out = runtime.compile(OUTER, fusion=fusion)(a, b)
+    np.testing.assert_array_equal(out.view(np.uint32), np.outer(a, b).view(np.uint32))
