@@ -49,7 +49,8 @@ def rewrite_float_algebra_in_place(module: HloModule, target: Target = CPU) -> N
     fused = {id(c) for inst in module.instructions() if inst.opcode == Opcode.FUSION
              for c in inst.called_computations}
     for comp in module.computations:
-        if id(comp) in fused or not any(_rewritable(i) and i.opcode in RULES for i in comp.instructions):
+        if id(comp) in fused \
+                or not any(_rewritable(i) and i.opcode in RULES for i in comp.instructions):
             continue
         uses: Uses = {}
         for inst in comp.instructions:
