@@ -49,6 +49,7 @@ from .hlo.clone import CloneMap, clone_module
 from .hlo.ir import AliasEntry, HloInstruction, HloModule
 from .hlo.verifier import verify
 from .target import CPU, Target
+from .passes.algebraic_rewrites import rewrite_float_algebra_in_place
 from .passes.apply_schedule import schedule_in_place
 from .passes.call_layouts import match_call_layouts
 from .passes.cholesky_host_calls import cholesky_to_host_calls_in_place
@@ -85,6 +86,7 @@ OPTIMISATION: list[tuple[str, Pass, bool]] = [
     ("spmd-collectives", rewrite_spmd_collectives_in_place, False),
     ("one-device-collectives", rewrite_one_device_collectives_in_place, False),
     ("constant-divisors", multiply_by_reciprocals_in_place, False),
+    ("algebraic-rewrites", rewrite_float_algebra_in_place, False),
     ("cholesky-host-calls", cholesky_to_host_calls_in_place, False),
     ("complex-lowering", lower_complex_in_place, False),
     ("stochastic-convert", expand_stochastic_converts_in_place, False),

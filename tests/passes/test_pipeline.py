@@ -22,7 +22,7 @@ ENTRY e {
 def test_the_lists_name_the_stages_in_order():
     assert [name for name, *_ in pipeline.OPTIMISATION] == [
         "manual-regions", "spmd-collectives", "one-device-collectives", "constant-divisors",
-        "cholesky-host-calls", "complex-lowering",
+        "algebraic-rewrites", "cholesky-host-calls", "complex-lowering",
         "stochastic-convert", "dynamic-padding", "dead-tuple-elements", "float-normalization",
         "inline-calls",
         "simplify",
