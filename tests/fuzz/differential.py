@@ -66,6 +66,10 @@ NAN_BIT_EXCLUSIONS = {
         lambda text: "f16[" in text and "bitcast-convert(" in text,
     "bf16 select": lambda text: "bf16[" in text and "select(" in text,
     "atan2 of denormals": lambda text: "atan2(" in text,
+    # (long run, seeds 14 and 15: an f16 sum meeting inf - inf, a max from 255 over a NaN
+    # with a payload; XLA's bits depend on where its tree meets the NaN)
+    "a float reduction's NaN (which NaN its order meets first)":
+        lambda text: bool(re.search(r"to_apply=(add|mul|max|min)_(f16|bf16|f32|f64)", text)),
 }
 
 
