@@ -10,7 +10,7 @@ import pytest
 from .differential import check
 from .layout_programs import random_cases
 
-SEEDS = (0, 1, 2)
+SEEDS = (2, 5, 7)   # seed 2 finds a division by a constant computed as a quotient
 CASES_PER_MODULE = 8
 
 
