@@ -99,18 +99,26 @@ HELPERS: tuple[Helper, ...] = (
     # XLA's pow of a denormal base (flushed: DAZ) is that of 2^-150 (f32) or 2^-1075 (f64),
     # the exponent its libm's log2 gives a flushed input, with the sign of a negative base:
     # pow(1e-40, 0.5) is 2^-75, pow(1e-40, -1) inf. OpenCL's pow gives neither (1e-40^2
-    # was 1.9e-4 on PoCL). Measured against jaxlib 0.10.2 (tests/codegen/test_power_denormal.py).
+    # was 1.9e-4 on PoCL). And as glibc's pow, which reads the exponent's bits unflushed, a
+    # denormal exponent is not an integer: a finite negative base gives NaN, not 1 (pow(-2,
+    # 1e-40); found by the fuzzer). Measured against jaxlib 0.10.2
+    # (tests/codegen/test_power_denormal.py, tests/codegen/test_nan_results.py).
     *_family(("float",), "xla_fpow_$T",
              "$T xla_fpow_$T($T a, $T b) {\n"
              "  $T tiny = exp2(-150.0f * b) * pow(copysign(($T)1, a), b);\n"
-             "  return (((as_$U(a) & 0x7f800000u) == 0) & ((as_$U(a) & 0x7fffffu) != 0))\n"
+             "  $T p = (((as_$U(a) & 0x7f800000u) == 0) & ((as_$U(a) & 0x7fffffu) != 0))\n"
              "         ? tiny : pow(a, b);\n"
+             "  return (((as_$U(b) & 0x7f800000u) == 0) & ((as_$U(b) & 0x7fffffu) != 0)\n"
+             "          & (a < ($T)0) & isfinite(a)) ? ($T)NAN : p;\n"
              "}\n", vector=True),
     *_family(("double",), "xla_fpow_$T",
              "$T xla_fpow_$T($T a, $T b) {\n"
              "  $T tiny = exp2(-1075.0 * b) * pow(copysign(($T)1, a), b);\n"
-             "  return (((as_$U(a) & 0x7ff0000000000000ul) == 0)\n"
+             "  $T p = (((as_$U(a) & 0x7ff0000000000000ul) == 0)\n"
              "          & ((as_$U(a) & 0xffffffffffffful) != 0)) ? tiny : pow(a, b);\n"
+             "  return (((as_$U(b) & 0x7ff0000000000000ul) == 0)\n"
+             "          & ((as_$U(b) & 0xffffffffffffful) != 0) & (a < ($T)0) & isfinite(a))\n"
+             "         ? ($T)NAN : p;\n"
              "}\n", vector=True),
     *_family(_FLOAT_C, "xla_fmin_$T",
              "$T xla_fmin_$T($T a, $T b) {\n"

@@ -57,7 +57,11 @@ def _expand(build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
     assert literal is not None      # _constant_divisor checked it
     data = literal.numpy()
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        # in the element type, as XLA's InvertConstant: 1/0 is inf, 1/(tiny) may be inf
+        # in the element type, as XLA's InvertConstant: 1/0 is inf, 1/(tiny) may be inf; and
+        # XLA folds it with f32 and f64 denormals flushed, so 1/(-2^-127) is -inf (fuzzer)
+        if data.dtype in (np.float32, np.float64):
+            data = np.where(np.abs(data) < np.finfo(data.dtype).tiny,
+                            np.copysign(np.zeros_like(data), data), data)
         inverse = np.ones_like(data) / data
     divisor = build.add(Opcode.CONSTANT, constant.shape,
                         literal=Literal(constant.shape, inverse.astype(data.dtype)))

@@ -233,3 +233,41 @@ def test_byte_float_log_and_maximum_nan_signs():
     log, biggest = runtime.compile(text)(codes)
     assert _bits(log).tolist() == [0xf8, 0xf8]
     assert _bits(biggest).tolist() == [0x78, 0x78]
+
+
+_DENORMAL_EXPONENT = """HloModule pow_denormal
+ENTRY e {
+  a = {t}[6] parameter(0)
+  b = {t}[6] parameter(1)
+  ROOT p = {t}[6] power(a, b)
+}
+"""
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+@pytest.mark.parametrize("t, tiny", [("f32", 1e-40), ("f64", 1e-310)])
+def test_power_of_a_negative_base_to_a_denormal_exponent(t, tiny, fusion):
+    """Found by the fuzzer: XLA's CPU backend calls glibc's pow, which reads the exponent's
+    bits, so a denormal exponent is not an integer and pow(-2, 1e-40) is x86's default NaN;
+    the device flushed the exponent to 0 and gave 1. A positive base still gives 1."""
+    dtype = np.float32 if t == "f32" else np.float64
+    a = np.array([-2, -0.5, -1, 2, 0.5, -2], dtype)
+    b = np.array([tiny, -tiny, tiny, tiny, -tiny, 0], dtype)
+    got = np.asarray(runtime.compile(_DENORMAL_EXPONENT.replace("{t}", t), fusion=fusion)(a, b))
+    default_nan = np.array([0xffc00000 if t == "f32" else 0xfff8000000000000],
+                           f"u{a.itemsize}").view(dtype)[0]
+    want = np.array([default_nan] * 3 + [1, 1, 1], dtype)
+    np.testing.assert_array_equal(_bits(got), _bits(want))
+
+
+@pytest.mark.parametrize("fusion", [True, False])
+def test_power_of_a_denormal_base_as_glibc_under_flush_to_zero(fusion):
+    """Found by the fuzzer: glibc's powf, which XLA's CPU backend calls, takes a positive
+    denormal base's log2 as -150 under flush-to-zero (pow(2.8e-40, 0.5) is 2^-75, pow(x, -1)
+    inf); PoCL's pow read garbage (0.014 for pow(2.8e-40, 1)). A negative one is NaN."""
+    a = np.array([2.8e-40, 2.8e-40, 2.8e-40, 2.8e-40, -2.8e-40, 2.8e-40], np.float32)
+    b = np.array([0.5, -1, 1, 0, 0.5, -0.25], np.float32)
+    got = np.asarray(runtime.compile(_DENORMAL_EXPONENT.replace("{t}", "f32"),
+                                     fusion=fusion)(a, b))
+    want = np.array([2.0 ** -75, np.inf, 0, 1, np.nan, 2.0 ** 37.5], np.float32)
+    np.testing.assert_array_equal(got, want)

@@ -11,21 +11,24 @@ with random dimension numbers, dense layers as JAX prints them (a tile-sized pro
 ``{0,1}`` transpose, an epilogue), convolutions with random dimension labels, reductions,
 transposes, reshapes, broadcasts, slices, pads, reverses, concatenates, iotas,
 dynamic-(update-)slices, gathers and scatters with out-of-range indices, sorts,
-reduce-windows, converts and copies. Shapes include size-1 and odd dimensions. Kept free of
-pytest so ``benchmarks/fuzz_layouts.py`` imports it.
+reduce-windows, converts and copies. Shapes include size-1 and odd dimensions. The steps that
+compute values (every element type, constants, special inputs, every elementwise opcode,
+reductions from any initial value) are ``value_steps``'s. Kept free of pytest so
+``benchmarks/fuzz_layouts.py`` imports it.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import value_steps as vs
+
 _DIMS = (1, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17)
 _MAX_ELEMENTS = 2048
-_FLOAT_UNARY = ("negate", "abs", "tanh", "sine", "floor", "sign")
-_BINARY = ("add", "subtract", "multiply", "maximum", "minimum")
 
 
 @dataclass
@@ -33,6 +36,13 @@ class Value:
     name: str
     dims: tuple[int, ...]
     etype: str = "f32"
+    # how the result is compared (``value_steps``): 0 bit for bit, a number of ulps of its
+    # type elementwise, infinity as an order-dependent sum; ``mostly``: and most elements
+    # bit for bit (a narrow contraction rounded once)
+    ulps: float = math.inf
+    mostly: bool = False
+    product: bool = False    # a float product (XLA fuses a sum of it into a multiply-add)
+    constant: bool = False   # a constant or a broadcast of one
 
 
 @dataclass
@@ -48,6 +58,8 @@ class Case:
     params: list[Param] = field(default_factory=list)
     lines: list[str] = field(default_factory=list)
     outputs: list[tuple[Value, tuple[int, ...]]] = field(default_factory=list)
+    # the reducer and comparator computations it calls: (kind, element type)
+    reducers: set[tuple[str, str]] = field(default_factory=set)
 
     def module_text(self) -> str:
         return module_text([self])
@@ -64,6 +76,8 @@ class _Builder:
         self.prefix = prefix
         self.count = itertools.count()
         self.case = Case()
+        # the fraction of special values (NaN, infinities, zeros, denormals, huge) in inputs
+        self.special = float(rng.choice((0.0, 0.0, 0.03, 0.1)))
 
     def name(self, what: str) -> str:
         return f"{self.prefix}{what}.{next(self.count)}"
@@ -80,19 +94,22 @@ class _Builder:
             if int(np.prod(dims, dtype=np.int64)) <= _MAX_ELEMENTS:
                 return dims
 
-    def param(self, dims: tuple[int, ...], etype: str = "f32") -> Value:
-        v = Value(self.name("p"), dims, etype)
-        if etype == "f32":
-            data = self.rng.standard_normal(dims).astype(np.float32)
-        else:
-            data = self.rng.integers(-40, 40, size=dims).astype(np.dtype(_NUMPY[etype]))
+    def param(self, dims: tuple[int, ...], etype: str = "f32", huge: bool = True) -> Value:
+        v = Value(self.name("p"), dims, etype, ulps=0)
+        data = vs.data(self.rng, etype, dims, self.special, huge)
         self.case.params.append(Param(v, self.layout(len(dims)), data))
         return v
 
-    def emit(self, dims: tuple[int, ...], expr: str, etype: str = "f32") -> Value:
-        v = Value(self.name("v"), dims, etype)
+    def emit(self, dims: tuple[int, ...], expr: str, etype: str = "f32", *,
+             ulps: float = math.inf, mostly: bool = False, product: bool = False) -> Value:
+        v = Value(self.name("v"), dims, etype, ulps, mostly, product,
+                  expr.startswith("constant("))
         self.case.lines.append(f"  {v.name} = {shape_text(v, self.layout(len(dims)))} {expr}")
         return v
+
+    def move(self, x: Value, dims: tuple[int, ...], expr: str) -> Value:
+        """A data-movement step of ``x``: the same type, compared as ``x`` is."""
+        return self.emit(dims, expr, x.etype, ulps=x.ulps, mostly=x.mostly, product=x.product)
 
     def same_shape(self, x: Value) -> Value:
         """Another value of ``x``'s shape: a fresh parameter or a broadcast of one."""
@@ -102,43 +119,17 @@ class _Builder:
             self.rng.integers(0, len(x.dims) + 1)), replace=False))
         small = self.param(tuple(x.dims[d] for d in kept), x.etype)
         return self.emit(x.dims, f"broadcast({small.name}), dimensions={{{_csv(kept)}}}",
-                         x.etype)
-
-
-_NUMPY = {"f32": np.float32, "s32": np.int32}
+                         x.etype, ulps=0)
 
 
 def _csv(xs) -> str:
     return ",".join(str(int(x)) for x in xs)
 
 
-def _unary(b: _Builder, x: Value) -> Value:
-    if x.etype != "f32":
-        return b.emit(x.dims, f"negate({x.name})", x.etype)
-    op = str(b.rng.choice(_FLOAT_UNARY))
-    return b.emit(x.dims, f"{op}({x.name})")
-
-
-def _binary(b: _Builder, x: Value) -> Value:
-    y = b.same_shape(x)
-    op = str(b.rng.choice(_BINARY))
-    a, c = (x, y) if b.rng.random() < 0.5 else (y, x)
-    return b.emit(x.dims, f"{op}({a.name}, {c.name})", x.etype)
-
-
-def _select(b: _Builder, x: Value) -> Value:
-    y = b.same_shape(x)
-    pred = Value(b.name("c"), x.dims, "pred")
-    direction = str(b.rng.choice(["GT", "LT", "GE", "EQ"]))
-    b.case.lines.append(f"  {pred.name} = {shape_text(pred, b.layout(len(x.dims)))} "
-                        f"compare({x.name}, {y.name}), direction={direction}")
-    return b.emit(x.dims, f"select({pred.name}, {x.name}, {y.name})", x.etype)
-
-
 def _transpose(b: _Builder, x: Value) -> Value:
     perm = [int(d) for d in b.rng.permutation(len(x.dims))]
-    return b.emit(tuple(x.dims[d] for d in perm),
-                  f"transpose({x.name}), dimensions={{{_csv(perm)}}}", x.etype)
+    return b.move(x, tuple(x.dims[d] for d in perm),
+                  f"transpose({x.name}), dimensions={{{_csv(perm)}}}")
 
 
 def _reshape(b: _Builder, x: Value) -> Value:
@@ -154,38 +145,26 @@ def _reshape(b: _Builder, x: Value) -> Value:
         dims.remove(1)
     elif len(dims) < 5:
         dims.insert(int(b.rng.integers(0, len(dims) + 1)), 1)
-    return b.emit(tuple(dims), f"reshape({x.name})", x.etype)
+    return b.move(x, tuple(dims), f"reshape({x.name})")
 
 
 def _broadcast(b: _Builder, x: Value) -> Value:
     if len(x.dims) >= 4:
-        return _reduce(b, x)
+        return vs.reduce_any(b, x)
     size = int(b.rng.choice((1, 2, 3, 4)))
     at = int(b.rng.integers(0, len(x.dims) + 1))
     dims = x.dims[:at] + (size,) + x.dims[at:]
     if np.prod(dims) > _MAX_ELEMENTS:
-        return _reduce(b, x)
+        return vs.reduce_any(b, x)
     mapping = [d if d < at else d + 1 for d in range(len(x.dims))]
-    return b.emit(dims, f"broadcast({x.name}), dimensions={{{_csv(mapping)}}}", x.etype)
-
-
-def _reduce(b: _Builder, x: Value) -> Value:
-    if not x.dims:
-        return _unary(b, x)
-    count = int(b.rng.integers(1, len(x.dims) + 1))
-    reduced = sorted(int(d) for d in b.rng.choice(len(x.dims), size=count, replace=False))
-    kind = "max" if b.rng.random() < 0.3 else "add"
-    init = b.emit((), "constant(0)" if kind == "add" else "constant(-1000)", x.etype)
-    dims = tuple(d for i, d in enumerate(x.dims) if i not in reduced)
-    return b.emit(dims, f"reduce({x.name}, {init.name}), dimensions={{{_csv(reduced)}}}, "
-                  f"to_apply={kind}_{x.etype}", x.etype)
+    return b.move(x, dims, f"broadcast({x.name}), dimensions={{{_csv(mapping)}}}")
 
 
 def _dot(b: _Builder, x: Value) -> Value:
     """A dot of ``x`` with a fresh operand under random dimension numbers: ``x``'s
     batch and contracting dimensions drawn at random, the other operand's order shuffled."""
     if x.etype != "f32" or not x.dims:
-        return _binary(b, x)
+        return vs.typed_binary(b, x)
     rank = len(x.dims)
     order = [int(d) for d in b.rng.permutation(rank)]
     n_contract = int(b.rng.integers(0 if rank > 1 else 1, min(rank, 2) + 1))
@@ -278,7 +257,7 @@ def _dense(b: _Builder, x: Value) -> Value:
         v = b.emit((rows, cols), f"dot({lhs.name}, {rhs.name}), lhs_contracting_dims={{1}}, "
                    f"rhs_contracting_dims={{{k}}}")
     for _ in range(int(b.rng.integers(1, 4))):
-        v = (_binary if b.rng.random() < 0.7 else _unary)(b, v)
+        v = (vs.typed_binary if b.rng.random() < 0.7 else vs.typed_unary)(b, v)
     if x.dims == v.dims and x.etype == "f32":
         v = b.emit(v.dims, f"add({v.name}, {x.name})")
     return v
@@ -286,7 +265,7 @@ def _dense(b: _Builder, x: Value) -> Value:
 
 def _slice(b: _Builder, x: Value) -> Value:
     if not x.dims:
-        return _unary(b, x)
+        return vs.typed_unary(b, x)
     parts, dims = [], []
     for d in x.dims:
         start = int(b.rng.integers(0, d))
@@ -294,13 +273,13 @@ def _slice(b: _Builder, x: Value) -> Value:
         stride = int(b.rng.choice((1, 1, 2)))
         parts.append(f"[{start}:{limit}:{stride}]")
         dims.append((limit - start + stride - 1) // stride)
-    return b.emit(tuple(dims), f"slice({x.name}), slice={{{','.join(parts)}}}", x.etype)
+    return b.move(x, tuple(dims), f"slice({x.name}), slice={{{','.join(parts)}}}")
 
 
 def _pad(b: _Builder, x: Value) -> Value:
     if not x.dims:
-        return _unary(b, x)
-    value = b.emit((), "constant(0)", x.etype)
+        return vs.typed_unary(b, x)
+    value = b.emit((), vs.constant_text(b.rng, x.etype, ()), x.etype, ulps=0)
     parts, dims = [], []
     for d in x.dims:
         lo, hi = int(b.rng.integers(-1 if d > 2 else 0, 3)), int(b.rng.integers(0, 3))
@@ -308,36 +287,37 @@ def _pad(b: _Builder, x: Value) -> Value:
         parts.append(f"{lo}_{hi}" + (f"_{interior}" if interior else ""))
         dims.append(lo + hi + d + max(d - 1, 0) * interior)
     if np.prod(dims) > _MAX_ELEMENTS or min(dims) < 1:
-        return _unary(b, x)
+        return vs.typed_unary(b, x)
     return b.emit(tuple(dims), f"pad({x.name}, {value.name}), padding={'x'.join(parts)}",
-                  x.etype)
+                  x.etype, ulps=x.ulps)
 
 
 def _reverse(b: _Builder, x: Value) -> Value:
     if not x.dims:
-        return _unary(b, x)
+        return vs.typed_unary(b, x)
     dims = sorted(int(d) for d in b.rng.choice(len(x.dims), size=int(
         b.rng.integers(1, len(x.dims) + 1)), replace=False))
-    return b.emit(x.dims, f"reverse({x.name}), dimensions={{{_csv(dims)}}}", x.etype)
+    return b.move(x, x.dims, f"reverse({x.name}), dimensions={{{_csv(dims)}}}")
 
 
 def _concatenate(b: _Builder, x: Value) -> Value:
     if not x.dims or 2 * np.prod(x.dims) > _MAX_ELEMENTS:
-        return _unary(b, x)
+        return vs.typed_unary(b, x)
     axis = int(b.rng.integers(0, len(x.dims)))
     other = b.param(x.dims[:axis] + (int(b.rng.choice((1, 2, 3))),) + x.dims[axis + 1:], x.etype)
     dims = x.dims[:axis] + (x.dims[axis] + other.dims[axis],) + x.dims[axis + 1:]
     operands = (x, other) if b.rng.random() < 0.5 else (other, x)
     return b.emit(dims, f"concatenate({operands[0].name}, {operands[1].name}), "
-                  f"dimensions={{{axis}}}", x.etype)
+                  f"dimensions={{{axis}}}", x.etype, ulps=x.ulps)
 
 
 def _iota(b: _Builder, x: Value) -> Value:
-    if not x.dims:
-        return _unary(b, x)
+    if not x.dims or x.etype == "pred":
+        return vs.typed_unary(b, x)
     axis = int(b.rng.integers(0, len(x.dims)))
-    iota = b.emit(x.dims, f"iota(), iota_dimension={axis}", x.etype)
-    return b.emit(x.dims, f"add({x.name}, {iota.name})", x.etype)
+    iota = b.emit(x.dims, f"iota(), iota_dimension={axis}", x.etype, ulps=0)
+    return b.emit(x.dims, f"add({x.name}, {iota.name})", x.etype,
+                  ulps=math.inf if x.product else x.ulps)
 
 
 def _index(b: _Builder) -> Value:
@@ -350,20 +330,20 @@ def _index(b: _Builder) -> Value:
 
 def _dynamic_slice(b: _Builder, x: Value) -> Value:
     if not x.dims:
-        return _unary(b, x)
+        return vs.typed_unary(b, x)
     sizes = [int(b.rng.integers(1, d + 1)) for d in x.dims]
     starts = [_index(b).name for _ in x.dims]
-    return b.emit(tuple(sizes), f"dynamic-slice({x.name}, {', '.join(starts)}), "
-                  f"dynamic_slice_sizes={{{_csv(sizes)}}}", x.etype)
+    return b.move(x, tuple(sizes), f"dynamic-slice({x.name}, {', '.join(starts)}), "
+                  f"dynamic_slice_sizes={{{_csv(sizes)}}}")
 
 
 def _dynamic_update_slice(b: _Builder, x: Value) -> Value:
     if not x.dims:
-        return _unary(b, x)
+        return vs.typed_unary(b, x)
     update = b.param(tuple(int(b.rng.integers(1, d + 1)) for d in x.dims), x.etype)
     starts = [_index(b).name for _ in x.dims]
     return b.emit(x.dims, f"dynamic-update-slice({x.name}, {update.name}, "
-                  f"{', '.join(starts)})", x.etype)
+                  f"{', '.join(starts)})", x.etype, ulps=x.ulps)
 
 
 def _indices(b: _Builder, count: int, limit: int, shape: tuple[int, ...]) -> Value:
@@ -378,7 +358,7 @@ def _indices(b: _Builder, count: int, limit: int, shape: tuple[int, ...]) -> Val
 def _gather(b: _Builder, x: Value) -> Value:
     """``jnp.take`` along a random axis: the taken rows first, the rest in order."""
     if not x.dims:
-        return _unary(b, x)
+        return vs.typed_unary(b, x)
     axis = int(b.rng.integers(0, len(x.dims)))
     count = int(b.rng.choice((1, 3, 5)))
     index = _indices(b, count, x.dims[axis], (count,))
@@ -387,77 +367,59 @@ def _gather(b: _Builder, x: Value) -> Value:
     return b.emit((count,) + rest, f"gather({x.name}, {index.name}), "
                   f"offset_dims={{{_csv(range(1, len(x.dims)))}}}, collapsed_slice_dims={{{axis}}}, "
                   f"start_index_map={{{axis}}}, index_vector_dim=1, slice_sizes={{{_csv(sizes)}}}",
-                  x.etype)
+                  x.etype, ulps=x.ulps)
 
 
 def _scatter(b: _Builder, x: Value) -> Value:
     """Rows added into ``x`` along a random axis at random (and out-of-range) indices."""
-    if not x.dims:
-        return _unary(b, x)
+    if not x.dims or x.etype == "pred":
+        return vs.typed_unary(b, x)
     axis = int(b.rng.integers(0, len(x.dims)))
     count = int(b.rng.choice((1, 2, 4)))
     index = _indices(b, count, x.dims[axis], (count, 1))
     rest = tuple(d for i, d in enumerate(x.dims) if i != axis)
     updates = b.param((count,) + rest, x.etype)
+    b.case.reducers.add(("add", x.etype))
     return b.emit(x.dims, f"scatter({x.name}, {index.name}, {updates.name}), "
                   f"update_window_dims={{{_csv(range(1, len(x.dims)))}}}, "
                   f"inserted_window_dims={{{axis}}}, scatter_dims_to_operand_dims={{{axis}}}, "
-                  f"index_vector_dim=1, to_apply=add_{x.etype}", x.etype)
+                  f"index_vector_dim=1, to_apply=add_{x.etype}", x.etype,
+                  ulps=x.ulps if x.etype in vs.INTEGERS else math.inf)
 
 
 def _sort(b: _Builder, x: Value) -> Value:
-    if not x.dims:
-        return _unary(b, x)
+    if not x.dims or x.etype == "pred":
+        return vs.typed_unary(b, x)
     axis = int(b.rng.integers(0, len(x.dims)))
-    return b.emit(x.dims, f"sort({x.name}), dimensions={{{axis}}}, to_apply=less_{x.etype}",
-                  x.etype)
-
-
-def _reduce_window(b: _Builder, x: Value) -> Value:
-    if not x.dims:
-        return _unary(b, x)
-    sizes, strides, pads, dims = [], [], [], []
-    for d in x.dims:
-        size = int(b.rng.integers(1, min(d, 3) + 1))
-        stride = int(b.rng.choice((1, 1, 2)))
-        lo, hi = int(b.rng.integers(0, 2)), int(b.rng.integers(0, 2))
-        sizes.append(size)
-        strides.append(stride)
-        pads.append(f"{lo}_{hi}")
-        dims.append((d + lo + hi - size) // stride + 1)
-    init = b.emit((), "constant(0)", x.etype)
-    return b.emit(tuple(dims), f"reduce-window({x.name}, {init.name}), window={{size="
-                  f"{'x'.join(map(str, sizes))} stride={'x'.join(map(str, strides))} "
-                  f"pad={'x'.join(pads)}}}, to_apply=add_{x.etype}", x.etype)
-
-
-def _convert(b: _Builder, x: Value) -> Value:
-    to = "s32" if x.etype == "f32" else "f32"
-    return b.emit(x.dims, f"convert({x.name})", to)
+    b.case.reducers.add(("less", x.etype))
+    return b.move(x, x.dims, f"sort({x.name}), dimensions={{{axis}}}, to_apply=less_{x.etype}")
 
 
 def _copy(b: _Builder, x: Value) -> Value:
-    return b.emit(x.dims, f"copy({x.name})", x.etype)
+    return b.move(x, x.dims, f"copy({x.name})")
 
 
-_STEPS = ((_unary, 2), (_binary, 4), (_select, 1), (_transpose, 4), (_reshape, 2),
-          (_broadcast, 2), (_reduce, 2), (_dot, 4), (_slice, 1), (_pad, 1), (_reverse, 1),
-          (_concatenate, 1), (_iota, 1), (_dynamic_slice, 1), (_dynamic_update_slice, 1),
-          (_convert, 1), (_copy, 1), (_convolution, 1), (_dense, 2), (_gather, 1),
-          (_scatter, 1), (_sort, 1), (_reduce_window, 1))
+_STEPS = ((vs.typed_unary, 4), (vs.typed_binary, 6), (vs.compare_select, 2), (vs.clamp, 1),
+          (_transpose, 4), (_reshape, 2), (_broadcast, 2), (vs.reduce_any, 3), (_dot, 3),
+          (_slice, 1), (_pad, 1), (_reverse, 1), (_concatenate, 1), (_iota, 1),
+          (_dynamic_slice, 1), (_dynamic_update_slice, 1), (vs.convert, 3), (_copy, 1),
+          (_convolution, 1), (_dense, 2), (_gather, 1), (_scatter, 1), (_sort, 1),
+          (vs.reduce_window_any, 2), (vs.narrow_contraction, 1))
 _WEIGHTS = np.array([w for _, w in _STEPS], float) / sum(w for _, w in _STEPS)
 
 
 def random_case(rng: np.random.Generator, prefix: str) -> Case:
     b = _Builder(rng, prefix)
-    x = b.param(b.dims(int(rng.integers(1, 4))))
+    x = b.param(b.dims(int(rng.integers(1, 4))), str(rng.choice(vs.START_TYPES)))
     values = [x]
     for _ in range(int(rng.integers(2, 9))):
         step = _STEPS[int(rng.choice(len(_STEPS), p=_WEIGHTS))][0]
         x = step(b, x)
         values.append(x)
-    outs = [x] + ([values[int(rng.integers(1, len(values) - 1))]]
-                  if len(values) > 2 and rng.random() < 0.4 else [])
+    # and up to two intermediates, those compared bit for bit first (a later sum would hide
+    # a last-place difference in them)
+    inner = sorted(values[1:-1], key=lambda v: (v.ulps, rng.random()))
+    outs = [x] + inner[:int(rng.integers(0, 3))]
     b.case.outputs = [(v, b.layout(len(v.dims))) for v in outs]
     return b.case
 
@@ -472,14 +434,15 @@ def module_text(cases: list[Case]) -> str:
     params = [p for c in cases for p in c.params]
     outs = [o for c in cases for o in c.outputs]
     lines = ["HloModule fuzz", ""]
-    for kind, etype in itertools.product(("add", "max"), ("f32", "s32")):
-        op = "add" if kind == "add" else "maximum"
-        lines += [f"{kind}_{etype} {{", f"  a = {etype}[] parameter(0)",
-                  f"  b = {etype}[] parameter(1)", f"  ROOT r = {etype}[] {op}(a, b)", "}", ""]
-    for etype in ("f32", "s32"):
+    for kind, etype in sorted(set().union(*(c.reducers for c in cases))):
+        if kind != "less":
+            lines += vs.reducer_text(kind, etype)
+            continue
+        # a total order, so that NaNs sort where XLA's sort puts them
+        order = ", type=TOTALORDER" if vs.is_float(etype) else ""
         lines += [f"less_{etype} {{", f"  a = {etype}[] parameter(0)",
                   f"  b = {etype}[] parameter(1)",
-                  "  ROOT r = pred[] compare(a, b), direction=LT", "}", ""]
+                  f"  ROOT r = pred[] compare(a, b), direction=LT{order}", "}", ""]
     lines.append("ENTRY main {")
     for i, p in enumerate(params):
         lines.append(f"  {p.value.name} = {shape_text(p.value, p.layout)} parameter({i})")

@@ -88,3 +88,32 @@ ENTRY main {
     for fusion in (True, False):
         np.testing.assert_array_equal(differential.ours(text, [g], fusion)[0], want)
     np.testing.assert_array_equal(differential.xla_outputs(text, [g], "algsimp")[0], want)
+
+
+_UNIT_REDUCE = """HloModule unit_reduce
+mul_f32 {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT r = f32[] multiply(a, b)
+}
+ENTRY main {
+  p = f32[1]{0} parameter(0)
+  c = f32[] constant(0.1)
+  ROOT r = f32[] reduce(p, c), dimensions={0}, to_apply=mul_f32
+}
+"""
+
+
+def test_a_reduce_over_a_size_1_dimension_reads_its_initial_value():
+    """Found by the widened fuzzer (seed 0): XLA's simplifier makes a reduce over size-1
+    dimensions a reshape of its operand and drops a non-identity initial value (3, not
+    0.1 * 3); ours and XLA without the simplifier compute the reduce, and the second opinion
+    settles such a case as XLA's."""
+    args = [np.array([3.0], np.float32)]
+    for fusion in (True, False):
+        np.testing.assert_allclose(differential.ours(_UNIT_REDUCE, args, fusion)[0], 0.3,
+                                   rtol=1e-6)
+    np.testing.assert_allclose(differential.xla_outputs(_UNIT_REDUCE, args, "algsimp")[0], 0.3,
+                               rtol=1e-6)
+    assert differential.SIMPLIFIER_WRONG[
+        "a reduce over size-1 dimensions from a non-identity initial value"](_UNIT_REDUCE)

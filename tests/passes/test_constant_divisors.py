@@ -62,3 +62,19 @@ def test_only_natively_computed_floats_are_rewritten():
     module = optimise(runtime.parse(TEXT), fusion=False)
     divides = {i.name for i in module.instructions() if i.opcode == "divide"}
     assert divides == {"bq"}
+
+
+@pytest.mark.parametrize("t, divisor, dtype", [("f32", "-5.877471754111438e-39", np.float32),
+                                               ("f64", "1e-308", np.float64)])
+def test_a_denormal_divisor_is_flushed_as_xla_folds_it(t, divisor, dtype):
+    """Found by the fuzzer (seed 18): XLA folds the reciprocal with denormals flushed, so
+    dividing by a denormal constant multiplies by an infinity (1e-3 / -2^-127 is -inf; the
+    exact reciprocal gave -1.7e35)."""
+    text = (f"HloModule m\nENTRY e {{\n  p = {t}[3] parameter(0)\n"
+            f"  c = {t}[] constant({divisor})\n  b = {t}[3] broadcast(c), dimensions={{}}\n"
+            f"  ROOT d = {t}[3] divide(p, b)\n}}\n")
+    x = np.array([1e-3, -2, 0], dtype)
+    sign = -1 if divisor.startswith("-") else 1
+    want = np.array([sign * np.inf, -sign * np.inf, np.nan], dtype)
+    for fusion in (True, False):
+        np.testing.assert_array_equal(runtime.compile(text, fusion=fusion)(x), want)
