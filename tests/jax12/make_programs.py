@@ -3,7 +3,7 @@ libraries, as the newest JAX prints them, and XLA CPU's outputs for them (the te
 read the files).
 
 Printed with jax 0.12.0.1 / jaxlib 0.12.0.1 on Python 3.12, with equinox 0.13.8,
-optax 0.2.8, diffrax 0.7.2, flax 0.12.12 and dm-haiku 0.0.17.
+optax 0.2.8, diffrax 0.7.2, optimistix 0.1.0, flax 0.12.12 and dm-haiku 0.0.17.
 
 Each program is written as ``NAME.hlo`` (``jax.jit(f, keep_unused=True).lower(*args)
 .as_text("hlo")``, JAX's HLO before XLA's passes), ``NAME.opt.hlo`` (``lowered.compile()
@@ -779,6 +779,175 @@ def eqx_while_kinds():
     return f, (_normal(250, 4), _normal(251, 4, 4) * 0.6)
 
 
+def float_edges_more():
+    """f32 edge values (signed zeros, infinities, NaN, a denormal, 1e30) through frexp and
+    ldexp (exponents past the range), nextafter, float_power, hypot, logaddexp(2), sinc,
+    round to decimals, copysign, signbit, isclose, fmod/remainder/floor_divide, modf,
+    heaviside, nan_to_num, fmin/fmax and exp2/log2/log10."""
+    def f(x, y, e):
+        m, ex = jnp.frexp(x)
+        return (jnp.nextafter(x, y), jnp.ldexp(x, e), m, ex, jnp.float_power(jnp.abs(x), y),
+                jnp.hypot(x, y), jnp.logaddexp(x, y), jnp.logaddexp2(x, y), jnp.sinc(x),
+                jnp.round(x, 2), jnp.round(x * 10, -1), jnp.copysign(x, y), jnp.signbit(x),
+                jnp.isclose(x, y), jnp.fmod(x, y), jnp.remainder(x, y), jnp.floor_divide(x, y),
+                *jnp.modf(x), jnp.heaviside(x, 0.5), jnp.nan_to_num(x), jnp.fmin(x, y),
+                jnp.fmax(x, y), jnp.exp2(y), jnp.log2(jnp.abs(x)), jnp.log10(jnp.abs(x)),
+                jnp.arctanh(jnp.clip(y, -1, 1)), jnp.reciprocal(x), jax.lax.rsqrt(jnp.abs(x)),
+                jax.lax.erf_inv(jnp.clip(y, -1, 1)))
+    x = jnp.array([0.0, -0.0, 1.0, -1.0, jnp.inf, -jnp.inf, jnp.nan, 2.5, -2.5, 1e-40, 3.0,
+                   0.125, -7.5, 1e30, 0.5, -0.5], jnp.float32)
+    y = jnp.array([1.0, -1.0, jnp.inf, 0.0, jnp.inf, 2.0, 1.0, 2.0, 2.0, -0.0, -jnp.inf, 0.5,
+                   2.0, 3.0, jnp.nan, -1.5], jnp.float32)
+    e = jnp.array([1, -1, 200, -200, 3, 0, 1, 2, -3, 130, -140, 5, 1, 1, 0, 7], jnp.int32)
+    return f, (x, y, e)
+
+
+def int_narrow_edges():
+    """int8, uint16 and int16 at their limits: floor division and remainder by negative
+    divisors, shifts by 0 to 31 (past the bit width), sums and products that wrap in their
+    own type, clz and popcount of negatives, abs/negation of the minimum, integer powers,
+    narrowing converts, and s32 div/rem by -4 and an add that wraps."""
+    def f(a8, u16, i16, s, i32):
+        return (a8 // jnp.int8(-3), a8 % jnp.int8(-3), jnp.fmod(a8, jnp.int8(3)),
+                jnp.floor_divide(i16, i16[::-1] | 1), a8 << s.astype(jnp.int8),
+                a8 >> s.astype(jnp.int8), u16 << s.astype(jnp.uint16), u16 >> s.astype(jnp.uint16),
+                jax.lax.shift_right_logical(a8, s.astype(jnp.int8)), jnp.sum(a8, dtype=jnp.int8),
+                jnp.sum(u16, dtype=jnp.uint16), jnp.cumsum(u16, dtype=jnp.uint16),
+                jnp.prod(a8, dtype=jnp.int8), jax.lax.clz(a8), jax.lax.clz(i16),
+                jax.lax.population_count(a8), jax.lax.population_count(i16), jnp.abs(a8), -a8,
+                i32 ** 3, jnp.bitwise_not(u16), jnp.sign(a8), jnp.max(a8), jnp.min(u16),
+                jnp.argmax(a8), jnp.argmin(i16), a8 * jnp.int8(7), u16 * jnp.uint16(1000),
+                i16.astype(jnp.uint8), u16.astype(jnp.int8), a8.astype(jnp.float32) / 3,
+                jnp.mean(a8), jnp.bitwise_count(i32), jax.lax.div(i32, jnp.int32(-4)),
+                jax.lax.rem(i32, jnp.int32(-4)), i32 // 4, i32 % 4, jnp.int32(2**31 - 1) + i32)
+    a8 = jnp.array([-128, -127, -1, 0, 1, 5, -5, 127, 100, -100, 64, -64], jnp.int8)
+    u16 = jnp.array([0, 1, 65535, 32768, 1000, 7, 60000, 12345, 2, 3, 40000, 9], jnp.uint16)
+    i16 = jnp.array([-32768, 32767, -1, 0, 300, -300, 255, 256, -257, 7, -7, 1], jnp.int16)
+    s = jnp.array([0, 1, 7, 8, 9, 15, 16, 17, 3, 31, 2, 5], jnp.int32)
+    i32 = jnp.array([-2**31, 2**31 - 1, -7, 7, 0, -1, 12, -12, 100, -100, 33, -33], jnp.int32)
+    return f, (a8, u16, i16, s, i32)
+
+
+def sort_search_edges():
+    """Sorting and searching with ties and NaNs: unique with size (index, inverse, counts),
+    searchsorted both sides and compare_all, weighted bincount, stable argsort ascending and
+    descending, top_k and approx_max_k/min_k, reversed cumulative max/min/sum/prod/logsumexp,
+    lexsort, partition, nan-aware medians and arg-reductions, nonzero with size, digitize."""
+    def f(x, i, v):
+        xn = x.at[2].set(jnp.nan).at[7].set(jnp.nan)
+        u = jnp.unique(jnp.round(x), size=10, fill_value=0.0, return_index=True,
+                       return_inverse=True, return_counts=True)
+        return (*u, jnp.searchsorted(jnp.sort(x), v), jnp.searchsorted(jnp.sort(x), v, side="right"),
+                jnp.searchsorted(jnp.sort(xn), v, method="compare_all"),
+                jnp.bincount(i, weights=x[:8], length=6), jnp.bincount(i, length=3),
+                jnp.argsort(jnp.round(x), stable=True),
+                jnp.argsort(jnp.round(x), stable=True, descending=True), jnp.argsort(xn),
+                jnp.sort(xn), *jax.lax.top_k(xn, 4), *jax.lax.approx_max_k(x, 3),
+                *jax.lax.approx_min_k(x, 3), jax.lax.cummax(xn, reverse=True),
+                jax.lax.cummin(x, reverse=True), jax.lax.cumsum(xn, reverse=True),
+                jax.lax.cumprod(x, reverse=True), jax.lax.cumlogsumexp(x, reverse=True),
+                jnp.nancumsum(xn), jnp.lexsort((jnp.round(x), i.astype(jnp.float32).repeat(2)[:12])),
+                jnp.partition(x, 3), jnp.argpartition(x, 3)[:3], jnp.nanmedian(xn), jnp.nanmean(xn),
+                jnp.nanargmax(xn), jnp.nanargmin(xn), jnp.median(x), jnp.percentile(x, 37.0),
+                jnp.argmax(xn), jnp.max(xn), jnp.count_nonzero(xn > 0),
+                jnp.isin(i, jnp.array([1, 3])), *jnp.nonzero(i > 2, size=4, fill_value=9),
+                jnp.digitize(x, jnp.array([-1.0, 0.0, 1.0]), right=True))
+    return f, (jnp.round(_normal(520, 12) * 4) / 2, jnp.array([0, 3, 3, 1, 5, 1, 1, 2], jnp.int32),
+               jnp.array([-1.0, 0.0, 0.5, 1.0, 99.0]))
+
+
+def segment_edges():
+    """Segment max/min/prod/sum over 6 segments of which several are empty (max's identity
+    -inf, an int32 segment's INT_MIN), ids out of range (-1 and 7, dropped), a sorted-ids
+    hint, and the gradient of a segment max."""
+    def f(x, ids):
+        return (jax.ops.segment_max(x, ids, 6), jax.ops.segment_min(x, ids, 6),
+                jax.ops.segment_prod(x, ids, 6), jax.ops.segment_sum(x, ids, 6, indices_are_sorted=True),
+                jax.ops.segment_max(x.astype(jnp.int32), ids, 6),
+                jax.ops.segment_min(x.astype(jnp.int32), ids, 6),
+                jax.ops.segment_sum(x, ids, 4, mode="drop"),
+                jax.grad(lambda x: jnp.sum(jax.ops.segment_max(x, ids, 6) ** 2))(x))
+    return f, (jnp.round(_normal(530, 9, 2) * 3), jnp.array([0, 0, 2, 2, 2, 5, 5, 7, -1], jnp.int32))
+
+
+def f8_quant():
+    """Per-tensor scaled float8 quantisation (e4m3fn activations, e5m2 weights, saturated by
+    clipping to the format's range), the dequantised matmul and an f8 x f8 dot with an f32
+    result, unscaled f8 casts, and f16 arithmetic, sums and overflow to infinity."""
+    def f(x, w):
+        def q(t, dt):
+            scale = float(jnp.finfo(dt).max) / jnp.max(jnp.abs(t))
+            limit = float(jnp.finfo(dt).max)
+            return jnp.clip(t * scale, -limit, limit).astype(dt), scale
+        xq, sx = q(x, jnp.float8_e4m3fn)
+        wq, sw = q(w, jnp.float8_e5m2)
+        y = jnp.dot(xq.astype(jnp.float32), wq.astype(jnp.float32)) / (sx * sw)
+        y2 = jax.lax.dot(xq, wq.astype(jnp.float8_e4m3fn), preferred_element_type=jnp.float32)
+        return (xq.astype(jnp.float32), wq.astype(jnp.float32), y, y2,
+                x.astype(jnp.float8_e4m3fn).astype(jnp.float32),
+                (x * 1000).astype(jnp.float8_e5m2).astype(jnp.float32),
+                x.astype(jnp.float16) * jnp.float16(3.1), jnp.exp(x.astype(jnp.float16)),
+                jnp.sum(x.astype(jnp.float16) * 100), (x * 1e4).astype(jnp.float16))
+    return f, (_normal(540, 4, 8) * 3, _normal(541, 8, 3))
+
+
+def orthogonal_init():
+    """jax.nn.initializers: orthogonal (a QR of a normal draw, signs fixed by R's diagonal;
+    tall and wide, scaled, on either axis), lecun_normal, truncated-normal variance scaling
+    and delta_orthogonal, from split threefry keys."""
+    def f(k):
+        ks = jax.random.split(k, 4)
+        init = jax.nn.initializers
+        return (init.orthogonal()(ks[0], (6, 4)), init.orthogonal(scale=2.0, column_axis=0)(ks[1], (3, 5)),
+                init.lecun_normal()(ks[2], (4, 4)),
+                init.variance_scaling(1.0, "fan_avg", "truncated_normal")(ks[3], (3, 3, 2)),
+                init.delta_orthogonal()(ks[0], (3, 3, 4)))
+    return f, (jax.random.PRNGKey(7),)
+
+
+def eqx_bn_scan():
+    """An Equinox BatchNorm (``make_with_state``, batch statistics over a vmapped axis named
+    "batch") stepped by lax.scan over 3 batches, its running mean and variance carried in the
+    scan's State."""
+    model, state = eqx.nn.make_with_state(eqx.nn.BatchNorm)(3, axis_name="batch", momentum=0.8)
+    params, static = eqx.partition(model, eqx.is_array)
+
+    def f(params, state, xs):
+        model = eqx.combine(params, static)
+
+        def body(st, x):
+            y, st = jax.vmap(model, axis_name="batch", in_axes=(0, None), out_axes=(0, None))(x, st)
+            return st, y
+        st, ys = jax.lax.scan(body, state, xs)
+        return ys, st
+    return f, (params, state, _normal(640, 3, 4, 3) * 2 + 1)
+
+
+def optimistix_solvers():
+    """optimistix with ``throw=False``: Newton and bisection root finds, Levenberg-Marquardt
+    and Dogleg least squares, a BFGS minimisation and a fixed-point iteration (nested while
+    loops, lineax solves inside), with their step counts."""
+    import optimistix as optx
+
+    def f(y0, c):
+        def fn(y, c):
+            return jnp.tanh(y) + 0.5 * y - c
+        kw = dict(args=c, throw=False)
+        r1 = optx.root_find(fn, optx.Newton(rtol=1e-6, atol=1e-6), y0, max_steps=30, **kw)
+        r2 = optx.least_squares(lambda y, c: jnp.concatenate([fn(y, c), 0.1 * y]),
+                                optx.LevenbergMarquardt(rtol=1e-6, atol=1e-6), y0, max_steps=50, **kw)
+        r3 = optx.minimise(lambda y, c: jnp.sum((y - c) ** 2) + jnp.sum(y ** 4),
+                           optx.BFGS(rtol=1e-6, atol=1e-6), y0, max_steps=50, **kw)
+        r4 = optx.least_squares(fn, optx.Dogleg(rtol=1e-6, atol=1e-6), y0, max_steps=50, **kw)
+        r5 = optx.root_find(lambda y, c: y ** 3 - c[0], optx.Bisection(rtol=1e-6, atol=1e-6),
+                            jnp.float32(0.5), max_steps=80, options={"lower": -3.0, "upper": 3.0}, **kw)
+        r6 = optx.fixed_point(lambda y, c: jnp.cos(y) * 0.5 + c * 0.1,
+                              optx.FixedPointIteration(rtol=1e-6, atol=1e-6), y0, max_steps=100, **kw)
+        return (r1.value, r2.value, r3.value, r4.value, r5.value, r6.value,
+                r1.stats["num_steps"], r3.stats["num_steps"])
+    return f, (jnp.array([0.1, -0.2, 0.3]), jnp.array([0.5, -1.0, 2.0]))
+
+
 PROGRAMS: dict[str, Callable] = {f.__name__: f for f in (
     eqx_mlp_lion, eqx_mlp_adam, eqx_mlp_tanh, eqx_gru_scan, eqx_lstm_scan, diffrax_neural_ode,
     flax_cnn, flax_transformer_block, haiku_lstm, optax_lbfgs, optax_chain, vmap_einsum,
@@ -786,7 +955,8 @@ PROGRAMS: dict[str, Callable] = {f.__name__: f for f in (
     diffrax_adaptive, lax_scans_and_sorts, linalg_lapack, fft_and_random, int_float_edges,
     mixed_precision_int8, scatter_gather_modes, uint8_image_bits, binning_quantize, x64_program,
     complex_programs, remat_sharding_barrier, diffrax_kvaerno, linen_rnn, linen_decode_cache,
-    optax_ctc, eqx_while_kinds)}
+    optax_ctc, eqx_while_kinds, float_edges_more, int_narrow_edges, sort_search_edges,
+    segment_edges, f8_quant, orthogonal_init, eqx_bn_scan, optimistix_solvers)}
 # printed with ``jax_enable_x64`` on (64-bit types are otherwise narrowed to 32 bits)
 X64 = {"x64_program"}
 

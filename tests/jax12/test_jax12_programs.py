@@ -3,7 +3,8 @@ them (``data/``, written by ``make_programs.py`` with jax 0.12.0.1 on Python 3.1
 carry layouts such as ``{0,1}`` and constructs older JAX did not print), against XLA CPU's
 outputs: JAX's text and XLA's optimised text, through the fusion passes and without them.
 Outputs are compared by the corpus's helper, scaled by each output's largest magnitude.
-Libraries: equinox 0.13.8, optax 0.2.8, diffrax 0.7.2, flax 0.12.12, dm-haiku 0.0.17;
+Libraries: equinox 0.13.8, optax 0.2.8, diffrax 0.7.2, optimistix 0.1.0, flax 0.12.12,
+dm-haiku 0.0.17;
 regenerate with ``/path/to/py312/bin/python tests/jax12/make_programs.py [NAME ...]``."""
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ SLOW = {"diffrax_neural_ode", "eqx_gru_scan", "eqx_lstm_scan", "eqx_mlp_adam", "
         "eqx_conv_embed", "fft_and_random", "flax_bn_dropout", "haiku_bn_conv",
         "lax_scans_and_sorts", "linalg_lapack", "nnx_embed_attention", "optax_adafactor_rmsprop",
         "scatter_gather_modes", "complex_programs", "diffrax_kvaerno", "eqx_while_kinds",
-        "linen_decode_cache", "linen_rnn", "optax_ctc"}
+        "linen_decode_cache", "linen_rnn", "optax_ctc", "optimistix_solvers", "sort_search_edges"}
 # programs of many small steps that run fused only, like the slow ones (their unfused builds
 # took minutes of the suite; tests/passes covers their passes unfused)
-FUSED_ONLY = {"uint8_image_bits", "binning_quantize", "x64_program", "remat_sharding_barrier"}
+FUSED_ONLY = {"uint8_image_bits", "binning_quantize", "x64_program", "remat_sharding_barrier",
+              "int_narrow_edges", "segment_edges", "orthogonal_init"}
 RTOL = 1e-4
 # out_9 of the transformer block is its key projection's bias gradient, zero in exact
 # arithmetic (softmax ignores a shift shared by every key's score): XLA's values, up to
