@@ -18,19 +18,14 @@ from ..hlo.attributes import BackendConfig, Identifier
 from ..hlo.ir import HloInstruction, HloModule
 from ..hlo.opcode_enum import Opcode
 from ..target import CPU, Target
-from .names import FreshNames
-from .part_builder import PartBuilder, expand_in_place, type_of
+from .part_builder import PartBuilder, expand_matching_in_place, type_of
 
 CHOLESKY_TARGET = "hlo_magic.cholesky"
 _COMPUTED_TYPES = ("f32", "f64", "c64", "c128")
 
 
 def cholesky_to_host_calls_in_place(module: HloModule, target: Target = CPU) -> None:
-    names: FreshNames | None = None
-    for comp in module.computations:
-        if any(i.opcode == Opcode.CHOLESKY for i in comp.instructions):
-            names = names or FreshNames(module)
-            expand_in_place(comp, names, _expand)
+    expand_matching_in_place(module, lambda i: i.opcode == Opcode.CHOLESKY, _expand)
 
 
 def _expand(build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:

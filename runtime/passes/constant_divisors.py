@@ -20,16 +20,11 @@ from ..hlo.ir import HloInstruction, HloModule
 from ..hlo.literal import Literal
 from ..hlo.opcode_enum import Opcode
 from ..target import CPU, Target
-from .names import FreshNames
-from .part_builder import PartBuilder, expand_in_place
+from .part_builder import PartBuilder, expand_matching_in_place
 
 
 def multiply_by_reciprocals_in_place(module: HloModule, target: Target = CPU) -> None:
-    names: FreshNames | None = None
-    for comp in module.computations:
-        if any(_constant_divisor(i) is not None for i in comp.instructions):
-            names = names or FreshNames(module)
-            expand_in_place(comp, names, _expand)
+    expand_matching_in_place(module, lambda i: _constant_divisor(i) is not None, _expand)
 
 
 def _constant_divisor(inst: HloInstruction) -> HloInstruction | None:

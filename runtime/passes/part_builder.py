@@ -17,7 +17,7 @@ import numpy as np
 
 from ..hlo.attributes import Identifier, PadDim, PaddingConfig, SliceDim, SliceSpec
 from ..hlo.dtypes import ELEMENT_TYPES, ElementType
-from ..hlo.ir import HloComputation, HloInstruction
+from ..hlo.ir import HloComputation, HloInstruction, HloModule
 from ..hlo.literal import Literal
 from ..hlo.shape import ArrayShape, Shape, default_layout
 from ..hlo.opcode_enum import Opcode
@@ -186,3 +186,16 @@ def expand_in_place(comp: HloComputation, names: FreshNames,
     comp.instructions = out
     assert comp.root is not None
     comp.root = replaced.get(id(comp.root), comp.root)
+
+
+def expand_matching_in_place(module: HloModule, matches: Callable[[HloInstruction], bool],
+                             expand: Callable[[PartBuilder, HloInstruction],
+                                              HloInstruction | None]) -> None:
+    """``expand_in_place`` on every computation holding an instruction ``matches`` picks,
+    with one set of fresh names for the module; a module with none is left untouched (no
+    names are reserved), which is most modules for the expanding passes."""
+    names: FreshNames | None = None
+    for comp in module.computations:
+        if any(matches(i) for i in comp.instructions):
+            names = names or FreshNames(module)
+            expand_in_place(comp, names, expand)

@@ -19,16 +19,11 @@ from ..hlo.dtypes import ELEMENT_TYPES
 from ..hlo.ir import HloInstruction, HloModule
 from ..hlo.opcode_enum import Opcode
 from ..target import CPU, Target
-from .names import FreshNames
-from .part_builder import PartBuilder, array, dims_of, expand_in_place, type_of
+from .part_builder import PartBuilder, array, dims_of, expand_matching_in_place, type_of
 
 
 def expand_stochastic_converts_in_place(module: HloModule, target: Target = CPU) -> None:
-    names: FreshNames | None = None
-    for comp in module.computations:
-        if any(i.opcode == Opcode.STOCHASTIC_CONVERT for i in comp.instructions):
-            names = names or FreshNames(module)
-            expand_in_place(comp, names, _expand)
+    expand_matching_in_place(module, lambda i: i.opcode == Opcode.STOCHASTIC_CONVERT, _expand)
 
 
 def _expand(build: PartBuilder, inst: HloInstruction) -> HloInstruction | None:
