@@ -347,7 +347,10 @@ def test_short_rows_compute_each_fused_value_once_for_all_passes(n):
         return
     values = n // width + n % width
     assert exe.program.source.count(" exp(") == values
-    assert exe.program.source.count(" * u") + exe.program.source.count("* s") <= values
+    # the scaling, and the quotient's product with the sum's reciprocal (XLA's rewrite of a
+    # division by a broadcast, passes/algebraic_rewrites.py); a scaling recomputed by each of
+    # the three passes would make it 3 per value
+    assert exe.program.source.count(" * u") + exe.program.source.count("* s") <= 2 * values
     unrolled = reduction._UNROLLED_BLOCKS
     try:
         reduction._UNROLLED_BLOCKS = 0
